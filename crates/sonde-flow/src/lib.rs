@@ -1,1 +1,261 @@
-//! placeholder
+//! sonde-flow: the flow layer, between decoding and the sinks.
+//!
+//! A [`FlowTracker`] takes decoded packets ([`sonde_wire::PacketSummary`]) in packet-time order,
+//! keeps one entry per bidirectional TCP or UDP 5-tuple in a bounded [`table::FlowTable`], runs
+//! the TCP and UDP analyzers on it, and pushes a [`FlowRecord`] into a [`FlowSink`] when a flow
+//! ends: FIN from both sides or RST (after a short linger for the last ACKs), idle timeout,
+//! eviction of the longest-idle flow when the table is full, reuse of the tuple by a new SYN, or
+//! end of input. It does no I/O and never reads the clock: packet timestamps drive every timer,
+//! so the same packets give the same records.
+//!
+//! ```
+//! use sonde_flow::{FlowConfig, FlowTracker, FlowRecord};
+//! let mut tracker = FlowTracker::new(FlowConfig::default());
+//! let mut records: Vec<FlowRecord> = Vec::new();
+//! tracker.finish(&mut records);
+//! assert!(records.is_empty());
+//! ```
+
+pub mod key;
+pub mod record;
+pub mod seq;
+pub mod table;
+pub mod tcp;
+pub mod udp;
+
+use ipnet::IpNet;
+use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
+
+pub use key::FlowKey;
+pub use record::*;
+use table::{FlowTable, Lane};
+pub use table::TableStats;
+use tcp::TcpConn;
+use udp::UdpConn;
+
+const SECOND_NS: u64 = 1_000_000_000;
+
+/// Flow-layer settings. Defaults follow Tstat.
+#[derive(Debug, Clone)]
+pub struct FlowConfig {
+    /// TCP flows idle this long end (Tstat: 300 s).
+    pub tcp_idle_ns: u64,
+    /// UDP flows idle this long end (Tstat: 200 s).
+    pub udp_idle_ns: u64,
+    /// After both FINs or a RST, how long a flow waits for its last ACKs before it is written.
+    pub tcp_closed_linger_ns: u64,
+    /// Most flows held at once; when full, the longest-idle flow is evicted (and logged).
+    pub max_flows: usize,
+    /// Flow slots allocated up front.
+    pub initial_flows: usize,
+    /// Internal networks (Tstat's net.conf): hosts inside are flagged internal.
+    pub internal_nets: Vec<IpNet>,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        FlowConfig {
+            tcp_idle_ns: 300 * SECOND_NS,
+            udp_idle_ns: 200 * SECOND_NS,
+            tcp_closed_linger_ns: 10 * SECOND_NS,
+            max_flows: 1_000_000,
+            initial_flows: 4096,
+            internal_nets: Vec::new(),
+        }
+    }
+}
+
+/// One table entry: either protocol's state (slots are reused across protocols).
+#[derive(Debug, Default)]
+struct Flow {
+    protocol: u8,
+    /// Whether the client is the key's `lo` endpoint.
+    client_is_lo: bool,
+    tunnel: Option<Tunnel>,
+    tcp: TcpConn,
+    udp: UdpConn,
+}
+
+/// What the tracker did with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Counted in a TCP or UDP flow.
+    Flow,
+    /// A later IP fragment: no transport header to assign it to a flow.
+    LaterFragment,
+    /// Not TCP or UDP (ICMP, other protocols, non-IP).
+    NotTcpUdp,
+    /// The transport header was cut short.
+    TruncatedTransport,
+}
+
+pub struct FlowTracker {
+    cfg: FlowConfig,
+    table: FlowTable<Flow>,
+}
+
+impl FlowTracker {
+    pub fn new(cfg: FlowConfig) -> Self {
+        let table = FlowTable::new(cfg.max_flows, cfg.initial_flows);
+        FlowTracker { cfg, table }
+    }
+
+    pub fn table_stats(&self) -> TableStats {
+        self.table.stats
+    }
+
+    pub fn live_flows(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Feeds one packet. Flows that the packet's time (or its arrival) ends go to `sink`.
+    pub fn on_packet(&mut self, ts_ns: u64, p: &PacketSummary, sink: &mut impl FlowSink) -> Disposition {
+        self.expire(ts_ns, sink);
+        let Some(ip) = p.ip else { return Disposition::NotTcpUdp };
+        if ip.fragment == Fragment::Later {
+            return Disposition::LaterFragment;
+        }
+        let (protocol, sport, dport) = match p.transport {
+            Some(Transport::Tcp(t)) => (6, t.src_port, t.dst_port),
+            Some(Transport::Udp(u)) => (17, u.src_port, u.dst_port),
+            Some(Transport::Truncated { protocol: 6 | 17 }) => return Disposition::TruncatedTransport,
+            _ => return Disposition::NotTcpUdp,
+        };
+        let src = (ip.src, sport);
+        let (key, order) = FlowKey::new(protocol, src, (ip.dst, dport));
+        let hash = key.hash64();
+        let from_lo = order == key::KeyOrder::LoToHi;
+
+        let mut slot = self.table.find(&key, hash);
+        if let (Some(s), Some(Transport::Tcp(t))) = (slot, &p.transport) {
+            let flow = self.table.value(s);
+            let dir = usize::from(from_lo != flow.client_is_lo);
+            if flow.tcp.starts_new_flow(dir, t) {
+                let reason = flow.tcp.closed.unwrap_or(EndReason::Reused);
+                self.end_flow(s, reason, sink);
+                slot = None;
+            }
+        }
+        let slot = match slot {
+            Some(s) => s,
+            None => {
+                if self.table.is_full() {
+                    if let Some(victim) = self.table.oldest_any() {
+                        self.end_flow(victim, EndReason::Evicted, sink);
+                        self.table.stats.evicted += 1;
+                    }
+                }
+                let lane = if protocol == 6 { Lane::TcpOpen } else { Lane::Udp };
+                let s = self.table.insert(key, hash, ts_ns, lane);
+                let flow = self.table.value(s);
+                flow.protocol = protocol;
+                flow.tunnel = p.tunnel;
+                // The client is the SYN sender; a flow first seen at its SYN/ACK starts at the server.
+                let sender_is_client = match &p.transport {
+                    Some(Transport::Tcp(t)) => !TcpConn::first_sender_is_server(t),
+                    _ => true,
+                };
+                flow.client_is_lo = from_lo == sender_is_client;
+                if protocol == 6 {
+                    flow.tcp.reset();
+                } else {
+                    flow.udp = UdpConn::default();
+                }
+                s
+            }
+        };
+        let flow = self.table.value(slot);
+        let dir = usize::from(from_lo != flow.client_is_lo);
+        let lane = match &p.transport {
+            Some(Transport::Tcp(t)) => {
+                flow.tcp.on_packet(dir, ts_ns, &ip, t);
+                if flow.tcp.closed.is_some() {
+                    Lane::TcpClosed
+                } else {
+                    Lane::TcpOpen
+                }
+            }
+            Some(Transport::Udp(u)) => {
+                flow.udp.on_packet(dir, ts_ns, &ip, u);
+                Lane::Udp
+            }
+            _ => unreachable!("only TCP and UDP reach the table"),
+        };
+        self.table.touch(slot, ts_ns, lane);
+        Disposition::Flow
+    }
+
+    /// Ends every flow idle past its timeout at packet time `now_ns`.
+    pub fn expire(&mut self, now_ns: u64, sink: &mut impl FlowSink) {
+        for (lane, timeout) in [
+            (Lane::TcpOpen, self.cfg.tcp_idle_ns),
+            (Lane::TcpClosed, self.cfg.tcp_closed_linger_ns),
+            (Lane::Udp, self.cfg.udp_idle_ns),
+        ] {
+            while let Some((slot, last)) = self.table.oldest(lane) {
+                if now_ns.saturating_sub(last) < timeout {
+                    break;
+                }
+                self.end_flow(slot, EndReason::Idle, sink);
+            }
+        }
+    }
+
+    /// Ends every flow still open (end of input), in a deterministic order.
+    pub fn finish(&mut self, sink: &mut impl FlowSink) {
+        let mut slots = self.table.live_slots();
+        slots.sort_by_key(|&s| *self.table.key(s));
+        for s in slots {
+            self.end_flow(s, EndReason::Eof, sink);
+        }
+    }
+
+    fn end_flow(&mut self, slot: u32, reason: EndReason, sink: &mut impl FlowSink) {
+        let key = *self.table.key(slot);
+        let cfg = &self.cfg;
+        let flow = self.table.value(slot);
+        let (client, server) = if flow.client_is_lo { (key.lo, key.hi) } else { (key.hi, key.lo) };
+        let is_internal = |ip: &std::net::IpAddr| cfg.internal_nets.iter().any(|n| n.contains(ip));
+        let endpoints = Endpoints {
+            client_ip: client.0,
+            client_port: client.1,
+            server_ip: server.0,
+            server_port: server.1,
+            client_internal: is_internal(&client.0),
+            server_internal: is_internal(&server.0),
+            tunnel: flow.tunnel,
+        };
+        let record = if flow.protocol == 6 {
+            let c = &flow.tcp;
+            // A closed flow that lingered ended by its FIN or RST, whatever removed it.
+            let end = match (c.closed, reason) {
+                (Some(closed), EndReason::Idle | EndReason::Eof | EndReason::Evicted | EndReason::Reused) => closed,
+                _ => reason,
+            };
+            let (cs, ss) = c.stats();
+            FlowRecord::Tcp(Box::new(TcpRecord {
+                endpoints,
+                complete: c.client_syn && c.server_synack,
+                end,
+                first_ns: c.first_ns,
+                last_ns: c.last_ns,
+                hs_syn_synack_ns: c.hs_syn_synack_ns,
+                hs_synack_ack_ns: c.hs_synack_ack_ns,
+                client: *cs,
+                server: *ss,
+            }))
+        } else {
+            let u = &flow.udp;
+            FlowRecord::Udp(UdpRecord {
+                endpoints,
+                end: reason,
+                first_ns: u.first_ns,
+                last_ns: u.last_ns,
+                client: u.dirs[0],
+                server: u.dirs[1],
+            })
+        };
+        self.table.remove(slot);
+        sink.flow(record);
+    }
+}

@@ -1,0 +1,244 @@
+//! Flow records: what a flow leaves behind when it ends. Plain `Copy` data; the output crate
+//! names and formats every field (docs/metrics.md defines them).
+
+use std::net::IpAddr;
+
+use sonde_wire::Tunnel;
+
+/// Why a flow's record was emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EndReason {
+    /// TCP: FIN seen from both sides.
+    Fin,
+    /// TCP: a RST was seen.
+    Rst,
+    /// No packet for the idle timeout.
+    Idle,
+    /// The table was full and this was the longest-idle flow.
+    Evicted,
+    /// TCP: a new SYN with another ISN reused the tuple while the flow was still open.
+    Reused,
+    /// The input ended with the flow still open.
+    Eof,
+}
+
+impl EndReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            EndReason::Fin => "fin",
+            EndReason::Rst => "rst",
+            EndReason::Idle => "idle",
+            EndReason::Evicted => "evicted",
+            EndReason::Reused => "reused",
+            EndReason::Eof => "eof",
+        }
+    }
+}
+
+/// Summary statistics of RTT samples, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RttStats {
+    pub count: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: f64,
+    pub sum_sq_ns2: f64,
+}
+
+impl RttStats {
+    pub fn add(&mut self, sample_ns: u64) {
+        if self.count == 0 || sample_ns < self.min_ns {
+            self.min_ns = sample_ns;
+        }
+        self.max_ns = self.max_ns.max(sample_ns);
+        self.count += 1;
+        let x = sample_ns as f64;
+        self.sum_ns += x;
+        self.sum_sq_ns2 += x * x;
+    }
+
+    pub fn mean_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum_ns / self.count as f64
+        }
+    }
+
+    /// Sample standard deviation (n − 1 in the denominator, as tcptrace); 0 below two samples.
+    pub fn stdev_ns(&self) -> f64 {
+        if self.count < 2 {
+            return 0.0;
+        }
+        let n = self.count as f64;
+        let var = (self.sum_sq_ns2 - self.sum_ns * self.sum_ns / n) / (n - 1.0);
+        var.max(0.0).sqrt()
+    }
+}
+
+/// Retransmissions and other out-of-sequence segments by cause, as Tstat classifies them
+/// (Mellia et al., "Passive analysis of TCP anomalies"). Every segment counted in
+/// `TcpDirStats::pkts_retx` or `pkts_ooo` lands in exactly one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AnomalyCounts {
+    /// Retransmission after a retransmission timeout.
+    pub rto: u64,
+    /// Fast retransmission (three duplicate ACKs seen).
+    pub fast_retx: u64,
+    /// Reordering: new data arriving late, within an RTT.
+    pub reordering: u64,
+    /// Network duplicate: the same IP packet seen twice.
+    pub net_dup: u64,
+    /// Window probe (flow control) while the receiver's window was zero.
+    pub flow_control: u64,
+    /// Unnecessary retransmission by timeout: the data had already been acknowledged.
+    pub unneeded_rto: u64,
+    /// Unnecessary fast retransmission.
+    pub unneeded_fast_retx: u64,
+    /// Out of sequence, cause not determined.
+    pub unknown: u64,
+}
+
+/// Per-direction TCP measurements. Times in ns since the epoch (0 = never), sizes in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TcpDirStats {
+    pub pkts: u64,
+    pub ip_bytes: u64,
+    /// Payload bytes including retransmissions.
+    pub payload_bytes: u64,
+    /// Distinct payload bytes (sequence space covered, SYN and FIN excluded).
+    pub unique_bytes: u64,
+    pub data_pkts: u64,
+    pub ack_pkts: u64,
+    /// ACK set, no payload, no SYN/FIN/RST.
+    pub pure_ack_pkts: u64,
+    pub syn_cnt: u64,
+    pub fin_cnt: u64,
+    pub rst_cnt: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub first_payload_ns: u64,
+    pub last_payload_ns: u64,
+    pub first_ack_ns: u64,
+    pub ttl_min: u8,
+    pub ttl_max: u8,
+    /// MSS option value in this side's SYN (0 = none).
+    pub mss_opt: u16,
+    /// Window scale sent in SYN (None = not sent).
+    pub win_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+    pub sack_blocks: u64,
+    pub seg_min: u32,
+    pub seg_max: u32,
+    /// Announced receive window, scaled when both sides negotiated scaling.
+    pub win_min: u64,
+    pub win_max: u64,
+    pub win_zero: u64,
+    pub rtt: RttStats,
+    pub retx_pkts: u64,
+    pub retx_bytes: u64,
+    pub ooo_pkts: u64,
+    pub anomalies: AnomalyCounts,
+    /// SYNs retransmitted with a different ISN.
+    pub syn_retx_new_isn: u64,
+    pub inflight_min: u64,
+    pub inflight_max: u64,
+    pub inflight_initial: u64,
+}
+
+/// Tuple and role facts shared by TCP and UDP records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoints {
+    pub client_ip: IpAddr,
+    pub client_port: u16,
+    pub server_ip: IpAddr,
+    pub server_port: u16,
+    pub client_internal: bool,
+    pub server_internal: bool,
+    pub tunnel: Option<Tunnel>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpRecord {
+    pub endpoints: Endpoints,
+    /// SYN from the client and SYN/ACK from the server were both seen.
+    pub complete: bool,
+    pub end: EndReason,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// SYN (client) → SYN/ACK at the probe: the probe–server round trip.
+    pub hs_syn_synack_ns: Option<u64>,
+    /// SYN/ACK → client's first ACK at the probe: the probe–client round trip.
+    pub hs_synack_ack_ns: Option<u64>,
+    pub client: TcpDirStats,
+    pub server: TcpDirStats,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UdpDirStats {
+    pub pkts: u64,
+    pub ip_bytes: u64,
+    pub payload_bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdpRecord {
+    pub endpoints: Endpoints,
+    pub end: EndReason,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub client: UdpDirStats,
+    pub server: UdpDirStats,
+}
+
+/// A finished flow of either protocol.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlowRecord {
+    Tcp(Box<TcpRecord>),
+    Udp(UdpRecord),
+}
+
+impl FlowRecord {
+    pub fn first_ns(&self) -> u64 {
+        match self {
+            FlowRecord::Tcp(r) => r.first_ns,
+            FlowRecord::Udp(r) => r.first_ns,
+        }
+    }
+    pub fn endpoints(&self) -> &Endpoints {
+        match self {
+            FlowRecord::Tcp(r) => &r.endpoints,
+            FlowRecord::Udp(r) => &r.endpoints,
+        }
+    }
+    pub fn end(&self) -> EndReason {
+        match self {
+            FlowRecord::Tcp(r) => r.end,
+            FlowRecord::Udp(r) => r.end,
+        }
+    }
+    /// The deterministic output order: flow start, then the tuple.
+    pub fn sort_key(&self) -> (u64, u8, IpAddr, u16, IpAddr, u16) {
+        let e = self.endpoints();
+        let proto = match self {
+            FlowRecord::Tcp(_) => 6,
+            FlowRecord::Udp(_) => 17,
+        };
+        (self.first_ns(), proto, e.client_ip, e.client_port, e.server_ip, e.server_port)
+    }
+}
+
+/// Where finished flows go. The engine passes records as flows end; a sink may buffer, sort,
+/// write or forward them.
+pub trait FlowSink {
+    fn flow(&mut self, record: FlowRecord);
+}
+
+impl FlowSink for Vec<FlowRecord> {
+    fn flow(&mut self, record: FlowRecord) {
+        self.push(record);
+    }
+}

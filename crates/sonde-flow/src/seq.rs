@@ -1,0 +1,202 @@
+//! Sequence space of one TCP direction: 32-bit wire numbers unwrapped to 64 bits, and the set
+//! of byte ranges seen so far, which tells new data from retransmissions and reordering.
+
+/// Unwraps 32-bit sequence numbers into a signed 64-bit space relative to a base (the ISN, or
+/// the first sequence number seen). Arithmetic on wire numbers always wraps (RFC 9293 §3.4).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SeqUnwrapper {
+    base: u32,
+    /// The most recent unwrapped value, the reference for choosing the closest wrap.
+    last: i64,
+}
+
+impl SeqUnwrapper {
+    pub fn new(base: u32) -> Self {
+        SeqUnwrapper { base, last: 0 }
+    }
+
+    /// Unwraps `seq` to the 64-bit value closest to the last one unwrapped.
+    pub fn unwrap(&mut self, seq: u32) -> i64 {
+        let value = self.peek(seq);
+        if value > self.last {
+            self.last = value;
+        }
+        value
+    }
+
+    /// Like `unwrap` without moving the reference.
+    pub fn peek(&self, seq: u32) -> i64 {
+        let rel = seq.wrapping_sub(self.base);
+        let delta = rel.wrapping_sub(self.last as u32) as i32;
+        self.last + i64::from(delta)
+    }
+}
+
+/// What adding a segment's range to the seen set found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RangeOutcome {
+    /// Bytes (sequence numbers) of the segment that had been seen before.
+    pub overlap: u64,
+    /// Sequence numbers never seen before.
+    pub fresh: u64,
+    /// The segment brought fresh data below the highest sequence number seen: it fills a hole
+    /// (tcptrace's "out of order").
+    pub fills_hole: bool,
+}
+
+/// Disjoint, sorted, merged ranges `[start, end)` of sequence numbers seen. In normal traffic it
+/// holds one range; each hole adds one. Inline storage covers the common case without allocation.
+#[derive(Debug, Clone, Default)]
+pub struct SeenRanges {
+    ranges: smallvec::SmallVec<[(i64, i64); 4]>,
+}
+
+impl SeenRanges {
+    /// One past the highest sequence number seen, if any.
+    pub fn max_end(&self) -> Option<i64> {
+        self.ranges.last().map(|r| r.1)
+    }
+
+    /// Total sequence numbers covered.
+    pub fn covered(&self) -> u64 {
+        self.ranges.iter().map(|r| (r.1 - r.0) as u64).sum()
+    }
+
+    pub fn holes(&self) -> usize {
+        self.ranges.len().saturating_sub(1)
+    }
+
+    /// Whether every number in `[start, end)` has been seen.
+    pub fn contains(&self, start: i64, end: i64) -> bool {
+        self.ranges.iter().any(|r| r.0 <= start && end <= r.1)
+    }
+
+    /// Adds `[start, end)` and reports what was new.
+    pub fn add(&mut self, start: i64, end: i64) -> RangeOutcome {
+        if end <= start {
+            return RangeOutcome::default();
+        }
+        let len = (end - start) as u64;
+        // Fast path: appending at or beyond the end.
+        match self.ranges.last_mut() {
+            None => {
+                self.ranges.push((start, end));
+                return RangeOutcome { fresh: len, ..Default::default() };
+            }
+            Some(last) if start >= last.1 => {
+                if start == last.1 {
+                    last.1 = end;
+                } else {
+                    self.ranges.push((start, end));
+                }
+                return RangeOutcome { fresh: len, ..Default::default() };
+            }
+            _ => {}
+        }
+        let mut overlap = 0u64;
+        for r in &self.ranges {
+            let lo = r.0.max(start);
+            let hi = r.1.min(end);
+            if hi > lo {
+                overlap += (hi - lo) as u64;
+            }
+        }
+        let fresh = len - overlap;
+        // tcptrace's rule: fresh bytes that start in a gap and end before the range after it.
+        let fills_hole = fresh > 0 && {
+            let next = self.ranges.iter().find(|r| r.1 > start);
+            next.is_some_and(|r| start < r.0 && end < r.1)
+        };
+        if fresh > 0 {
+            self.insert_merge(start, end);
+        }
+        RangeOutcome { overlap, fresh, fills_hole }
+    }
+
+    fn insert_merge(&mut self, start: i64, end: i64) {
+        // Index of the first range that ends at or after `start` (it may merge).
+        let first = self.ranges.iter().position(|r| r.1 >= start).unwrap_or(self.ranges.len());
+        let mut last = first;
+        let (mut lo, mut hi) = (start, end);
+        while last < self.ranges.len() && self.ranges[last].0 <= end {
+            lo = lo.min(self.ranges[last].0);
+            hi = hi.max(self.ranges[last].1);
+            last += 1;
+        }
+        self.ranges.drain(first..last);
+        self.ranges.insert(first, (lo, hi));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwrap_crosses_the_32_bit_boundary() {
+        let mut u = SeqUnwrapper::new(u32::MAX - 10);
+        assert_eq!(u.unwrap(u32::MAX - 10), 0);
+        assert_eq!(u.unwrap(5), 16);
+        assert_eq!(u.unwrap(u32::MAX), 10);
+        assert_eq!(u.unwrap(u32::MAX - 20), -10);
+    }
+
+    #[test]
+    fn unwrap_follows_more_than_4_gib() {
+        let mut u = SeqUnwrapper::new(0);
+        let mut expected = 0i64;
+        let mut seq = 0u32;
+        for _ in 0..10 {
+            seq = seq.wrapping_add(1 << 30);
+            expected += 1 << 30;
+            assert_eq!(u.unwrap(seq), expected);
+        }
+    }
+
+    #[test]
+    fn in_order_data_is_fresh() {
+        let mut s = SeenRanges::default();
+        assert_eq!(s.add(0, 1).fresh, 1);
+        assert_eq!(s.add(1, 101).fresh, 100);
+        assert_eq!(s.covered(), 101);
+        assert_eq!(s.holes(), 0);
+    }
+
+    #[test]
+    fn retransmission_overlaps_and_hole_fill_is_out_of_order() {
+        let mut s = SeenRanges::default();
+        s.add(0, 100);
+        s.add(200, 300); // 100..200 lost before the probe
+        assert_eq!(s.holes(), 1);
+        let rtx = s.add(0, 100);
+        assert_eq!(rtx, RangeOutcome { overlap: 100, fresh: 0, fills_hole: false });
+        let fill = s.add(100, 200);
+        assert_eq!(fill, RangeOutcome { overlap: 0, fresh: 100, fills_hole: true });
+        assert_eq!(s.holes(), 0);
+        assert_eq!(s.covered(), 300);
+    }
+
+    #[test]
+    fn partial_overlap_counts_both_parts() {
+        let mut s = SeenRanges::default();
+        s.add(0, 100);
+        let o = s.add(50, 150);
+        assert_eq!(o, RangeOutcome { overlap: 50, fresh: 50, fills_hole: false });
+        assert_eq!(s.covered(), 150);
+        assert!(s.contains(10, 150));
+        assert!(!s.contains(10, 151));
+    }
+
+    #[test]
+    fn merging_several_ranges() {
+        let mut s = SeenRanges::default();
+        for i in 0..6 {
+            s.add(i * 100, i * 100 + 50);
+        }
+        assert_eq!(s.holes(), 5);
+        let o = s.add(25, 575);
+        assert_eq!(o.overlap, 25 + 50 * 5);
+        assert_eq!(s.holes(), 0);
+        assert_eq!(s.covered(), 575);
+    }
+}

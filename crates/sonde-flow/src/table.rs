@@ -1,0 +1,313 @@
+//! The flow table: an open-addressing index (linear probing, backward-shift deletion) over a
+//! slab of flow slots, plus intrusive recency lists that make idle expiry and longest-idle
+//! eviction O(1) per flow instead of a scan. Slots are reused with their buffers, so a table in
+//! steady state does not allocate.
+
+use crate::key::FlowKey;
+
+const EMPTY: u32 = u32::MAX;
+const NIL: u32 = u32::MAX;
+
+/// The recency lists: each holds flows with one idle timeout, least recently active first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    TcpOpen = 0,
+    TcpClosed = 1,
+    Udp = 2,
+}
+
+pub const LANES: [Lane; 3] = [Lane::TcpOpen, Lane::TcpClosed, Lane::Udp];
+
+#[derive(Debug, Clone, Copy, Default)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+/// Table load figures for the run summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TableStats {
+    pub lookups: u64,
+    /// Index slots inspected over all lookups (1 per lookup when there are no collisions).
+    pub probes: u64,
+    pub peak_live: u64,
+    pub inserted: u64,
+    pub evicted: u64,
+}
+
+impl TableStats {
+    pub fn mean_probe_len(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.probes as f64 / self.lookups as f64
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Link {
+    key: FlowKey,
+    hash: u64,
+    last_ns: u64,
+    lane: Lane,
+    prev: u32,
+    next: u32,
+    live: bool,
+}
+
+/// Index + slab + lanes, generic over the per-flow value so the analyzers stay separate.
+#[derive(Debug)]
+pub struct FlowTable<V> {
+    index: Vec<u32>,
+    links: Vec<Link>,
+    values: Vec<V>,
+    free: Vec<u32>,
+    lists: [List; 3],
+    live: usize,
+    max_flows: usize,
+    pub stats: TableStats,
+}
+
+impl<V: Default> FlowTable<V> {
+    /// A table that holds at most `max_flows` flows; `initial` slots are allocated up front.
+    pub fn new(max_flows: usize, initial: usize) -> Self {
+        let max_flows = max_flows.max(1);
+        let initial = initial.clamp(1, max_flows);
+        let index_len = (initial * 2).next_power_of_two().max(16);
+        FlowTable {
+            index: vec![EMPTY; index_len],
+            links: Vec::with_capacity(initial),
+            values: Vec::with_capacity(initial),
+            free: Vec::new(),
+            lists: [List { head: NIL, tail: NIL }; 3],
+            live: 0,
+            max_flows,
+            stats: TableStats::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.live >= self.max_flows
+    }
+
+    pub fn find(&mut self, key: &FlowKey, hash: u64) -> Option<u32> {
+        let mask = self.index.len() - 1;
+        let mut pos = hash as usize & mask;
+        self.stats.lookups += 1;
+        loop {
+            self.stats.probes += 1;
+            let slot = self.index[pos];
+            if slot == EMPTY {
+                return None;
+            }
+            let link = &self.links[slot as usize];
+            if link.hash == hash && link.key == *key {
+                return Some(slot);
+            }
+            pos = (pos + 1) & mask;
+        }
+    }
+
+    /// Inserts a new flow (the caller checked it is absent and the table is not full) and
+    /// returns its slot, whose value is in its default (or reset) state.
+    pub fn insert(&mut self, key: FlowKey, hash: u64, now_ns: u64, lane: Lane) -> u32 {
+        if (self.live + 1) * 2 > self.index.len() {
+            self.grow_index();
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                let l = &mut self.links[s as usize];
+                l.key = key;
+                l.hash = hash;
+                l.last_ns = now_ns;
+                l.live = true;
+                s
+            }
+            None => {
+                self.links.push(Link { key, hash, last_ns: now_ns, lane, prev: NIL, next: NIL, live: true });
+                self.values.push(V::default());
+                (self.links.len() - 1) as u32
+            }
+        };
+        let mask = self.index.len() - 1;
+        let mut pos = hash as usize & mask;
+        while self.index[pos] != EMPTY {
+            pos = (pos + 1) & mask;
+        }
+        self.index[pos] = slot;
+        self.push_tail(slot, lane);
+        self.live += 1;
+        self.stats.inserted += 1;
+        self.stats.peak_live = self.stats.peak_live.max(self.live as u64);
+        slot
+    }
+
+    /// Removes a flow; its value stays in the slab (to be reset on reuse).
+    pub fn remove(&mut self, slot: u32) {
+        let (hash, lane) = {
+            let l = &self.links[slot as usize];
+            debug_assert!(l.live);
+            (l.hash, l.lane)
+        };
+        self.unlink(slot, lane);
+        let mask = self.index.len() - 1;
+        let mut pos = hash as usize & mask;
+        while self.index[pos] != slot {
+            pos = (pos + 1) & mask;
+        }
+        // Backward-shift deletion keeps every probe sequence unbroken without tombstones.
+        let mut hole = pos;
+        let mut next = (hole + 1) & mask;
+        while self.index[next] != EMPTY {
+            let moved = self.index[next];
+            let ideal = self.links[moved as usize].hash as usize & mask;
+            if (next.wrapping_sub(ideal) & mask) >= (next.wrapping_sub(hole) & mask) {
+                self.index[hole] = moved;
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.index[hole] = EMPTY;
+        self.links[slot as usize].live = false;
+        self.free.push(slot);
+        self.live -= 1;
+    }
+
+    /// Marks activity: moves the flow to the tail of `lane`.
+    pub fn touch(&mut self, slot: u32, now_ns: u64, lane: Lane) {
+        let old = self.links[slot as usize].lane;
+        self.unlink(slot, old);
+        let l = &mut self.links[slot as usize];
+        l.last_ns = l.last_ns.max(now_ns);
+        self.push_tail(slot, lane);
+    }
+
+    /// The least recently active flow of `lane`, with its last activity time.
+    pub fn oldest(&self, lane: Lane) -> Option<(u32, u64)> {
+        let head = self.lists[lane as usize].head;
+        (head != NIL).then(|| (head, self.links[head as usize].last_ns))
+    }
+
+    /// The least recently active flow of all lanes (the eviction victim).
+    pub fn oldest_any(&self) -> Option<u32> {
+        LANES.iter().filter_map(|&l| self.oldest(l)).min_by_key(|&(_, t)| t).map(|(s, _)| s)
+    }
+
+    pub fn key(&self, slot: u32) -> &FlowKey {
+        &self.links[slot as usize].key
+    }
+
+    pub fn value(&mut self, slot: u32) -> &mut V {
+        &mut self.values[slot as usize]
+    }
+
+    /// Live slots, in no particular order.
+    pub fn live_slots(&self) -> Vec<u32> {
+        (0..self.links.len() as u32).filter(|&s| self.links[s as usize].live).collect()
+    }
+
+    fn grow_index(&mut self) {
+        let new_len = self.index.len() * 2;
+        let mut index = vec![EMPTY; new_len];
+        let mask = new_len - 1;
+        for &slot in self.index.iter().filter(|&&s| s != EMPTY) {
+            let mut pos = self.links[slot as usize].hash as usize & mask;
+            while index[pos] != EMPTY {
+                pos = (pos + 1) & mask;
+            }
+            index[pos] = slot;
+        }
+        self.index = index;
+    }
+
+    fn unlink(&mut self, slot: u32, lane: Lane) {
+        let (prev, next) = {
+            let l = &self.links[slot as usize];
+            (l.prev, l.next)
+        };
+        let list = &mut self.lists[lane as usize];
+        if prev == NIL {
+            list.head = next;
+        } else {
+            self.links[prev as usize].next = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            self.links[next as usize].prev = prev;
+        }
+    }
+
+    fn push_tail(&mut self, slot: u32, lane: Lane) {
+        let tail = self.lists[lane as usize].tail;
+        {
+            let l = &mut self.links[slot as usize];
+            l.lane = lane;
+            l.prev = tail;
+            l.next = NIL;
+        }
+        if tail == NIL {
+            self.lists[lane as usize].head = slot;
+        } else {
+            self.links[tail as usize].next = slot;
+        }
+        self.lists[lane as usize].tail = slot;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::IpAddr;
+
+    fn key(i: u32) -> FlowKey {
+        let a: IpAddr = std::net::Ipv4Addr::from(i).into();
+        let b: IpAddr = "10.0.0.1".parse().unwrap();
+        FlowKey::new(17, (a, 1000), (b, 53)).0
+    }
+
+    #[test]
+    fn insert_find_remove_many() {
+        let mut t: FlowTable<u32> = FlowTable::new(10_000, 4);
+        let mut slots = Vec::new();
+        for i in 0..5000 {
+            let k = key(i);
+            assert_eq!(t.find(&k, k.hash64()), None);
+            slots.push(t.insert(k, k.hash64(), u64::from(i), Lane::Udp));
+        }
+        for i in (0..5000).step_by(2) {
+            t.remove(slots[i as usize]);
+        }
+        for i in 0..5000 {
+            let k = key(i);
+            let found = t.find(&k, k.hash64());
+            assert_eq!(found.is_some(), i % 2 == 1, "flow {i}");
+        }
+        assert_eq!(t.len(), 2500);
+        assert_eq!(t.stats.peak_live, 5000);
+    }
+
+    #[test]
+    fn lanes_keep_recency_order() {
+        let mut t: FlowTable<u32> = FlowTable::new(10, 10);
+        let s: Vec<u32> = (0..3).map(|i| t.insert(key(i), key(i).hash64(), u64::from(i), Lane::TcpOpen)).collect();
+        assert_eq!(t.oldest(Lane::TcpOpen), Some((s[0], 0)));
+        t.touch(s[0], 10, Lane::TcpOpen);
+        assert_eq!(t.oldest(Lane::TcpOpen), Some((s[1], 1)));
+        t.touch(s[1], 11, Lane::TcpClosed);
+        assert_eq!(t.oldest(Lane::TcpOpen), Some((s[2], 2)));
+        assert_eq!(t.oldest(Lane::TcpClosed), Some((s[1], 11)));
+        assert_eq!(t.oldest_any(), Some(s[2]));
+        t.remove(s[2]);
+        assert_eq!(t.oldest_any(), Some(s[0]));
+    }
+}

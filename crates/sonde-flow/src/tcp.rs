@@ -1,0 +1,454 @@
+//! TCP connection analysis: per-direction counters, sequence tracking (unique bytes,
+//! retransmissions, reordering), data→ACK RTT with Karn's rule, handshake RTT, windows,
+//! in-flight bytes, and Tstat's classification of out-of-sequence segments.
+//!
+//! Direction 0 is the client (the SYN sender, else the first sender), 1 the server.
+
+use std::collections::VecDeque;
+
+use sonde_wire::{IpSummary, TcpSummary};
+
+use crate::record::{EndReason, TcpDirStats};
+use crate::seq::{SeenRanges, SeqUnwrapper};
+
+/// RFC 6298 §2.1: the RTO before any RTT sample.
+const INITIAL_RTO_NS: u64 = 1_000_000_000;
+/// Linux's lower bound on the RTO (TCP_RTO_MIN), which RFC 6298 §2.4 allows.
+const MIN_RTO_NS: u64 = 200_000_000;
+/// Duplicate ACKs that trigger a fast retransmit (RFC 5681 §3.2).
+const DUPACK_THRESHOLD: u32 = 3;
+/// Unacknowledged segments kept for RTT matching per direction; beyond this the oldest are
+/// dropped (they could only give samples for very large windows).
+const MAX_OUTSTANDING: usize = 8192;
+/// Recent segments remembered to recognise network duplicates.
+const RECENT: usize = 8;
+
+/// A data segment waiting for its ACK.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    start: i64,
+    /// End of the payload.
+    end: i64,
+    /// End including a FIN, if the segment carried one.
+    end_ctl: i64,
+    ts_ns: u64,
+    /// Karn's rule: a retransmitted range gives no RTT sample.
+    retransmitted: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    start: i64,
+    end: i64,
+    ip_ident: u32,
+    ts_ns: u64,
+}
+
+/// The state of one direction: what it sent, and what its peer acknowledged of it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Half {
+    pub stats: TcpDirStats,
+    isn: Option<u32>,
+    seq: Option<SeqUnwrapper>,
+    seen: SeenRanges,
+    outstanding: VecDeque<Sent>,
+    recent: [Recent; RECENT],
+    recent_next: usize,
+    /// Highest cumulative ACK the peer sent for this direction's data (unwrapped).
+    acked: Option<i64>,
+    /// Consecutive duplicate ACKs received from the peer.
+    dupacks: u32,
+    /// The peer's last announced window (scaled), i.e. what this side may send into.
+    peer_window: Option<u64>,
+    /// Packet time when the highest sequence number last advanced.
+    advanced_ns: u64,
+    /// Whether the peer has acknowledged any payload yet (ends the initial window).
+    data_acked: bool,
+    fin_seen: bool,
+    /// RFC 6298 estimator state.
+    srtt_ns: f64,
+    rttvar_ns: f64,
+}
+
+impl Half {
+    fn reset(&mut self) {
+        let mut outstanding = std::mem::take(&mut self.outstanding);
+        outstanding.clear();
+        *self = Half { outstanding, ..Half::default() };
+    }
+
+    fn rto_ns(&self) -> u64 {
+        if self.stats.rtt.count == 0 {
+            INITIAL_RTO_NS
+        } else {
+            ((self.srtt_ns + 4.0 * self.rttvar_ns) as u64).max(MIN_RTO_NS)
+        }
+    }
+
+    fn add_rtt_sample(&mut self, sample_ns: u64) {
+        let r = sample_ns as f64;
+        if self.stats.rtt.count == 0 {
+            self.srtt_ns = r;
+            self.rttvar_ns = r / 2.0;
+        } else {
+            // RFC 6298 §2.3 with alpha = 1/8, beta = 1/4.
+            self.rttvar_ns = 0.75 * self.rttvar_ns + 0.25 * (self.srtt_ns - r).abs();
+            self.srtt_ns = 0.875 * self.srtt_ns + 0.125 * r;
+        }
+        self.stats.rtt.add(sample_ns);
+    }
+}
+
+/// One TCP connection as seen at the probe.
+#[derive(Debug, Clone, Default)]
+pub struct TcpConn {
+    pub(crate) half: [Half; 2],
+    pub(crate) first_ns: u64,
+    pub(crate) last_ns: u64,
+    /// Time of the client's latest SYN (without ACK).
+    syn_ns: u64,
+    /// Time of the server's latest SYN/ACK.
+    synack_ns: u64,
+    pub(crate) hs_syn_synack_ns: Option<u64>,
+    pub(crate) hs_synack_ack_ns: Option<u64>,
+    pub(crate) client_syn: bool,
+    pub(crate) server_synack: bool,
+    /// Set when both FINs or a RST were seen; the flow lingers for late ACKs.
+    pub(crate) closed: Option<EndReason>,
+}
+
+/// What the table must do after a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpVerdict {
+    Continue,
+    /// The packet is a SYN with a new ISN on an open flow: end this flow, start a new one
+    /// with the packet.
+    Reused,
+}
+
+impl TcpConn {
+    /// Clears the state for reuse, keeping allocated buffers.
+    pub(crate) fn reset(&mut self) {
+        let [mut a, mut b] = std::mem::take(&mut self.half);
+        a.reset();
+        b.reset();
+        *self = TcpConn { half: [a, b], ..TcpConn::default() };
+    }
+
+    /// Whether `t`, sent by `dir`, must start a new flow rather than join this one.
+    pub fn starts_new_flow(&self, dir: usize, t: &TcpSummary) -> bool {
+        if !t.flags.syn() || t.flags.ack() || dir != 0 {
+            return false;
+        }
+        let h = &self.half[0];
+        match h.isn {
+            Some(isn) if isn != t.seq => self.closed.is_some() || h.stats.data_pkts > 0 || self.server_synack,
+            None => self.closed.is_some(),
+            _ => false,
+        }
+    }
+
+    /// The SYN/ACK's view: a first packet that is a SYN/ACK comes from the server.
+    pub fn first_sender_is_server(t: &TcpSummary) -> bool {
+        t.flags.syn() && t.flags.ack()
+    }
+
+    /// Analyses one packet sent by direction `dir` (0 = client).
+    pub fn on_packet(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
+        if self.first_ns == 0 {
+            self.first_ns = ts_ns;
+        }
+        self.last_ns = self.last_ns.max(ts_ns);
+        let flags = t.flags;
+        let payload = u64::from(t.payload_len);
+
+        self.count(dir, ts_ns, ip, t);
+        self.handshake(dir, ts_ns, t);
+
+        // Window scaling applies once both SYNs carried the option (RFC 7323 §2.2), never to
+        // the SYN segments themselves.
+        let scale = match (self.half[0].stats.win_scale, self.half[1].stats.win_scale) {
+            (Some(_), Some(_)) if !flags.syn() => self.half[dir].stats.win_scale.unwrap_or(0).min(14),
+            _ => 0,
+        };
+        let window = u64::from(t.window) << scale;
+        {
+            let s = &mut self.half[dir].stats;
+            if s.pkts == 1 || window < s.win_min {
+                s.win_min = window;
+            }
+            s.win_max = s.win_max.max(window);
+            if window == 0 && !flags.rst() {
+                s.win_zero += 1;
+            }
+        }
+        if !flags.rst() {
+            self.half[1 - dir].peer_window = Some(window);
+        }
+
+        let seg_len = payload + u64::from(flags.syn()) + u64::from(flags.fin());
+        if seg_len > 0 && !flags.rst() {
+            self.sequence(dir, ts_ns, ip, t, payload, seg_len);
+        }
+        if flags.ack() {
+            self.acknowledge(dir, ts_ns, t);
+        }
+
+        if flags.rst() {
+            self.closed.get_or_insert(EndReason::Rst);
+        } else if flags.fin() {
+            self.half[dir].fin_seen = true;
+            if self.half[0].fin_seen && self.half[1].fin_seen {
+                self.closed.get_or_insert(EndReason::Fin);
+            }
+        }
+    }
+
+    fn count(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
+        let flags = t.flags;
+        let s = &mut self.half[dir].stats;
+        s.pkts += 1;
+        s.ip_bytes += u64::from(ip.total_len);
+        if s.first_ns == 0 {
+            s.first_ns = ts_ns;
+            s.ttl_min = ip.ttl;
+            s.ttl_max = ip.ttl;
+        }
+        s.last_ns = s.last_ns.max(ts_ns);
+        s.ttl_min = s.ttl_min.min(ip.ttl);
+        s.ttl_max = s.ttl_max.max(ip.ttl);
+        s.syn_cnt += u64::from(flags.syn());
+        s.fin_cnt += u64::from(flags.fin());
+        s.rst_cnt += u64::from(flags.rst());
+        if flags.ack() {
+            s.ack_pkts += 1;
+            if s.first_ack_ns == 0 {
+                s.first_ack_ns = ts_ns;
+            }
+            if t.payload_len == 0 && !flags.syn() && !flags.fin() && !flags.rst() {
+                s.pure_ack_pkts += 1;
+            }
+        }
+        let o = &t.options;
+        if flags.syn() {
+            if let Some(mss) = o.mss {
+                s.mss_opt = mss;
+            }
+            if o.window_scale.is_some() {
+                s.win_scale = o.window_scale;
+            }
+            s.sack_permitted |= o.sack_permitted;
+            s.timestamps |= o.timestamp.is_some();
+        }
+        s.sack_blocks += u64::from(o.sack_count);
+        if t.payload_len > 0 {
+            s.data_pkts += 1;
+            s.payload_bytes += u64::from(t.payload_len);
+            if s.first_payload_ns == 0 {
+                s.first_payload_ns = ts_ns;
+            }
+            s.last_payload_ns = s.last_payload_ns.max(ts_ns);
+            if s.seg_min == 0 || t.payload_len < s.seg_min {
+                s.seg_min = t.payload_len;
+            }
+            s.seg_max = s.seg_max.max(t.payload_len);
+        }
+    }
+
+    fn handshake(&mut self, dir: usize, ts_ns: u64, t: &TcpSummary) {
+        let flags = t.flags;
+        if flags.syn() && !flags.ack() && dir == 0 {
+            self.client_syn = true;
+            self.syn_ns = ts_ns;
+        } else if flags.syn() && flags.ack() && dir == 1 {
+            self.server_synack = true;
+            if self.hs_syn_synack_ns.is_none() && self.syn_ns != 0 {
+                self.hs_syn_synack_ns = Some(ts_ns.saturating_sub(self.syn_ns));
+            }
+            self.synack_ns = ts_ns;
+        } else if dir == 0 && flags.ack() && !flags.syn() && self.synack_ns != 0 && self.hs_synack_ack_ns.is_none() {
+            let acks_synack = self.half[1].isn.is_some_and(|isn| t.ack == isn.wrapping_add(1));
+            if acks_synack {
+                self.hs_synack_ack_ns = Some(ts_ns.saturating_sub(self.synack_ns));
+            }
+        }
+    }
+
+    /// Places the segment in the sender's sequence space.
+    fn sequence(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary, payload: u64, seg_len: u64) {
+        let flags = t.flags;
+        // RTT of this direction's data: to the receiver and back, at the probe.
+        let hs_rtt = if dir == 0 { self.hs_syn_synack_ns } else { self.hs_synack_ack_ns };
+        let h = &mut self.half[dir];
+        if flags.syn() {
+            match h.isn {
+                None => {
+                    h.isn = Some(t.seq);
+                    if h.seq.is_none() {
+                        h.seq = Some(SeqUnwrapper::new(t.seq));
+                    }
+                }
+                Some(isn) if isn != t.seq => {
+                    // A SYN with a new ISN before the connection got going: start over.
+                    let syn_retx = h.stats.syn_retx_new_isn + 1;
+                    let stats = h.stats;
+                    h.reset();
+                    h.stats = stats;
+                    h.stats.syn_retx_new_isn = syn_retx;
+                    h.isn = Some(t.seq);
+                    h.seq = Some(SeqUnwrapper::new(t.seq));
+                }
+                _ => {}
+            }
+        }
+        let unwrapper = h.seq.get_or_insert_with(|| SeqUnwrapper::new(t.seq));
+        let start = unwrapper.unwrap(t.seq);
+        let end_ctl = start + seg_len as i64;
+        // Payload begins after the SYN's sequence number.
+        let data_start = start + i64::from(flags.syn());
+        let data_end = data_start + payload as i64;
+        let old_max = h.seen.max_end();
+        let outcome = h.seen.add(start, end_ctl);
+        if old_max.map_or(true, |m| end_ctl > m) {
+            h.advanced_ns = ts_ns;
+        }
+
+        let is_retx = outcome.overlap > 0;
+        if is_retx {
+            h.stats.retx_pkts += 1;
+            h.stats.retx_bytes += outcome.overlap.min(payload);
+            for s in h.outstanding.iter_mut() {
+                if s.start < end_ctl && start < s.end_ctl {
+                    s.retransmitted = true;
+                }
+            }
+        }
+        if outcome.fills_hole {
+            h.stats.ooo_pkts += 1;
+        }
+        if is_retx || outcome.fills_hole {
+            classify(h, ts_ns, ip.ident, start, end_ctl, is_retx, hs_rtt);
+        }
+        h.recent[h.recent_next] = Recent { start, end: end_ctl, ip_ident: ip.ident, ts_ns };
+        h.recent_next = (h.recent_next + 1) % RECENT;
+
+        // Fresh payload waits for its ACK (RTT), in sequence order.
+        if payload > 0 && outcome.fresh > 0 && !is_retx {
+            let sent = Sent { start: data_start, end: data_end, end_ctl, ts_ns, retransmitted: false };
+            match h.outstanding.back() {
+                Some(last) if last.start > data_start => {
+                    let at = h.outstanding.partition_point(|s| s.start < data_start);
+                    h.outstanding.insert(at, sent);
+                }
+                _ => h.outstanding.push_back(sent),
+            }
+            if h.outstanding.len() > MAX_OUTSTANDING {
+                h.outstanding.pop_front();
+            }
+        }
+        h.stats.unique_bytes = h.seen.covered().saturating_sub(u64::from(h.isn.is_some()) + u64::from(h.fin_seen || flags.fin()));
+
+        // In-flight bytes (Tstat's cwnd estimate): highest sequence sent minus the peer's
+        // highest ACK, measured on new in-order data.
+        if payload > 0 && !is_retx && !outcome.fills_hole {
+            let acked = h.acked.unwrap_or(if h.isn.is_some() { 1 } else { start });
+            let inflight = (h.seen.max_end().unwrap_or(end_ctl) - acked).max(0) as u64;
+            let s = &mut h.stats;
+            if s.inflight_max == 0 || inflight < s.inflight_min {
+                s.inflight_min = inflight;
+            }
+            s.inflight_max = s.inflight_max.max(inflight);
+            if !h.data_acked {
+                s.inflight_initial = s.inflight_initial.max(inflight);
+            }
+        }
+    }
+
+    /// Processes the ACK field of a packet sent by `dir`, which acknowledges the peer's data.
+    fn acknowledge(&mut self, dir: usize, ts_ns: u64, t: &TcpSummary) {
+        let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
+        let peer = &mut self.half[1 - dir];
+        let Some(unwrapper) = peer.seq else { return };
+        let ack = unwrapper.peek(t.ack);
+        match peer.acked {
+            Some(prev) if ack < prev => {}
+            Some(prev) if ack == prev => {
+                if pure {
+                    peer.dupacks += 1;
+                }
+            }
+            _ => {
+                peer.acked = Some(ack);
+                peer.dupacks = 0;
+                while let Some(front) = peer.outstanding.front().copied() {
+                    if front.end > ack {
+                        break;
+                    }
+                    peer.outstanding.pop_front();
+                    peer.data_acked = true;
+                    // tcptrace/Tstat: only an ACK for exactly this segment times it.
+                    if !front.retransmitted && (front.end == ack || front.end_ctl == ack) {
+                        peer.add_rtt_sample(ts_ns.saturating_sub(front.ts_ns));
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> (&TcpDirStats, &TcpDirStats) {
+        (&self.half[0].stats, &self.half[1].stats)
+    }
+}
+
+/// Tstat's out-of-sequence classification for a segment that retransmits seen data
+/// (`is_retx`) or fills a hole below the highest sequence number.
+fn classify(h: &mut Half, ts_ns: u64, ip_ident: u32, start: i64, end: i64, is_retx: bool, hs_rtt: Option<u64>) {
+    let rtt_min = if h.stats.rtt.count > 0 { Some(h.stats.rtt.min_ns) } else { hs_rtt };
+    let rto = h.rto_ns().max(hs_rtt.map_or(0, |r| r.saturating_mul(2)).min(INITIAL_RTO_NS));
+    let a = &mut h.stats.anomalies;
+
+    // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
+    if is_retx {
+        let copy = h.recent.iter().find(|r| r.start == start && r.end == end && r.ts_ns != 0);
+        if let Some(copy) = copy {
+            let gap = ts_ns.saturating_sub(copy.ts_ns);
+            let same_packet = copy.ip_ident == ip_ident;
+            if same_packet && rtt_min.map_or(gap < 1_000_000, |r| gap < r / 2) {
+                a.net_dup += 1;
+                return;
+            }
+        }
+    }
+    // A window probe while the receiver announced a zero window.
+    if h.peer_window == Some(0) {
+        a.flow_control += 1;
+        return;
+    }
+    let since_sent = if is_retx {
+        h.outstanding
+            .iter()
+            .find(|s| s.start < end && start < s.end_ctl)
+            .map_or(ts_ns.saturating_sub(h.advanced_ns), |s| ts_ns.saturating_sub(s.ts_ns))
+    } else {
+        ts_ns.saturating_sub(h.advanced_ns)
+    };
+    let fast = h.dupacks >= DUPACK_THRESHOLD;
+    if is_retx && h.acked.is_some_and(|ack| end <= ack) {
+        // Everything in it had already been acknowledged.
+        if fast {
+            a.unneeded_fast_retx += 1;
+        } else {
+            a.unneeded_rto += 1;
+        }
+        return;
+    }
+    if !is_retx && rtt_min.is_some_and(|r| since_sent < r) {
+        a.reordering += 1;
+    } else if since_sent >= rto {
+        a.rto += 1;
+    } else if fast {
+        a.fast_retx += 1;
+    } else {
+        a.unknown += 1;
+    }
+}
