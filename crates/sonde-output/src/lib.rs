@@ -1,1 +1,19 @@
-//! placeholder
+//! sonde-output: the file sinks at the top of the pipeline.
+//!
+//! Writes flow records into an output directory as `tcp_flows.tsv`/`udp_flows.tsv` (a header
+//! line, then one tab-separated line per flow) or `.jsonl` (one JSON object per flow), in a
+//! deterministic order (flow start, then tuple) with fixed number formatting, so the same trace
+//! gives byte-identical logs. [`OutputDir::prepare`] checks the directory before any packet is
+//! read and refuses to overwrite a previous run unless forced.
+//!
+//! ```
+//! use sonde_output::{tcp_columns, Format};
+//! assert_eq!(tcp_columns()[0].name, "c_ip");
+//! assert_eq!(Format::Tsv.extension(), "tsv");
+//! ```
+
+mod columns;
+mod writer;
+
+pub use columns::{tcp_columns, udp_columns, Column, Value};
+pub use writer::{write_records, Format, OutputDir, OutputError};

@@ -1,0 +1,231 @@
+//! The columns of the flow logs: one table per protocol giving each field's name and how to
+//! read it from a record. Names follow Tstat's log_tcp_complete/log_udp_complete where Tstat has
+//! the same quantity (docs/metrics.md defines every one).
+
+use std::net::IpAddr;
+
+use sonde_flow::{TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
+
+/// One field value, formatted the same way in every output format.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Int(u64),
+    /// Milliseconds, printed with 3 decimals (µs resolution).
+    Ms(f64),
+    Ip(IpAddr),
+    Text(&'static str),
+    Bool(bool),
+    /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
+    Missing,
+}
+
+pub struct Column<R> {
+    pub name: &'static str,
+    pub value: fn(&R) -> Value,
+}
+
+fn ms(ns: u64) -> Value {
+    Value::Ms(ns as f64 / 1e6)
+}
+
+fn ms_f(ns: f64) -> Value {
+    Value::Ms(ns / 1e6)
+}
+
+/// A time relative to the flow's first packet, 0 when the event never happened (as Tstat).
+fn rel(t_ns: u64, first_ns: u64) -> Value {
+    if t_ns == 0 {
+        Value::Ms(0.0)
+    } else {
+        ms(t_ns.saturating_sub(first_ns))
+    }
+}
+
+fn opt_ms(v: Option<u64>) -> Value {
+    v.map_or(Value::Missing, ms)
+}
+
+macro_rules! tcp_dir_columns {
+    ($p:literal, $side:ident) => {
+        [
+            Column::<TcpRecord> { name: concat!($p, "_pkts_all"), value: |r| Value::Int(r.$side.pkts) },
+            Column { name: concat!($p, "_rst_cnt"), value: |r| Value::Int(r.$side.rst_cnt) },
+            Column { name: concat!($p, "_ack_cnt"), value: |r| Value::Int(r.$side.ack_pkts) },
+            Column { name: concat!($p, "_ack_cnt_p"), value: |r| Value::Int(r.$side.pure_ack_pkts) },
+            Column { name: concat!($p, "_bytes_uniq"), value: |r| Value::Int(r.$side.unique_bytes) },
+            Column { name: concat!($p, "_pkts_data"), value: |r| Value::Int(r.$side.data_pkts) },
+            Column { name: concat!($p, "_bytes_all"), value: |r| Value::Int(r.$side.payload_bytes) },
+            Column { name: concat!($p, "_pkts_retx"), value: |r| Value::Int(r.$side.retx_pkts) },
+            Column { name: concat!($p, "_bytes_retx"), value: |r| Value::Int(r.$side.retx_bytes) },
+            Column { name: concat!($p, "_pkts_ooo"), value: |r| Value::Int(r.$side.ooo_pkts) },
+            Column { name: concat!($p, "_syn_cnt"), value: |r| Value::Int(r.$side.syn_cnt) },
+            Column { name: concat!($p, "_fin_cnt"), value: |r| Value::Int(r.$side.fin_cnt) },
+        ]
+    };
+}
+
+macro_rules! tcp_dir_rtt_columns {
+    ($p:literal, $side:ident) => {
+        [
+            Column::<TcpRecord> { name: concat!($p, "_rtt_avg"), value: |r| ms_f(r.$side.rtt.mean_ns()) },
+            Column { name: concat!($p, "_rtt_min"), value: |r| ms(r.$side.rtt.min_ns) },
+            Column { name: concat!($p, "_rtt_max"), value: |r| ms(r.$side.rtt.max_ns) },
+            Column { name: concat!($p, "_rtt_std"), value: |r| ms_f(r.$side.rtt.stdev_ns()) },
+            Column { name: concat!($p, "_rtt_cnt"), value: |r| Value::Int(r.$side.rtt.count) },
+            Column { name: concat!($p, "_ttl_min"), value: |r| Value::Int(u64::from(r.$side.ttl_min)) },
+            Column { name: concat!($p, "_ttl_max"), value: |r| Value::Int(u64::from(r.$side.ttl_max)) },
+        ]
+    };
+}
+
+macro_rules! tcp_dir_option_columns {
+    ($p:literal, $side:ident) => {
+        [
+            Column::<TcpRecord> { name: concat!($p, "_f1323_opt"), value: |r| Value::Bool(r.$side.win_scale.is_some()) },
+            Column { name: concat!($p, "_tm_opt"), value: |r| Value::Bool(r.$side.timestamps) },
+            Column { name: concat!($p, "_win_scl"), value: |r| Value::Int(u64::from(r.$side.win_scale.unwrap_or(0))) },
+            Column { name: concat!($p, "_sack_opt"), value: |r| Value::Bool(r.$side.sack_permitted) },
+            Column { name: concat!($p, "_sack_cnt"), value: |r| Value::Int(r.$side.sack_blocks) },
+            Column { name: concat!($p, "_mss"), value: |r| Value::Int(u64::from(r.$side.mss_opt)) },
+            Column { name: concat!($p, "_mss_max"), value: |r| Value::Int(u64::from(r.$side.seg_max)) },
+            Column { name: concat!($p, "_mss_min"), value: |r| Value::Int(u64::from(r.$side.seg_min)) },
+            Column { name: concat!($p, "_win_max"), value: |r| Value::Int(r.$side.win_max) },
+            Column { name: concat!($p, "_win_min"), value: |r| Value::Int(r.$side.win_min) },
+            Column { name: concat!($p, "_win_0"), value: |r| Value::Int(r.$side.win_zero) },
+            Column { name: concat!($p, "_cwin_max"), value: |r| Value::Int(r.$side.inflight_max) },
+            Column { name: concat!($p, "_cwin_min"), value: |r| Value::Int(r.$side.inflight_min) },
+            Column { name: concat!($p, "_cwin_ini"), value: |r| Value::Int(r.$side.inflight_initial) },
+            Column { name: concat!($p, "_pkts_rto"), value: |r| Value::Int(r.$side.anomalies.rto) },
+            Column { name: concat!($p, "_pkts_fs"), value: |r| Value::Int(r.$side.anomalies.fast_retx) },
+            Column { name: concat!($p, "_pkts_reor"), value: |r| Value::Int(r.$side.anomalies.reordering) },
+            Column { name: concat!($p, "_pkts_dup"), value: |r| Value::Int(r.$side.anomalies.net_dup) },
+            Column { name: concat!($p, "_pkts_unk"), value: |r| Value::Int(r.$side.anomalies.unknown) },
+            Column { name: concat!($p, "_pkts_fc"), value: |r| Value::Int(r.$side.anomalies.flow_control) },
+            Column { name: concat!($p, "_pkts_unrto"), value: |r| Value::Int(r.$side.anomalies.unneeded_rto) },
+            Column { name: concat!($p, "_pkts_unfs"), value: |r| Value::Int(r.$side.anomalies.unneeded_fast_retx) },
+            Column { name: concat!($p, "_syn_retx"), value: |r| Value::Int(r.$side.syn_retx_new_isn) },
+        ]
+    };
+}
+
+macro_rules! tcp_dir_extra_columns {
+    ($p:literal, $side:ident) => {
+        [
+            Column::<TcpRecord> { name: concat!($p, "_bytes_ip"), value: |r| Value::Int(r.$side.ip_bytes) },
+            Column { name: concat!($p, "_first_pkt"), value: |r| rel(r.$side.first_ns, r.first_ns) },
+            Column { name: concat!($p, "_last_pkt"), value: |r| rel(r.$side.last_ns, r.first_ns) },
+        ]
+    };
+}
+
+fn dir_first(d: &TcpDirStats, first_ns: u64) -> Value {
+    rel(d.first_payload_ns, first_ns)
+}
+
+/// The TCP flow log's columns, in output order.
+pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
+    let mut cols: Vec<Column<TcpRecord>> = vec![
+        Column { name: "c_ip", value: |r| Value::Ip(r.endpoints.client_ip) },
+        Column { name: "c_port", value: |r| Value::Int(u64::from(r.endpoints.client_port)) },
+    ];
+    cols.extend(tcp_dir_columns!("c", client));
+    cols.push(Column { name: "s_ip", value: |r| Value::Ip(r.endpoints.server_ip) });
+    cols.push(Column { name: "s_port", value: |r| Value::Int(u64::from(r.endpoints.server_port)) });
+    cols.extend(tcp_dir_columns!("s", server));
+    cols.extend([
+        Column::<TcpRecord> { name: "first", value: |r| ms(r.first_ns) },
+        Column { name: "last", value: |r| ms(r.last_ns) },
+        Column { name: "durat", value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
+        Column { name: "c_first", value: |r| dir_first(&r.client, r.first_ns) },
+        Column { name: "s_first", value: |r| dir_first(&r.server, r.first_ns) },
+        Column { name: "c_last", value: |r| rel(r.client.last_payload_ns, r.first_ns) },
+        Column { name: "s_last", value: |r| rel(r.server.last_payload_ns, r.first_ns) },
+        Column { name: "c_first_ack", value: |r| rel(r.client.first_ack_ns, r.first_ns) },
+        Column { name: "s_first_ack", value: |r| rel(r.server.first_ack_ns, r.first_ns) },
+        Column { name: "c_isint", value: |r| Value::Bool(r.endpoints.client_internal) },
+        Column { name: "s_isint", value: |r| Value::Bool(r.endpoints.server_internal) },
+        Column { name: "c_iscrypto", value: |_| Value::Bool(false) },
+        Column { name: "s_iscrypto", value: |_| Value::Bool(false) },
+    ]);
+    cols.extend(tcp_dir_rtt_columns!("c", client));
+    cols.extend(tcp_dir_rtt_columns!("s", server));
+    cols.extend(tcp_dir_option_columns!("c", client));
+    cols.extend(tcp_dir_option_columns!("s", server));
+    // sonde's own columns, after Tstat's.
+    cols.extend(tcp_dir_extra_columns!("c", client));
+    cols.extend(tcp_dir_extra_columns!("s", server));
+    cols.extend([
+        Column::<TcpRecord> { name: "c_hs_rtt", value: |r| opt_ms(r.hs_syn_synack_ns) },
+        Column { name: "s_hs_rtt", value: |r| opt_ms(r.hs_synack_ack_ns) },
+        Column { name: "complete", value: |r| Value::Bool(r.complete) },
+        Column { name: "end_reason", value: |r| Value::Text(r.end.name()) },
+        Column { name: "tunnel", value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())) },
+    ]);
+    cols
+}
+
+macro_rules! udp_dir_columns {
+    ($p:literal, $side:ident, $ip:ident, $port:ident, $int:ident) => {
+        [
+            Column::<UdpRecord> { name: concat!($p, "_ip"), value: |r| Value::Ip(r.endpoints.$ip) },
+            Column { name: concat!($p, "_port"), value: |r| Value::Int(u64::from(r.endpoints.$port)) },
+            Column { name: concat!($p, "_first_abs"), value: |r| udp_first_abs(&r.$side) },
+            Column { name: concat!($p, "_durat"), value: |r| ms(r.$side.last_ns.saturating_sub(r.$side.first_ns)) },
+            Column { name: concat!($p, "_bytes_all"), value: |r| Value::Int(r.$side.payload_bytes) },
+            Column { name: concat!($p, "_pkts_all"), value: |r| Value::Int(r.$side.pkts) },
+            Column { name: concat!($p, "_isint"), value: |r| Value::Bool(r.endpoints.$int) },
+            Column { name: concat!($p, "_iscrypto"), value: |_| Value::Bool(false) },
+        ]
+    };
+}
+
+fn udp_first_abs(d: &UdpDirStats) -> Value {
+    if d.pkts == 0 {
+        Value::Ms(0.0)
+    } else {
+        ms(d.first_ns)
+    }
+}
+
+/// The UDP flow log's columns, in output order.
+pub fn udp_columns() -> Vec<Column<UdpRecord>> {
+    let mut cols: Vec<Column<UdpRecord>> = Vec::new();
+    cols.extend(udp_dir_columns!("c", client, client_ip, client_port, client_internal));
+    cols.extend(udp_dir_columns!("s", server, server_ip, server_port, server_internal));
+    cols.extend([
+        Column::<UdpRecord> { name: "c_bytes_ip", value: |r| Value::Int(r.client.ip_bytes) },
+        Column { name: "s_bytes_ip", value: |r| Value::Int(r.server.ip_bytes) },
+        Column { name: "first", value: |r| ms(r.first_ns) },
+        Column { name: "last", value: |r| ms(r.last_ns) },
+        Column { name: "durat", value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
+        Column { name: "end_reason", value: |r| Value::Text(r.end.name()) },
+        Column { name: "tunnel", value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())) },
+    ]);
+    cols
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn column_names_are_unique() {
+        let tcp: Vec<_> = tcp_columns().iter().map(|c| c.name).collect();
+        assert_eq!(tcp.len(), tcp.iter().collect::<HashSet<_>>().len());
+        let udp: Vec<_> = udp_columns().iter().map(|c| c.name).collect();
+        assert_eq!(udp.len(), udp.iter().collect::<HashSet<_>>().len());
+    }
+
+    #[test]
+    fn tstat_names_keep_their_order() {
+        // The first 37 Tstat log_tcp_complete columns, as its header gives them.
+        let tstat = "c_ip c_port c_pkts_all c_rst_cnt c_ack_cnt c_ack_cnt_p c_bytes_uniq c_pkts_data \
+            c_bytes_all c_pkts_retx c_bytes_retx c_pkts_ooo c_syn_cnt c_fin_cnt s_ip s_port s_pkts_all \
+            s_rst_cnt s_ack_cnt s_ack_cnt_p s_bytes_uniq s_pkts_data s_bytes_all s_pkts_retx s_bytes_retx \
+            s_pkts_ooo s_syn_cnt s_fin_cnt first last durat c_first s_first c_last s_last c_first_ack s_first_ack";
+        let ours: Vec<_> = tcp_columns().iter().map(|c| c.name).collect();
+        let theirs: Vec<_> = tstat.split_whitespace().collect();
+        assert_eq!(&ours[..theirs.len()], &theirs[..]);
+    }
+}

@@ -1,0 +1,223 @@
+//! Formatting records as TSV or JSON Lines, and the output directory they go to.
+
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use sonde_flow::FlowRecord;
+
+use crate::columns::{tcp_columns, udp_columns, Column, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Tsv,
+    Jsonl,
+}
+
+impl Format {
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Tsv => "tsv",
+            Format::Jsonl => "jsonl",
+        }
+    }
+}
+
+/// An output directory problem, with the path it concerns.
+#[derive(Debug)]
+pub struct OutputError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+impl std::fmt::Display for OutputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+impl std::error::Error for OutputError {}
+
+fn error(path: &Path, reason: impl std::fmt::Display) -> OutputError {
+    OutputError { path: path.to_path_buf(), reason: reason.to_string() }
+}
+
+/// A checked, writable output directory.
+#[derive(Debug, Clone)]
+pub struct OutputDir {
+    dir: PathBuf,
+    format: Format,
+}
+
+impl OutputDir {
+    /// The files a run writes.
+    pub fn file_names(format: Format) -> [String; 3] {
+        let ext = format.extension();
+        [format!("tcp_flows.{ext}"), format!("udp_flows.{ext}"), "summary.json".to_string()]
+    }
+
+    /// Creates `dir` if needed and checks, before any work, that it is writable and holds no
+    /// earlier run's outputs (unless `force`).
+    pub fn prepare(dir: &Path, format: Format, force: bool) -> Result<OutputDir, OutputError> {
+        fs::create_dir_all(dir).map_err(|e| error(dir, format!("cannot create output directory: {e}")))?;
+        if !dir.is_dir() {
+            return Err(error(dir, "not a directory"));
+        }
+        if !force {
+            for name in Self::file_names(Format::Tsv).iter().chain(Self::file_names(Format::Jsonl).iter()) {
+                let path = dir.join(name);
+                if path.exists() {
+                    return Err(error(&path, "exists from an earlier run (use --force to overwrite)"));
+                }
+            }
+        }
+        let probe = dir.join(".sonde-write-test");
+        File::create(&probe)
+            .and_then(|mut f| f.write_all(b"ok"))
+            .map_err(|e| error(dir, format!("output directory is not writable: {e}")))?;
+        let _ = fs::remove_file(&probe);
+        Ok(OutputDir { dir: dir.to_path_buf(), format })
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Sorts the records into output order and writes both flow logs.
+    pub fn write_flows(&self, records: &mut [FlowRecord]) -> Result<(), OutputError> {
+        records.sort_by_key(|r| r.sort_key());
+        let [tcp, udp, _] = Self::file_names(self.format);
+        let tcp_path = self.path(&tcp);
+        let udp_path = self.path(&udp);
+        let tcp_records = records.iter().filter_map(|r| match r {
+            FlowRecord::Tcp(t) => Some(&**t),
+            _ => None,
+        });
+        write_file(&tcp_path, |w| write_records(w, self.format, &tcp_columns(), tcp_records))?;
+        let udp_records = records.iter().filter_map(|r| match r {
+            FlowRecord::Udp(u) => Some(u),
+            _ => None,
+        });
+        write_file(&udp_path, |w| write_records(w, self.format, &udp_columns(), udp_records))
+    }
+
+    pub fn write_summary(&self, json: &str) -> Result<(), OutputError> {
+        write_file(&self.path("summary.json"), |w| w.write_all(json.as_bytes()))
+    }
+}
+
+fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) -> Result<(), OutputError> {
+    let file = File::create(path).map_err(|e| error(path, format!("cannot create: {e}")))?;
+    let mut w = BufWriter::with_capacity(1 << 16, file);
+    body(&mut w)
+        .and_then(|_| w.flush())
+        .and_then(|_| w.get_ref().sync_data())
+        .map_err(|e| error(path, format!("write failed: {e}")))
+}
+
+/// Writes `records` with `columns` in `format`: for TSV a header line first.
+pub fn write_records<'a, R: 'a>(
+    w: &mut impl Write,
+    format: Format,
+    columns: &[Column<R>],
+    records: impl Iterator<Item = &'a R>,
+) -> io::Result<()> {
+    let mut line = String::with_capacity(4096);
+    if format == Format::Tsv {
+        let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+        writeln!(w, "{}", names.join("\t"))?;
+    }
+    for record in records {
+        line.clear();
+        match format {
+            Format::Tsv => {
+                for (i, c) in columns.iter().enumerate() {
+                    if i > 0 {
+                        line.push('\t');
+                    }
+                    push_tsv(&mut line, (c.value)(record));
+                }
+            }
+            Format::Jsonl => {
+                line.push('{');
+                for (i, c) in columns.iter().enumerate() {
+                    if i > 0 {
+                        line.push(',');
+                    }
+                    let _ = write!(line, "\"{}\":", c.name);
+                    push_json(&mut line, (c.value)(record));
+                }
+                line.push('}');
+            }
+        }
+        line.push('\n');
+        w.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn push_tsv(out: &mut String, v: Value) {
+    let _ = match v {
+        Value::Int(n) => write!(out, "{n}"),
+        Value::Ms(x) => write!(out, "{x:.3}"),
+        Value::Ip(ip) => write!(out, "{ip}"),
+        Value::Text(s) => write!(out, "{s}"),
+        Value::Bool(b) => write!(out, "{}", u8::from(b)),
+        Value::Missing => write!(out, "-"),
+    };
+}
+
+fn push_json(out: &mut String, v: Value) {
+    let _ = match v {
+        Value::Int(n) => write!(out, "{n}"),
+        Value::Ms(x) if x.is_finite() => write!(out, "{x:.3}"),
+        Value::Ms(_) | Value::Missing => write!(out, "null"),
+        // Addresses and our static texts never need JSON escaping.
+        Value::Ip(ip) => write!(out, "\"{ip}\""),
+        Value::Text(s) => write!(out, "\"{s}\""),
+        Value::Bool(b) => write!(out, "{b}"),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Row(u64, &'static str);
+
+    fn cols() -> Vec<Column<Row>> {
+        vec![
+            Column { name: "n", value: |r| Value::Int(r.0) },
+            Column { name: "t", value: |r| Value::Text(r.1) },
+            Column { name: "ms", value: |r| Value::Ms(r.0 as f64 / 3.0) },
+            Column { name: "x", value: |_| Value::Missing },
+        ]
+    }
+
+    #[test]
+    fn tsv_has_header_and_fixed_decimals() {
+        let mut out = Vec::new();
+        write_records(&mut out, Format::Tsv, &cols(), [Row(1, "a"), Row(2, "b")].iter()).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "n\tt\tms\tx\n1\ta\t0.333\t-\n2\tb\t0.667\t-\n");
+    }
+
+    #[test]
+    fn jsonl_is_one_object_per_line() {
+        let mut out = Vec::new();
+        write_records(&mut out, Format::Jsonl, &cols(), [Row(3, "c")].iter()).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"n\":3,\"t\":\"c\",\"ms\":1.000,\"x\":null}\n");
+    }
+
+    #[test]
+    fn refuses_to_overwrite_without_force() {
+        let dir = std::env::temp_dir().join(format!("sonde-out-test-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        out.write_summary("{}").unwrap();
+        let err = OutputDir::prepare(&dir, Format::Tsv, false).unwrap_err();
+        assert!(err.to_string().contains("--force"), "{err}");
+        assert!(OutputDir::prepare(&dir, Format::Tsv, true).is_ok());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
