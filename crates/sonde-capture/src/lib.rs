@@ -6,6 +6,37 @@
 //! original length, link type and a borrowed view of the bytes. Uncompressed files are
 //! memory-mapped; streams are read through one reusable buffer, so steady-state reading does not
 //! allocate. A damaged file yields every frame before the damage, then reports where it stopped.
+//! Sun snoop files are read too (Ethernet, FDDI and SunATM datalinks).
+//!
+//! Entry points: [`open`] (a path, `-` for standard input), [`open_stdin`], [`open_reader`]
+//! (any byte stream) and [`open_bytes`] (a buffer in memory). Each returns a boxed
+//! [`PacketSource`]; the concrete readers are generic over their byte provider, so the
+//! memory-mapped path is a bounds check and a slice per frame.
+
+use std::fs::File;
+use std::io::{Cursor, Read};
+use std::path::Path;
+
+mod detect;
+mod erf;
+mod pcap;
+mod pcapng;
+mod snoop;
+mod stream;
+mod util;
+
+pub use detect::BoxedSource;
+use detect::{capture, compression, decompressed, MAGIC_PEEK};
+use stream::{SliceInput, StreamInput};
+
+/// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet.
+pub const LINKTYPE_ETHERNET: u32 = 1;
+/// LINKTYPE_ERF: a whole ERF record; used for ERF record types with no LINKTYPE_ equivalent.
+pub const LINKTYPE_ERF: u32 = 197;
+/// LINKTYPE_IPV4: a raw IPv4 packet.
+pub const LINKTYPE_IPV4: u32 = 228;
+/// LINKTYPE_IPV6: a raw IPv6 packet.
+pub const LINKTYPE_IPV6: u32 = 229;
 
 /// One captured frame, borrowed from the source until the next call to `next_frame`.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +61,10 @@ pub trait PacketSource {
     fn size_hint(&self) -> Option<u64>;
     /// Format name: "pcap", "pcapng", "erf", with the variant ("pcap-le-usec", …).
     fn format(&self) -> &str;
+    /// Decompressor the input was read through ("gzip", "zstd", "xz"), if any.
+    fn compression(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Why a source could not be opened, or stopped early. `kind` tells the caller whether the
@@ -56,6 +91,8 @@ pub enum CaptureErrorKind {
     Corrupt(&'static str),
     /// The decompressor reported damaged compressed data.
     Decompress(String),
+    /// The input holds no bytes at all (no header to recognise).
+    Empty,
 }
 
 impl std::fmt::Display for CaptureError {
@@ -69,14 +106,97 @@ impl std::fmt::Display for CaptureError {
             ),
             CaptureErrorKind::Unsupported(what) => write!(f, "unsupported format: {what}"),
             CaptureErrorKind::Truncated => {
-                write!(f, "file truncated: input ends inside a record at byte {}", self.offset)
+                write!(
+                    f,
+                    "file truncated: input ends inside a record at byte {}",
+                    self.offset
+                )
             }
             CaptureErrorKind::Corrupt(what) => write!(f, "corrupt at byte {}: {what}", self.offset),
             CaptureErrorKind::Decompress(what) => {
-                write!(f, "damaged compressed data near byte {}: {what}", self.offset)
+                write!(
+                    f,
+                    "damaged compressed data near byte {}: {what}",
+                    self.offset
+                )
             }
+            CaptureErrorKind::Empty => write!(f, "empty input: not a capture file"),
         }
     }
 }
 
 impl std::error::Error for CaptureError {}
+
+#[cold]
+fn io_error(e: std::io::Error, offset: u64) -> CaptureError {
+    CaptureError {
+        kind: CaptureErrorKind::Io(e),
+        offset,
+    }
+}
+
+/// Opens a capture file, detecting compression and format by content; `-` is standard input.
+/// Uncompressed regular files are memory-mapped; everything else is read as a stream.
+pub fn open(path: &Path) -> Result<BoxedSource, CaptureError> {
+    if path.as_os_str() == "-" {
+        return open_stdin();
+    }
+    let file = File::open(path).map_err(|e| io_error(e, 0))?;
+    let meta = file.metadata().map_err(|e| io_error(e, 0))?;
+    if !meta.is_file() {
+        // FIFO, character device, process substitution: no map possible.
+        return open_reader(file);
+    }
+    if meta.len() == 0 {
+        return Err(detect::not_a_capture(&[]));
+    }
+    // SAFETY: the map is only read. Another process truncating or rewriting the file while it
+    // is mapped could change bytes under us (or fault): the usual caveat of mapped reading,
+    // accepted for capture files, which are not written while being analysed.
+    let map = match unsafe { memmap2::Mmap::map(&file) } {
+        Ok(m) => m,
+        Err(_) => return open_reader(file),
+    };
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Sequential);
+    if let Some(c) = compression(&map[..]) {
+        drop(map);
+        // The map never moved the file offset: the decoder reads from byte 0.
+        return decompressed(c, file);
+    }
+    capture(SliceInput::new(map))
+}
+
+/// Reads a capture from standard input (a stream: possibly compressed, never mapped).
+pub fn open_stdin() -> Result<BoxedSource, CaptureError> {
+    open_reader(std::io::stdin())
+}
+
+/// Reads a capture from any byte stream, detecting compression and format by content.
+pub fn open_reader<R: Read + Send + 'static>(mut r: R) -> Result<BoxedSource, CaptureError> {
+    // Peek at the first bytes for a compression magic, then put them back in front.
+    let mut prefix = [0u8; MAGIC_PEEK];
+    let mut n = 0;
+    while n < MAGIC_PEEK {
+        match r.read(&mut prefix[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error(e, n as u64)),
+        }
+    }
+    let head = &prefix[..n];
+    let chained = Cursor::new(head.to_vec()).chain(r);
+    match compression(head) {
+        Some(c) => decompressed(c, chained),
+        None => capture(StreamInput::new(chained, None)),
+    }
+}
+
+/// Reads a capture held in memory, without copying it (compressed data is streamed).
+pub fn open_bytes<B: AsRef<[u8]> + Send + 'static>(data: B) -> Result<BoxedSource, CaptureError> {
+    match compression(data.as_ref()) {
+        Some(c) => decompressed(c, Cursor::new(data)),
+        None => capture(SliceInput::new(data)),
+    }
+}

@@ -1,0 +1,231 @@
+//! Byte providers under the format parsers: a memory map (or any in-memory buffer) that is
+//! sliced without copying, and a stream read through one reusable, growable buffer.
+//!
+//! Parsers use them in two steps: `fill(n)` makes at least `n` bytes visible at the current
+//! position (fewer only at the end of input), `consume(n)` moves past them. The slice returned
+//! by `fill` is what a [`Frame`](crate::Frame) borrows.
+
+use std::io::{self, Read};
+
+use crate::{CaptureError, CaptureErrorKind};
+
+/// Largest record or block any parser accepts (a guard against corrupt length fields: a stream
+/// buffer is grown to hold one record, and nothing legitimate comes close to this).
+pub(crate) const MAX_RECORD: usize = 256 << 20;
+
+/// Initial capacity of a stream buffer; grown only for a record larger than it.
+const STREAM_BUF: usize = 256 << 10;
+
+/// Source of bytes for a parser.
+pub(crate) trait Input {
+    /// The bytes from the current position: at least `n` of them, unless the input ends first
+    /// (then all that is left, possibly none).
+    fn fill(&mut self, n: usize) -> Result<&[u8], CaptureError>;
+    /// Moves the position `n` bytes forward (`n` no more than the last `fill` returned).
+    fn consume(&mut self, n: usize);
+    /// Offset of the current position from the start of the (decompressed) input.
+    fn position(&self) -> u64;
+    /// Total size, when known without reading.
+    fn size_hint(&self) -> Option<u64>;
+    /// Name of the decompressor in front of the input, if any.
+    fn compression(&self) -> Option<&'static str>;
+}
+
+/// A whole input held in memory: a memory map of a regular file, or a buffer (tests, `open_bytes`).
+pub(crate) struct SliceInput<B> {
+    data: B,
+    pos: usize,
+}
+
+impl<B: AsRef<[u8]>> SliceInput<B> {
+    pub(crate) fn new(data: B) -> Self {
+        SliceInput { data, pos: 0 }
+    }
+}
+
+impl<B: AsRef<[u8]>> Input for SliceInput<B> {
+    #[inline]
+    fn fill(&mut self, _n: usize) -> Result<&[u8], CaptureError> {
+        // Everything is already there: hand out the rest of the map.
+        Ok(self.data.as_ref().get(self.pos..).unwrap_or(&[]))
+    }
+
+    #[inline]
+    fn consume(&mut self, n: usize) {
+        self.pos = self.pos.saturating_add(n).min(self.data.as_ref().len());
+    }
+
+    fn position(&self) -> u64 {
+        self.pos as u64
+    }
+
+    fn size_hint(&self) -> Option<u64> {
+        Some(self.data.as_ref().len() as u64)
+    }
+
+    fn compression(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// A stream (pipe, decompressor) read through one buffer. The buffer grows only when a record
+/// does not fit; otherwise steady-state reading allocates nothing.
+pub(crate) struct StreamInput<R> {
+    inner: R,
+    buf: Vec<u8>,
+    /// Visible bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Stream offset of `buf[start]`.
+    pos: u64,
+    eof: bool,
+    compression: Option<&'static str>,
+}
+
+impl<R: Read> StreamInput<R> {
+    pub(crate) fn new(inner: R, compression: Option<&'static str>) -> Self {
+        StreamInput {
+            inner,
+            buf: vec![0; STREAM_BUF],
+            start: 0,
+            end: 0,
+            pos: 0,
+            eof: false,
+            compression,
+        }
+    }
+
+    #[cold]
+    fn read_error(&self, e: io::Error) -> CaptureError {
+        let offset = self.pos + (self.end - self.start) as u64;
+        // A decompressor reports damaged data as InvalidData/InvalidInput/Other (or an early
+        // end of its stream); only the OS can produce the rest.
+        let kind = match (self.compression, e.kind()) {
+            (Some(c), io::ErrorKind::InvalidData)
+            | (Some(c), io::ErrorKind::InvalidInput)
+            | (Some(c), io::ErrorKind::Other)
+            | (Some(c), io::ErrorKind::UnexpectedEof) => {
+                CaptureErrorKind::Decompress(format!("{c}: {e}"))
+            }
+            _ => CaptureErrorKind::Io(e),
+        };
+        CaptureError { kind, offset }
+    }
+
+    /// Slow path of `fill`: make room, then read until `n` bytes are visible or the input ends.
+    #[inline(never)]
+    fn refill(&mut self, n: usize) -> Result<(), CaptureError> {
+        // Parsers check lengths against MAX_RECORD first; this only bounds the allocation.
+        let n = n.min(MAX_RECORD + 64);
+        let avail = self.end - self.start;
+        if self.buf.len() - self.start < n {
+            // Move the partial record to the front; grow only if it cannot fit at all.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.start = 0;
+            self.end = avail;
+            if self.buf.len() < n {
+                let want = n.max(self.buf.len().saturating_mul(2)).min(MAX_RECORD + 64);
+                self.buf.resize(want, 0);
+            }
+        }
+        while !self.eof && self.end - self.start < n {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.end += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.eof = true;
+                    return Err(self.read_error(e));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Input for StreamInput<R> {
+    #[inline]
+    fn fill(&mut self, n: usize) -> Result<&[u8], CaptureError> {
+        if self.end - self.start < n && !self.eof {
+            self.refill(n)?;
+        }
+        Ok(&self.buf[self.start..self.end])
+    }
+
+    #[inline]
+    fn consume(&mut self, n: usize) {
+        let n = n.min(self.end - self.start);
+        self.start += n;
+        self.pos += n as u64;
+    }
+
+    fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn size_hint(&self) -> Option<u64> {
+        None
+    }
+
+    fn compression(&self) -> Option<&'static str> {
+        self.compression
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A reader that returns at most `chunk` bytes per call, to exercise refills.
+    pub(crate) struct Trickle {
+        pub data: Vec<u8>,
+        pub pos: usize,
+        pub chunk: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = out.len().min(self.chunk).min(self.data.len() - self.pos);
+            out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn stream_refill_and_grow() {
+        let data: Vec<u8> = (0..(STREAM_BUF * 3)).map(|i| i as u8).collect();
+        let mut s = StreamInput::new(
+            Trickle {
+                data: data.clone(),
+                pos: 0,
+                chunk: 7,
+            },
+            None,
+        );
+        assert_eq!(&s.fill(10).unwrap()[..10], &data[..10]);
+        s.consume(5);
+        // A request bigger than the buffer grows it and keeps the bytes in order.
+        let big = STREAM_BUF * 2;
+        let got = s.fill(big).unwrap();
+        assert!(got.len() >= big);
+        assert_eq!(&got[..big], &data[5..5 + big]);
+        s.consume(big);
+        assert_eq!(s.position(), (5 + big) as u64);
+        let rest = s.fill(STREAM_BUF * 4).unwrap().len();
+        assert_eq!(rest, data.len() - 5 - big);
+        s.consume(rest);
+        assert!(s.fill(1).unwrap().is_empty());
+    }
+
+    #[test]
+    fn slice_input() {
+        let mut s = SliceInput::new(vec![1u8, 2, 3]);
+        assert_eq!(s.fill(100).unwrap(), &[1, 2, 3]);
+        s.consume(2);
+        assert_eq!(s.fill(1).unwrap(), &[3]);
+        s.consume(10);
+        assert!(s.fill(1).unwrap().is_empty());
+        assert_eq!(s.position(), 3);
+    }
+}
