@@ -49,9 +49,21 @@ impl std::fmt::Debug for Filter {
 /// libpcap's LINKTYPE_ETHERNET: used to check the expression's syntax up front.
 const ETHERNET: u32 = 1;
 
+/// pcap_open_dead takes the host's DLT_ value; LINKTYPE_ values differ from it only in the
+/// range libpcap remaps (its pcap-common.c): ATM_RFC1483, RAW, SLIP_BSDOS, PPP_BSDOS.
+fn dlt_of(link_type: u32) -> i32 {
+    match link_type {
+        100 => 11,
+        101 => 12,
+        102 => 15,
+        103 => 16,
+        other => other as i32,
+    }
+}
+
 fn compile(expression: &str, link_type: u32) -> Result<BpfProgram, FilterError> {
     let err = |reason: String| FilterError { expression: expression.to_string(), link_type, reason };
-    let dead = Capture::dead_with_precision(Linktype(link_type as i32), pcap::Precision::Micro)
+    let dead = Capture::dead_with_precision(Linktype(dlt_of(link_type)), pcap::Precision::Micro)
         .map_err(|e| err(e.to_string()))?;
     dead.compile(expression, true).map_err(|e| err(e.to_string()))
 }
