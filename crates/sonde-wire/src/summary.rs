@@ -20,6 +20,12 @@ impl LinkType {
     pub const IPV4: LinkType = LinkType(228);
     pub const IPV6: LinkType = LinkType(229);
     pub const LINUX_SLL2: LinkType = LinkType(276);
+    /// PPP, starting with the (optional) address/control bytes or directly with the protocol.
+    pub const PPP: LinkType = LinkType(9);
+    /// PPP in HDLC-like framing (RFC 1662), also known as DLT_PPP_SERIAL.
+    pub const PPP_HDLC: LinkType = LinkType(50);
+    /// Cisco HDLC: address, control, then an EtherType.
+    pub const C_HDLC: LinkType = LinkType(104);
 }
 
 /// Which tunnel, if any, the analysed (inner) packet was carried in. The outermost one wins
@@ -118,11 +124,18 @@ pub enum Transport {
     Tcp(TcpSummary),
     Udp(UdpSummary),
     /// ICMP (v4 or v6, told apart by the network layer) with type and code.
-    Icmp { icmp_type: u8, code: u8 },
+    Icmp {
+        icmp_type: u8,
+        code: u8,
+    },
     /// Any other IP protocol number, or a non-first fragment (whose transport header is absent).
-    Other { protocol: u8 },
+    Other {
+        protocol: u8,
+    },
     /// The transport header was cut by the snaplen before its fixed part was complete.
-    Truncated { protocol: u8 },
+    Truncated {
+        protocol: u8,
+    },
 }
 
 /// IP-layer facts about the (inner, if tunnelled) packet.

@@ -1,0 +1,398 @@
+//! Ethernet II and what can follow an EtherType before the network layer: 802.1Q / 802.1ad
+//! VLAN tags (stacked), MPLS label stacks and PPPoE sessions. 802.3 length-field frames are
+//! reported as non-IP.
+
+use crate::bytes::{array, be16, be32, u8_at};
+use crate::link::{ppp_net, Net};
+use crate::{NonIp, WireError};
+
+/// EtherTypes the decoder follows.
+pub mod ethertype {
+    pub const IPV4: u16 = 0x0800;
+    pub const ARP: u16 = 0x0806;
+    pub const IPV6: u16 = 0x86dd;
+    pub const VLAN: u16 = 0x8100;
+    pub const QINQ: u16 = 0x88a8;
+    pub const QINQ_OLD: u16 = 0x9100;
+    pub const MPLS_UNICAST: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
+    pub const PPPOE_DISCOVERY: u16 = 0x8863;
+    pub const PPPOE_SESSION: u16 = 0x8864;
+    /// GRE: transparent Ethernet bridging.
+    pub const TEB: u16 = 0x6558;
+    /// GRE: ERSPAN type I/II.
+    pub const ERSPAN_II: u16 = 0x88be;
+    /// GRE: ERSPAN type III.
+    pub const ERSPAN_III: u16 = 0x22eb;
+    /// Values up to this one are 802.3 lengths, not EtherTypes.
+    pub const MAX_8023_LEN: u16 = 0x05ff;
+}
+
+/// At most this many VLAN tags / MPLS labels are walked before the frame is called malformed.
+pub const MAX_TAGS: usize = 16;
+
+mod field {
+    use core::ops::Range;
+    pub const DST: Range<usize> = 0..6;
+    pub const SRC: Range<usize> = 6..12;
+    pub const ETHERTYPE: usize = 12;
+    pub const HEADER_LEN: usize = 14;
+
+    pub const VLAN_TCI: usize = 0;
+    pub const VLAN_NEXT: usize = 2;
+    pub const VLAN_LEN: usize = 4;
+
+    pub const MPLS_LEN: usize = 4;
+
+    pub const PPPOE_VER_TYPE: usize = 0;
+    pub const PPPOE_CODE: usize = 1;
+    pub const PPPOE_SESSION: usize = 2;
+    pub const PPPOE_LENGTH: usize = 4;
+    pub const PPPOE_PROTOCOL: usize = 6;
+    pub const PPPOE_LEN: usize = 8;
+}
+
+/// An Ethernet II header view.
+#[derive(Debug, Clone, Copy)]
+pub struct EthernetFrame<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> EthernetFrame<'a> {
+    pub const HEADER_LEN: usize = field::HEADER_LEN;
+
+    pub fn new_unchecked(buf: &'a [u8]) -> Self {
+        EthernetFrame { buf }
+    }
+
+    pub fn new_checked(buf: &'a [u8]) -> Result<Self, WireError> {
+        if buf.len() < field::HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        Ok(Self::new_unchecked(buf))
+    }
+
+    pub fn dst(&self) -> [u8; 6] {
+        array(self.buf, field::DST.start)
+    }
+
+    pub fn src(&self) -> [u8; 6] {
+        array(self.buf, field::SRC.start)
+    }
+
+    /// The EtherType, or the 802.3 length when ≤ 0x05FF.
+    pub fn ethertype(&self) -> u16 {
+        be16(self.buf, field::ETHERTYPE)
+    }
+
+    pub fn payload(&self) -> &'a [u8] {
+        crate::bytes::tail(self.buf, field::HEADER_LEN)
+    }
+}
+
+/// An 802.1Q / 802.1ad tag (the 4 bytes after its TPID).
+#[derive(Debug, Clone, Copy)]
+pub struct VlanTag<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> VlanTag<'a> {
+    pub const LEN: usize = field::VLAN_LEN;
+
+    pub fn new_checked(buf: &'a [u8]) -> Result<Self, WireError> {
+        if buf.len() < field::VLAN_LEN {
+            return Err(WireError::Truncated);
+        }
+        Ok(VlanTag { buf })
+    }
+
+    pub fn pcp(&self) -> u8 {
+        u8_at(self.buf, field::VLAN_TCI) >> 5
+    }
+
+    pub fn vid(&self) -> u16 {
+        be16(self.buf, field::VLAN_TCI) & 0x0fff
+    }
+
+    pub fn next_ethertype(&self) -> u16 {
+        be16(self.buf, field::VLAN_NEXT)
+    }
+}
+
+/// One MPLS label stack entry.
+#[derive(Debug, Clone, Copy)]
+pub struct MplsLabel<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> MplsLabel<'a> {
+    pub const LEN: usize = field::MPLS_LEN;
+
+    pub fn new_checked(buf: &'a [u8]) -> Result<Self, WireError> {
+        if buf.len() < field::MPLS_LEN {
+            return Err(WireError::Truncated);
+        }
+        Ok(MplsLabel { buf })
+    }
+
+    fn word(&self) -> u32 {
+        be32(self.buf, 0)
+    }
+
+    pub fn label(&self) -> u32 {
+        self.word() >> 12
+    }
+
+    pub fn traffic_class(&self) -> u8 {
+        ((self.word() >> 9) & 0x7) as u8
+    }
+
+    pub fn bottom_of_stack(&self) -> bool {
+        self.word() & 0x100 != 0
+    }
+
+    pub fn ttl(&self) -> u8 {
+        (self.word() & 0xff) as u8
+    }
+}
+
+/// A PPPoE session header (RFC 2516) plus the PPP protocol field that follows it.
+#[derive(Debug, Clone, Copy)]
+pub struct PppoeSession<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> PppoeSession<'a> {
+    /// Six bytes of PPPoE plus two of PPP protocol.
+    pub const LEN: usize = field::PPPOE_LEN;
+
+    pub fn new_checked(buf: &'a [u8]) -> Result<Self, WireError> {
+        if buf.len() < field::PPPOE_LEN {
+            return Err(WireError::Truncated);
+        }
+        Ok(PppoeSession { buf })
+    }
+
+    pub fn version(&self) -> u8 {
+        u8_at(self.buf, field::PPPOE_VER_TYPE) >> 4
+    }
+
+    pub fn pppoe_type(&self) -> u8 {
+        u8_at(self.buf, field::PPPOE_VER_TYPE) & 0x0f
+    }
+
+    pub fn code(&self) -> u8 {
+        u8_at(self.buf, field::PPPOE_CODE)
+    }
+
+    pub fn session_id(&self) -> u16 {
+        be16(self.buf, field::PPPOE_SESSION)
+    }
+
+    /// PPPoE payload length (includes the PPP protocol field).
+    pub fn length(&self) -> u16 {
+        be16(self.buf, field::PPPOE_LENGTH)
+    }
+
+    pub fn ppp_protocol(&self) -> u16 {
+        be16(self.buf, field::PPPOE_PROTOCOL)
+    }
+}
+
+/// Walks an Ethernet II frame to its network layer.
+pub fn walk(buf: &[u8]) -> Net {
+    match EthernetFrame::new_checked(buf) {
+        Ok(eth) => walk_ethertype(buf, field::HEADER_LEN, eth.ethertype()),
+        Err(_) => Net::Cut,
+    }
+}
+
+/// Follows `ethertype`, whose payload starts at `offset` in `buf`, through VLAN tags, MPLS and
+/// PPPoE to the network layer.
+pub fn walk_ethertype(buf: &[u8], mut offset: usize, mut ty: u16) -> Net {
+    for _ in 0..MAX_TAGS {
+        match ty {
+            ethertype::IPV4 => return Net::Ipv4(offset),
+            ethertype::IPV6 => return Net::Ipv6(offset),
+            ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_OLD => {
+                let Ok(tag) = VlanTag::new_checked(crate::bytes::tail(buf, offset)) else {
+                    return Net::Cut;
+                };
+                ty = tag.next_ethertype();
+                offset += VlanTag::LEN;
+            }
+            ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => return walk_mpls(buf, offset),
+            ethertype::PPPOE_SESSION => {
+                let Ok(s) = PppoeSession::new_checked(crate::bytes::tail(buf, offset)) else {
+                    return Net::Cut;
+                };
+                return match ppp_net(s.ppp_protocol(), buf, offset + PppoeSession::LEN) {
+                    Net::NonIp(_) => Net::NonIp(NonIp::EtherType(ethertype::PPPOE_SESSION)),
+                    net => net,
+                };
+            }
+            t if t <= ethertype::MAX_8023_LEN => return Net::NonIp(NonIp::Other),
+            t => return Net::NonIp(NonIp::EtherType(t)),
+        }
+    }
+    Net::Malformed
+}
+
+/// Walks an MPLS label stack starting at `offset` and guesses the payload from its first nibble,
+/// as tcpdump does.
+pub fn walk_mpls(buf: &[u8], mut offset: usize) -> Net {
+    for _ in 0..MAX_TAGS {
+        let Ok(label) = MplsLabel::new_checked(crate::bytes::tail(buf, offset)) else {
+            return Net::Cut;
+        };
+        offset += MplsLabel::LEN;
+        if label.bottom_of_stack() {
+            return match buf.get(offset) {
+                None => Net::Cut,
+                Some(b) if b >> 4 == 4 => Net::Ipv4(offset),
+                Some(b) if b >> 4 == 6 => Net::Ipv6(offset),
+                Some(_) => Net::NonIp(NonIp::Other),
+            };
+        }
+    }
+    Net::Malformed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MACS: [u8; 12] = [0, 1, 2, 3, 4, 5, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf];
+
+    fn frame(rest: &[u8]) -> ([u8; 64], usize) {
+        let mut f = [0u8; 64];
+        f[..12].copy_from_slice(&MACS);
+        f[12..12 + rest.len()].copy_from_slice(rest);
+        (f, 12 + rest.len())
+    }
+
+    #[test]
+    fn ethernet_fields() {
+        let (f, n) = frame(&[0x08, 0x00, 0x45]);
+        let e = EthernetFrame::new_checked(&f[..n]).unwrap();
+        assert_eq!(e.dst(), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(e.src(), [0xa, 0xb, 0xc, 0xd, 0xe, 0xf]);
+        assert_eq!(e.ethertype(), 0x0800);
+        assert_eq!(e.payload(), &[0x45]);
+        assert_eq!(walk(&f[..n]), Net::Ipv4(14));
+        for cut in 0..14 {
+            assert_eq!(
+                EthernetFrame::new_checked(&f[..cut]).unwrap_err(),
+                WireError::Truncated
+            );
+            assert_eq!(walk(&f[..cut]), Net::Cut);
+        }
+    }
+
+    #[test]
+    fn ethertypes() {
+        let (f, n) = frame(&[0x86, 0xdd]);
+        assert_eq!(walk(&f[..n]), Net::Ipv6(14));
+        let (f, n) = frame(&[0x08, 0x06]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x0806)));
+        let (f, n) = frame(&[0x88, 0xcc]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x88cc)));
+        // 802.3 with a length field and LLC.
+        let (f, n) = frame(&[0x00, 0x26, 0x42, 0x42, 0x03]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::Other));
+    }
+
+    #[test]
+    fn vlan_stack() {
+        // QinQ: 0x88a8 vid 100, 0x8100 vid 200 pcp 5, then IPv4.
+        let (f, n) = frame(&[
+            0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0xa0, 0xc8, 0x08, 0x00, 0x45,
+        ]);
+        assert_eq!(walk(&f[..n]), Net::Ipv4(22));
+        let tag = VlanTag::new_checked(&f[14..]).unwrap();
+        assert_eq!(tag.vid(), 100);
+        assert_eq!(tag.next_ethertype(), 0x8100);
+        let tag = VlanTag::new_checked(&f[18..]).unwrap();
+        assert_eq!(tag.vid(), 200);
+        assert_eq!(tag.pcp(), 5);
+        // 0x9100 outer tag, ARP inside.
+        let (f, n) = frame(&[0x91, 0x00, 0x00, 0x01, 0x08, 0x06]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x0806)));
+        // Cut inside a tag.
+        for cut in 14..22 {
+            assert_eq!(
+                walk(&f[..cut.min(n)]),
+                if cut >= 18 { walk(&f[..n]) } else { Net::Cut }
+            );
+        }
+        assert_eq!(
+            VlanTag::new_checked(&[1, 2, 3]).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    #[test]
+    fn endless_vlan_tags_are_malformed() {
+        let mut f = [0u8; 14 + 4 * 20];
+        f[12] = 0x81;
+        for i in 0..20 {
+            f[14 + 4 * i + 2] = 0x81;
+        }
+        assert_eq!(walk(&f), Net::Malformed);
+    }
+
+    #[test]
+    fn mpls() {
+        // Two labels (16, 17 bottom), then IPv6.
+        let (f, n) = frame(&[
+            0x88, 0x47, 0x00, 0x01, 0x00, 0x40, 0x00, 0x01, 0x11, 0x3f, 0x60,
+        ]);
+        assert_eq!(walk(&f[..n]), Net::Ipv6(22));
+        let l = MplsLabel::new_checked(&f[14..]).unwrap();
+        assert_eq!((l.label(), l.bottom_of_stack(), l.ttl()), (16, false, 64));
+        let l = MplsLabel::new_checked(&f[18..]).unwrap();
+        assert_eq!(
+            (l.label(), l.bottom_of_stack(), l.ttl(), l.traffic_class()),
+            (17, true, 63, 0)
+        );
+        // Multicast, IPv4 payload.
+        let (f, n) = frame(&[0x88, 0x48, 0x00, 0x01, 0x01, 0x40, 0x45]);
+        assert_eq!(walk(&f[..n]), Net::Ipv4(18));
+        // Pseudowire control word: not IP.
+        let (f, n) = frame(&[0x88, 0x47, 0x00, 0x01, 0x01, 0x40, 0x00]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::Other));
+        // Cut right after the stack and inside it.
+        assert_eq!(walk(&f[..n - 1]), Net::Cut);
+        assert_eq!(walk(&f[..n - 3]), Net::Cut);
+        // A stack that never ends.
+        let mut f = [0u8; 14 + 4 * 20];
+        f[12] = 0x88;
+        f[13] = 0x47;
+        assert_eq!(walk(&f), Net::Malformed);
+    }
+
+    #[test]
+    fn pppoe() {
+        let (f, n) = frame(&[
+            0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x21, 0x45,
+        ]);
+        assert_eq!(walk(&f[..n]), Net::Ipv4(22));
+        let s = PppoeSession::new_checked(&f[14..]).unwrap();
+        assert_eq!((s.version(), s.pppoe_type(), s.code()), (1, 1, 0));
+        assert_eq!(
+            (s.session_id(), s.length(), s.ppp_protocol()),
+            (0x1234, 42, 0x21)
+        );
+        let (f, n) = frame(&[
+            0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x57, 0x60,
+        ]);
+        assert_eq!(walk(&f[..n]), Net::Ipv6(22));
+        // LCP inside a session.
+        let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0xc0, 0x21]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x8864)));
+        assert_eq!(walk(&f[..n - 1]), Net::Cut);
+        // Discovery stage.
+        let (f, n) = frame(&[0x88, 0x63, 0x11, 0x09]);
+        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x8863)));
+    }
+}
