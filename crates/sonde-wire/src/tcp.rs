@@ -346,7 +346,7 @@ mod tests {
         // Length 0 and 1 stop the walk; MSS with a wrong length is ignored; overrun stops.
         assert_eq!(parse_options(&[2, 0, 5, 0xb4]), TcpOptions::default());
         assert_eq!(parse_options(&[3, 1, 7]), TcpOptions::default());
-        assert_eq!(parse_options(&[2, 3, 5, 4, 2, 0]).sack_permitted, true);
+        assert!(parse_options(&[2, 3, 5, 4, 2, 0]).sack_permitted);
         assert_eq!(parse_options(&[2, 3, 5, 4, 2, 0]).mss, None);
         assert_eq!(parse_options(&[8, 10, 0, 0, 0, 1]).timestamp, None);
         assert_eq!(parse_options(&[5, 7, 0, 0, 0, 1, 0]).sack_count, 0);
