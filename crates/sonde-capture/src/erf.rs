@@ -81,7 +81,9 @@ fn parse(b: &[u8]) -> Result<Option<Rec>, &'static str> {
     }))
 }
 
-/// Whether `b` (the start of an input) looks like ERF records.
+/// Whether `b` (the start of an input) looks like ERF records. The first two records (when
+/// there are two) must be plausible; after that a bad record ends the check but not the
+/// verdict, so a file damaged further on still opens and reports Corrupt where it breaks.
 pub(crate) fn looks_like_erf(b: &[u8]) -> bool {
     let mut off = 0;
     let mut prev_ts: Option<u64> = None;
@@ -91,10 +93,10 @@ pub(crate) fn looks_like_erf(b: &[u8]) -> bool {
             Ok(Some(r)) => r,
             // Ran out of bytes: fine once one whole record was seen.
             Ok(None) => return n > 0,
-            Err(_) => return false,
+            Err(_) => return n >= 2,
         };
         if rec.rtype == 0 || (rec.rtype > TYPE_LAST_KNOWN && rec.rtype != TYPE_PAD) {
-            return false;
+            return n >= 2;
         }
         if rest.len() < rec.rlen {
             return n > 0;
@@ -103,11 +105,10 @@ pub(crate) fn looks_like_erf(b: &[u8]) -> bool {
         // for interleaved interfaces) and does not leap by more than a week.
         if rec.rtype != TYPE_PAD {
             if let Some(p) = prev_ts {
-                if rec.ts < p && (p - rec.ts) >> 32 > 1 {
-                    return false;
-                }
-                if rec.ts > p && (rec.ts - p) >> 32 > 3600 * 24 * 7 {
-                    return false;
+                let back = rec.ts < p && (p - rec.ts) >> 32 > 1;
+                let leap = rec.ts > p && (rec.ts - p) >> 32 > 3600 * 24 * 7;
+                if back || leap {
+                    return n >= 2;
                 }
             }
             prev_ts = Some(rec.ts);

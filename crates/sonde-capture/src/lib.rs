@@ -23,6 +23,8 @@ mod pcap;
 mod pcapng;
 mod snoop;
 mod stream;
+#[cfg(test)]
+mod tests;
 mod util;
 
 pub use detect::BoxedSource;

@@ -77,7 +77,7 @@ impl<I: Input> PacketSource for SnoopReader<I> {
             u64::from(be.u32(h, 20)).saturating_mul(1000),
         );
         // RFC 1761 §4: the record length covers header, data and padding.
-        if rec_len < REC_HDR || rec_len > MAX_RECORD || caplen > rec_len.saturating_sub(REC_HDR) {
+        if !(REC_HDR..=MAX_RECORD).contains(&rec_len) || caplen > rec_len.saturating_sub(REC_HDR) {
             self.done = true;
             return Err(corrupt(at, "snoop record lengths inconsistent"));
         }
