@@ -1,1 +1,113 @@
-fn main() {}
+//! The `sonde` command: argument handling, progress and summary printing around the library.
+
+mod flags;
+mod report;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use sonde_engine::{analyze, resources, Filter, Progress};
+use sonde_flow::{FlowConfig, FlowRecord};
+use sonde_output::{Format, OutputDir};
+
+use flags::{AnalyzeArgs, Cli, Command, FormatArg};
+
+/// Exit status when the input ended early but what came before was analysed and written.
+const EXIT_INPUT_DAMAGED: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => run_analyze(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sonde: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
+    let flow_cfg = FlowConfig {
+        tcp_idle_ns: AnalyzeArgs::timeout_ns(args.tcp_timeout, "--tcp-timeout")?,
+        udp_idle_ns: AnalyzeArgs::timeout_ns(args.udp_timeout, "--udp-timeout")?,
+        tcp_closed_linger_ns: AnalyzeArgs::timeout_ns(args.closed_linger, "--closed-linger")?,
+        max_flows: args.max_flows.max(1),
+        internal_nets: args.internal_nets()?,
+        ..FlowConfig::default()
+    };
+    let mut filter = match args.filter_expression() {
+        Some(expr) => Some(Filter::new(&expr)?),
+        None => None,
+    };
+    let format = match args.format {
+        FormatArg::Tsv => Format::Tsv,
+        FormatArg::Jsonl => Format::Jsonl,
+    };
+    // Check the output directory before reading a single packet.
+    let out = OutputDir::prepare(&args.out, format, args.force)?;
+    let input_name = args.read.display().to_string();
+    let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
+
+    let started = Instant::now();
+    let cpu_before = resources::cpu_seconds();
+    let show_progress = !args.quiet && std::io::stderr().is_terminal();
+    let mut bar: Option<ProgressBar> = None;
+    let mut on_progress = |p: Progress| {
+        if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| new_bar(p.size));
+        match p.size {
+            Some(_) => b.set_position(p.position),
+            None => b.set_position(p.packets),
+        }
+    };
+    let mut records: Vec<FlowRecord> = Vec::new();
+    let outcome = analyze(source.as_mut(), filter.as_mut(), flow_cfg, &mut records, &mut on_progress);
+    drop(on_progress);
+    if let Some(b) = bar.take() {
+        b.finish_and_clear();
+    }
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let cpu_s = resources::cpu_seconds() - cpu_before;
+
+    out.write_flows(&mut records)?;
+    let run = report::RunReport::new(
+        &input_name,
+        source.format(),
+        source.compression(),
+        args.filter_expression(),
+        outcome,
+        filter.as_ref().map_or(0, |f| f.uncompilable_frames),
+        report::Timing { elapsed_s, cpu_s, peak_rss_bytes: resources::peak_rss_bytes() },
+        OutputDir::file_names(format).to_vec(),
+    );
+    out.write_summary(&run.to_json())?;
+    if !args.quiet {
+        report::print_human(&run, &args.out);
+    }
+    if let Some(e) = &run.input_error {
+        eprintln!("sonde: warning: {input_name}: {}; results cover the input before that point", e.message);
+        return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn new_bar(size: Option<u64>) -> ProgressBar {
+    match size {
+        Some(total) => ProgressBar::new(total).with_style(
+            ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} [{bar:40}] {eta} left")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{spinner} {pos} packets").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ),
+    }
+}

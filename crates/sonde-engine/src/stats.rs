@@ -1,0 +1,231 @@
+//! What a run counted: the figures of the run summary. Plain data, serialisable, with ordered
+//! maps so the same trace gives the same summary.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use sonde_flow::{EndReason, FlowRecord, FlowSink, TableStats};
+use sonde_wire::{DecodeProblem, Layer, PacketSummary, Transport};
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PacketCounts {
+    /// Frames read from the input (before the filter).
+    pub read: u64,
+    pub captured_bytes: u64,
+    /// Sum of original lengths on the wire.
+    pub wire_bytes: u64,
+    /// Frames the BPF filter dropped.
+    pub filtered_out: u64,
+    /// Frames that passed the filter and were decoded.
+    pub analysed: u64,
+    /// Frames whose timestamp is earlier than the latest one seen before.
+    pub time_went_backwards: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProtocolCounts {
+    pub ipv4: u64,
+    pub ipv6: u64,
+    pub non_ip: u64,
+    pub tcp: u64,
+    pub udp: u64,
+    pub icmp: u64,
+    pub icmpv6: u64,
+    pub other_ip: u64,
+    /// IPv4 and IPv6 fragments: the first is analysed, the later ones only counted.
+    pub fragments_first: u64,
+    pub fragments_later: u64,
+    /// ICMP messages by "v4:type" / "v6:type".
+    pub icmp_types: BTreeMap<String, u64>,
+    /// Packets whose analysed flow was carried in a tunnel, by tunnel kind.
+    pub tunnelled: BTreeMap<String, u64>,
+    /// Non-IP frames by EtherType ("0x0806") or "other".
+    pub non_ip_types: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FlowCounts {
+    pub tcp: u64,
+    pub tcp_complete: u64,
+    pub tcp_incomplete: u64,
+    pub udp: u64,
+    pub evicted: u64,
+    /// Flows by why they ended.
+    pub end_reasons: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TableLoad {
+    pub peak_live_flows: u64,
+    pub mean_probe_len: f64,
+    pub lookups: u64,
+}
+
+/// Everything a run counted.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunStats {
+    pub packets: PacketCounts,
+    /// Frames per link type ("EN10MB(1)": n), as read.
+    pub link_types: BTreeMap<String, u64>,
+    /// Frames of link types sonde cannot decode, counted per type and not analysed.
+    pub unsupported_link_types: BTreeMap<String, u64>,
+    pub protocols: ProtocolCounts,
+    /// Malformed or broken packets by kind ("malformed.tcp": n); analysis went on with what
+    /// could be read.
+    pub decode_problems: BTreeMap<String, u64>,
+    /// Packets cut by the snaplen (normal, not errors), by the layer where the cut fell.
+    pub snaplen_cuts: BTreeMap<String, u64>,
+    pub flows: FlowCounts,
+    pub table: TableLoad,
+    /// First and last packet timestamps (ns since the epoch), 0 when no packet.
+    pub first_ts_ns: u64,
+    pub last_ts_ns: u64,
+}
+
+impl RunStats {
+    pub fn trace_duration_s(&self) -> f64 {
+        self.last_ts_ns.saturating_sub(self.first_ts_ns) as f64 / 1e9
+    }
+
+    pub(crate) fn count_frame(&mut self, link_type: u32, captured: usize, wire_len: u32, ts_ns: u64) {
+        let p = &mut self.packets;
+        p.read += 1;
+        p.captured_bytes += captured as u64;
+        p.wire_bytes += u64::from(wire_len);
+        if self.first_ts_ns == 0 || ts_ns < self.first_ts_ns {
+            self.first_ts_ns = ts_ns;
+        }
+        if ts_ns < self.last_ts_ns {
+            p.time_went_backwards += 1;
+        }
+        self.last_ts_ns = self.last_ts_ns.max(ts_ns);
+        *self.link_types.entry(link_type_name(link_type)).or_default() += 1;
+    }
+
+    pub(crate) fn count_unsupported(&mut self, link_type: u32) {
+        *self.unsupported_link_types.entry(link_type_name(link_type)).or_default() += 1;
+    }
+
+    pub(crate) fn count_packet(&mut self, p: &PacketSummary) {
+        let c = &mut self.protocols;
+        if let Some(problem) = p.problem {
+            let (map, layer) = match problem {
+                DecodeProblem::Truncated(l) => (&mut self.snaplen_cuts, l),
+                DecodeProblem::Malformed(l) => (&mut self.decode_problems, l),
+                DecodeProblem::TooShort(l) => (&mut self.decode_problems, l),
+            };
+            let kind = match problem {
+                DecodeProblem::Truncated(_) => "",
+                DecodeProblem::Malformed(_) => "malformed.",
+                DecodeProblem::TooShort(_) => "too_short.",
+            };
+            *map.entry(format!("{kind}{}", layer_name(layer))).or_default() += 1;
+        }
+        let Some(ip) = p.ip else {
+            if let Some(non_ip) = p.non_ip {
+                c.non_ip += 1;
+                let key = match non_ip {
+                    sonde_wire::NonIp::EtherType(t) => format!("0x{t:04x}"),
+                    sonde_wire::NonIp::Other => "other".to_string(),
+                };
+                *c.non_ip_types.entry(key).or_default() += 1;
+            }
+            return;
+        };
+        let v6 = ip.src.is_ipv6();
+        if v6 {
+            c.ipv6 += 1;
+        } else {
+            c.ipv4 += 1;
+        }
+        match ip.fragment {
+            sonde_wire::Fragment::First => c.fragments_first += 1,
+            sonde_wire::Fragment::Later => c.fragments_later += 1,
+            sonde_wire::Fragment::No => {}
+        }
+        if let Some(t) = p.tunnel {
+            *c.tunnelled.entry(t.name().to_string()).or_default() += 1;
+        }
+        match p.transport {
+            Some(Transport::Tcp(_)) => c.tcp += 1,
+            Some(Transport::Udp(_)) => c.udp += 1,
+            Some(Transport::Icmp { icmp_type, .. }) => {
+                if v6 {
+                    c.icmpv6 += 1;
+                } else {
+                    c.icmp += 1;
+                }
+                let key = format!("{}:{icmp_type}", if v6 { "v6" } else { "v4" });
+                *c.icmp_types.entry(key).or_default() += 1;
+            }
+            Some(Transport::Truncated { protocol: 6 }) => c.tcp += 1,
+            Some(Transport::Truncated { protocol: 17 }) => c.udp += 1,
+            _ => c.other_ip += 1,
+        }
+    }
+
+    pub(crate) fn set_table(&mut self, t: TableStats) {
+        self.table = TableLoad { peak_live_flows: t.peak_live, mean_probe_len: t.mean_probe_len(), lookups: t.lookups };
+        self.flows.evicted = t.evicted;
+    }
+}
+
+fn layer_name(l: Layer) -> &'static str {
+    match l {
+        Layer::Link => "link",
+        Layer::Ipv4 => "ipv4",
+        Layer::Ipv6 => "ipv6",
+        Layer::Tcp => "tcp",
+        Layer::Udp => "udp",
+        Layer::Icmp => "icmp",
+        Layer::Tunnel => "tunnel",
+    }
+}
+
+/// tcpdump's name for a link type, with the number ("EN10MB(1)", as capinfos prints it).
+pub fn link_type_name(lt: u32) -> String {
+    let name = match lt {
+        0 => "NULL",
+        1 => "EN10MB",
+        9 => "PPP",
+        12 | 14 | 101 => "RAW",
+        50 => "PPP_SERIAL",
+        104 => "C_HDLC",
+        105 => "IEEE802_11",
+        108 => "LOOP",
+        113 => "LINUX_SLL",
+        127 => "IEEE802_11_RADIO",
+        197 => "ERF",
+        228 => "IPV4",
+        229 => "IPV6",
+        276 => "LINUX_SLL2",
+        _ => "LINKTYPE",
+    };
+    format!("{name}({lt})")
+}
+
+/// A sink in front of another that counts the flows passing through.
+pub struct CountingSink<'a, S: FlowSink> {
+    pub inner: &'a mut S,
+    pub counts: FlowCounts,
+}
+
+impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
+    fn flow(&mut self, record: FlowRecord) {
+        let c = &mut self.counts;
+        match &record {
+            FlowRecord::Tcp(t) => {
+                c.tcp += 1;
+                if t.complete {
+                    c.tcp_complete += 1;
+                } else {
+                    c.tcp_incomplete += 1;
+                }
+            }
+            FlowRecord::Udp(_) => c.udp += 1,
+        }
+        let reason: EndReason = record.end();
+        *c.end_reasons.entry(reason.name().to_string()).or_default() += 1;
+        self.inner.flow(record);
+    }
+}

@@ -1,0 +1,145 @@
+//! Command-line arguments: parsed close to argv here, then turned into validated settings.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use ipnet::IpNet;
+
+#[derive(Debug, Parser)]
+#[command(name = "sonde", version, about = "A passive network traffic probe", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Analyse a trace file: one record per TCP and UDP flow, plus a run summary.
+    ///
+    /// Reads pcap, pcapng or ERF (optionally gzip/zstd/xz compressed; detected by content),
+    /// follows every TCP and UDP flow, and writes tcp_flows, udp_flows and summary.json into
+    /// the output directory. Trailing arguments are a BPF filter in tcpdump syntax.
+    ///
+    /// Example: sonde analyze -r trace.pcap.gz -o out/ tcp port 443
+    ///
+    /// Exit status: 0 success; 1 error (nothing analysed, or outputs could not be written);
+    /// 2 bad usage; 3 the input ended early (truncated or corrupt): everything before the damage
+    /// was analysed and written.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Tsv,
+    Jsonl,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeArgs {
+    /// Trace to read; `-` reads standard input.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub read: PathBuf,
+    /// Output directory (created if missing).
+    #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "sonde-out")]
+    pub out: PathBuf,
+    /// Flow log format.
+    #[arg(long, value_enum, default_value = "tsv")]
+    pub format: FormatArg,
+    /// Overwrite the outputs of an earlier run in the output directory.
+    #[arg(long)]
+    pub force: bool,
+    /// Internal networks (CIDR, comma-separated or repeated), like Tstat's net.conf.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    pub internal: Vec<String>,
+    /// File of internal networks, one per line ("10.0.0.0/8" or "10.0.0.0/255.0.0.0"; # comments).
+    #[arg(long, value_name = "FILE")]
+    pub internal_file: Option<PathBuf>,
+    /// Seconds without a packet after which a TCP flow ends (Tstat: 300).
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub tcp_timeout: f64,
+    /// Seconds without a packet after which a UDP flow ends (Tstat: 200).
+    #[arg(long, value_name = "SECS", default_value_t = 200.0)]
+    pub udp_timeout: f64,
+    /// Seconds a closed TCP flow (both FINs, or RST) waits for its last packets.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub closed_linger: f64,
+    /// Most flows held at once; when full, the longest-idle flow is evicted and logged.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub max_flows: usize,
+    /// No summary on stderr and no progress bar.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// BPF filter (tcpdump syntax), e.g. `tcp port 80`.
+    #[arg(trailing_var_arg = true, value_name = "FILTER")]
+    pub filter: Vec<String>,
+}
+
+impl AnalyzeArgs {
+    pub fn filter_expression(&self) -> Option<String> {
+        let expr = self.filter.join(" ");
+        (!expr.trim().is_empty()).then_some(expr)
+    }
+
+    pub fn internal_nets(&self) -> Result<Vec<IpNet>> {
+        let mut nets = Vec::new();
+        for s in &self.internal {
+            nets.push(parse_net(s).with_context(|| format!("--internal {s}"))?);
+        }
+        if let Some(path) = &self.internal_file {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            for (i, line) in text.lines().enumerate() {
+                let line = line.split('#').next().unwrap_or("").trim();
+                if line.is_empty() {
+                    continue;
+                }
+                nets.push(parse_net(line).with_context(|| format!("{}:{}", path.display(), i + 1))?);
+            }
+        }
+        Ok(nets)
+    }
+
+    pub fn timeout_ns(secs: f64, name: &str) -> Result<u64> {
+        if !(secs.is_finite() && secs > 0.0) {
+            bail!("{name} must be a positive number of seconds");
+        }
+        Ok((secs * 1e9) as u64)
+    }
+}
+
+/// "a.b.c.d/len", "a.b.c.d/m.m.m.m" (Tstat's net.conf), an IPv6 prefix, or a bare address.
+pub fn parse_net(s: &str) -> Result<IpNet> {
+    if let Ok(net) = s.parse::<IpNet>() {
+        return Ok(net.trunc());
+    }
+    if let Some((addr, mask)) = s.split_once('/') {
+        let addr: std::net::Ipv4Addr = addr.trim().parse().context("not an IPv4 address")?;
+        let mask: std::net::Ipv4Addr = mask.trim().parse().context("not a prefix length or netmask")?;
+        let net = ipnet::Ipv4Net::with_netmask(addr, mask).context("netmask is not contiguous")?;
+        return Ok(IpNet::V4(net.trunc()));
+    }
+    let addr: std::net::IpAddr = s.trim().parse().context("not an address or network")?;
+    Ok(IpNet::from(addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_forms() {
+        assert_eq!(parse_net("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(parse_net("130.192.0.0/255.255.0.0").unwrap().to_string(), "130.192.0.0/16");
+        assert_eq!(parse_net("fd77::/16").unwrap().to_string(), "fd77::/16");
+        assert_eq!(parse_net("192.168.1.1").unwrap().to_string(), "192.168.1.1/32");
+        assert!(parse_net("10.0.0.0/255.0.255.0").is_err());
+        assert!(parse_net("nonsense").is_err());
+    }
+
+    #[test]
+    fn filter_is_the_trailing_words() {
+        let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
+        let Command::Analyze(a) = cli.command;
+        assert_eq!(a.filter_expression().as_deref(), Some("tcp port 80"));
+    }
+}
