@@ -132,7 +132,9 @@ pub enum Transport {
     Other {
         protocol: u8,
     },
-    /// The transport header was cut by the snaplen before its fixed part was complete.
+    /// The transport header was cut by the snaplen before its fixed part was complete. Also
+    /// used when the fixed part is missing for another reason (frame too short, IP payload
+    /// shorter than the header); `PacketSummary::problem` then says which.
     Truncated {
         protocol: u8,
     },
