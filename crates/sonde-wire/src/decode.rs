@@ -61,13 +61,6 @@ fn note(out: &mut PacketSummary, problem: DecodeProblem) {
     }
 }
 
-fn problem_only(problem: DecodeProblem) -> PacketSummary {
-    PacketSummary {
-        problem: Some(problem),
-        ..PacketSummary::EMPTY
-    }
-}
-
 impl Walker {
     /// The captured bytes of `r` ended before a header of `layer` did.
     fn short(self, r: Region<'_>, layer: Layer) -> DecodeProblem {
@@ -85,45 +78,45 @@ impl Walker {
         }
     }
 
-    fn network(self, net: Net, r: Region<'_>, depth: u8) -> PacketSummary {
+    /// Decodes the network layer `net` found in `r` into `out`, which starts out empty. The
+    /// summary is filled in place all along the walk: it is too big to be returned cheaply
+    /// from every step.
+    fn network(self, net: Net, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         match net {
-            Net::Ipv4(o) => self.ipv4(r.at(o), depth),
-            Net::Ipv6(o) => self.ipv6(r.at(o), depth),
-            Net::Ip(o) => self.ip(r.at(o), depth),
+            Net::Ipv4(o) => self.ipv4(r.at(o), depth, out),
+            Net::Ipv6(o) => self.ipv6(r.at(o), depth, out),
+            Net::Ip(o) => self.ip(r.at(o), depth, out),
             Net::Ethernet(o) => {
                 let inner = r.at(o);
                 match ethernet::walk(inner.bytes) {
                     // The Ethernet walk never returns Ethernet; this arm only keeps the
                     // recursion visibly finite.
-                    Net::Ethernet(_) => problem_only(DecodeProblem::Malformed(Layer::Link)),
-                    net => self.network(net, inner, depth),
+                    Net::Ethernet(_) => note(out, DecodeProblem::Malformed(Layer::Link)),
+                    net => self.network(net, inner, depth, out),
                 }
             }
-            Net::NonIp(n) => PacketSummary {
-                non_ip: Some(n),
-                ..PacketSummary::EMPTY
-            },
-            Net::Cut => problem_only(self.short(r, Layer::Link)),
-            Net::Malformed => problem_only(DecodeProblem::Malformed(Layer::Link)),
+            Net::NonIp(n) => out.non_ip = Some(n),
+            Net::Cut => note(out, self.short(r, Layer::Link)),
+            Net::Malformed => note(out, DecodeProblem::Malformed(Layer::Link)),
         }
     }
 
     /// IP of either version: the version nibble decides.
-    fn ip(self, r: Region<'_>, depth: u8) -> PacketSummary {
+    fn ip(self, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         match r.bytes.first() {
-            Some(b) if b >> 4 == 6 => self.ipv6(r, depth),
-            Some(_) => self.ipv4(r, depth),
-            None => problem_only(self.short(r, Layer::Ipv4)),
+            Some(b) if b >> 4 == 6 => self.ipv6(r, depth, out),
+            Some(_) => self.ipv4(r, depth, out),
+            None => note(out, self.short(r, Layer::Ipv4)),
         }
     }
 
-    fn ipv4(self, r: Region<'_>, depth: u8) -> PacketSummary {
+    fn ipv4(self, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         let Ok(h) = Ipv4Header::new_checked(r.bytes) else {
-            return problem_only(self.short(r, Layer::Ipv4));
+            return note(out, self.short(r, Layer::Ipv4));
         };
         let header_len = h.header_len();
         if h.version() != 4 || header_len < Ipv4Header::MIN_LEN {
-            return problem_only(DecodeProblem::Malformed(Layer::Ipv4));
+            return note(out, DecodeProblem::Malformed(Layer::Ipv4));
         }
         let total = match usize::from(h.total_len()) {
             // Segmentation offload: the capture saw the packet before the NIC filled it in.
@@ -131,7 +124,7 @@ impl Walker {
             n => n,
         };
         if total < header_len {
-            return problem_only(DecodeProblem::Malformed(Layer::Ipv4));
+            return note(out, DecodeProblem::Malformed(Layer::Ipv4));
         }
         let fragment = if h.frag_offset() > 0 {
             Fragment::Later
@@ -141,42 +134,35 @@ impl Walker {
             Fragment::No
         };
         let protocol = h.protocol();
-        let mut out = PacketSummary::EMPTY;
         out.ip = Some(IpSummary {
             src: IpAddr::V4(h.src()),
             dst: IpAddr::V4(h.dst()),
-            total_len: total as u32,
+            total_len: u32::try_from(total).unwrap_or(u32::MAX),
             ttl: h.ttl(),
             ident: u32::from(h.ident()),
             protocol,
             fragment,
         });
         if total > r.declared {
-            note(&mut out, DecodeProblem::TooShort(Layer::Ipv4));
+            note(out, DecodeProblem::TooShort(Layer::Ipv4));
         }
         if header_len > r.bytes.len() {
-            note(&mut out, self.short(r, Layer::Ipv4));
-            return out;
+            return note(out, self.short(r, Layer::Ipv4));
         }
         if fragment == Fragment::Later {
             out.transport = Some(Transport::Other { protocol });
-            return out;
+            return;
         }
-        self.transport(
-            out,
-            protocol,
-            r.sub(header_len, total - header_len),
-            false,
-            depth,
-        )
+        let payload = r.sub(header_len, total - header_len);
+        self.transport(protocol, payload, false, depth, out)
     }
 
-    fn ipv6(self, r: Region<'_>, depth: u8) -> PacketSummary {
+    fn ipv6(self, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         let Ok(h) = Ipv6Header::new_checked(r.bytes) else {
-            return problem_only(self.short(r, Layer::Ipv6));
+            return note(out, self.short(r, Layer::Ipv6));
         };
         if h.version() != 6 {
-            return problem_only(DecodeProblem::Malformed(Layer::Ipv6));
+            return note(out, DecodeProblem::Malformed(Layer::Ipv6));
         }
         let payload_len = match usize::from(h.payload_len()) {
             // A jumbogram (RFC 2675) or segmentation offload: use what is there.
@@ -188,7 +174,6 @@ impl Walker {
         let total = payload_len + Ipv6Header::LEN;
         let payload = r.sub(Ipv6Header::LEN, payload_len);
         let w = walk_extensions(h.next_header(), payload.bytes, payload_len);
-        let mut out = PacketSummary::EMPTY;
         out.ip = Some(IpSummary {
             src: IpAddr::V6(h.src()),
             dst: IpAddr::V6(h.dst()),
@@ -199,133 +184,103 @@ impl Walker {
             fragment: w.fragment,
         });
         if total > r.declared {
-            note(&mut out, DecodeProblem::TooShort(Layer::Ipv6));
+            note(out, DecodeProblem::TooShort(Layer::Ipv6));
         }
         match w.end {
             ExtEnd::Done => {}
-            ExtEnd::Cut => {
-                note(&mut out, self.short(payload, Layer::Ipv6));
-                return out;
-            }
-            ExtEnd::Malformed => {
-                note(&mut out, DecodeProblem::Malformed(Layer::Ipv6));
-                return out;
-            }
+            ExtEnd::Cut => return note(out, self.short(payload, Layer::Ipv6)),
+            ExtEnd::Malformed => return note(out, DecodeProblem::Malformed(Layer::Ipv6)),
         }
         if w.fragment == Fragment::Later {
             out.transport = Some(Transport::Other {
                 protocol: w.protocol,
             });
-            return out;
+            return;
         }
-        self.transport(out, w.protocol, payload.at(w.offset), true, depth)
+        self.transport(w.protocol, payload.at(w.offset), true, depth, out)
     }
 
     /// Decodes the transport header of `out`'s IP packet and follows tunnels.
-    fn transport(
-        self,
-        mut out: PacketSummary,
-        protocol: u8,
-        r: Region<'_>,
-        v6: bool,
-        depth: u8,
-    ) -> PacketSummary {
+    fn transport(self, protocol: u8, r: Region<'_>, v6: bool, depth: u8, out: &mut PacketSummary) {
         let whole = out.ip.is_some_and(|ip| ip.fragment == Fragment::No);
         match protocol {
             tcp::PROTOCOL => {
                 let (t, err) = tcp::summarize(r.bytes, r.declared);
                 out.transport = Some(t);
                 if let Some(e) = err {
-                    note(&mut out, self.wire_error(e, r, Layer::Tcp));
+                    note(out, self.wire_error(e, r, Layer::Tcp));
                 }
-                out
             }
             udp::PROTOCOL => {
                 let u = udp::summarize(r.bytes, r.declared);
                 out.transport = Some(u.transport);
                 if let Some(e) = u.error {
-                    note(&mut out, self.wire_error(e, r, Layer::Udp));
+                    note(out, self.wire_error(e, r, Layer::Udp));
                 }
                 let Transport::Udp(s) = u.transport else {
-                    return out;
+                    return;
                 };
                 if !whole {
-                    return out;
+                    return;
                 }
                 let inner = r.sub(udp::UdpHeader::LEN, u.payload_declared);
                 if s.dst_port == tunnel::VXLAN_PORT {
-                    self.tunnel(out, Tunnel::Vxlan, walk_vxlan(inner.bytes), inner, depth)
+                    self.tunnel(Tunnel::Vxlan, walk_vxlan(inner.bytes), inner, depth, out);
                 } else if s.dst_port == tunnel::GTPU_PORT || s.src_port == tunnel::GTPU_PORT {
-                    self.tunnel(out, Tunnel::GtpU, walk_gtpu(inner.bytes), inner, depth)
-                } else {
-                    out
+                    self.tunnel(Tunnel::GtpU, walk_gtpu(inner.bytes), inner, depth, out);
                 }
             }
-            icmp::PROTOCOL_V4 if !v6 => self.icmp(out, protocol, r),
-            icmp::PROTOCOL_V6 if v6 => self.icmp(out, protocol, r),
+            icmp::PROTOCOL_V4 if !v6 => self.icmp(protocol, r, out),
+            icmp::PROTOCOL_V6 if v6 => self.icmp(protocol, r, out),
             tunnel::IPIP_PROTOCOL | tunnel::IPV6_IN_IP_PROTOCOL => {
                 out.transport = Some(Transport::Other { protocol });
-                if !whole {
-                    return out;
+                if whole {
+                    let net = if protocol == tunnel::IPIP_PROTOCOL {
+                        Net::Ipv4(0)
+                    } else {
+                        Net::Ipv6(0)
+                    };
+                    self.tunnel(Tunnel::IpInIp, net, r, depth, out);
                 }
-                let net = if protocol == tunnel::IPIP_PROTOCOL {
-                    Net::Ipv4(0)
-                } else {
-                    Net::Ipv6(0)
-                };
-                self.tunnel(out, Tunnel::IpInIp, net, r, depth)
             }
             tunnel::GRE_PROTOCOL => {
                 out.transport = Some(Transport::Other { protocol });
-                if !whole {
-                    return out;
+                if whole {
+                    self.tunnel(Tunnel::Gre, walk_gre(r.bytes), r, depth, out);
                 }
-                self.tunnel(out, Tunnel::Gre, walk_gre(r.bytes), r, depth)
             }
-            _ => {
-                out.transport = Some(Transport::Other { protocol });
-                out
-            }
+            _ => out.transport = Some(Transport::Other { protocol }),
         }
     }
 
-    fn icmp(self, mut out: PacketSummary, protocol: u8, r: Region<'_>) -> PacketSummary {
+    fn icmp(self, protocol: u8, r: Region<'_>, out: &mut PacketSummary) {
         let (t, err) = icmp::summarize(r.bytes, r.declared, protocol);
         out.transport = Some(t);
         if let Some(e) = err {
-            note(&mut out, self.wire_error(e, r, Layer::Icmp));
+            note(out, self.wire_error(e, r, Layer::Icmp));
         }
-        out
     }
 
     /// Decodes the inner packet found at `net` in `r`. An inner IP packet replaces the outer
-    /// one (the outermost tunnel kind is kept); otherwise the outer packet is reported, with the
-    /// inner problem if there was one.
-    fn tunnel(
-        self,
-        outer: PacketSummary,
-        kind: Tunnel,
-        net: Net,
-        r: Region<'_>,
-        depth: u8,
-    ) -> PacketSummary {
-        let mut outer = outer;
+    /// one in `out` (the outermost tunnel kind is kept); otherwise the outer packet stays, with
+    /// the inner problem if there was one.
+    fn tunnel(self, kind: Tunnel, net: Net, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         if depth >= MAX_TUNNEL_DEPTH {
-            note(&mut outer, DecodeProblem::Malformed(Layer::Tunnel));
-            return outer;
+            return note(out, DecodeProblem::Malformed(Layer::Tunnel));
         }
-        let inner = self.network(net, r, depth + 1);
-        if inner.ip.is_some() {
-            return PacketSummary {
-                tunnel: Some(kind),
-                problem: outer.problem.or(inner.problem),
-                ..inner
-            };
+        let outer = *out;
+        *out = PacketSummary::EMPTY;
+        self.network(net, r, depth + 1, out);
+        if out.ip.is_some() {
+            out.tunnel = Some(kind);
+            out.problem = outer.problem.or(out.problem);
+        } else {
+            let inner_problem = out.problem;
+            *out = outer;
+            if let Some(p) = inner_problem {
+                note(out, relabel_link(p));
+            }
         }
-        if let Some(p) = inner.problem {
-            note(&mut outer, relabel_link(p));
-        }
-        outer
     }
 }
 
@@ -372,7 +327,9 @@ pub(crate) fn decode(
         bytes: frame,
         declared: frame.len().max(wire),
     };
-    Ok(walker.network(net, region, 0))
+    let mut out = PacketSummary::EMPTY;
+    walker.network(net, region, 0, &mut out);
+    Ok(out)
 }
 
 #[cfg(test)]
