@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use sonde_capture::{open, CaptureErrorKind, PacketSource};
+use sonde_capture::{open, open_reader, CaptureErrorKind, PacketSource};
 
 /// Files whose count legitimately differs from the index: (file, frames sonde reads, reason).
 /// The count is pinned so a change in behaviour shows up.
@@ -74,6 +74,15 @@ struct Read {
     format: String,
     per_link: BTreeMap<u32, u64>,
     error: Option<String>,
+    /// FNV-1a over every frame's fields and bytes, to compare the mapped and streamed paths.
+    digest: u64,
+}
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h
 }
 
 fn read_all(src: &mut dyn PacketSource) -> Read {
@@ -81,10 +90,15 @@ fn read_all(src: &mut dyn PacketSource) -> Read {
     let mut per_link = BTreeMap::new();
     let mut error = None;
     let mut last_pos = 0;
+    let mut digest = 0xcbf2_9ce4_8422_2325;
     loop {
         match src.next_frame() {
             Ok(Some(f)) => {
                 frames += 1;
+                digest = fnv(digest, &f.ts_ns.to_le_bytes());
+                digest = fnv(digest, &f.wire_len.to_le_bytes());
+                digest = fnv(digest, &f.link_type.to_le_bytes());
+                digest = fnv(digest, f.data);
                 *per_link.entry(f.link_type).or_insert(0) += 1;
             }
             Ok(None) => break,
@@ -104,6 +118,7 @@ fn read_all(src: &mut dyn PacketSource) -> Read {
         format: src.format().to_string(),
         per_link,
         error,
+        digest,
     }
 }
 
@@ -132,6 +147,22 @@ fn every_indexed_trace() {
                 continue;
             }
         };
+        // The streamed path (pipe, decompressor) must see exactly what the mapped path saw.
+        let file = std::fs::File::open(&path).expect("reopen");
+        match open_reader(file) {
+            Ok(mut src) => {
+                let streamed = read_all(src.as_mut());
+                if (streamed.frames, streamed.digest, &streamed.error)
+                    != (got.frames, got.digest, &got.error)
+                {
+                    failures.push(format!(
+                        "{}: streamed read differs from mapped read",
+                        row.file
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{}: stream open failed: {e}", row.file)),
+        }
         if let Some((_, frames, why)) = exception {
             assert_eq!(
                 got.frames, *frames,
@@ -209,5 +240,39 @@ fn multi_interface_link_types() {
         assert!(got.error.is_none(), "{file}: {:?}", got.error);
         let want: BTreeMap<u32, u64> = want.iter().copied().collect();
         assert_eq!(got.per_link, want, "{file}");
+    }
+}
+
+/// A sample of the corpus, compressed in memory (gzip, zstd, xz), reads exactly as the plain file.
+#[test]
+fn compressed_corpus_sample() {
+    use std::io::Write;
+    let Some(dir) = traces_dir() else {
+        eprintln!("note: trace corpus not found (set SONDE_TRACES); skipping");
+        return;
+    };
+    for row in index(&dir).iter().step_by(40) {
+        let path = dir.join(&row.file);
+        let Ok(mut src) = open(&path) else { continue };
+        let plain = read_all(src.as_mut());
+        let bytes = std::fs::read(&path).expect("read trace");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&bytes).expect("gzip");
+        let gz = gz.finish().expect("gzip");
+        let zst = zstd::encode_all(&bytes[..], 1).expect("zstd");
+        let mut xz = liblzma::write::XzEncoder::new(Vec::new(), 0);
+        xz.write_all(&bytes).expect("xz");
+        let xz = xz.finish().expect("xz");
+        for packed in [gz, zst, xz] {
+            let mut src = sonde_capture::open_bytes(packed).expect("open compressed");
+            let got = read_all(src.as_mut());
+            assert_eq!(
+                (got.frames, got.digest),
+                (plain.frames, plain.digest),
+                "{}",
+                row.file
+            );
+            assert_eq!(got.format, plain.format);
+        }
     }
 }
