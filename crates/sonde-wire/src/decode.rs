@@ -205,9 +205,7 @@ impl Walker {
         let whole = out.ip.is_some_and(|ip| ip.fragment == Fragment::No);
         match protocol {
             tcp::PROTOCOL => {
-                let (t, err) = tcp::summarize(r.bytes, r.declared);
-                out.transport = Some(t);
-                if let Some(e) = err {
+                if let Some(e) = tcp::summarize_into(r.bytes, r.declared, &mut out.transport) {
                     note(out, self.wire_error(e, r, Layer::Tcp));
                 }
             }

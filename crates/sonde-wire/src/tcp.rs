@@ -98,6 +98,12 @@ impl<'a> TcpHeader<'a> {
 /// Known options with a wrong length are ignored.
 pub fn parse_options(opts: &[u8]) -> TcpOptions {
     let mut out = TcpOptions::default();
+    parse_options_into(opts, &mut out);
+    out
+}
+
+/// [`parse_options`] into an existing (default) value, to spare a copy on the hot path.
+pub fn parse_options_into(opts: &[u8], out: &mut TcpOptions) {
     let mut i = 0;
     while let Some(&kind) = opts.get(i) {
         match kind {
@@ -133,23 +139,28 @@ pub fn parse_options(opts: &[u8]) -> TcpOptions {
         }
         i += len;
     }
-    out
 }
 
 /// Summarises a TCP segment from its captured bytes and its declared length (IP payload
 /// length). The error says why the header could not be read whole: `Truncated` when the
 /// captured bytes end inside it, `Malformed` when its length fields are impossible.
-pub(crate) fn summarize(bytes: &[u8], declared: usize) -> (Transport, Option<WireError>) {
+pub(crate) fn summarize_into(
+    bytes: &[u8],
+    declared: usize,
+    slot: &mut Option<Transport>,
+) -> Option<WireError> {
     let Ok(h) = TcpHeader::new_checked(bytes) else {
-        let err = if declared < field::HEADER_LEN {
+        *slot = Some(Transport::Truncated { protocol: PROTOCOL });
+        return Some(if declared < field::HEADER_LEN {
             WireError::Malformed
         } else {
             WireError::Truncated
-        };
-        return (Transport::Truncated { protocol: PROTOCOL }, Some(err));
+        });
     };
     let header_len = h.header_len();
-    let mut s = TcpSummary {
+    let payload_len = declared.checked_sub(header_len);
+    // Built in place: the summary is large enough for copies to show in profiles.
+    let Transport::Tcp(s) = slot.insert(Transport::Tcp(TcpSummary {
         src_port: h.src_port(),
         dst_port: h.dst_port(),
         seq: h.seq(),
@@ -159,17 +170,25 @@ pub(crate) fn summarize(bytes: &[u8], declared: usize) -> (Transport, Option<Wir
         header_len: header_len as u16,
         payload_len: 0,
         options: TcpOptions::default(),
+    })) else {
+        return None;
     };
     if header_len < field::HEADER_LEN {
-        return (Transport::Tcp(s), Some(WireError::Malformed));
+        return Some(WireError::Malformed);
     }
-    s.options = parse_options(h.options());
-    if header_len > declared {
-        return (Transport::Tcp(s), Some(WireError::Malformed));
-    }
-    s.payload_len = u32::try_from(declared - header_len).unwrap_or(u32::MAX);
-    let err = (header_len > bytes.len()).then_some(WireError::Truncated);
-    (Transport::Tcp(s), err)
+    parse_options_into(h.options(), &mut s.options);
+    let Some(payload_len) = payload_len else {
+        return Some(WireError::Malformed);
+    };
+    s.payload_len = u32::try_from(payload_len).unwrap_or(u32::MAX);
+    (header_len > bytes.len()).then_some(WireError::Truncated)
+}
+
+#[cfg(test)]
+pub(crate) fn summarize(bytes: &[u8], declared: usize) -> (Transport, Option<WireError>) {
+    let mut slot = None;
+    let err = summarize_into(bytes, declared, &mut slot);
+    (slot.unwrap_or(Transport::Other { protocol: 0 }), err)
 }
 
 #[cfg(test)]
