@@ -117,18 +117,24 @@ impl<R: Read> StreamInput<R> {
     fn refill(&mut self, n: usize) -> Result<(), CaptureError> {
         // Parsers check lengths against MAX_RECORD first; this only bounds the allocation.
         let n = n.min(MAX_RECORD + 64);
-        let avail = self.end - self.start;
-        if self.buf.len() - self.start < n {
-            // Move the partial record to the front; grow only if it cannot fit at all.
+        if self.buf.len() - self.start < n && self.start > 0 {
+            // Move the partial record to the front.
             self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
-            self.end = avail;
-            if self.buf.len() < n {
-                let want = n.max(self.buf.len().saturating_mul(2)).min(MAX_RECORD + 64);
-                self.buf.resize(want, 0);
-            }
         }
         while !self.eof && self.end - self.start < n {
+            if self.end == self.buf.len() {
+                // Grow by doubling as bytes arrive, so a corrupt length field costs at most
+                // twice the bytes really there, not what the field claims.
+                let want = self
+                    .buf
+                    .len()
+                    .saturating_mul(2)
+                    .min(n)
+                    .max(self.buf.len() + 1);
+                self.buf.resize(want, 0);
+            }
             match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.end += k,
@@ -216,6 +222,31 @@ pub(crate) mod tests {
         assert_eq!(rest, data.len() - 5 - big);
         s.consume(rest);
         assert!(s.fill(1).unwrap().is_empty());
+    }
+
+    #[test]
+    fn corrupt_length_does_not_allocate_what_it_claims() {
+        let mut s = StreamInput::new(
+            Trickle {
+                data: vec![7; 1000],
+                pos: 0,
+                chunk: 100,
+            },
+            None,
+        );
+        assert_eq!(s.fill(200 << 20).unwrap().len(), 1000);
+        assert_eq!(s.buf.len(), STREAM_BUF);
+        let data = vec![7; STREAM_BUF * 3];
+        let mut s = StreamInput::new(
+            Trickle {
+                data,
+                pos: 0,
+                chunk: 1 << 20,
+            },
+            None,
+        );
+        assert_eq!(s.fill(200 << 20).unwrap().len(), STREAM_BUF * 3);
+        assert!(s.buf.len() <= STREAM_BUF * 4);
     }
 
     #[test]
