@@ -240,7 +240,8 @@ impl<I: Input> PacketSource for ErfReader<I> {
     }
 
     fn position(&self) -> u64 {
-        self.input.position()
+        // The frame handed out last counts as consumed.
+        self.input.position() + self.pending as u64
     }
 
     fn size_hint(&self) -> Option<u64> {

@@ -12,6 +12,19 @@
 //! (any byte stream) and [`open_bytes`] (a buffer in memory). Each returns a boxed
 //! [`PacketSource`]; the concrete readers are generic over their byte provider, so the
 //! memory-mapped path is a bounds check and a slice per frame.
+//!
+//! Choices where the formats leave room:
+//! - pcap: the link type is masked with libpcap's LT_LINKTYPE (0x03FFFFFF: the upper bits hold
+//!   the FCS length); any version number is read with the 2.4 record layout, and before 2.3 a
+//!   record whose incl_len exceeds orig_len has them swapped back (Wireshark's rule).
+//! - pcapng: a packet block naming an interface its section never declared ends the input with
+//!   `Corrupt` (as Wireshark does); SHB versions and options are not checked, IDB options only
+//!   for if_tsresol and if_tsoffset; SPB frames have no timestamp (0).
+//! - ERF: Ethernet types map to LINKTYPE_ETHERNET, IPv4/IPv6 types to 228/229; any other record
+//!   type is yielded whole (header included) as [`LINKTYPE_ERF`]; PAD records are skipped.
+//! - Timestamps saturate at 0 and `u64::MAX` ns (year 2554) instead of wrapping.
+//! - A record claiming more than 256 MiB is `Corrupt`; a stream buffer grows only as bytes
+//!   arrive, so a corrupt length never allocates what it claims.
 
 use std::fs::File;
 use std::io::{Cursor, Read};
@@ -103,7 +116,7 @@ impl std::fmt::Display for CaptureError {
             CaptureErrorKind::Io(e) => write!(f, "{e}"),
             CaptureErrorKind::NotACapture { magic } => write!(
                 f,
-                "not a capture file (pcap, pcapng or ERF); first bytes {:02x}{:02x}{:02x}{:02x}",
+                "not a capture file (pcap, pcapng, ERF or snoop); first bytes {:02x}{:02x}{:02x}{:02x}",
                 magic[0], magic[1], magic[2], magic[3]
             ),
             CaptureErrorKind::Unsupported(what) => write!(f, "unsupported format: {what}"),

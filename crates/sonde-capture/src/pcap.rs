@@ -44,7 +44,6 @@ pub(crate) struct PcapReader<I> {
     nsec: bool,
     rec_hdr: usize,
     link_type: u32,
-    snaplen: u32,
     /// Versions before 2.3 may store incl_len and orig_len the other way round.
     maybe_swapped: bool,
     /// Bytes of the frame handed out last, consumed on the next call (the frame borrows them).
@@ -66,7 +65,6 @@ impl<I: Input> PcapReader<I> {
         }
         let major = endian.u16(h, 4);
         let minor = endian.u16(h, 6);
-        let snaplen = endian.u32(h, 16);
         let link_type = endian.u32(h, 20) & LINKTYPE_MASK;
         // pcap draft §4: any major other than 2 is not this format, but libpcap's own test
         // files (1.4, 2.5) keep the 2.4 record layout, and reading them does no harm.
@@ -90,18 +88,11 @@ impl<I: Input> PcapReader<I> {
                 REC_HDR
             },
             link_type,
-            snaplen,
             maybe_swapped,
             pending: 0,
             done: false,
             format,
         })
-    }
-
-    /// Snapshot length from the file header (informational: longer records are still read).
-    #[allow(dead_code)]
-    pub(crate) fn snaplen(&self) -> u32 {
-        self.snaplen
     }
 }
 
@@ -173,7 +164,8 @@ impl<I: Input> PacketSource for PcapReader<I> {
     }
 
     fn position(&self) -> u64 {
-        self.input.position()
+        // The frame handed out last counts as consumed.
+        self.input.position() + self.pending as u64
     }
 
     fn size_hint(&self) -> Option<u64> {

@@ -15,7 +15,13 @@ fn drain(src: &mut dyn PacketSource) -> (Vec<Got>, Option<CaptureError>) {
     loop {
         match src.next_frame() {
             Ok(Some(f)) => out.push((f.ts_ns, f.wire_len, f.link_type, f.data.to_vec())),
-            Ok(None) => return (out, None),
+            Ok(None) => {
+                // A clean end has consumed everything.
+                if let Some(size) = src.size_hint() {
+                    assert_eq!(src.position(), size);
+                }
+                return (out, None);
+            }
             Err(e) => {
                 // An error ends the input.
                 assert!(matches!(src.next_frame(), Ok(None)));
