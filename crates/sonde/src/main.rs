@@ -50,10 +50,11 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         FormatArg::Tsv => Format::Tsv,
         FormatArg::Jsonl => Format::Jsonl,
     };
-    // Check the output directory before reading a single packet.
-    let out = OutputDir::prepare(&args.out, format, args.force)?;
+    // Open the input (its header only) first, so a file that is not a capture leaves no
+    // output behind; then check the output directory before reading a single packet.
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
+    let out = OutputDir::prepare(&args.out, format, args.force)?;
 
     let started = Instant::now();
     let cpu_before = resources::cpu_seconds();

@@ -1,0 +1,70 @@
+//! Helpers shared by the integration tests: locating ../shared, running the binary, reading
+//! its TSV outputs.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The shared corpus (`$SONDE_SHARED`, else `<repo>/../shared`), if present on this machine.
+pub fn shared_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("SONDE_SHARED") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    };
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED: no shared corpus at {} (set SONDE_SHARED)", dir.display());
+        None
+    }
+}
+
+pub fn sonde() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sonde"))
+}
+
+/// Runs `sonde analyze` on `trace` into a fresh directory and returns it.
+pub fn analyze(trace: &Path, extra: &[&str]) -> (tempfile::TempDir, std::process::Output) {
+    let out = tempfile::tempdir().expect("temp dir");
+    let output = sonde()
+        .arg("analyze")
+        .arg("-q")
+        .arg("--force")
+        .arg("-r")
+        .arg(trace)
+        .arg("-o")
+        .arg(out.path())
+        .args(extra)
+        .output()
+        .expect("run sonde");
+    (out, output)
+}
+
+/// A TSV flow log as rows of column name → value.
+pub fn read_tsv(path: &Path) -> Vec<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().expect("header").split('\t').map(str::to_string).collect();
+    lines
+        .map(|l| {
+            let fields: Vec<&str> = l.split('\t').collect();
+            assert_eq!(fields.len(), header.len(), "row width in {}", path.display());
+            header.iter().cloned().zip(fields.iter().map(|s| s.to_string())).collect()
+        })
+        .collect()
+}
+
+pub fn num(row: &HashMap<String, String>, col: &str) -> f64 {
+    row.get(col).unwrap_or_else(|| panic!("no column {col}")).parse().unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
+}
+
+pub fn int(row: &HashMap<String, String>, col: &str) -> u64 {
+    num(row, col) as u64
+}
+
+/// (client ip, client port, server ip, server port) of a flow row.
+pub fn tuple(row: &HashMap<String, String>) -> (String, u64, String, u64) {
+    (row["c_ip"].clone(), int(row, "c_port"), row["s_ip"].clone(), int(row, "s_port"))
+}
