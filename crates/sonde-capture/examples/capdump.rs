@@ -24,12 +24,7 @@ fn main() {
                     bytes += f.data.len() as u64;
                     if !count_only {
                         let (s, ns) = (f.ts_ns / 1_000_000_000, f.ts_ns % 1_000_000_000);
-                        println!(
-                            "{s}.{ns:09}\t{}\t{}\t{}",
-                            f.data.len(),
-                            f.wire_len,
-                            f.link_type
-                        );
+                        println!("{s}.{ns:09}\t{}\t{}\t{}", f.data.len(), f.wire_len, f.link_type);
                     }
                 }
                 Ok(None) => break String::from("end"),

@@ -37,26 +37,15 @@ pub(crate) fn compression(b: &[u8]) -> Option<Compression> {
 }
 
 /// Wraps a stream in its decompressor and detects the capture format inside.
-pub(crate) fn decompressed<R: Read + Send + 'static>(
-    c: Compression,
-    r: R,
-) -> Result<BoxedSource, CaptureError> {
+pub(crate) fn decompressed<R: Read + Send + 'static>(c: Compression, r: R) -> Result<BoxedSource, CaptureError> {
     let (inner, name): (Box<dyn Read + Send>, &'static str) = match c {
         // Concatenated gzip members form one stream (gzip -c a >> b).
         Compression::Gzip => (Box::new(flate2::read::MultiGzDecoder::new(r)), "gzip"),
         Compression::Zstd => match zstd::stream::read::Decoder::new(r) {
             Ok(d) => (Box::new(d), "zstd"),
-            Err(e) => {
-                return Err(CaptureError {
-                    kind: CaptureErrorKind::Io(e),
-                    offset: 0,
-                })
-            }
+            Err(e) => return Err(CaptureError { kind: CaptureErrorKind::Io(e), offset: 0 }),
         },
-        Compression::Xz => (
-            Box::new(liblzma::read::XzDecoder::new_multi_decoder(r)),
-            "xz",
-        ),
+        Compression::Xz => (Box::new(liblzma::read::XzDecoder::new_multi_decoder(r)), "xz"),
     };
     capture(StreamInput::new(inner, Some(name)))
 }
@@ -64,25 +53,17 @@ pub(crate) fn decompressed<R: Read + Send + 'static>(
 #[cold]
 pub(crate) fn not_a_capture(b: &[u8]) -> CaptureError {
     if b.is_empty() {
-        return CaptureError {
-            kind: CaptureErrorKind::Empty,
-            offset: 0,
-        };
+        return CaptureError { kind: CaptureErrorKind::Empty, offset: 0 };
     }
     let mut magic = [0u8; 4];
     let n = b.len().min(4);
     magic[..n].copy_from_slice(&b[..n]);
-    CaptureError {
-        kind: CaptureErrorKind::NotACapture { magic },
-        offset: 0,
-    }
+    CaptureError { kind: CaptureErrorKind::NotACapture { magic }, offset: 0 }
 }
 
 /// Detects the capture format at the start of `input` and builds its reader. Compression is
 /// handled by the caller (it needs the raw reader).
-pub(crate) fn capture<I: Input + Send + 'static>(
-    mut input: I,
-) -> Result<BoxedSource, CaptureError> {
+pub(crate) fn capture<I: Input + Send + 'static>(mut input: I) -> Result<BoxedSource, CaptureError> {
     // Magics first: a pipe then delivers its first frame without waiting for more bytes.
     let b = input.fill(8)?;
     if crate::pcap::magic(b).is_some() {

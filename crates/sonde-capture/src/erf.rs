@@ -7,10 +7,7 @@
 
 use crate::stream::Input;
 use crate::util::{corrupt, secs_ns, truncated};
-use crate::{
-    CaptureError, Frame, PacketSource, LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_IPV4,
-    LINKTYPE_IPV6,
-};
+use crate::{CaptureError, Frame, PacketSource, LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6};
 
 const HDR: usize = 16;
 const EXT_MORE: u8 = 0x80;
@@ -72,13 +69,7 @@ fn parse(b: &[u8]) -> Result<Option<Rec>, &'static str> {
     if payload > rlen {
         return Err("erf: payload header overruns the record");
     }
-    Ok(Some(Rec {
-        ts,
-        rtype,
-        rlen,
-        wlen,
-        payload,
-    }))
+    Ok(Some(Rec { ts, rtype, rlen, wlen, payload }))
 }
 
 /// Whether `b` (the start of an input) looks like ERF records. The first two records (when
@@ -136,11 +127,7 @@ pub(crate) struct ErfReader<I> {
 
 impl<I: Input> ErfReader<I> {
     pub(crate) fn new(input: I) -> Self {
-        ErfReader {
-            input,
-            pending: 0,
-            done: false,
-        }
+        ErfReader { input, pending: 0, done: false }
     }
 }
 
@@ -164,11 +151,7 @@ impl<I: Input> PacketSource for ErfReader<I> {
                 self.done = true;
                 return Ok(None);
             }
-            let rlen = if h.len() >= HDR {
-                usize::from(u16::from_be_bytes([h[10], h[11]]))
-            } else {
-                HDR
-            };
+            let rlen = if h.len() >= HDR { usize::from(u16::from_be_bytes([h[10], h[11]])) } else { HDR };
             // rlen is 16 bits: one fill always sees the whole record when it is there.
             let b = match self.input.fill(rlen.max(HDR)) {
                 Ok(b) => b,
@@ -213,30 +196,17 @@ impl<I: Input> PacketSource for ErfReader<I> {
             t if is_eth(t) => {
                 // Records are padded; wlen bounds the frame (it includes the FCS).
                 let d = &b[rec.payload..];
-                (
-                    LINKTYPE_ETHERNET,
-                    &d[..d.len().min(rec.wlen as usize)],
-                    wlen,
-                )
+                (LINKTYPE_ETHERNET, &d[..d.len().min(rec.wlen as usize)], wlen)
             }
             TYPE_IPV4 | TYPE_IPV6 => {
                 let d = &b[rec.payload..];
-                let lt = if rec.rtype == TYPE_IPV4 {
-                    LINKTYPE_IPV4
-                } else {
-                    LINKTYPE_IPV6
-                };
+                let lt = if rec.rtype == TYPE_IPV4 { LINKTYPE_IPV4 } else { LINKTYPE_IPV6 };
                 (lt, &d[..d.len().min(rec.wlen as usize)], wlen)
             }
             // LINKTYPE_ERF carries the whole record, header included.
             _ => (LINKTYPE_ERF, b, rec.rlen as u32),
         };
-        Ok(Some(Frame {
-            ts_ns: ts_ns(rec.ts),
-            wire_len,
-            link_type,
-            data,
-        }))
+        Ok(Some(Frame { ts_ns: ts_ns(rec.ts), wire_len, link_type, data }))
     }
 
     fn position(&self) -> u64 {

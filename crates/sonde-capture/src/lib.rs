@@ -121,19 +121,11 @@ impl std::fmt::Display for CaptureError {
             ),
             CaptureErrorKind::Unsupported(what) => write!(f, "unsupported format: {what}"),
             CaptureErrorKind::Truncated => {
-                write!(
-                    f,
-                    "file truncated: input ends inside a record at byte {}",
-                    self.offset
-                )
+                write!(f, "file truncated: input ends inside a record at byte {}", self.offset)
             }
             CaptureErrorKind::Corrupt(what) => write!(f, "corrupt at byte {}: {what}", self.offset),
             CaptureErrorKind::Decompress(what) => {
-                write!(
-                    f,
-                    "damaged compressed data near byte {}: {what}",
-                    self.offset
-                )
+                write!(f, "damaged compressed data near byte {}: {what}", self.offset)
             }
             CaptureErrorKind::Empty => write!(f, "empty input: not a capture file"),
         }
@@ -144,10 +136,7 @@ impl std::error::Error for CaptureError {}
 
 #[cold]
 fn io_error(e: std::io::Error, offset: u64) -> CaptureError {
-    CaptureError {
-        kind: CaptureErrorKind::Io(e),
-        offset,
-    }
+    CaptureError { kind: CaptureErrorKind::Io(e), offset }
 }
 
 /// Opens a capture file, detecting compression and format by content; `-` is standard input.

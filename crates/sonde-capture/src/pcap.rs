@@ -82,11 +82,7 @@ impl<I: Input> PcapReader<I> {
             input,
             endian,
             nsec: variant == Variant::Nsec,
-            rec_hdr: if variant == Variant::Modified {
-                REC_HDR_MODIFIED
-            } else {
-                REC_HDR
-            },
+            rec_hdr: if variant == Variant::Modified { REC_HDR_MODIFIED } else { REC_HDR },
             link_type,
             maybe_swapped,
             pending: 0,
@@ -129,14 +125,7 @@ impl<I: Input> PacketSource for PcapReader<I> {
         if self.maybe_swapped && caplen > wire_len {
             std::mem::swap(&mut caplen, &mut wire_len);
         }
-        let ts_ns = secs_ns(
-            secs,
-            if self.nsec {
-                frac
-            } else {
-                frac.saturating_mul(1000)
-            },
-        );
+        let ts_ns = secs_ns(secs, if self.nsec { frac } else { frac.saturating_mul(1000) });
         let caplen = caplen as usize;
         if caplen > MAX_RECORD {
             self.done = true;
@@ -155,12 +144,7 @@ impl<I: Input> PacketSource for PcapReader<I> {
             return Err(truncated(at));
         }
         self.pending = total;
-        Ok(Some(Frame {
-            ts_ns,
-            wire_len,
-            link_type: self.link_type,
-            data: &b[rh..total],
-        }))
+        Ok(Some(Frame { ts_ns, wire_len, link_type: self.link_type, data: &b[rh..total] }))
     }
 
     fn position(&self) -> u64 {

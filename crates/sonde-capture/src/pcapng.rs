@@ -100,12 +100,8 @@ fn parse_idb(e: Endian, body: &[u8]) -> Option<Iface> {
     if body.len() < 8 {
         return None;
     }
-    let mut iface = Iface {
-        link_type: u32::from(e.u16(body, 0)),
-        snaplen: e.u32(body, 4),
-        scale: TsScale::Mul(1000),
-        offset_s: 0,
-    };
+    let mut iface =
+        Iface { link_type: u32::from(e.u16(body, 0)), snaplen: e.u32(body, 4), scale: TsScale::Mul(1000), offset_s: 0 };
     // Options (§3.5): code, length, value padded to 32 bits. A malformed option list ends the
     // parse; the interface itself is still usable (Wireshark is as lenient for SHB options).
     let mut off = 8;
@@ -150,14 +146,7 @@ impl<I: Input> PcapngReader<I> {
             Endian::Little => "pcapng-le",
             Endian::Big => "pcapng-be",
         };
-        Ok(PcapngReader {
-            input,
-            endian,
-            ifaces: Vec::with_capacity(4),
-            pending: 0,
-            done: false,
-            format,
-        })
+        Ok(PcapngReader { input, endian, ifaces: Vec::with_capacity(4), pending: 0, done: false, format })
     }
 }
 
@@ -182,11 +171,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
             };
             if h.len() < 12 {
                 self.done = true;
-                return if h.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(truncated(at))
-                };
+                return if h.is_empty() { Ok(None) } else { Err(truncated(at)) };
             }
             // The SHB type reads the same in both byte orders; its magic sets the section's.
             let is_shb = h[..4] == [0x0A, 0x0D, 0x0D, 0x0A];
@@ -248,11 +233,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
                         self.done = true;
                         return Err(corrupt(at, "pcapng: packet block too short"));
                     }
-                    let if_id = if btype == EPB {
-                        e.u32(body, 0) as usize
-                    } else {
-                        usize::from(e.u16(body, 0))
-                    };
+                    let if_id = if btype == EPB { e.u32(body, 0) as usize } else { usize::from(e.u16(body, 0)) };
                     let Some(iface) = self.ifaces.get(if_id) else {
                         self.done = true;
                         return Err(corrupt(at, "pcapng: packet for an undeclared interface"));
@@ -297,12 +278,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
             }
         };
         match b.get(data_off..data_off + caplen) {
-            Some(data) => Ok(Some(Frame {
-                ts_ns,
-                wire_len,
-                link_type,
-                data,
-            })),
+            Some(data) => Ok(Some(Frame { ts_ns, wire_len, link_type, data })),
             None => {
                 self.done = true;
                 Err(truncated(at))

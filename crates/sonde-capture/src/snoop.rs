@@ -36,12 +36,7 @@ impl<I: Input> SnoopReader<I> {
             _ => return Err(unsupported(at + 12, "snoop datalink")),
         };
         input.consume(FILE_HDR);
-        Ok(SnoopReader {
-            input,
-            link_type,
-            pending: 0,
-            done: false,
-        })
+        Ok(SnoopReader { input, link_type, pending: 0, done: false })
     }
 }
 
@@ -62,20 +57,13 @@ impl<I: Input> PacketSource for SnoopReader<I> {
         };
         if h.len() < REC_HDR {
             self.done = true;
-            return if h.is_empty() {
-                Ok(None)
-            } else {
-                Err(truncated(at))
-            };
+            return if h.is_empty() { Ok(None) } else { Err(truncated(at)) };
         }
         let be = Endian::Big;
         let wire_len = be.u32(h, 0);
         let caplen = be.u32(h, 4) as usize;
         let rec_len = be.u32(h, 8) as usize;
-        let ts_ns = secs_ns(
-            u64::from(be.u32(h, 16)),
-            u64::from(be.u32(h, 20)).saturating_mul(1000),
-        );
+        let ts_ns = secs_ns(u64::from(be.u32(h, 16)), u64::from(be.u32(h, 20)).saturating_mul(1000));
         // RFC 1761 §4: the record length covers header, data and padding.
         if !(REC_HDR..=MAX_RECORD).contains(&rec_len) || caplen > rec_len.saturating_sub(REC_HDR) {
             self.done = true;
@@ -93,12 +81,7 @@ impl<I: Input> PacketSource for SnoopReader<I> {
             return Err(truncated(at));
         }
         self.pending = rec_len;
-        Ok(Some(Frame {
-            ts_ns,
-            wire_len,
-            link_type: self.link_type,
-            data: &b[REC_HDR..REC_HDR + caplen],
-        }))
+        Ok(Some(Frame { ts_ns, wire_len, link_type: self.link_type, data: &b[REC_HDR..REC_HDR + caplen] }))
     }
 
     fn position(&self) -> u64 {

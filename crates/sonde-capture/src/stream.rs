@@ -84,15 +84,7 @@ pub(crate) struct StreamInput<R> {
 
 impl<R: Read> StreamInput<R> {
     pub(crate) fn new(inner: R, compression: Option<&'static str>) -> Self {
-        StreamInput {
-            inner,
-            buf: vec![0; STREAM_BUF],
-            start: 0,
-            end: 0,
-            pos: 0,
-            eof: false,
-            compression,
-        }
+        StreamInput { inner, buf: vec![0; STREAM_BUF], start: 0, end: 0, pos: 0, eof: false, compression }
     }
 
     #[cold]
@@ -104,9 +96,7 @@ impl<R: Read> StreamInput<R> {
             (Some(c), io::ErrorKind::InvalidData)
             | (Some(c), io::ErrorKind::InvalidInput)
             | (Some(c), io::ErrorKind::Other)
-            | (Some(c), io::ErrorKind::UnexpectedEof) => {
-                CaptureErrorKind::Decompress(format!("{c}: {e}"))
-            }
+            | (Some(c), io::ErrorKind::UnexpectedEof) => CaptureErrorKind::Decompress(format!("{c}: {e}")),
             _ => CaptureErrorKind::Io(e),
         };
         CaptureError { kind, offset }
@@ -127,12 +117,7 @@ impl<R: Read> StreamInput<R> {
             if self.end == self.buf.len() {
                 // Grow by doubling as bytes arrive, so a corrupt length field costs at most
                 // twice the bytes really there, not what the field claims.
-                let want = self
-                    .buf
-                    .len()
-                    .saturating_mul(2)
-                    .min(n)
-                    .max(self.buf.len() + 1);
+                let want = self.buf.len().saturating_mul(2).min(n).max(self.buf.len() + 1);
                 self.buf.resize(want, 0);
             }
             match self.inner.read(&mut self.buf[self.end..]) {
@@ -201,14 +186,7 @@ pub(crate) mod tests {
     #[test]
     fn stream_refill_and_grow() {
         let data: Vec<u8> = (0..(STREAM_BUF * 3)).map(|i| i as u8).collect();
-        let mut s = StreamInput::new(
-            Trickle {
-                data: data.clone(),
-                pos: 0,
-                chunk: 7,
-            },
-            None,
-        );
+        let mut s = StreamInput::new(Trickle { data: data.clone(), pos: 0, chunk: 7 }, None);
         assert_eq!(&s.fill(10).unwrap()[..10], &data[..10]);
         s.consume(5);
         // A request bigger than the buffer grows it and keeps the bytes in order.
@@ -226,25 +204,11 @@ pub(crate) mod tests {
 
     #[test]
     fn corrupt_length_does_not_allocate_what_it_claims() {
-        let mut s = StreamInput::new(
-            Trickle {
-                data: vec![7; 1000],
-                pos: 0,
-                chunk: 100,
-            },
-            None,
-        );
+        let mut s = StreamInput::new(Trickle { data: vec![7; 1000], pos: 0, chunk: 100 }, None);
         assert_eq!(s.fill(200 << 20).unwrap().len(), 1000);
         assert_eq!(s.buf.len(), STREAM_BUF);
         let data = vec![7; STREAM_BUF * 3];
-        let mut s = StreamInput::new(
-            Trickle {
-                data,
-                pos: 0,
-                chunk: 1 << 20,
-            },
-            None,
-        );
+        let mut s = StreamInput::new(Trickle { data, pos: 0, chunk: 1 << 20 }, None);
         assert_eq!(s.fill(200 << 20).unwrap().len(), STREAM_BUF * 3);
         assert!(s.buf.len() <= STREAM_BUF * 4);
     }

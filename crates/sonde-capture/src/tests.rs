@@ -40,11 +40,7 @@ fn read(bytes: &[u8]) -> Result<(String, Vec<Got>, Option<CaptureError>), Captur
         (fmt, f, e)
     });
     for chunk in [1, 3, 4096] {
-        let t = Trickle {
-            data: bytes.to_vec(),
-            pos: 0,
-            chunk,
-        };
+        let t = Trickle { data: bytes.to_vec(), pos: 0, chunk };
         let b = open_reader(t).map(|mut s| {
             let fmt = s.format().to_string();
             let (f, e) = drain(s.as_mut());
@@ -59,11 +55,7 @@ fn read(bytes: &[u8]) -> Result<(String, Vec<Got>, Option<CaptureError>), Captur
             (Err(x), Err(y)) => {
                 assert_eq!(err_sig(&Some(clone_err(x))), err_sig(&Some(clone_err(y))))
             }
-            _ => panic!(
-                "slice and stream disagree on opening: {:?} / {:?}",
-                a.as_ref().err(),
-                b.as_ref().err()
-            ),
+            _ => panic!("slice and stream disagree on opening: {:?} / {:?}", a.as_ref().err(), b.as_ref().err()),
         }
     }
     a
@@ -71,9 +63,7 @@ fn read(bytes: &[u8]) -> Result<(String, Vec<Got>, Option<CaptureError>), Captur
 
 fn clone_err(e: &CaptureError) -> CaptureError {
     let kind = match &e.kind {
-        CaptureErrorKind::Io(x) => {
-            CaptureErrorKind::Io(std::io::Error::new(x.kind(), x.to_string()))
-        }
+        CaptureErrorKind::Io(x) => CaptureErrorKind::Io(std::io::Error::new(x.kind(), x.to_string())),
         CaptureErrorKind::NotACapture { magic } => CaptureErrorKind::NotACapture { magic: *magic },
         CaptureErrorKind::Unsupported(w) => CaptureErrorKind::Unsupported(w),
         CaptureErrorKind::Truncated => CaptureErrorKind::Truncated,
@@ -81,20 +71,14 @@ fn clone_err(e: &CaptureError) -> CaptureError {
         CaptureErrorKind::Decompress(w) => CaptureErrorKind::Decompress(w.clone()),
         CaptureErrorKind::Empty => CaptureErrorKind::Empty,
     };
-    CaptureError {
-        kind,
-        offset: e.offset,
-    }
+    CaptureError { kind, offset: e.offset }
 }
 
 /// Comparable summary of an error: kind name and offset.
 fn err_sig(e: &Option<CaptureError>) -> Option<(String, u64)> {
     e.as_ref().map(|e| {
         let k = format!("{:?}", e.kind);
-        (
-            k.split(['(', ' ']).next().unwrap_or("").to_string(),
-            e.offset,
-        )
+        (k.split(['(', ' ']).next().unwrap_or("").to_string(), e.offset)
     })
 }
 
@@ -160,14 +144,7 @@ fn pcap_file(e: E, magic: u32, modified: bool) -> (Vec<u8>, Vec<usize>) {
     for (i, len) in [10usize, 0, 100].iter().enumerate() {
         starts.push(f.len());
         let data: Vec<u8> = (0..*len).map(|b| (b + i) as u8).collect();
-        f.extend(pcap_record(
-            e,
-            1_000 + i as u32,
-            500,
-            &data,
-            *len as u32 + 4,
-            modified,
-        ));
+        f.extend(pcap_record(e, 1_000 + i as u32, 500, &data, *len as u32 + 4, modified));
     }
     starts.push(f.len());
     (f, starts)
@@ -294,14 +271,8 @@ fn pcap_truncation_points() {
         for n in 0..f.len() {
             let cut = &f[..n];
             match n {
-                0 => assert!(matches!(
-                    read(cut).err().map(|e| e.kind),
-                    Some(CaptureErrorKind::Empty)
-                )),
-                1..=3 => assert!(matches!(
-                    read(cut).err().map(|e| e.kind),
-                    Some(CaptureErrorKind::NotACapture { .. })
-                )),
+                0 => assert!(matches!(read(cut).err().map(|e| e.kind), Some(CaptureErrorKind::Empty))),
+                1..=3 => assert!(matches!(read(cut).err().map(|e| e.kind), Some(CaptureErrorKind::NotACapture { .. }))),
                 4..=23 => {
                     let err = read(cut).expect_err("header cut");
                     assert!(matches!(err.kind, CaptureErrorKind::Truncated));
@@ -315,10 +286,7 @@ fn pcap_truncation_points() {
                         assert!(err.is_none(), "cut at record boundary {n}");
                     } else {
                         let err = err.expect("truncated");
-                        assert!(
-                            matches!(err.kind, CaptureErrorKind::Truncated),
-                            "cut at {n}"
-                        );
+                        assert!(matches!(err.kind, CaptureErrorKind::Truncated), "cut at {n}");
                         assert_eq!(err.offset as usize, starts[complete], "cut at {n}");
                     }
                 }
@@ -385,11 +353,7 @@ fn pcapng_file() -> (Vec<u8>, Vec<(usize, bool)>) {
     let l = E::Le;
     push(&mut f, shb(l), false);
     push(&mut f, idb(l, 1, 0, &[(14, &10i64.to_le_bytes())]), false);
-    push(
-        &mut f,
-        idb(l, 101, 4, &[(9, &[0x80 | 10]), (2, b"eth1")]),
-        false,
-    );
+    push(&mut f, idb(l, 101, 4, &[(9, &[0x80 | 10]), (2, b"eth1")]), false);
     push(&mut f, epb(l, 0, 1_500_000, &[1, 2, 3, 4, 5], 60), true);
     push(&mut f, block(l, 4, &[0u8; 12]), false); // NRB
     push(&mut f, epb(l, 1, 2048, &[6; 7], 7), true);
@@ -410,8 +374,7 @@ fn pcapng_sections_interfaces() {
     let (f, _) = pcapng_file();
     let (fmt, frames) = ok(&f);
     assert_eq!(fmt, "pcapng-le");
-    let summary: Vec<(u64, u32, u32, usize)> =
-        frames.iter().map(|g| (g.0, g.1, g.2, g.3.len())).collect();
+    let summary: Vec<(u64, u32, u32, usize)> = frames.iter().map(|g| (g.0, g.1, g.2, g.3.len())).collect();
     assert_eq!(
         summary,
         vec![
@@ -433,10 +396,7 @@ fn pcapng_truncation_points() {
     for n in 1..f.len() {
         let cut = &f[..n];
         if n < 4 {
-            assert!(matches!(
-                read(cut).err().map(|e| e.kind),
-                Some(CaptureErrorKind::NotACapture { .. })
-            ));
+            assert!(matches!(read(cut).err().map(|e| e.kind), Some(CaptureErrorKind::NotACapture { .. })));
             continue;
         }
         if n < 12 {
@@ -453,10 +413,7 @@ fn pcapng_truncation_points() {
             assert!(err.is_none(), "cut at block boundary {n}");
         } else {
             let err = err.expect("truncated");
-            assert!(
-                matches!(err.kind, CaptureErrorKind::Truncated),
-                "cut at {n}: {err}"
-            );
+            assert!(matches!(err.kind, CaptureErrorKind::Truncated), "cut at {n}: {err}");
             let start = blocks.iter().rev().find(|b| b.0 <= n).map(|b| b.0);
             assert_eq!(Some(err.offset as usize), start, "cut at {n}");
         }
@@ -518,7 +475,7 @@ fn erf_file() -> (Vec<u8>, Vec<usize>) {
     let mut starts = Vec::new();
     let ts = (1_600_000_000u64 << 32) | (1 << 31); // .5 s
     let recs = [
-        erf_record(ts, 2, 0, &[0xaa; 64], 60), // Ethernet, padded beyond wlen
+        erf_record(ts, 2, 0, &[0xaa; 64], 60),     // Ethernet, padded beyond wlen
         erf_record(ts + 1, 2, 2, &[0xbb; 40], 40), // two extension headers
         erf_record(ts + 2, 22, 0, &[0x45; 20], 20),
         erf_record(0, 48, 0, &[0; 8], 0), // PAD: skipped
@@ -539,16 +496,7 @@ fn erf_records() {
     let (fmt, frames) = ok(&f);
     assert_eq!(fmt, "erf");
     let summary: Vec<(u32, u32, usize)> = frames.iter().map(|g| (g.1, g.2, g.3.len())).collect();
-    assert_eq!(
-        summary,
-        vec![
-            (60, 1, 60),
-            (40, 1, 40),
-            (20, 228, 20),
-            (40, 229, 40),
-            (32, 197, 32)
-        ]
-    );
+    assert_eq!(summary, vec![(60, 1, 60), (40, 1, 40), (20, 228, 20), (40, 229, 40), (32, 197, 32)]);
     assert_eq!(frames[0].0, 1_600_000_000_500_000_000);
     assert_eq!(frames[1].3, vec![0xbb; 40]);
 }
@@ -608,31 +556,17 @@ fn snoop_file() {
     let (fmt, frames) = ok(&f);
     assert_eq!(fmt, "snoop");
     assert_eq!(frames.len(), 2);
-    assert_eq!(
-        (frames[0].0, frames[0].1, frames[0].2, frames[0].3.len()),
-        (100_250_000_000, 9, 1, 5)
-    );
+    assert_eq!((frames[0].0, frames[0].1, frames[0].2, frames[0].3.len()), (100_250_000_000, 9, 1, 5));
 }
 
 #[test]
 fn not_captures() {
-    for text in [
-        &b"Hello, world! This is a text file, not a capture.\n"[..],
-        b"\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n",
-    ] {
+    for text in [&b"Hello, world! This is a text file, not a capture.\n"[..], b"\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"] {
         let err = read(text).expect_err("not a capture");
-        assert!(
-            matches!(err.kind, CaptureErrorKind::NotACapture { .. }),
-            "{err}"
-        );
+        assert!(matches!(err.kind, CaptureErrorKind::NotACapture { .. }), "{err}");
     }
     let err = read(&[0u8; 40]).expect_err("zeros");
-    assert!(matches!(
-        err.kind,
-        CaptureErrorKind::NotACapture {
-            magic: [0, 0, 0, 0]
-        }
-    ));
+    assert!(matches!(err.kind, CaptureErrorKind::NotACapture { magic: [0, 0, 0, 0] }));
     let err = read(b"").expect_err("empty");
     assert!(matches!(err.kind, CaptureErrorKind::Empty));
 }
@@ -660,12 +594,7 @@ fn compressed_inputs() {
         // Two gzip members back to back decode as one stream.
         let half = plain.len() / 2;
         let multi = [gzip(&plain[..half]), gzip(&plain[half..])].concat();
-        for (name, packed) in [
-            ("gzip", gzip(&plain)),
-            ("gzip", multi),
-            ("zstd", zst),
-            ("xz", xz(&plain)),
-        ] {
+        for (name, packed) in [("gzip", gzip(&plain)), ("gzip", multi), ("zstd", zst), ("xz", xz(&plain))] {
             let mut src = open_bytes(packed.clone()).expect("open compressed");
             assert_eq!(src.format(), fmt);
             assert_eq!(src.compression(), Some(name));
@@ -713,13 +642,8 @@ fn open_paths() {
     assert_eq!(drain(src.as_mut()).0.len(), 3);
     let e = dir.join("empty");
     std::fs::write(&e, b"").expect("write");
-    assert!(matches!(
-        crate::open(&e).err().map(|e| e.kind),
-        Some(CaptureErrorKind::Empty)
-    ));
-    let missing = crate::open(&dir.join("missing"))
-        .err()
-        .expect("missing file");
+    assert!(matches!(crate::open(&e).err().map(|e| e.kind), Some(CaptureErrorKind::Empty)));
+    let missing = crate::open(&dir.join("missing")).err().expect("missing file");
     assert!(matches!(missing.kind, CaptureErrorKind::Io(_)));
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -745,12 +669,7 @@ fn mutations_never_panic() {
         f.extend([1u8; 8]);
         f
     };
-    let seeds = [
-        pcap_file(E::Le, 0xa1b2_cd34, true).0,
-        pcapng_file().0,
-        erf_file().0,
-        snoop,
-    ];
+    let seeds = [pcap_file(E::Le, 0xa1b2_cd34, true).0, pcapng_file().0, erf_file().0, snoop];
     for base in &seeds {
         for _ in 0..400 {
             let mut f = base.clone();

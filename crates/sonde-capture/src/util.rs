@@ -44,26 +44,17 @@ impl Endian {
 
 #[cold]
 pub(crate) fn truncated(offset: u64) -> CaptureError {
-    CaptureError {
-        kind: CaptureErrorKind::Truncated,
-        offset,
-    }
+    CaptureError { kind: CaptureErrorKind::Truncated, offset }
 }
 
 #[cold]
 pub(crate) fn corrupt(offset: u64, what: &'static str) -> CaptureError {
-    CaptureError {
-        kind: CaptureErrorKind::Corrupt(what),
-        offset,
-    }
+    CaptureError { kind: CaptureErrorKind::Corrupt(what), offset }
 }
 
 #[cold]
 pub(crate) fn unsupported(offset: u64, what: &'static str) -> CaptureError {
-    CaptureError {
-        kind: CaptureErrorKind::Unsupported(what),
-        offset,
-    }
+    CaptureError { kind: CaptureErrorKind::Unsupported(what), offset }
 }
 
 /// Seconds plus a sub-second part already in nanoseconds, saturating instead of overflowing.

@@ -41,18 +41,8 @@ fn index(dir: &std::path::Path) -> Vec<Row> {
     let text = std::fs::read_to_string(dir.join("INDEX.tsv")).expect("read INDEX.tsv");
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("INDEX header").split('\t').collect();
-    let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .expect("INDEX column")
-    };
-    let (c_file, c_packets, c_format, c_variant) = (
-        col("file"),
-        col("packets"),
-        col("format"),
-        col("format_variant"),
-    );
+    let col = |name: &str| header.iter().position(|h| *h == name).expect("INDEX column");
+    let (c_file, c_packets, c_format, c_variant) = (col("file"), col("packets"), col("format"), col("format_variant"));
     lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -124,13 +114,7 @@ fn read_all(src: &mut dyn PacketSource) -> Read {
         assert!(pos >= last_pos, "position went backwards");
         last_pos = pos;
     }
-    Read {
-        frames,
-        format: src.format().to_string(),
-        per_link,
-        error,
-        digest,
-    }
+    Read { frames, format: src.format().to_string(), per_link, error, digest }
 }
 
 #[test]
@@ -163,51 +147,30 @@ fn every_indexed_trace() {
         match open_reader(file) {
             Ok(mut src) => {
                 let streamed = read_all(src.as_mut());
-                if (streamed.frames, streamed.digest, &streamed.error)
-                    != (got.frames, got.digest, &got.error)
-                {
-                    failures.push(format!(
-                        "{}: streamed read differs from mapped read",
-                        row.file
-                    ));
+                if (streamed.frames, streamed.digest, &streamed.error) != (got.frames, got.digest, &got.error) {
+                    failures.push(format!("{}: streamed read differs from mapped read", row.file));
                 }
             }
             Err(e) => failures.push(format!("{}: stream open failed: {e}", row.file)),
         }
         if let Some((_, frames, why)) = exception {
-            assert_eq!(
-                got.frames, *frames,
-                "{}: exception ({why}) no longer holds",
-                row.file
-            );
+            assert_eq!(got.frames, *frames, "{}: exception ({why}) no longer holds", row.file);
             excepted += 1;
             continue;
         }
         let fmt_ok = got.format == expected_format(&row.format, &row.variant);
         if !fmt_ok {
-            failures.push(format!(
-                "{}: format {} vs index {} {}",
-                row.file, got.format, row.format, row.variant
-            ));
+            failures.push(format!("{}: format {} vs index {} {}", row.file, got.format, row.format, row.variant));
         }
         match row.packets {
-            Some(p) if p != got.frames => failures.push(format!(
-                "{}: {} frames, index says {p} (error: {:?})",
-                row.file, got.frames, got.error
-            )),
+            Some(p) if p != got.frames => {
+                failures.push(format!("{}: {} frames, index says {p} (error: {:?})", row.file, got.frames, got.error))
+            }
             _ => matched += 1,
         }
     }
-    eprintln!(
-        "{matched} of {} indexed traces matched, {excepted} listed exceptions",
-        rows.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    eprintln!("{matched} of {} indexed traces matched, {excepted} listed exceptions", rows.len());
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// Frames per link type of multi-interface pcapng files, as tshark reports them.
@@ -218,26 +181,11 @@ fn multi_interface_link_types() {
         return;
     };
     let cases: &[(&str, &[(u32, u64)])] = &[
-        (
-            "robustness/seladb+PcapPlusPlus/Tests/Pcap++Test/PcapExamples/many_interfaces-1.pcapng",
-            &[(0, 2), (1, 62)],
-        ),
-        (
-            "robustness/seladb+PcapPlusPlus/Tests/Pcap++Test/PcapExamples/pcapng-example.pcapng",
-            &[(1, 59), (113, 100)],
-        ),
-        (
-            "robustness/google+gopacket/pcapgo/tests/be/test202.pcapng",
-            &[(0, 2), (1, 6)],
-        ),
-        (
-            "robustness/google+gopacket/pcapgo/tests/le/test202.pcapng",
-            &[(0, 2), (1, 6)],
-        ),
-        (
-            "robustness/LibtraceTeam+libtrace/test/traces/complex.pcapng",
-            &[(0, 1), (1, 4)],
-        ),
+        ("robustness/seladb+PcapPlusPlus/Tests/Pcap++Test/PcapExamples/many_interfaces-1.pcapng", &[(0, 2), (1, 62)]),
+        ("robustness/seladb+PcapPlusPlus/Tests/Pcap++Test/PcapExamples/pcapng-example.pcapng", &[(1, 59), (113, 100)]),
+        ("robustness/google+gopacket/pcapgo/tests/be/test202.pcapng", &[(0, 2), (1, 6)]),
+        ("robustness/google+gopacket/pcapgo/tests/le/test202.pcapng", &[(0, 2), (1, 6)]),
+        ("robustness/LibtraceTeam+libtrace/test/traces/complex.pcapng", &[(0, 1), (1, 4)]),
     ];
     for (file, want) in cases {
         let path = dir.join(file);
@@ -276,12 +224,7 @@ fn compressed_corpus_sample() {
         for packed in [gz, zst, xz] {
             let mut src = sonde_capture::open_bytes(packed).expect("open compressed");
             let got = read_all(src.as_mut());
-            assert_eq!(
-                (got.frames, got.digest),
-                (plain.frames, plain.digest),
-                "{}",
-                row.file
-            );
+            assert_eq!((got.frames, got.digest), (plain.frames, plain.digest), "{}", row.file);
             assert_eq!(got.format, plain.format);
         }
     }

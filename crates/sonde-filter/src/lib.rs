@@ -83,10 +83,7 @@ impl Filter {
 
     /// Whether the frame passes. `wire_len` is the original length (BPF's `len`).
     pub fn matches(&mut self, link_type: u32, frame: &[u8], wire_len: u32) -> bool {
-        let program = self
-            .programs
-            .entry(link_type)
-            .or_insert_with(|| compile(&self.expression, link_type).ok());
+        let program = self.programs.entry(link_type).or_insert_with(|| compile(&self.expression, link_type).ok());
         match program {
             // libpcap's offline filter takes the captured length as BPF's `len`; only the
             // `len`/`greater`/`less` primitives can tell, and only on snaplen-cut frames.

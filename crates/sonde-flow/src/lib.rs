@@ -28,8 +28,8 @@ use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
 pub use key::FlowKey;
 pub use record::*;
-use table::{FlowTable, Lane};
 pub use table::TableStats;
+use table::{FlowTable, Lane};
 use tcp::TcpConn;
 use udp::UdpConn;
 

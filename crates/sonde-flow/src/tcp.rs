@@ -309,7 +309,7 @@ impl TcpConn {
         let data_end = data_start + payload as i64;
         let old_max = h.seen.max_end();
         let outcome = h.seen.add(start, end_ctl);
-        if old_max.map_or(true, |m| end_ctl > m) {
+        if old_max.is_none_or(|m| end_ctl > m) {
             h.advanced_ns = ts_ns;
         }
 
@@ -346,7 +346,8 @@ impl TcpConn {
                 h.outstanding.pop_front();
             }
         }
-        h.stats.unique_bytes = h.seen.covered().saturating_sub(u64::from(h.isn.is_some()) + u64::from(h.fin_seen || flags.fin()));
+        h.stats.unique_bytes =
+            h.seen.covered().saturating_sub(u64::from(h.isn.is_some()) + u64::from(h.fin_seen || flags.fin()));
 
         // In-flight bytes (Tstat's cwnd estimate): highest sequence sent minus the peer's
         // highest ACK, measured on new in-order data.

@@ -81,7 +81,10 @@ macro_rules! tcp_dir_rtt_columns {
 macro_rules! tcp_dir_option_columns {
     ($p:literal, $side:ident) => {
         [
-            Column::<TcpRecord> { name: concat!($p, "_f1323_opt"), value: |r| Value::Bool(r.$side.win_scale.is_some()) },
+            Column::<TcpRecord> {
+                name: concat!($p, "_f1323_opt"),
+                value: |r| Value::Bool(r.$side.win_scale.is_some()),
+            },
             Column { name: concat!($p, "_tm_opt"), value: |r| Value::Bool(r.$side.timestamps) },
             Column { name: concat!($p, "_win_scl"), value: |r| Value::Int(u64::from(r.$side.win_scale.unwrap_or(0))) },
             Column { name: concat!($p, "_sack_opt"), value: |r| Value::Bool(r.$side.sack_permitted) },

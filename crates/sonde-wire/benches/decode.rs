@@ -7,21 +7,15 @@ use std::time::Instant;
 
 fn eth_ipv4_tcp() -> Vec<u8> {
     let mut f = vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x08, 0x00];
-    f.extend_from_slice(&[
-        0x45, 0, 0x05, 0xdc, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-    ]);
-    f.extend_from_slice(&[
-        0xc3, 0x50, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 1, 0x80, 0x10, 0x01, 0xf5, 0, 0, 0, 0,
-    ]);
+    f.extend_from_slice(&[0x45, 0, 0x05, 0xdc, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&[0xc3, 0x50, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 1, 0x80, 0x10, 0x01, 0xf5, 0, 0, 0, 0]);
     f.extend_from_slice(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]);
     f.resize(14 + 1500, 0);
     f
 }
 
 fn eth_vlan_ipv6_udp() -> Vec<u8> {
-    let mut f = vec![
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x81, 0x00, 0, 10, 0x86, 0xdd,
-    ];
+    let mut f = vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x81, 0x00, 0, 10, 0x86, 0xdd];
     f.extend_from_slice(&[0x60, 0, 0, 0, 0, 108, 17, 64]);
     f.extend_from_slice(&[0x20, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     f.extend_from_slice(&[0x20, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
@@ -34,9 +28,7 @@ fn vxlan_tcp() -> Vec<u8> {
     let inner = eth_ipv4_tcp();
     let udp_len = (8 + 8 + inner.len()) as u16;
     let mut f = vec![0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0x08, 0x00];
-    f.extend_from_slice(&[
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 1, 2,
-    ]);
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 1, 2]);
     f[16..18].copy_from_slice(&(udp_len + 20).to_be_bytes());
     f.extend_from_slice(&[0xd0, 0x00, 0x12, 0xb5]);
     f.extend_from_slice(&udp_len.to_be_bytes());

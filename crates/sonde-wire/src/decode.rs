@@ -11,8 +11,7 @@ use crate::link::{self, Net};
 use crate::tunnel::{self, walk_gre, walk_gtpu, walk_vxlan};
 use crate::{ethernet, linux_sll, tcp, udp};
 use crate::{
-    DecodeProblem, Fragment, IpSummary, Layer, LinkType, PacketSummary, Transport, Tunnel,
-    UnsupportedLink, WireError,
+    DecodeProblem, Fragment, IpSummary, Layer, LinkType, PacketSummary, Transport, Tunnel, UnsupportedLink, WireError,
 };
 use std::net::IpAddr;
 
@@ -30,18 +29,12 @@ struct Region<'a> {
 
 impl<'a> Region<'a> {
     fn at(self, offset: usize) -> Region<'a> {
-        Region {
-            bytes: tail(self.bytes, offset),
-            declared: self.declared.saturating_sub(offset),
-        }
+        Region { bytes: tail(self.bytes, offset), declared: self.declared.saturating_sub(offset) }
     }
 
     /// The part from `offset` to `offset + len` (declared), captured bytes clamped.
     fn sub(self, offset: usize, len: usize) -> Region<'a> {
-        Region {
-            bytes: clamp(self.bytes, offset, offset.saturating_add(len)),
-            declared: len,
-        }
+        Region { bytes: clamp(self.bytes, offset, offset.saturating_add(len)), declared: len }
     }
 
     fn is_cut(self) -> bool {
@@ -166,9 +159,7 @@ impl Walker {
         }
         let payload_len = match usize::from(h.payload_len()) {
             // A jumbogram (RFC 2675) or segmentation offload: use what is there.
-            0 if h.next_header() != ipv6::next_header::NO_NEXT => {
-                r.declared.saturating_sub(Ipv6Header::LEN)
-            }
+            0 if h.next_header() != ipv6::next_header::NO_NEXT => r.declared.saturating_sub(Ipv6Header::LEN),
             n => n,
         };
         let total = payload_len + Ipv6Header::LEN;
@@ -192,9 +183,7 @@ impl Walker {
             ExtEnd::Malformed => return note(out, DecodeProblem::Malformed(Layer::Ipv6)),
         }
         if w.fragment == Fragment::Later {
-            out.transport = Some(Transport::Other {
-                protocol: w.protocol,
-            });
+            out.transport = Some(Transport::Other { protocol: w.protocol });
             return;
         }
         self.transport(w.protocol, payload.at(w.offset), true, depth, out)
@@ -233,11 +222,7 @@ impl Walker {
             tunnel::IPIP_PROTOCOL | tunnel::IPV6_IN_IP_PROTOCOL => {
                 out.transport = Some(Transport::Other { protocol });
                 if whole {
-                    let net = if protocol == tunnel::IPIP_PROTOCOL {
-                        Net::Ipv4(0)
-                    } else {
-                        Net::Ipv6(0)
-                    };
+                    let net = if protocol == tunnel::IPIP_PROTOCOL { Net::Ipv4(0) } else { Net::Ipv6(0) };
                     self.tunnel(Tunnel::IpInIp, net, r, depth, out);
                 }
             }
@@ -298,11 +283,9 @@ fn link_walk(link: LinkType, frame: &[u8]) -> Result<Net, UnsupportedLink> {
         LinkType::ETHERNET => ethernet::walk(frame),
         LinkType::LINUX_SLL => linux_sll::walk_sll(frame),
         LinkType::LINUX_SLL2 => linux_sll::walk_sll2(frame),
-        LinkType::RAW
-        | LinkType::RAW_OPENBSD
-        | LinkType::RAW_14
-        | LinkType::IPV4
-        | LinkType::IPV6 => link::walk_raw(frame),
+        LinkType::RAW | LinkType::RAW_OPENBSD | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
+            link::walk_raw(frame)
+        }
         LinkType::NULL => link::walk_null(frame),
         LinkType::LOOP => link::walk_loop(frame),
         LinkType::PPP | LinkType::PPP_HDLC => link::walk_ppp(frame),
@@ -311,20 +294,11 @@ fn link_walk(link: LinkType, frame: &[u8]) -> Result<Net, UnsupportedLink> {
     })
 }
 
-pub(crate) fn decode(
-    link: LinkType,
-    frame: &[u8],
-    wire_len: u32,
-) -> Result<PacketSummary, UnsupportedLink> {
+pub(crate) fn decode(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketSummary, UnsupportedLink> {
     let net = link_walk(link, frame)?;
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
-    let walker = Walker {
-        frame_cut: frame.len() < wire,
-    };
-    let region = Region {
-        bytes: frame,
-        declared: frame.len().max(wire),
-    };
+    let walker = Walker { frame_cut: frame.len() < wire };
+    let region = Region { bytes: frame, declared: frame.len().max(wire) };
     let mut out = PacketSummary::EMPTY;
     walker.network(net, region, 0, &mut out);
     Ok(out)

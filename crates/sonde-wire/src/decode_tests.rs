@@ -38,9 +38,7 @@ fn v6(last: u8) -> IpAddr {
 fn vlan_syn() -> Frame {
     let mut f = Frame::new();
     f.ethernet(0x8100).push(&[0x20, 0x0a, 0x08, 0x00]);
-    f.ipv4(6, 40 + 100, A, B)
-        .tcp(40000, 443, 1000, 0x02, &SYN_OPTS)
-        .zeros(100);
+    f.ipv4(6, 40 + 100, A, B).tcp(40000, 443, 1000, 0x02, &SYN_OPTS).zeros(100);
     f
 }
 
@@ -51,16 +49,10 @@ fn ethernet_vlan_ipv4_tcp_with_options() {
     assert_eq!(s.problem, None);
     assert_eq!((s.tunnel, s.non_ip), (None, None));
     let ip = s.ip.unwrap();
-    assert_eq!(
-        (ip.src, ip.dst, ip.total_len, ip.ttl, ip.ident),
-        (v4(A), v4(B), 160, 64, 0x1234)
-    );
+    assert_eq!((ip.src, ip.dst, ip.total_len, ip.ttl, ip.ident), (v4(A), v4(B), 160, 64, 0x1234));
     assert_eq!((ip.protocol, ip.fragment), (6, Fragment::No));
     let t = tcp_of(&s);
-    assert_eq!(
-        (t.src_port, t.dst_port, t.seq, t.ack),
-        (40000, 443, 1000, 0)
-    );
+    assert_eq!((t.src_port, t.dst_port, t.seq, t.ack), (40000, 443, 1000, 0));
     assert!(t.flags.syn() && !t.flags.ack());
     assert_eq!((t.window, t.header_len, t.payload_len), (65535, 40, 100));
     assert_eq!(t.options.mss, Some(1460));
@@ -78,36 +70,20 @@ fn snaplen_cuts_at_every_point() {
         let s = decode(LinkType::ETHERNET, &full[..cut], wire).unwrap();
         match cut {
             0..=17 => {
-                assert_eq!(
-                    s.problem,
-                    Some(DecodeProblem::Truncated(Layer::Link)),
-                    "cut {cut}"
-                );
+                assert_eq!(s.problem, Some(DecodeProblem::Truncated(Layer::Link)), "cut {cut}");
                 assert_eq!(s.ip, None);
             }
             18..=37 => {
-                assert_eq!(
-                    s.problem,
-                    Some(DecodeProblem::Truncated(Layer::Ipv4)),
-                    "cut {cut}"
-                );
+                assert_eq!(s.problem, Some(DecodeProblem::Truncated(Layer::Ipv4)), "cut {cut}");
                 assert_eq!(s.ip, None);
             }
             38..=57 => {
-                assert_eq!(
-                    s.problem,
-                    Some(DecodeProblem::Truncated(Layer::Tcp)),
-                    "cut {cut}"
-                );
+                assert_eq!(s.problem, Some(DecodeProblem::Truncated(Layer::Tcp)), "cut {cut}");
                 assert_eq!(s.ip.unwrap().total_len, 160);
                 assert_eq!(s.transport, Some(Transport::Truncated { protocol: 6 }));
             }
             58..=77 => {
-                assert_eq!(
-                    s.problem,
-                    Some(DecodeProblem::Truncated(Layer::Tcp)),
-                    "cut {cut}"
-                );
+                assert_eq!(s.problem, Some(DecodeProblem::Truncated(Layer::Tcp)), "cut {cut}");
                 let t = tcp_of(&s);
                 assert_eq!((t.src_port, t.seq, t.payload_len), (40000, 1000, 100));
             }
@@ -130,10 +106,7 @@ fn too_short_without_snaplen() {
     assert_eq!(s.problem, Some(DecodeProblem::TooShort(Layer::Ipv4)));
     assert_eq!(tcp_of(&s).payload_len, 100);
     let s = dec(LinkType::ETHERNET, &full[..30]);
-    assert_eq!(
-        (s.problem, s.ip),
-        (Some(DecodeProblem::TooShort(Layer::Ipv4)), None)
-    );
+    assert_eq!((s.problem, s.ip), (Some(DecodeProblem::TooShort(Layer::Ipv4)), None));
     let s = dec(LinkType::ETHERNET, &full[..16]);
     assert_eq!(s.problem, Some(DecodeProblem::TooShort(Layer::Link)));
     // A wire length larger than the capture but smaller than the IP length: still broken.
@@ -144,10 +117,7 @@ fn too_short_without_snaplen() {
 #[test]
 fn ethernet_padding_uses_ip_length() {
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(6, 20, A, B)
-        .tcp(1, 2, 3, 0x10, &[])
-        .zeros(6);
+    f.ethernet(0x0800).ipv4(6, 20, A, B).tcp(1, 2, 3, 0x10, &[]).zeros(6);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.problem, None);
     assert_eq!(s.ip.unwrap().total_len, 40);
@@ -163,45 +133,26 @@ fn ipv4_options_and_malformed_headers() {
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.problem, None);
     assert_eq!(s.ip.unwrap().total_len, 34);
-    assert_eq!(
-        udp_of(&s),
-        UdpSummary {
-            src_port: 5353,
-            dst_port: 5353,
-            payload_len: 2
-        }
-    );
+    assert_eq!(udp_of(&s), UdpSummary { src_port: 5353, dst_port: 5353, payload_len: 2 });
     // IHL 4.
     let mut g = Frame::new();
     g.push(f.bytes());
     g.buf[14] = 0x44;
-    assert_eq!(
-        dec(LinkType::ETHERNET, g.bytes()).problem,
-        Some(DecodeProblem::Malformed(Layer::Ipv4))
-    );
+    assert_eq!(dec(LinkType::ETHERNET, g.bytes()).problem, Some(DecodeProblem::Malformed(Layer::Ipv4)));
     // EtherType says IPv4, header says 6.
     g.buf[14] = 0x65;
-    assert_eq!(
-        dec(LinkType::ETHERNET, g.bytes()).problem,
-        Some(DecodeProblem::Malformed(Layer::Ipv4))
-    );
+    assert_eq!(dec(LinkType::ETHERNET, g.bytes()).problem, Some(DecodeProblem::Malformed(Layer::Ipv4)));
     // Total length below the header length.
     g.buf[14] = 0x45;
     g.buf[16..18].copy_from_slice(&[0, 10]);
     let s = dec(LinkType::ETHERNET, g.bytes());
-    assert_eq!(
-        (s.problem, s.ip),
-        (Some(DecodeProblem::Malformed(Layer::Ipv4)), None)
-    );
+    assert_eq!((s.problem, s.ip), (Some(DecodeProblem::Malformed(Layer::Ipv4)), None));
 }
 
 #[test]
 fn ipv4_total_length_zero_is_offload() {
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(6, 0, A, B)
-        .tcp(1, 2, 3, 0x18, &[])
-        .zeros(1000);
+    f.ethernet(0x0800).ipv4(6, 0, A, B).tcp(1, 2, 3, 0x18, &[]).zeros(1000);
     f.buf[16..18].fill(0);
     let s = decode(LinkType::ETHERNET, &f.bytes()[..100], 14 + 20 + 20 + 3000).unwrap();
     assert_eq!(s.problem, None);
@@ -212,9 +163,7 @@ fn ipv4_total_length_zero_is_offload() {
 #[test]
 fn tcp_header_longer_than_ip_payload() {
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(6, 30, A, B)
-        .tcp(1, 2, 3, 0x10, &SYN_OPTS);
+    f.ethernet(0x0800).ipv4(6, 30, A, B).tcp(1, 2, 3, 0x10, &SYN_OPTS);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.problem, Some(DecodeProblem::Malformed(Layer::Tcp)));
     assert_eq!(tcp_of(&s).payload_len, 0);
@@ -223,10 +172,7 @@ fn tcp_header_longer_than_ip_payload() {
 #[test]
 fn ipv4_fragments() {
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(17, 8 + 100, A, B)
-        .udp(1, 2, 1000)
-        .zeros(100);
+    f.ethernet(0x0800).ipv4(17, 8 + 100, A, B).udp(1, 2, 1000).zeros(100);
     f.buf[20..22].copy_from_slice(&0x2000u16.to_be_bytes()); // MF, offset 0
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.ip.unwrap().fragment, Fragment::First);
@@ -235,52 +181,24 @@ fn ipv4_fragments() {
     f.buf[20..22].copy_from_slice(&0x2010u16.to_be_bytes()); // MF, offset 128
     let s = dec(LinkType::ETHERNET, f.bytes());
     let ip = s.ip.unwrap();
-    assert_eq!(
-        (ip.fragment, ip.ident, ip.protocol),
-        (Fragment::Later, 0x1234, 17)
-    );
-    assert_eq!(
-        (s.transport, s.problem),
-        (Some(Transport::Other { protocol: 17 }), None)
-    );
+    assert_eq!((ip.fragment, ip.ident, ip.protocol), (Fragment::Later, 0x1234, 17));
+    assert_eq!((s.transport, s.problem), (Some(Transport::Other { protocol: 17 }), None));
 }
 
 #[test]
 fn icmp_both_versions() {
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(1, 8, A, B)
-        .push(&[0, 0, 0, 0, 0, 1, 0, 2]);
+    f.ethernet(0x0800).ipv4(1, 8, A, B).push(&[0, 0, 0, 0, 0, 1, 0, 2]);
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        (s.transport, s.problem),
-        (
-            Some(Transport::Icmp {
-                icmp_type: 0,
-                code: 0
-            }),
-            None
-        )
-    );
+    assert_eq!((s.transport, s.problem), (Some(Transport::Icmp { icmp_type: 0, code: 0 }), None));
     let mut f = Frame::new();
-    f.ethernet(0x86dd)
-        .ipv6(58, 8, 1, 2)
-        .push(&[135, 0, 0, 0, 0, 0, 0, 0]);
+    f.ethernet(0x86dd).ipv6(58, 8, 1, 2).push(&[135, 0, 0, 0, 0, 0, 0, 0]);
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        s.transport,
-        Some(Transport::Icmp {
-            icmp_type: 135,
-            code: 0
-        })
-    );
+    assert_eq!(s.transport, Some(Transport::Icmp { icmp_type: 135, code: 0 }));
     // Other protocols.
     let mut f = Frame::new();
     f.ethernet(0x0800).ipv4(132, 12, A, B).zeros(12);
-    assert_eq!(
-        dec(LinkType::ETHERNET, f.bytes()).transport,
-        Some(Transport::Other { protocol: 132 })
-    );
+    assert_eq!(dec(LinkType::ETHERNET, f.bytes()).transport, Some(Transport::Other { protocol: 132 }));
 }
 
 #[test]
@@ -293,14 +211,8 @@ fn ipv6_hop_by_hop_and_fragment() {
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.problem, None);
     let ip = s.ip.unwrap();
-    assert_eq!(
-        (ip.src, ip.dst, ip.total_len, ip.ttl),
-        (v6(1), v6(2), 86, 64)
-    );
-    assert_eq!(
-        (ip.ident, ip.protocol, ip.fragment),
-        (0xcafebabe, 6, Fragment::First)
-    );
+    assert_eq!((ip.src, ip.dst, ip.total_len, ip.ttl), (v6(1), v6(2), 86, 64));
+    assert_eq!((ip.ident, ip.protocol, ip.fragment), (0xcafebabe, 6, Fragment::First));
     assert_eq!(tcp_of(&s).payload_len, 10);
     // A later fragment: no transport header.
     f.buf[14 + 40 + 8 + 2..14 + 40 + 8 + 4].copy_from_slice(&0x00b8u16.to_be_bytes());
@@ -319,16 +231,10 @@ fn ipv6_esp_and_malformed_extension() {
     let mut f = Frame::new();
     f.ethernet(0x86dd).ipv6(50, 16, 1, 2).zeros(16);
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        (s.transport, s.problem),
-        (Some(Transport::Other { protocol: 50 }), None)
-    );
+    assert_eq!((s.transport, s.problem), (Some(Transport::Other { protocol: 50 }), None));
     // A destination options header claiming more than the payload length.
     let mut f = Frame::new();
-    f.ethernet(0x86dd)
-        .ipv6(60, 16, 1, 2)
-        .push(&[6, 5, 0, 0, 0, 0, 0, 0])
-        .zeros(8);
+    f.ethernet(0x86dd).ipv6(60, 16, 1, 2).push(&[6, 5, 0, 0, 0, 0, 0, 0]).zeros(8);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.problem, Some(DecodeProblem::Malformed(Layer::Ipv6)));
     assert!(s.ip.is_some());
@@ -350,33 +256,22 @@ fn non_ip_frames() {
     let mut f = Frame::new();
     f.ethernet(0x0806).zeros(28);
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        s,
-        PacketSummary {
-            non_ip: Some(NonIp::EtherType(0x0806)),
-            ..PacketSummary::EMPTY
-        }
-    );
+    assert_eq!(s, PacketSummary { non_ip: Some(NonIp::EtherType(0x0806)), ..PacketSummary::EMPTY });
     let mut f = Frame::new();
     f.ethernet(0x0026).push(&[0x42, 0x42, 0x03]).zeros(35);
-    assert_eq!(
-        dec(LinkType::ETHERNET, f.bytes()).non_ip,
-        Some(NonIp::Other)
-    );
+    assert_eq!(dec(LinkType::ETHERNET, f.bytes()).non_ip, Some(NonIp::Other));
 }
 
 #[test]
 fn qinq_mpls_pppoe() {
     let mut f = Frame::new();
-    f.ethernet(0x88a8)
-        .push(&[0, 100, 0x81, 0x00, 0, 200, 0x88, 0x47]);
+    f.ethernet(0x88a8).push(&[0, 100, 0x81, 0x00, 0, 200, 0x88, 0x47]);
     f.push(&[0, 0x01, 0x00, 0x40, 0, 0x02, 0x01, 0x40]); // two labels
     f.ipv4(17, 8, A, B).udp(53, 53, 0);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.problem, udp_of(&s).dst_port), (None, 53));
     let mut f = Frame::new();
-    f.ethernet(0x8864)
-        .push(&[0x11, 0, 0x12, 0x34, 0, 62, 0x00, 0x57]);
+    f.ethernet(0x8864).push(&[0x11, 0, 0x12, 0x34, 0, 62, 0x00, 0x57]);
     f.ipv6(6, 20, 1, 2).tcp(1, 2, 3, 0x11, &[]);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s.problem, None);
@@ -392,9 +287,7 @@ fn linux_cooked() {
     let s = dec(LinkType::LINUX_SLL, f.bytes());
     assert_eq!((s.problem, tcp_of(&s).dst_port), (None, 2));
     let mut f = Frame::new();
-    f.push(&[
-        0x86, 0xdd, 0, 0, 0, 0, 0, 2, 0, 1, 4, 6, 1, 2, 3, 4, 5, 6, 0, 0,
-    ]);
+    f.push(&[0x86, 0xdd, 0, 0, 0, 0, 0, 2, 0, 1, 4, 6, 1, 2, 3, 4, 5, 6, 0, 0]);
     f.ipv6(17, 8, 1, 2).udp(1, 2, 0);
     let s = dec(LinkType::LINUX_SLL2, f.bytes());
     assert_eq!((s.problem, udp_of(&s).payload_len), (None, 0));
@@ -425,72 +318,40 @@ fn null_loop_raw_ppp() {
     let mut f = Frame::new();
     f.push(&[30, 0, 0, 0]).ipv6(59, 0, 1, 2);
     let s = dec(LinkType::NULL, f.bytes());
-    assert_eq!(
-        (s.problem, s.transport),
-        (None, Some(Transport::Other { protocol: 59 }))
-    );
+    assert_eq!((s.problem, s.transport), (None, Some(Transport::Other { protocol: 59 })));
     assert_eq!(s.ip.unwrap().total_len, 40);
     let mut f = Frame::new();
     f.ipv6(59, 0, 1, 2);
     assert!(dec(LinkType::IPV6, f.bytes()).ip.is_some());
     assert!(dec(LinkType::RAW, f.bytes()).ip.is_some());
-    assert_eq!(
-        dec(LinkType::RAW, &[0x50; 40]).problem,
-        Some(DecodeProblem::Malformed(Layer::Link))
-    );
-    assert_eq!(
-        decode(LinkType(147), &[], 0),
-        Err(UnsupportedLink(LinkType(147)))
-    );
+    assert_eq!(dec(LinkType::RAW, &[0x50; 40]).problem, Some(DecodeProblem::Malformed(Layer::Link)));
+    assert_eq!(decode(LinkType(147), &[], 0), Err(UnsupportedLink(LinkType(147))));
 }
 
 #[test]
 fn gre_with_key_and_sequence() {
     let mut inner = Frame::new();
-    inner
-        .ipv4(6, 20 + 5, [192, 168, 0, 1], [192, 168, 0, 2])
-        .tcp(1, 2, 3, 0x18, &[])
-        .zeros(5);
+    inner.ipv4(6, 20 + 5, [192, 168, 0, 1], [192, 168, 0, 2]).tcp(1, 2, 3, 0x18, &[]).zeros(5);
     let mut f = Frame::new();
     f.ethernet(0x0800).ipv4(47, 12 + inner.len, A, B);
-    f.push(&[0x30, 0x00, 0x08, 0x00, 0, 0, 0, 42, 0, 0, 0, 1])
-        .push(inner.bytes());
+    f.push(&[0x30, 0x00, 0x08, 0x00, 0, 0, 0, 42, 0, 0, 0, 1]).push(inner.bytes());
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.problem), (Some(Tunnel::Gre), None));
     let ip = s.ip.unwrap();
     assert_eq!((ip.src, ip.total_len), (v4([192, 168, 0, 1]), 45));
     assert_eq!(tcp_of(&s).payload_len, 5);
     // Inner packet cut by the snaplen inside TCP: inner reported, truncated.
-    let s = decode(
-        LinkType::ETHERNET,
-        &f.bytes()[..14 + 20 + 12 + 20 + 10],
-        f.len as u32,
-    )
-    .unwrap();
-    assert_eq!(
-        (s.tunnel, s.problem),
-        (
-            Some(Tunnel::Gre),
-            Some(DecodeProblem::Truncated(Layer::Tcp))
-        )
-    );
+    let s = decode(LinkType::ETHERNET, &f.bytes()[..14 + 20 + 12 + 20 + 10], f.len as u32).unwrap();
+    assert_eq!((s.tunnel, s.problem), (Some(Tunnel::Gre), Some(DecodeProblem::Truncated(Layer::Tcp))));
     // Inner IP header cut: the outer GRE packet is reported with the problem.
-    let s = decode(
-        LinkType::ETHERNET,
-        &f.bytes()[..14 + 20 + 12 + 10],
-        f.len as u32,
-    )
-    .unwrap();
+    let s = decode(LinkType::ETHERNET, &f.bytes()[..14 + 20 + 12 + 10], f.len as u32).unwrap();
     assert_eq!(s.tunnel, None);
     assert_eq!(s.ip.unwrap().dst, v4(B));
     assert_eq!(s.transport, Some(Transport::Other { protocol: 47 }));
     assert_eq!(s.problem, Some(DecodeProblem::Truncated(Layer::Ipv4)));
     // GRE header itself cut.
     let s = decode(LinkType::ETHERNET, &f.bytes()[..14 + 20 + 6], f.len as u32).unwrap();
-    assert_eq!(
-        (s.tunnel, s.problem),
-        (None, Some(DecodeProblem::Truncated(Layer::Tunnel)))
-    );
+    assert_eq!((s.tunnel, s.problem), (None, Some(DecodeProblem::Truncated(Layer::Tunnel))));
 }
 
 #[test]
@@ -498,31 +359,18 @@ fn gre_transparent_ethernet_and_erspan() {
     let mut inner = Frame::new();
     inner.ethernet(0x86dd).ipv6(17, 8, 7, 8).udp(1000, 2000, 0);
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(47, 4 + inner.len, A, B)
-        .push(&[0, 0, 0x65, 0x58])
-        .push(inner.bytes());
+    f.ethernet(0x0800).ipv4(47, 4 + inner.len, A, B).push(&[0, 0, 0x65, 0x58]).push(inner.bytes());
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        (s.tunnel, s.problem, udp_of(&s).dst_port),
-        (Some(Tunnel::Gre), None, 2000)
-    );
+    assert_eq!((s.tunnel, s.problem, udp_of(&s).dst_port), (Some(Tunnel::Gre), None, 2000));
     // ERSPAN type II.
     let mut f = Frame::new();
     f.ethernet(0x0800).ipv4(47, 8 + 8 + inner.len, A, B);
-    f.push(&[
-        0x10, 0, 0x88, 0xbe, 0, 0, 0, 1, 0x10, 0x01, 0, 0, 0, 0, 0, 0,
-    ])
-    .push(inner.bytes());
+    f.push(&[0x10, 0, 0x88, 0xbe, 0, 0, 0, 1, 0x10, 0x01, 0, 0, 0, 0, 0, 0]).push(inner.bytes());
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.ip.unwrap().src), (Some(Tunnel::Gre), v6(7)));
     // Inner ARP: the outer GRE packet is the one reported, no problem.
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(47, 4 + 14 + 28, A, B)
-        .push(&[0, 0, 0x65, 0x58])
-        .ethernet(0x0806)
-        .zeros(28);
+    f.ethernet(0x0800).ipv4(47, 4 + 14 + 28, A, B).push(&[0, 0, 0x65, 0x58]).ethernet(0x0806).zeros(28);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.problem, s.non_ip), (None, None, None));
     assert_eq!(s.transport, Some(Transport::Other { protocol: 47 }));
@@ -531,21 +379,12 @@ fn gre_transparent_ethernet_and_erspan() {
 #[test]
 fn ip_in_ip() {
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(41, 40 + 8, A, B)
-        .ipv6(17, 8, 1, 2)
-        .udp(9, 10, 0);
+    f.ethernet(0x0800).ipv4(41, 40 + 8, A, B).ipv6(17, 8, 1, 2).udp(9, 10, 0);
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        (s.tunnel, s.problem, udp_of(&s).src_port),
-        (Some(Tunnel::IpInIp), None, 9)
-    );
+    assert_eq!((s.tunnel, s.problem, udp_of(&s).src_port), (Some(Tunnel::IpInIp), None, 9));
     assert_eq!(s.ip.unwrap().src, v6(1));
     let mut f = Frame::new();
-    f.ethernet(0x86dd)
-        .ipv6(4, 20 + 8, 1, 2)
-        .ipv4(17, 8, A, B)
-        .udp(9, 10, 0);
+    f.ethernet(0x86dd).ipv6(4, 20 + 8, 1, 2).ipv4(17, 8, A, B).udp(9, 10, 0);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.ip.unwrap().src), (Some(Tunnel::IpInIp), v4(A)));
 }
@@ -553,90 +392,43 @@ fn ip_in_ip() {
 #[test]
 fn vxlan() {
     let mut inner = Frame::new();
-    inner
-        .ethernet(0x0800)
-        .ipv4(6, 20, [172, 16, 0, 1], [172, 16, 0, 2])
-        .tcp(5, 6, 7, 0x02, &[]);
+    inner.ethernet(0x0800).ipv4(6, 20, [172, 16, 0, 1], [172, 16, 0, 2]).tcp(5, 6, 7, 0x02, &[]);
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(17, 8 + 8 + inner.len, A, B)
-        .udp(51234, 4789, 8 + inner.len);
+    f.ethernet(0x0800).ipv4(17, 8 + 8 + inner.len, A, B).udp(51234, 4789, 8 + inner.len);
     f.push(&[0x08, 0, 0, 0, 0, 0, 0x2a, 0]).push(inner.bytes());
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.problem), (Some(Tunnel::Vxlan), None));
     assert_eq!(s.ip.unwrap().src, v4([172, 16, 0, 1]));
     assert!(tcp_of(&s).flags.syn());
     // VXLAN header cut: outer UDP flow kept.
-    let s = decode(
-        LinkType::ETHERNET,
-        &f.bytes()[..14 + 20 + 8 + 4],
-        f.len as u32,
-    )
-    .unwrap();
+    let s = decode(LinkType::ETHERNET, &f.bytes()[..14 + 20 + 8 + 4], f.len as u32).unwrap();
     assert_eq!(udp_of(&s).dst_port, 4789);
-    assert_eq!(
-        (s.tunnel, s.problem),
-        (None, Some(DecodeProblem::Truncated(Layer::Tunnel)))
-    );
+    assert_eq!((s.tunnel, s.problem), (None, Some(DecodeProblem::Truncated(Layer::Tunnel))));
     // Inner Ethernet cut.
-    let s = decode(
-        LinkType::ETHERNET,
-        &f.bytes()[..14 + 20 + 8 + 8 + 6],
-        f.len as u32,
-    )
-    .unwrap();
-    assert_eq!(
-        (s.tunnel, s.problem),
-        (None, Some(DecodeProblem::Truncated(Layer::Tunnel)))
-    );
+    let s = decode(LinkType::ETHERNET, &f.bytes()[..14 + 20 + 8 + 8 + 6], f.len as u32).unwrap();
+    assert_eq!((s.tunnel, s.problem), (None, Some(DecodeProblem::Truncated(Layer::Tunnel))));
     // I flag clear: not decoded, no problem.
     f.buf[14 + 20 + 8] = 0;
     let s = dec(LinkType::ETHERNET, f.bytes());
-    assert_eq!(
-        (s.tunnel, s.problem, udp_of(&s).dst_port),
-        (None, None, 4789)
-    );
+    assert_eq!((s.tunnel, s.problem, udp_of(&s).dst_port), (None, None, 4789));
 }
 
 #[test]
 fn gtpu_with_extension_headers() {
     let mut inner = Frame::new();
-    inner
-        .ipv4(17, 8 + 4, [100, 64, 0, 1], [8, 8, 8, 8])
-        .udp(40000, 53, 4)
-        .zeros(4);
+    inner.ipv4(17, 8 + 4, [100, 64, 0, 1], [8, 8, 8, 8]).udp(40000, 53, 4).zeros(4);
     let gtp_len = 4 + 4 + inner.len;
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(17, 8 + 8 + gtp_len, A, B)
-        .udp(2152, 2152, 8 + gtp_len);
-    f.push(&[0x34, 0xff])
-        .push(&(gtp_len as u16).to_be_bytes())
-        .push(&[0, 0, 0, 9]);
-    f.push(&[0, 0, 0, 0x85, 0x01, 0x00, 0x01, 0x00])
-        .push(inner.bytes());
+    f.ethernet(0x0800).ipv4(17, 8 + 8 + gtp_len, A, B).udp(2152, 2152, 8 + gtp_len);
+    f.push(&[0x34, 0xff]).push(&(gtp_len as u16).to_be_bytes()).push(&[0, 0, 0, 9]);
+    f.push(&[0, 0, 0, 0x85, 0x01, 0x00, 0x01, 0x00]).push(inner.bytes());
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.problem), (Some(Tunnel::GtpU), None));
     assert_eq!(s.ip.unwrap().src, v4([100, 64, 0, 1]));
-    assert_eq!(
-        udp_of(&s),
-        UdpSummary {
-            src_port: 40000,
-            dst_port: 53,
-            payload_len: 4
-        }
-    );
+    assert_eq!(udp_of(&s), UdpSummary { src_port: 40000, dst_port: 53, payload_len: 4 });
     // Cut in the middle of the extension header.
-    let s = decode(
-        LinkType::ETHERNET,
-        &f.bytes()[..14 + 20 + 8 + 13],
-        f.len as u32,
-    )
-    .unwrap();
-    assert_eq!(
-        (s.tunnel, s.problem),
-        (None, Some(DecodeProblem::Truncated(Layer::Tunnel)))
-    );
+    let s = decode(LinkType::ETHERNET, &f.bytes()[..14 + 20 + 8 + 13], f.len as u32).unwrap();
+    assert_eq!((s.tunnel, s.problem), (None, Some(DecodeProblem::Truncated(Layer::Tunnel))));
     assert_eq!(udp_of(&s).dst_port, 2152);
 }
 
@@ -644,16 +436,9 @@ fn gtpu_with_extension_headers() {
 fn nested_tunnels_report_the_outermost_kind() {
     // VXLAN carrying Ethernet + IPv4 + GRE + IPv4 + UDP.
     let mut inner = Frame::new();
-    inner
-        .ethernet(0x0800)
-        .ipv4(47, 4 + 28, A, B)
-        .push(&[0, 0, 0x08, 0x00])
-        .ipv4(17, 8, B, A)
-        .udp(7, 7, 0);
+    inner.ethernet(0x0800).ipv4(47, 4 + 28, A, B).push(&[0, 0, 0x08, 0x00]).ipv4(17, 8, B, A).udp(7, 7, 0);
     let mut f = Frame::new();
-    f.ethernet(0x0800)
-        .ipv4(17, 16 + inner.len, A, B)
-        .udp(1, 4789, 8 + inner.len);
+    f.ethernet(0x0800).ipv4(17, 16 + inner.len, A, B).udp(1, 4789, 8 + inner.len);
     f.push(&[0x08, 0, 0, 0, 0, 0, 1, 0]).push(inner.bytes());
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!((s.tunnel, s.problem), (Some(Tunnel::Vxlan), None));
@@ -670,12 +455,6 @@ fn tunnel_depth_is_limited() {
     f.buf[9 * 20 + 9] = 17;
     f.udp(1, 2, 0);
     let s = dec(LinkType::RAW, f.bytes());
-    assert_eq!(
-        (s.tunnel, s.problem),
-        (
-            Some(Tunnel::IpInIp),
-            Some(DecodeProblem::Malformed(Layer::Tunnel))
-        )
-    );
+    assert_eq!((s.tunnel, s.problem), (Some(Tunnel::IpInIp), Some(DecodeProblem::Malformed(Layer::Tunnel))));
     assert_eq!(s.transport, Some(Transport::Other { protocol: 4 }));
 }

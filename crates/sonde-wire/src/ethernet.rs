@@ -281,10 +281,7 @@ mod tests {
         assert_eq!(e.payload(), &[0x45]);
         assert_eq!(walk(&f[..n]), Net::Ipv4(14));
         for cut in 0..14 {
-            assert_eq!(
-                EthernetFrame::new_checked(&f[..cut]).unwrap_err(),
-                WireError::Truncated
-            );
+            assert_eq!(EthernetFrame::new_checked(&f[..cut]).unwrap_err(), WireError::Truncated);
             assert_eq!(walk(&f[..cut]), Net::Cut);
         }
     }
@@ -305,9 +302,7 @@ mod tests {
     #[test]
     fn vlan_stack() {
         // QinQ: 0x88a8 vid 100, 0x8100 vid 200 pcp 5, then IPv4.
-        let (f, n) = frame(&[
-            0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0xa0, 0xc8, 0x08, 0x00, 0x45,
-        ]);
+        let (f, n) = frame(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0xa0, 0xc8, 0x08, 0x00, 0x45]);
         assert_eq!(walk(&f[..n]), Net::Ipv4(22));
         let tag = VlanTag::new_checked(&f[14..]).unwrap();
         assert_eq!(tag.vid(), 100);
@@ -320,15 +315,9 @@ mod tests {
         assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x0806)));
         // Cut inside a tag.
         for cut in 14..22 {
-            assert_eq!(
-                walk(&f[..cut.min(n)]),
-                if cut >= 18 { walk(&f[..n]) } else { Net::Cut }
-            );
+            assert_eq!(walk(&f[..cut.min(n)]), if cut >= 18 { walk(&f[..n]) } else { Net::Cut });
         }
-        assert_eq!(
-            VlanTag::new_checked(&[1, 2, 3]).unwrap_err(),
-            WireError::Truncated
-        );
+        assert_eq!(VlanTag::new_checked(&[1, 2, 3]).unwrap_err(), WireError::Truncated);
     }
 
     #[test]
@@ -344,17 +333,12 @@ mod tests {
     #[test]
     fn mpls() {
         // Two labels (16, 17 bottom), then IPv6.
-        let (f, n) = frame(&[
-            0x88, 0x47, 0x00, 0x01, 0x00, 0x40, 0x00, 0x01, 0x11, 0x3f, 0x60,
-        ]);
+        let (f, n) = frame(&[0x88, 0x47, 0x00, 0x01, 0x00, 0x40, 0x00, 0x01, 0x11, 0x3f, 0x60]);
         assert_eq!(walk(&f[..n]), Net::Ipv6(22));
         let l = MplsLabel::new_checked(&f[14..]).unwrap();
         assert_eq!((l.label(), l.bottom_of_stack(), l.ttl()), (16, false, 64));
         let l = MplsLabel::new_checked(&f[18..]).unwrap();
-        assert_eq!(
-            (l.label(), l.bottom_of_stack(), l.ttl(), l.traffic_class()),
-            (17, true, 63, 0)
-        );
+        assert_eq!((l.label(), l.bottom_of_stack(), l.ttl(), l.traffic_class()), (17, true, 63, 0));
         // Multicast, IPv4 payload.
         let (f, n) = frame(&[0x88, 0x48, 0x00, 0x01, 0x01, 0x40, 0x45]);
         assert_eq!(walk(&f[..n]), Net::Ipv4(18));
@@ -373,19 +357,12 @@ mod tests {
 
     #[test]
     fn pppoe() {
-        let (f, n) = frame(&[
-            0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x21, 0x45,
-        ]);
+        let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x21, 0x45]);
         assert_eq!(walk(&f[..n]), Net::Ipv4(22));
         let s = PppoeSession::new_checked(&f[14..]).unwrap();
         assert_eq!((s.version(), s.pppoe_type(), s.code()), (1, 1, 0));
-        assert_eq!(
-            (s.session_id(), s.length(), s.ppp_protocol()),
-            (0x1234, 42, 0x21)
-        );
-        let (f, n) = frame(&[
-            0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x57, 0x60,
-        ]);
+        assert_eq!((s.session_id(), s.length(), s.ppp_protocol()), (0x1234, 42, 0x21));
+        let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x57, 0x60]);
         assert_eq!(walk(&f[..n]), Net::Ipv6(22));
         // LCP inside a session.
         let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0xc0, 0x21]);

@@ -44,28 +44,14 @@ impl<'a> IcmpHeader<'a> {
     }
 }
 
-pub(crate) fn summarize(
-    bytes: &[u8],
-    declared: usize,
-    protocol: u8,
-) -> (Transport, Option<WireError>) {
+pub(crate) fn summarize(bytes: &[u8], declared: usize, protocol: u8) -> (Transport, Option<WireError>) {
     match IcmpHeader::new_checked(bytes) {
         Ok(h) => {
             let err = (declared < field::HEADER_LEN).then_some(WireError::Malformed);
-            (
-                Transport::Icmp {
-                    icmp_type: h.icmp_type(),
-                    code: h.code(),
-                },
-                err,
-            )
+            (Transport::Icmp { icmp_type: h.icmp_type(), code: h.code() }, err)
         }
         Err(_) => {
-            let err = if declared < field::HEADER_LEN {
-                WireError::Malformed
-            } else {
-                WireError::Truncated
-            };
+            let err = if declared < field::HEADER_LEN { WireError::Malformed } else { WireError::Truncated };
             (Transport::Truncated { protocol }, Some(err))
         }
     }
@@ -80,36 +66,15 @@ mod tests {
         let b = [8, 0, 0xf7, 0xff, 0, 1, 0, 1];
         let h = IcmpHeader::new_checked(&b).unwrap();
         assert_eq!((h.icmp_type(), h.code(), h.checksum()), (8, 0, 0xf7ff));
-        assert_eq!(
-            summarize(&b, 8, 1),
-            (
-                Transport::Icmp {
-                    icmp_type: 8,
-                    code: 0
-                },
-                None
-            )
-        );
+        assert_eq!(summarize(&b, 8, 1), (Transport::Icmp { icmp_type: 8, code: 0 }, None));
     }
 
     #[test]
     fn cuts() {
         let b = [3, 3, 0, 0];
         for cut in 0..4 {
-            assert_eq!(
-                summarize(&b[..cut], 36, 1),
-                (
-                    Transport::Truncated { protocol: 1 },
-                    Some(WireError::Truncated)
-                )
-            );
+            assert_eq!(summarize(&b[..cut], 36, 1), (Transport::Truncated { protocol: 1 }, Some(WireError::Truncated)));
         }
-        assert_eq!(
-            summarize(&b[..2], 2, 58),
-            (
-                Transport::Truncated { protocol: 58 },
-                Some(WireError::Malformed)
-            )
-        );
+        assert_eq!(summarize(&b[..2], 2, 58), (Transport::Truncated { protocol: 58 }, Some(WireError::Malformed)));
     }
 }

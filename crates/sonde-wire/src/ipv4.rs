@@ -161,10 +161,7 @@ mod tests {
     #[test]
     fn truncation() {
         for cut in 0..20 {
-            assert_eq!(
-                Ipv4Header::new_checked(&HDR[..cut]).unwrap_err(),
-                WireError::Truncated
-            );
+            assert_eq!(Ipv4Header::new_checked(&HDR[..cut]).unwrap_err(), WireError::Truncated);
         }
         // Options cut: the fixed part still reads, options are what was captured.
         let h = Ipv4Header::new_checked(&HDR[..22]).unwrap();

@@ -188,13 +188,7 @@ pub struct ExtWalk {
 /// Walks the extension headers starting with `next` over `payload` (captured bytes of the IPv6
 /// payload), of which `declared` bytes exist according to the payload length.
 pub fn walk_extensions(next: u8, payload: &[u8], declared: usize) -> ExtWalk {
-    let mut w = ExtWalk {
-        protocol: next,
-        offset: 0,
-        fragment: Fragment::No,
-        ident: 0,
-        end: ExtEnd::Done,
-    };
+    let mut w = ExtWalk { protocol: next, offset: 0, fragment: Fragment::No, ident: 0, end: ExtEnd::Done };
     for _ in 0..MAX_EXT_HEADERS {
         match w.protocol {
             next_header::HOP_BY_HOP
@@ -209,11 +203,7 @@ pub fn walk_extensions(next: u8, payload: &[u8], declared: usize) -> ExtWalk {
         }
         let rest = tail(payload, w.offset);
         let Ok(ext) = ExtHeader::new_checked(w.protocol, rest) else {
-            w.end = if w.offset + 2 > declared {
-                ExtEnd::Malformed
-            } else {
-                ExtEnd::Cut
-            };
+            w.end = if w.offset + 2 > declared { ExtEnd::Malformed } else { ExtEnd::Cut };
             return w;
         };
         let len = ext.header_len();
@@ -289,10 +279,7 @@ mod tests {
         assert_eq!(h.dst(), "ff02::fb".parse::<Ipv6Addr>().unwrap());
         assert!(h.payload().is_empty());
         for cut in 0..40 {
-            assert_eq!(
-                Ipv6Header::new_checked(&b[..cut]).unwrap_err(),
-                WireError::Truncated
-            );
+            assert_eq!(Ipv6Header::new_checked(&b[..cut]).unwrap_err(), WireError::Truncated);
         }
     }
 
@@ -301,10 +288,7 @@ mod tests {
         let mut b = [0u8; 40];
         build::header(&mut b, 20, 6, 1, 2);
         let h = Ipv6Header::new_checked(&b).unwrap();
-        assert_eq!(
-            (h.version(), h.payload_len(), h.next_header(), h.hop_limit()),
-            (6, 20, 6, 64)
-        );
+        assert_eq!((h.version(), h.payload_len(), h.next_header(), h.hop_limit()), (6, 20, 6, 64));
         assert_eq!(h.src(), "2001::1".parse::<Ipv6Addr>().unwrap());
         assert_eq!(h.dst(), "2001::2".parse::<Ipv6Addr>().unwrap());
     }
@@ -328,10 +312,7 @@ mod tests {
         assert_eq!(w.fragment, Fragment::First);
         assert_eq!(w.ident, 0xdeadbeef);
         let f = FragmentHeader::new_checked(&CHAIN[32..]).unwrap();
-        assert_eq!(
-            (f.next_header(), f.offset(), f.more_fragments()),
-            (60, 0, true)
-        );
+        assert_eq!((f.next_header(), f.offset(), f.more_fragments()), (60, 0, true));
     }
 
     #[test]
@@ -352,10 +333,7 @@ mod tests {
         let frag = [17, 0, 0x05, 0x40, 0, 0, 0, 9];
         let w = walk_extensions(44, &frag, 8);
         assert_eq!(w.end, ExtEnd::Done);
-        assert_eq!(
-            (w.protocol, w.fragment, w.ident, w.offset),
-            (17, Fragment::Later, 9, 8)
-        );
+        assert_eq!((w.protocol, w.fragment, w.ident, w.offset), (17, Fragment::Later, 9, 8));
         let fh = FragmentHeader::new_checked(&frag).unwrap();
         assert_eq!(fh.offset(), 0x0540 / 8 * 8);
         // An atomic fragment (offset 0, no M) is not a fragment.

@@ -56,11 +56,7 @@ pub enum WireError {
 
 /// Decodes one frame. `wire_len` is the original length on the wire (≥ `frame.len()` when the
 /// snaplen cut the frame); it tells a snaplen cut from a broken packet.
-pub fn decode(
-    link: LinkType,
-    frame: &[u8],
-    wire_len: u32,
-) -> Result<PacketSummary, UnsupportedLink> {
+pub fn decode(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketSummary, UnsupportedLink> {
     decode::decode(link, frame, wire_len)
 }
 

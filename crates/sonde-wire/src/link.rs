@@ -122,9 +122,7 @@ pub fn ppp_net(protocol: u16, buf: &[u8], offset: usize) -> Net {
     match protocol {
         ppp_protocol::IPV4 => Net::Ipv4(offset),
         ppp_protocol::IPV6 => Net::Ipv6(offset),
-        ppp_protocol::MPLS_UNICAST | ppp_protocol::MPLS_MULTICAST => {
-            crate::ethernet::walk_mpls(buf, offset)
-        }
+        ppp_protocol::MPLS_UNICAST | ppp_protocol::MPLS_MULTICAST => crate::ethernet::walk_mpls(buf, offset),
         _ => Net::NonIp(NonIp::Other),
     }
 }
@@ -199,10 +197,7 @@ mod tests {
         let h = NullHeader::new_checked(&[0x1e, 0, 0, 0]).unwrap();
         assert_eq!(h.family_le(), 30);
         assert_eq!(h.family_be(), 0x1e00_0000);
-        assert_eq!(
-            NullHeader::new_checked(&[1]).unwrap_err(),
-            WireError::Truncated
-        );
+        assert_eq!(NullHeader::new_checked(&[1]).unwrap_err(), WireError::Truncated);
     }
 
     #[test]
@@ -212,29 +207,20 @@ mod tests {
         assert_eq!(walk_ppp(&[0x00, 0x21]), Net::Ipv4(2));
         assert_eq!(walk_ppp(&[0x21, 0x45]), Net::Ipv4(1));
         assert_eq!(walk_ppp(&[0x57]), Net::Ipv6(1));
-        assert_eq!(
-            walk_ppp(&[0xff, 0x03, 0xc0, 0x21]),
-            Net::NonIp(NonIp::Other)
-        );
+        assert_eq!(walk_ppp(&[0xff, 0x03, 0xc0, 0x21]), Net::NonIp(NonIp::Other));
         assert_eq!(walk_ppp(&[0xff, 0x05, 0x00, 0x21]), Net::Malformed);
         assert_eq!(walk_ppp(&[0xff, 0x03, 0x00]), Net::Cut);
         assert_eq!(walk_ppp(&[0xff, 0x03]), Net::Cut);
         assert_eq!(walk_ppp(&[]), Net::Cut);
         // MPLS over PPP: one label, bottom of stack, then IPv4.
-        assert_eq!(
-            walk_ppp(&[0xff, 0x03, 0x02, 0x81, 0, 0x01, 0x01, 0x40, 0x45]),
-            Net::Ipv4(8)
-        );
+        assert_eq!(walk_ppp(&[0xff, 0x03, 0x02, 0x81, 0, 0x01, 0x01, 0x40, 0x45]), Net::Ipv4(8));
     }
 
     #[test]
     fn chdlc() {
         assert_eq!(walk_chdlc(&[0x0f, 0x00, 0x08, 0x00, 0x45]), Net::Ipv4(4));
         assert_eq!(walk_chdlc(&[0x8f, 0x00, 0x86, 0xdd]), Net::Ipv6(4));
-        assert_eq!(
-            walk_chdlc(&[0x8f, 0x00, 0x80, 0x35]),
-            Net::NonIp(NonIp::EtherType(0x8035))
-        );
+        assert_eq!(walk_chdlc(&[0x8f, 0x00, 0x80, 0x35]), Net::NonIp(NonIp::EtherType(0x8035)));
         assert_eq!(walk_chdlc(&[0x0f, 0x00, 0x08]), Net::Cut);
     }
 

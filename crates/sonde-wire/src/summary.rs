@@ -213,11 +213,6 @@ pub struct PacketSummary {
 }
 
 impl PacketSummary {
-    pub const EMPTY: PacketSummary = PacketSummary {
-        ip: None,
-        transport: None,
-        tunnel: None,
-        non_ip: None,
-        problem: None,
-    };
+    pub const EMPTY: PacketSummary =
+        PacketSummary { ip: None, transport: None, tunnel: None, non_ip: None, problem: None };
 }

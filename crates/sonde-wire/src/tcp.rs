@@ -144,18 +144,10 @@ pub fn parse_options_into(opts: &[u8], out: &mut TcpOptions) {
 /// Summarises a TCP segment from its captured bytes and its declared length (IP payload
 /// length). The error says why the header could not be read whole: `Truncated` when the
 /// captured bytes end inside it, `Malformed` when its length fields are impossible.
-pub(crate) fn summarize_into(
-    bytes: &[u8],
-    declared: usize,
-    slot: &mut Option<Transport>,
-) -> Option<WireError> {
+pub(crate) fn summarize_into(bytes: &[u8], declared: usize, slot: &mut Option<Transport>) -> Option<WireError> {
     let Ok(h) = TcpHeader::new_checked(bytes) else {
         *slot = Some(Transport::Truncated { protocol: PROTOCOL });
-        return Some(if declared < field::HEADER_LEN {
-            WireError::Malformed
-        } else {
-            WireError::Truncated
-        });
+        return Some(if declared < field::HEADER_LEN { WireError::Malformed } else { WireError::Truncated });
     };
     let header_len = h.header_len();
     let payload_len = declared.checked_sub(header_len);
@@ -194,15 +186,7 @@ pub(crate) fn summarize(bytes: &[u8], declared: usize) -> (Transport, Option<Wir
 #[cfg(test)]
 pub(crate) mod build {
     /// Writes a TCP header with `opts` (length a multiple of 4) into `out`; returns its length.
-    pub(crate) fn header(
-        out: &mut [u8],
-        sport: u16,
-        dport: u16,
-        seq: u32,
-        ack: u32,
-        flags: u8,
-        opts: &[u8],
-    ) -> usize {
+    pub(crate) fn header(out: &mut [u8], sport: u16, dport: u16, seq: u32, ack: u32, flags: u8, opts: &[u8]) -> usize {
         let len = 20 + opts.len();
         out[0..2].copy_from_slice(&sport.to_be_bytes());
         out[2..4].copy_from_slice(&dport.to_be_bytes());
@@ -217,9 +201,7 @@ pub(crate) mod build {
     }
 
     /// MSS 1460, SACK-permitted, timestamps (1, 0), NOP, window scale 7: a Linux SYN.
-    pub(crate) const SYN_OPTS: [u8; 20] = [
-        2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
-    ];
+    pub(crate) const SYN_OPTS: [u8; 20] = [2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7];
 }
 
 #[cfg(test)]
@@ -268,13 +250,8 @@ mod tests {
     fn summarize_whole() {
         let (t, err) = summarize(&SYN, 40 + 100);
         assert_eq!(err, None);
-        let Transport::Tcp(s) = t else {
-            panic!("{t:?}")
-        };
-        assert_eq!(
-            (s.src_port, s.dst_port, s.seq, s.header_len, s.payload_len),
-            (50000, 80, 0x01020304, 40, 100)
-        );
+        let Transport::Tcp(s) = t else { panic!("{t:?}") };
+        assert_eq!((s.src_port, s.dst_port, s.seq, s.header_len, s.payload_len), (50000, 80, 0x01020304, 40, 100));
         assert_eq!(s.window, 64240);
         assert_eq!(s.options.mss, Some(1460));
     }
@@ -290,10 +267,7 @@ mod tests {
             let (t, err) = summarize(&SYN[..cut], 40);
             assert_eq!(err, Some(WireError::Truncated), "cut {cut}");
             let Transport::Tcp(s) = t else { panic!() };
-            assert_eq!(
-                (s.src_port, s.seq, s.header_len, s.payload_len),
-                (50000, 0x01020304, 40, 0)
-            );
+            assert_eq!((s.src_port, s.seq, s.header_len, s.payload_len), (50000, 0x01020304, 40, 0));
             // Options cut by the snaplen are simply absent.
             assert_eq!(s.options.mss.is_some(), cut >= 24);
             assert_eq!(s.options.sack_permitted, cut >= 26);
@@ -306,13 +280,7 @@ mod tests {
     fn summarize_malformed() {
         // Declared length too small for the fixed header.
         let (t, err) = summarize(&SYN[..10], 10);
-        assert_eq!(
-            (t, err),
-            (
-                Transport::Truncated { protocol: 6 },
-                Some(WireError::Malformed)
-            )
-        );
+        assert_eq!((t, err), (Transport::Truncated { protocol: 6 }, Some(WireError::Malformed)));
         // Data offset beyond the IP payload: payload would be negative.
         let (t, err) = summarize(&SYN, 30);
         assert_eq!(err, Some(WireError::Malformed));
@@ -378,15 +346,9 @@ mod tests {
         let mut b = [0u8; 60];
         let n = build::header(&mut b, 1, 2, 3, 4, 0x12, &build::SYN_OPTS);
         let h = TcpHeader::new_checked(&b[..n]).unwrap();
-        assert_eq!(
-            (h.src_port(), h.dst_port(), h.seq(), h.ack(), h.header_len()),
-            (1, 2, 3, 4, 40)
-        );
+        assert_eq!((h.src_port(), h.dst_port(), h.seq(), h.ack(), h.header_len()), (1, 2, 3, 4, 40));
         assert!(h.flags().syn() && h.flags().ack());
         let o = parse_options(h.options());
-        assert_eq!(
-            (o.mss, o.window_scale, o.timestamp, o.sack_permitted),
-            (Some(1460), Some(7), Some((1, 0)), true)
-        );
+        assert_eq!((o.mss, o.window_scale, o.timestamp, o.sack_permitted), (Some(1460), Some(7), Some((1, 0)), true));
     }
 }

@@ -8,10 +8,7 @@ pub(crate) struct Frame {
 
 impl Frame {
     pub(crate) fn new() -> Self {
-        Frame {
-            buf: [0; 2048],
-            len: 0,
-        }
+        Frame { buf: [0; 2048], len: 0 }
     }
 
     pub(crate) fn push(&mut self, bytes: &[u8]) -> &mut Self {
@@ -27,45 +24,24 @@ impl Frame {
     }
 
     pub(crate) fn ethernet(&mut self, ethertype: u16) -> &mut Self {
-        self.push(&[
-            0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb,
-        ]);
+        self.push(&[0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb]);
         self.push(&ethertype.to_be_bytes())
     }
 
     /// IPv4 header, 20 bytes; `payload_len` counts everything after it.
-    pub(crate) fn ipv4(
-        &mut self,
-        proto: u8,
-        payload_len: usize,
-        src: [u8; 4],
-        dst: [u8; 4],
-    ) -> &mut Self {
+    pub(crate) fn ipv4(&mut self, proto: u8, payload_len: usize, src: [u8; 4], dst: [u8; 4]) -> &mut Self {
         let mut h = [0u8; 20];
         crate::ipv4::build::header(&mut h, (20 + payload_len) as u16, proto, src, dst);
         self.push(&h)
     }
 
-    pub(crate) fn ipv6(
-        &mut self,
-        next: u8,
-        payload_len: usize,
-        src_last: u8,
-        dst_last: u8,
-    ) -> &mut Self {
+    pub(crate) fn ipv6(&mut self, next: u8, payload_len: usize, src_last: u8, dst_last: u8) -> &mut Self {
         let mut h = [0u8; 40];
         crate::ipv6::build::header(&mut h, payload_len as u16, next, src_last, dst_last);
         self.push(&h)
     }
 
-    pub(crate) fn tcp(
-        &mut self,
-        sport: u16,
-        dport: u16,
-        seq: u32,
-        flags: u8,
-        opts: &[u8],
-    ) -> &mut Self {
+    pub(crate) fn tcp(&mut self, sport: u16, dport: u16, seq: u32, flags: u8, opts: &[u8]) -> &mut Self {
         let mut h = [0u8; 60];
         let n = crate::tcp::build::header(&mut h, sport, dport, seq, 0, flags, opts);
         self.push(&h[..n])

@@ -121,11 +121,7 @@ impl<'a> GreHeader<'a> {
         if !self.has_key() {
             return None;
         }
-        let at = if self.version() == 0 && (self.has_checksum() || self.has_routing()) {
-            8
-        } else {
-            4
-        };
+        let at = if self.version() == 0 && (self.has_checksum() || self.has_routing()) { 8 } else { 4 };
         self.buf.get(at..at + 4).map(|b| be32(b, 0))
     }
 
@@ -369,16 +365,7 @@ mod tests {
     fn gre_plain() {
         let b = [0x00, 0x00, 0x08, 0x00, 0x45];
         let h = GreHeader::new_checked(&b).unwrap();
-        assert_eq!(
-            (
-                h.version(),
-                h.protocol(),
-                h.header_len(),
-                h.key(),
-                h.sequence()
-            ),
-            (0, 0x0800, 4, None, None)
-        );
+        assert_eq!((h.version(), h.protocol(), h.header_len(), h.key(), h.sequence()), (0, 0x0800, 4, None, None));
         assert_eq!(walk_gre(&b), Net::Ipv4(4));
         for cut in 0..4 {
             assert_eq!(walk_gre(&b[..cut]), Net::Cut);
@@ -388,15 +375,10 @@ mod tests {
     #[test]
     fn gre_optional_fields() {
         // C, K, S: checksum + reserved, key 0x01020304, sequence 7, then IPv6.
-        let b = [
-            0xb0, 0x00, 0x86, 0xdd, 0xaa, 0xbb, 0, 0, 1, 2, 3, 4, 0, 0, 0, 7, 0x60,
-        ];
+        let b = [0xb0, 0x00, 0x86, 0xdd, 0xaa, 0xbb, 0, 0, 1, 2, 3, 4, 0, 0, 0, 7, 0x60];
         let h = GreHeader::new_checked(&b).unwrap();
         assert!(h.has_checksum() && h.has_key() && h.has_sequence() && !h.has_routing());
-        assert_eq!(
-            (h.header_len(), h.key(), h.sequence()),
-            (16, Some(0x01020304), Some(7))
-        );
+        assert_eq!((h.header_len(), h.key(), h.sequence()), (16, Some(0x01020304), Some(7)));
         assert_eq!(walk_gre(&b), Net::Ipv6(16));
         for cut in 4..16 {
             assert_eq!(walk_gre(&b[..cut]), Net::Cut);
@@ -406,39 +388,23 @@ mod tests {
         assert_eq!(GreHeader::new_checked(&b).unwrap().key(), Some(9));
         assert_eq!(walk_gre(&b), Net::Ethernet(8));
         // Routing present, or an unknown version: not followed.
-        assert_eq!(
-            walk_gre(&[0x40, 0x00, 0x08, 0x00, 0, 0, 0, 0]),
-            Net::NonIp(NonIp::Other)
-        );
-        assert_eq!(
-            walk_gre(&[0x00, 0x02, 0x08, 0x00]),
-            Net::NonIp(NonIp::Other)
-        );
+        assert_eq!(walk_gre(&[0x40, 0x00, 0x08, 0x00, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_gre(&[0x00, 0x02, 0x08, 0x00]), Net::NonIp(NonIp::Other));
         // MPLS over GRE.
-        assert_eq!(
-            walk_gre(&[0, 0, 0x88, 0x47, 0, 0, 0x11, 0x40, 0x45]),
-            Net::Ipv4(8)
-        );
+        assert_eq!(walk_gre(&[0, 0, 0x88, 0x47, 0, 0, 0x11, 0x40, 0x45]), Net::Ipv4(8));
         // Something else.
-        assert_eq!(
-            walk_gre(&[0, 0, 0x08, 0x06]),
-            Net::NonIp(NonIp::EtherType(0x0806))
-        );
+        assert_eq!(walk_gre(&[0, 0, 0x08, 0x06]), Net::NonIp(NonIp::EtherType(0x0806)));
     }
 
     #[test]
     fn gre_pptp() {
         // Version 1, K + S: payload length, call id, sequence; PPP with FF 03, IPv4.
-        let b = [
-            0x30, 0x01, 0x88, 0x0b, 0, 40, 0, 5, 0, 0, 0, 1, 0xff, 0x03, 0x00, 0x21, 0x45,
-        ];
+        let b = [0x30, 0x01, 0x88, 0x0b, 0, 40, 0, 5, 0, 0, 0, 1, 0xff, 0x03, 0x00, 0x21, 0x45];
         let h = GreHeader::new_checked(&b).unwrap();
         assert_eq!((h.version(), h.header_len()), (1, 12));
         assert_eq!(walk_gre(&b), Net::Ipv4(16));
         // Compressed address/control and protocol.
-        let b = [
-            0x30, 0x81, 0x88, 0x0b, 0, 40, 0, 5, 0, 0, 0, 1, 0, 0, 0, 1, 0x21, 0x45,
-        ];
+        let b = [0x30, 0x81, 0x88, 0x0b, 0, 40, 0, 5, 0, 0, 0, 1, 0, 0, 0, 1, 0x21, 0x45];
         assert_eq!(walk_gre(&b), Net::Ipv4(17));
         // Acknowledgment only.
         assert_eq!(walk_gre(&b[..16]), Net::NonIp(NonIp::Other));
@@ -475,10 +441,7 @@ mod tests {
         assert!(h.vni_valid());
         assert_eq!((h.flags(), h.vni()), (0x08, 0x1234));
         assert_eq!(walk_vxlan(&b), Net::Ethernet(8));
-        assert_eq!(
-            walk_vxlan(&[0, 0, 0, 0, 0, 0, 0, 0]),
-            Net::NonIp(NonIp::Other)
-        );
+        assert_eq!(walk_vxlan(&[0, 0, 0, 0, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
         for cut in 0..8 {
             assert_eq!(walk_vxlan(&b[..cut]), Net::Cut);
         }
@@ -488,32 +451,17 @@ mod tests {
     fn gtpu_plain() {
         let b = [0x30, 0xff, 0x00, 0x14, 0x11, 0x22, 0x33, 0x44, 0x45];
         let h = GtpuHeader::new_checked(&b).unwrap();
-        assert_eq!(
-            (h.version(), h.protocol_type(), h.message_type()),
-            (1, true, 255)
-        );
-        assert_eq!(
-            (h.length(), h.teid(), h.next_extension()),
-            (20, 0x11223344, 0)
-        );
+        assert_eq!((h.version(), h.protocol_type(), h.message_type()), (1, true, 255));
+        assert_eq!((h.length(), h.teid(), h.next_extension()), (20, 0x11223344, 0));
         assert_eq!(walk_gtpu(&b), Net::Ip(8));
         for cut in 0..9 {
             assert_eq!(walk_gtpu(&b[..cut]), Net::Cut);
         }
         // Echo request: not user data.
-        assert_eq!(
-            walk_gtpu(&[0x32, 0x01, 0, 4, 0, 0, 0, 0, 0, 1, 0, 0]),
-            Net::NonIp(NonIp::Other)
-        );
+        assert_eq!(walk_gtpu(&[0x32, 0x01, 0, 4, 0, 0, 0, 0, 0, 1, 0, 0]), Net::NonIp(NonIp::Other));
         // GTP version 2 / GTP'.
-        assert_eq!(
-            walk_gtpu(&[0x40, 0xff, 0, 0, 0, 0, 0, 0]),
-            Net::NonIp(NonIp::Other)
-        );
-        assert_eq!(
-            walk_gtpu(&[0x20, 0xff, 0, 0, 0, 0, 0, 0]),
-            Net::NonIp(NonIp::Other)
-        );
+        assert_eq!(walk_gtpu(&[0x40, 0xff, 0, 0, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_gtpu(&[0x20, 0xff, 0, 0, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
     }
 
     #[test]

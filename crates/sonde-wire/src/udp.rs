@@ -67,11 +67,7 @@ pub(crate) struct UdpResult {
 /// the IP payload is malformed (the payload is then bounded by the IP payload).
 pub(crate) fn summarize(bytes: &[u8], declared: usize) -> UdpResult {
     let Ok(h) = UdpHeader::new_checked(bytes) else {
-        let err = if declared < field::HEADER_LEN {
-            WireError::Malformed
-        } else {
-            WireError::Truncated
-        };
+        let err = if declared < field::HEADER_LEN { WireError::Malformed } else { WireError::Truncated };
         return UdpResult {
             transport: Transport::Truncated { protocol: PROTOCOL },
             payload_declared: 0,
@@ -85,11 +81,7 @@ pub(crate) fn summarize(bytes: &[u8], declared: usize) -> UdpResult {
         n if n > declared => (ip_payload, Some(WireError::Malformed)),
         n => (n - field::HEADER_LEN, None),
     };
-    let error = if declared < field::HEADER_LEN {
-        Some(WireError::Malformed)
-    } else {
-        error
-    };
+    let error = if declared < field::HEADER_LEN { Some(WireError::Malformed) } else { error };
     UdpResult {
         transport: Transport::Udp(UdpSummary {
             src_port: h.src_port(),
@@ -127,30 +119,17 @@ mod tests {
     #[test]
     fn fields() {
         let h = UdpHeader::new_checked(&DNS).unwrap();
-        assert_eq!(
-            (h.src_port(), h.dst_port(), h.length(), h.checksum()),
-            (54321, 53, 12, 0xbeef)
-        );
+        assert_eq!((h.src_port(), h.dst_port(), h.length(), h.checksum()), (54321, 53, 12, 0xbeef));
         let r = summarize(&DNS, 12);
         assert_eq!(r.error, None);
-        assert_eq!(
-            udp(r.transport),
-            UdpSummary {
-                src_port: 54321,
-                dst_port: 53,
-                payload_len: 4
-            }
-        );
+        assert_eq!(udp(r.transport), UdpSummary { src_port: 54321, dst_port: 53, payload_len: 4 });
         assert_eq!(r.payload_declared, 4);
     }
 
     #[test]
     fn cuts() {
         for cut in 0..8 {
-            assert_eq!(
-                UdpHeader::new_checked(&DNS[..cut]).unwrap_err(),
-                WireError::Truncated
-            );
+            assert_eq!(UdpHeader::new_checked(&DNS[..cut]).unwrap_err(), WireError::Truncated);
             let r = summarize(&DNS[..cut], 12);
             assert_eq!(r.transport, Transport::Truncated { protocol: 17 });
             assert_eq!(r.error, Some(WireError::Truncated));
@@ -166,10 +145,7 @@ mod tests {
         assert_eq!(udp(summarize(&DNS, 20).transport).payload_len, 4);
         // UDP length above the IP payload: bounded, malformed.
         let r = summarize(&DNS, 10);
-        assert_eq!(
-            (udp(r.transport).payload_len, r.error),
-            (2, Some(WireError::Malformed))
-        );
+        assert_eq!((udp(r.transport).payload_len, r.error), (2, Some(WireError::Malformed)));
         // Zero length: jumbogram / GSO, use the IP payload.
         let mut b = DNS;
         b[4..6].fill(0);
@@ -177,10 +153,7 @@ mod tests {
         // Length below the header size.
         b[5] = 5;
         let r = summarize(&b, 12);
-        assert_eq!(
-            (udp(r.transport).payload_len, r.error),
-            (0, Some(WireError::Malformed))
-        );
+        assert_eq!((udp(r.transport).payload_len, r.error), (0, Some(WireError::Malformed)));
         // Declared IP payload below the header size.
         assert_eq!(summarize(&DNS[..6], 6).error, Some(WireError::Malformed));
     }

@@ -39,9 +39,7 @@ impl Rng {
 
 fn ipv4(proto: u8, payload: &[u8]) -> Vec<u8> {
     let total = (20 + payload.len()) as u16;
-    let mut v = vec![
-        0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-    ];
+    let mut v = vec![0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
     v[2..4].copy_from_slice(&total.to_be_bytes());
     v.extend_from_slice(payload);
     v
@@ -57,12 +55,8 @@ fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 fn tcp(payload_len: usize) -> Vec<u8> {
-    let mut v = vec![
-        0xc3, 0x50, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0xa0, 0x12, 0xff, 0xff, 0, 0, 0, 0,
-    ];
-    v.extend_from_slice(&[
-        2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
-    ]);
+    let mut v = vec![0xc3, 0x50, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0xa0, 0x12, 0xff, 0xff, 0, 0, 0, 0];
+    v.extend_from_slice(&[2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7]);
     v.resize(v.len() + payload_len, 0xaa);
     v
 }
@@ -151,10 +145,7 @@ fn framed(link: LinkType, ip: &[u8]) -> Vec<u8> {
 fn check(link: LinkType, frame: &[u8], wire_len: u32) -> PacketSummary {
     let s = decode(link, frame, wire_len).expect("supported link type");
     if s.non_ip.is_some() {
-        assert!(
-            s.ip.is_none() && s.transport.is_none() && s.problem.is_none(),
-            "{s:?}"
-        );
+        assert!(s.ip.is_none() && s.transport.is_none() && s.problem.is_none(), "{s:?}");
     }
     if s.transport.is_some() || s.tunnel.is_some() {
         assert!(s.ip.is_some(), "{s:?}");
@@ -164,10 +155,7 @@ fn check(link: LinkType, frame: &[u8], wire_len: u32) -> PacketSummary {
             Some(Transport::Tcp(t)) => {
                 assert!(t.payload_len <= ip.total_len, "{s:?}");
                 if s.problem.is_none() {
-                    assert!(
-                        t.payload_len + u32::from(t.header_len) <= ip.total_len,
-                        "{s:?}"
-                    );
+                    assert!(t.payload_len + u32::from(t.header_len) <= ip.total_len, "{s:?}");
                     assert!(t.header_len >= 20 && t.header_len <= 60, "{s:?}");
                 }
                 assert!(t.options.sack_count <= 4);
@@ -177,10 +165,7 @@ fn check(link: LinkType, frame: &[u8], wire_len: u32) -> PacketSummary {
         }
     }
     if matches!(s.problem, Some(DecodeProblem::Truncated(_))) {
-        assert!(
-            frame.len() < wire_len as usize,
-            "truncated without a snaplen cut: {s:?}"
-        );
+        assert!(frame.len() < wire_len as usize, "truncated without a snaplen cut: {s:?}");
     }
     s
 }
@@ -195,12 +180,7 @@ fn random_bytes_never_panic() {
             *b = rng.next() as u8;
         }
         let link = LINKS[rng.below(LINKS.len())];
-        let wire = len as u32
-            + if rng.below(2) == 0 {
-                0
-            } else {
-                rng.below(2000) as u32
-            };
+        let wire = len as u32 + if rng.below(2) == 0 { 0 } else { rng.below(2000) as u32 };
         check(link, &buf[..len], wire);
     }
     // Some unsupported types.
@@ -218,10 +198,7 @@ fn every_truncation_of_seed_frames() {
             assert!(full.ip.is_some(), "{link:?}: {full:?}");
             assert_eq!(full.problem, None, "{link:?}: {full:?}");
             assert_eq!(full.tunnel, tunnel, "{link:?}: {full:?}");
-            assert!(matches!(
-                full.transport,
-                Some(Transport::Tcp(_) | Transport::Udp(_) | Transport::Icmp { .. })
-            ));
+            assert!(matches!(full.transport, Some(Transport::Tcp(_) | Transport::Udp(_) | Transport::Icmp { .. })));
             for cut in 0..frame.len() {
                 // Snaplen cut: byte counts unchanged whenever the same packet is reported.
                 let s = check(link, &frame[..cut], frame.len() as u32);
@@ -230,9 +207,7 @@ fn every_truncation_of_seed_frames() {
                         assert_eq!(a.total_len, b.total_len, "{link:?} cut {cut}");
                     }
                 }
-                if let (Some(Transport::Tcp(a)), Some(Transport::Tcp(b))) =
-                    (s.transport, full.transport)
-                {
+                if let (Some(Transport::Tcp(a)), Some(Transport::Tcp(b))) = (s.transport, full.transport) {
                     if s.problem.is_none() {
                         assert_eq!(a.payload_len, b.payload_len, "{link:?} cut {cut}");
                     }
@@ -247,10 +222,8 @@ fn every_truncation_of_seed_frames() {
 #[test]
 fn mutated_seed_frames() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let seeds: Vec<(LinkType, Vec<u8>)> = LINKS
-        .iter()
-        .flat_map(|&l| ip_seeds().into_iter().map(move |ip| (l, framed(l, &ip))))
-        .collect();
+    let seeds: Vec<(LinkType, Vec<u8>)> =
+        LINKS.iter().flat_map(|&l| ip_seeds().into_iter().map(move |ip| (l, framed(l, &ip)))).collect();
     for _ in 0..300_000 {
         let (link, seed) = &seeds[rng.below(seeds.len())];
         let mut f = seed.clone();
@@ -262,11 +235,7 @@ fn mutated_seed_frames() {
                 _ => f[at] = [0, 0xff, 0x45, 0x60, 0x81, 0x88][rng.below(6)],
             }
         }
-        let cut = if rng.below(3) == 0 {
-            rng.below(f.len() + 1)
-        } else {
-            f.len()
-        };
+        let cut = if rng.below(3) == 0 { rng.below(f.len() + 1) } else { f.len() };
         let wire = if rng.below(2) == 0 { f.len() } else { cut } as u32;
         check(*link, &f[..cut], wire);
     }

@@ -60,7 +60,9 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let cpu_before = resources::cpu_seconds();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let mut bar: Option<ProgressBar> = None;
-    let mut on_progress = |p: Progress| {
+    let mut records: Vec<FlowRecord> = Vec::new();
+    // The bar appears only once a run has lasted a second.
+    let outcome = analyze(source.as_mut(), filter.as_mut(), flow_cfg, &mut records, &mut |p: Progress| {
         if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
             return;
         }
@@ -69,10 +71,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
             Some(_) => b.set_position(p.position),
             None => b.set_position(p.packets),
         }
-    };
-    let mut records: Vec<FlowRecord> = Vec::new();
-    let outcome = analyze(source.as_mut(), filter.as_mut(), flow_cfg, &mut records, &mut on_progress);
-    drop(on_progress);
+    });
     if let Some(b) = bar.take() {
         b.finish_and_clear();
     }
@@ -108,7 +107,8 @@ fn new_bar(size: Option<u64>) -> ProgressBar {
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         ),
         None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{spinner} {pos} packets").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ProgressStyle::with_template("{spinner} {pos} packets")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         ),
     }
 }

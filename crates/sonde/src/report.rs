@@ -117,7 +117,13 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
         text.push_str(&l);
         text.push('\n');
     };
-    line(format!("sonde {} — {} ({}{})", r.sonde_version, r.input, r.format, r.compression.as_deref().map(|c| format!(", {c}")).unwrap_or_default()));
+    line(format!(
+        "sonde {} — {} ({}{})",
+        r.sonde_version,
+        r.input,
+        r.format,
+        r.compression.as_deref().map(|c| format!(", {c}")).unwrap_or_default()
+    ));
     line(format!(
         "  packets   {} read ({}B on the wire), {} analysed, {} filtered out",
         p.read,
@@ -131,7 +137,16 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
     }
     line(format!(
         "  protocols IPv4 {}, IPv6 {}, non-IP {}; TCP {}, UDP {}, ICMP {}, ICMPv6 {}, other {}; fragments {}+{}",
-        pr.ipv4, pr.ipv6, pr.non_ip, pr.tcp, pr.udp, pr.icmp, pr.icmpv6, pr.other_ip, pr.fragments_first, pr.fragments_later
+        pr.ipv4,
+        pr.ipv6,
+        pr.non_ip,
+        pr.tcp,
+        pr.udp,
+        pr.icmp,
+        pr.icmpv6,
+        pr.other_ip,
+        pr.fragments_first,
+        pr.fragments_later
     ));
     line(format!("  problems  {} (snaplen cuts: {})", join_counts(&s.decode_problems), join_counts(&s.snaplen_cuts)));
     line(format!(
