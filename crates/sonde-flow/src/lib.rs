@@ -259,3 +259,6 @@ impl FlowTracker {
         sink.flow(record);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -222,7 +222,8 @@ impl TcpConn {
         s.rst_cnt += u64::from(flags.rst());
         if flags.ack() {
             s.ack_pkts += 1;
-            if s.first_ack_ns == 0 {
+            // Tstat: the first ACK segment without SYN.
+            if s.first_ack_ns == 0 && !flags.syn() {
                 s.first_ack_ns = ts_ns;
             }
             if t.payload_len == 0 && !flags.syn() && !flags.fin() && !flags.rst() {
@@ -405,7 +406,12 @@ impl TcpConn {
 /// (`is_retx`) or fills a hole below the highest sequence number.
 fn classify(h: &mut Half, ts_ns: u64, ip_ident: u32, start: i64, end: i64, is_retx: bool, hs_rtt: Option<u64>) {
     let rtt_min = if h.stats.rtt.count > 0 { Some(h.stats.rtt.min_ns) } else { hs_rtt };
-    let rto = h.rto_ns().max(hs_rtt.map_or(0, |r| r.saturating_mul(2)).min(INITIAL_RTO_NS));
+    // Before any data→ACK sample, the handshake seeds the estimator as it does the sender's
+    // (RFC 6298 §2.2: SRTT = R, RTTVAR = R/2, so RTO = 3R).
+    let rto = match (h.stats.rtt.count, hs_rtt) {
+        (0, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
+        _ => h.rto_ns(),
+    };
     let a = &mut h.stats.anomalies;
 
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.

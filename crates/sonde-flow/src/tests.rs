@@ -1,0 +1,256 @@
+//! Scenario tests of the tracker on hand-made packets: each one a small TCP or UDP exchange
+//! whose right answer is known.
+
+use std::net::IpAddr;
+
+use sonde_wire::{Fragment, IpSummary, PacketSummary, TcpFlags, TcpOptions, TcpSummary, Transport, UdpSummary};
+
+use crate::*;
+
+const C: &str = "10.0.0.1";
+const S: &str = "10.0.0.2";
+const MS: u64 = 1_000_000;
+
+fn ip(src: &str, dst: &str, total_len: u32, ident: u32) -> IpSummary {
+    IpSummary {
+        src: src.parse::<IpAddr>().unwrap(),
+        dst: dst.parse::<IpAddr>().unwrap(),
+        total_len,
+        ttl: 64,
+        ident,
+        protocol: 6,
+        fragment: Fragment::No,
+    }
+}
+
+/// A TCP segment; `from_client` picks the direction.
+fn seg(from_client: bool, flags: u16, seq: u32, ack: u32, len: u32, ident: u32) -> PacketSummary {
+    let (src, dst, sp, dp) = if from_client { (C, S, 40000, 80) } else { (S, C, 80, 40000) };
+    let mut options = TcpOptions::default();
+    if flags & TcpFlags::SYN != 0 {
+        options.mss = Some(1460);
+        options.window_scale = Some(7);
+        options.sack_permitted = true;
+    }
+    PacketSummary {
+        ip: Some(ip(src, dst, 40 + len, ident)),
+        transport: Some(Transport::Tcp(TcpSummary {
+            src_port: sp,
+            dst_port: dp,
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            window: 1000,
+            header_len: 20,
+            payload_len: len,
+            options,
+        })),
+        ..PacketSummary::EMPTY
+    }
+}
+
+const SYN: u16 = TcpFlags::SYN;
+const SYNACK: u16 = TcpFlags::SYN | TcpFlags::ACK;
+const ACK: u16 = TcpFlags::ACK;
+const FINACK: u16 = TcpFlags::FIN | TcpFlags::ACK;
+
+fn run(packets: &[(u64, PacketSummary)]) -> Vec<FlowRecord> {
+    let mut t = FlowTracker::new(FlowConfig::default());
+    let mut out = Vec::new();
+    for (ts, p) in packets {
+        t.on_packet(*ts, p, &mut out);
+    }
+    t.finish(&mut out);
+    out
+}
+
+fn only_tcp(records: &[FlowRecord]) -> &TcpRecord {
+    assert_eq!(records.len(), 1, "{records:#?}");
+    match &records[0] {
+        FlowRecord::Tcp(t) => t,
+        other => panic!("not TCP: {other:?}"),
+    }
+}
+
+/// Handshake at the client side (client close to the probe), 3 data segments, FIN exchange.
+fn clean_exchange() -> Vec<(u64, PacketSummary)> {
+    vec![
+        (1000 * MS, seg(true, SYN, 100, 0, 0, 1)),
+        (1020 * MS, seg(false, SYNACK, 5000, 101, 0, 1)),
+        (1021 * MS, seg(true, ACK, 101, 5001, 0, 2)),
+        (1022 * MS, seg(true, ACK, 101, 5001, 200, 3)),
+        (1042 * MS, seg(false, ACK, 5001, 301, 1000, 2)),
+        (1043 * MS, seg(false, ACK, 6001, 301, 1000, 3)),
+        (1044 * MS, seg(true, ACK, 301, 7001, 0, 4)),
+        (1050 * MS, seg(true, FINACK, 301, 7001, 0, 5)),
+        (1070 * MS, seg(false, FINACK, 7001, 302, 0, 4)),
+        (1071 * MS, seg(true, ACK, 302, 7002, 0, 6)),
+    ]
+}
+
+#[test]
+fn clean_connection_counts_and_rtts() {
+    let records = run(&clean_exchange());
+    let r = only_tcp(&records);
+    assert!(r.complete);
+    assert_eq!(r.end, EndReason::Fin);
+    assert_eq!(r.endpoints.client_port, 40000);
+    assert_eq!((r.client.pkts, r.server.pkts), (6, 4));
+    assert_eq!((r.client.unique_bytes, r.server.unique_bytes), (200, 2000));
+    assert_eq!((r.client.data_pkts, r.server.data_pkts), (1, 2));
+    assert_eq!(r.client.pure_ack_pkts, 3);
+    assert_eq!(r.hs_syn_synack_ns, Some(20 * MS));
+    assert_eq!(r.hs_synack_ack_ns, Some(MS));
+    // Client data at 1022 acked at 1042: 20 ms. Server data acked together at 1044: the ACK
+    // matches the second segment exactly (1 ms); the first is acked cumulatively, no sample.
+    assert_eq!((r.client.rtt.count, r.client.rtt.min_ns), (1, 20 * MS));
+    assert_eq!((r.server.rtt.count, r.server.rtt.min_ns), (1, MS));
+    assert_eq!((r.client.retx_pkts, r.client.ooo_pkts, r.server.retx_pkts, r.server.ooo_pkts), (0, 0, 0, 0));
+    // Window scale 7 on both SYNs: later windows are scaled, the SYNs' are not.
+    assert_eq!((r.client.win_min, r.client.win_max), (1000, 1000 << 7));
+    assert_eq!(r.server.inflight_initial, 2000);
+    assert_eq!(r.client.first_ack_ns, 1021 * MS);
+}
+
+#[test]
+fn retransmission_and_hole_fill_are_told_apart() {
+    let p = vec![
+        (1000 * MS, seg(true, SYN, 100, 0, 0, 1)),
+        (1020 * MS, seg(false, SYNACK, 5000, 101, 0, 1)),
+        (1021 * MS, seg(true, ACK, 101, 5001, 0, 2)),
+        (1022 * MS, seg(true, ACK, 101, 5001, 200, 3)),
+        // 5001..6001 is lost before the probe; 6001..7001 arrives.
+        (1043 * MS, seg(false, ACK, 6001, 301, 1000, 3)),
+        (1044 * MS, seg(true, ACK, 301, 5001, 0, 4)),
+        // Retransmitted after a timeout: it fills the hole (out of sequence, not a repeat).
+        (1340 * MS, seg(false, ACK, 5001, 301, 1000, 4)),
+        (1341 * MS, seg(true, ACK, 301, 7001, 0, 5)),
+        // Then 6001..7001 again, although it was acknowledged: a needless retransmission.
+        (1600 * MS, seg(false, ACK, 6001, 301, 1000, 5)),
+    ];
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert_eq!(r.server.unique_bytes, 2000);
+    assert_eq!(r.server.ooo_pkts, 1);
+    assert_eq!(r.server.retx_pkts, 1);
+    assert_eq!(r.server.retx_bytes, 1000);
+    let a = r.server.anomalies;
+    // 297 ms after the highest segment, with a 1 ms handshake RTT: past the 200 ms RTO floor.
+    assert_eq!((a.rto, a.unneeded_rto), (1, 1), "{a:?}");
+    let classified = a.rto
+        + a.fast_retx
+        + a.reordering
+        + a.net_dup
+        + a.flow_control
+        + a.unneeded_rto
+        + a.unneeded_fast_retx
+        + a.unknown;
+    assert_eq!(classified, r.server.ooo_pkts + r.server.retx_pkts);
+}
+
+#[test]
+fn network_duplicate_is_recognised_by_ip_ident() {
+    let mut p = clean_exchange();
+    let dup = p[3].1;
+    p.insert(4, (1022 * MS + 50_000, dup));
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert_eq!(r.client.retx_pkts, 1);
+    assert_eq!(r.client.anomalies.net_dup, 1);
+    assert_eq!(r.client.unique_bytes, 200);
+}
+
+#[test]
+fn karn_rule_drops_samples_of_retransmitted_segments() {
+    let mut p = clean_exchange();
+    // Retransmit the client's request before its ACK arrives: the ACK is ambiguous.
+    p.insert(4, (1030 * MS, seg(true, ACK, 101, 5001, 200, 30)));
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert_eq!(r.client.retx_pkts, 1);
+    assert_eq!(r.client.rtt.count, 0);
+}
+
+#[test]
+fn a_new_syn_after_close_starts_a_new_flow() {
+    let mut p = clean_exchange();
+    let mut second: Vec<_> = clean_exchange()
+        .into_iter()
+        .map(|(t, mut s)| {
+            if let Some(Transport::Tcp(t)) = &mut s.transport {
+                // Another ISN on each side.
+                if t.src_port == 40000 {
+                    t.seq = t.seq.wrapping_add(1_000_000);
+                    t.ack = t.ack.wrapping_add(2_000_000);
+                } else {
+                    t.seq = t.seq.wrapping_add(2_000_000);
+                    t.ack = t.ack.wrapping_add(1_000_000);
+                }
+            }
+            (t + 2000 * MS, s)
+        })
+        .collect();
+    p.append(&mut second);
+    let records = run(&p);
+    assert_eq!(records.len(), 2);
+    for r in &records {
+        let FlowRecord::Tcp(t) = r else { panic!() };
+        assert!(t.complete);
+        assert_eq!(t.client.unique_bytes, 200);
+        assert_eq!(t.client.syn_cnt, 1);
+    }
+}
+
+#[test]
+fn flow_seen_from_its_syn_ack_keeps_the_client_role() {
+    let p: Vec<_> = clean_exchange().into_iter().skip(1).collect();
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert!(!r.complete);
+    assert_eq!(r.endpoints.client_port, 40000);
+    assert_eq!(r.client.unique_bytes, 200);
+}
+
+#[test]
+fn sequence_numbers_wrap() {
+    let isn = u32::MAX - 50;
+    let p = vec![
+        (0, seg(true, SYN, isn, 0, 0, 1)),
+        (MS, seg(false, SYNACK, 7, isn.wrapping_add(1), 0, 1)),
+        (2 * MS, seg(true, ACK, isn.wrapping_add(1), 8, 100, 2)),
+        (3 * MS, seg(true, ACK, isn.wrapping_add(101), 8, 100, 3)),
+        (4 * MS, seg(false, ACK, 8, isn.wrapping_add(201), 0, 2)),
+    ];
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert_eq!(r.client.unique_bytes, 200);
+    assert_eq!(r.client.retx_pkts + r.client.ooo_pkts, 0);
+    assert_eq!(r.client.rtt.count, 1);
+}
+
+#[test]
+fn idle_timeout_and_eviction_end_flows() {
+    let udp = |sport: u16| PacketSummary {
+        ip: Some(ip(C, S, 28 + 10, 0)),
+        transport: Some(Transport::Udp(UdpSummary { src_port: sport, dst_port: 53, payload_len: 10 })),
+        ..PacketSummary::EMPTY
+    };
+    let cfg = FlowConfig { max_flows: 2, udp_idle_ns: 10 * MS, ..FlowConfig::default() };
+    let mut t = FlowTracker::new(cfg);
+    let mut out = Vec::new();
+    t.on_packet(0, &udp(1), &mut out);
+    t.on_packet(MS, &udp(2), &mut out);
+    t.on_packet(2 * MS, &udp(3), &mut out); // table full: flow 1 (idlest) is evicted
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].end(), EndReason::Evicted);
+    t.on_packet(11 * MS + MS / 2, &udp(3), &mut out); // flow 2 idle 10.5 ms ≥ 10 ms
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[1].end(), EndReason::Idle);
+    assert_eq!(out[1].endpoints().client_port, 2);
+    t.finish(&mut out);
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[2].end(), EndReason::Eof);
+    let FlowRecord::Udp(u) = &out[2] else { panic!() };
+    assert_eq!((u.client.pkts, u.client.payload_bytes, u.client.ip_bytes), (2, 20, 76));
+    assert_eq!(t.table_stats().evicted, 1);
+}
