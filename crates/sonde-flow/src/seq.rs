@@ -42,13 +42,16 @@ pub struct RangeOutcome {
     /// The segment brought fresh data below the highest sequence number seen: it fills a hole
     /// (tcptrace's "out of order").
     pub fills_hole: bool,
+    /// When it fills a hole: the time the hole appeared (the data above it was first seen).
+    pub hole_opened_ns: u64,
 }
 
-/// Disjoint, sorted, merged ranges `[start, end)` of sequence numbers seen. In normal traffic it
-/// holds one range; each hole adds one. Inline storage covers the common case without allocation.
+/// Disjoint, sorted, merged ranges `[start, end)` of sequence numbers seen, each with the packet
+/// time it began (the time the hole below it opened). In normal traffic it holds one range; each
+/// hole adds one. Inline storage covers the common case without allocation.
 #[derive(Debug, Clone, Default)]
 pub struct SeenRanges {
-    ranges: smallvec::SmallVec<[(i64, i64); 4]>,
+    ranges: smallvec::SmallVec<[(i64, i64, u64); 4]>,
 }
 
 impl SeenRanges {
@@ -71,8 +74,8 @@ impl SeenRanges {
         self.ranges.iter().any(|r| r.0 <= start && end <= r.1)
     }
 
-    /// Adds `[start, end)` and reports what was new.
-    pub fn add(&mut self, start: i64, end: i64) -> RangeOutcome {
+    /// Adds `[start, end)`, seen at `ts_ns`, and reports what was new.
+    pub fn add(&mut self, start: i64, end: i64, ts_ns: u64) -> RangeOutcome {
         if end <= start {
             return RangeOutcome::default();
         }
@@ -80,14 +83,14 @@ impl SeenRanges {
         // Fast path: appending at or beyond the end.
         match self.ranges.last_mut() {
             None => {
-                self.ranges.push((start, end));
+                self.ranges.push((start, end, ts_ns));
                 return RangeOutcome { fresh: len, ..Default::default() };
             }
             Some(last) if start >= last.1 => {
                 if start == last.1 {
                     last.1 = end;
                 } else {
-                    self.ranges.push((start, end));
+                    self.ranges.push((start, end, ts_ns));
                 }
                 return RangeOutcome { fresh: len, ..Default::default() };
             }
@@ -103,28 +106,33 @@ impl SeenRanges {
         }
         let fresh = len - overlap;
         // tcptrace's rule: fresh bytes that start in a gap and end before the range after it.
-        let fills_hole = fresh > 0 && {
-            let next = self.ranges.iter().find(|r| r.1 > start);
-            next.is_some_and(|r| start < r.0 && end < r.1)
-        };
+        let next = self.ranges.iter().find(|r| r.1 > start).copied();
+        let fills_hole = fresh > 0 && next.is_some_and(|r| start < r.0 && end < r.1);
+        let hole_opened_ns = if fills_hole { next.map_or(0, |r| r.2) } else { 0 };
         if fresh > 0 {
-            self.insert_merge(start, end);
+            self.insert_merge(start, end, ts_ns);
         }
-        RangeOutcome { overlap, fresh, fills_hole }
+        RangeOutcome { overlap, fresh, fills_hole, hole_opened_ns }
     }
 
-    fn insert_merge(&mut self, start: i64, end: i64) {
+    fn insert_merge(&mut self, start: i64, end: i64, ts_ns: u64) {
         // Index of the first range that ends at or after `start` (it may merge).
         let first = self.ranges.iter().position(|r| r.1 >= start).unwrap_or(self.ranges.len());
         let mut last = first;
         let (mut lo, mut hi) = (start, end);
+        // A merged range keeps the opening time of its lowest part.
+        let mut opened =
+            if first < self.ranges.len() && self.ranges[first].0 <= start { self.ranges[first].2 } else { ts_ns };
         while last < self.ranges.len() && self.ranges[last].0 <= end {
+            if self.ranges[last].0 < lo {
+                opened = self.ranges[last].2;
+            }
             lo = lo.min(self.ranges[last].0);
             hi = hi.max(self.ranges[last].1);
             last += 1;
         }
         self.ranges.drain(first..last);
-        self.ranges.insert(first, (lo, hi));
+        self.ranges.insert(first, (lo, hi, opened));
     }
 }
 
@@ -156,8 +164,8 @@ mod tests {
     #[test]
     fn in_order_data_is_fresh() {
         let mut s = SeenRanges::default();
-        assert_eq!(s.add(0, 1).fresh, 1);
-        assert_eq!(s.add(1, 101).fresh, 100);
+        assert_eq!(s.add(0, 1, 0).fresh, 1);
+        assert_eq!(s.add(1, 101, 0).fresh, 100);
         assert_eq!(s.covered(), 101);
         assert_eq!(s.holes(), 0);
     }
@@ -165,13 +173,13 @@ mod tests {
     #[test]
     fn retransmission_overlaps_and_hole_fill_is_out_of_order() {
         let mut s = SeenRanges::default();
-        s.add(0, 100);
-        s.add(200, 300); // 100..200 lost before the probe
+        s.add(0, 100, 0);
+        s.add(200, 300, 7); // 100..200 lost before the probe: the hole opens at time 7
         assert_eq!(s.holes(), 1);
-        let rtx = s.add(0, 100);
-        assert_eq!(rtx, RangeOutcome { overlap: 100, fresh: 0, fills_hole: false });
-        let fill = s.add(100, 200);
-        assert_eq!(fill, RangeOutcome { overlap: 0, fresh: 100, fills_hole: true });
+        let rtx = s.add(0, 100, 0);
+        assert_eq!(rtx, RangeOutcome { overlap: 100, fresh: 0, fills_hole: false, hole_opened_ns: 0 });
+        let fill = s.add(100, 200, 0);
+        assert_eq!(fill, RangeOutcome { overlap: 0, fresh: 100, fills_hole: true, hole_opened_ns: 7 });
         assert_eq!(s.holes(), 0);
         assert_eq!(s.covered(), 300);
     }
@@ -179,9 +187,9 @@ mod tests {
     #[test]
     fn partial_overlap_counts_both_parts() {
         let mut s = SeenRanges::default();
-        s.add(0, 100);
-        let o = s.add(50, 150);
-        assert_eq!(o, RangeOutcome { overlap: 50, fresh: 50, fills_hole: false });
+        s.add(0, 100, 0);
+        let o = s.add(50, 150, 0);
+        assert_eq!(o, RangeOutcome { overlap: 50, fresh: 50, fills_hole: false, hole_opened_ns: 0 });
         assert_eq!(s.covered(), 150);
         assert!(s.contains(10, 150));
         assert!(!s.contains(10, 151));
@@ -191,10 +199,10 @@ mod tests {
     fn merging_several_ranges() {
         let mut s = SeenRanges::default();
         for i in 0..6 {
-            s.add(i * 100, i * 100 + 50);
+            s.add(i * 100, i * 100 + 50, 0);
         }
         assert_eq!(s.holes(), 5);
-        let o = s.add(25, 575);
+        let o = s.add(25, 575, 0);
         assert_eq!(o.overlap, 25 + 50 * 5);
         assert_eq!(s.holes(), 0);
         assert_eq!(s.covered(), 575);

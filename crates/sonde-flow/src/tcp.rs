@@ -77,12 +77,10 @@ impl Half {
         *self = Half { outstanding, ..Half::default() };
     }
 
-    fn rto_ns(&self) -> u64 {
-        if self.stats.rtt.count == 0 {
-            INITIAL_RTO_NS
-        } else {
-            ((self.srtt_ns + 4.0 * self.rttvar_ns) as u64).max(MIN_RTO_NS)
-        }
+    /// RFC 6298 §2.3's RTO from this direction's samples (probe → receiver → probe), before
+    /// the lower bound.
+    fn rto_estimate_ns(&self) -> u64 {
+        (self.srtt_ns + 4.0 * self.rttvar_ns) as u64
     }
 
     fn add_rtt_sample(&mut self, sample_ns: u64) {
@@ -278,8 +276,7 @@ impl TcpConn {
     /// Places the segment in the sender's sequence space.
     fn sequence(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary, payload: u64, seg_len: u64) {
         let flags = t.flags;
-        // RTT of this direction's data: to the receiver and back, at the probe.
-        let hs_rtt = if dir == 0 { self.hs_syn_synack_ns } else { self.hs_synack_ack_ns };
+        let paths = self.path_rtts(dir);
         let h = &mut self.half[dir];
         if flags.syn() {
             match h.isn {
@@ -309,7 +306,7 @@ impl TcpConn {
         let data_start = start + i64::from(flags.syn());
         let data_end = data_start + payload as i64;
         let old_max = h.seen.max_end();
-        let outcome = h.seen.add(start, end_ctl);
+        let outcome = h.seen.add(start, end_ctl, ts_ns);
         if old_max.is_none_or(|m| end_ctl > m) {
             h.advanced_ns = ts_ns;
         }
@@ -328,7 +325,7 @@ impl TcpConn {
             h.stats.ooo_pkts += 1;
         }
         if is_retx || outcome.fills_hole {
-            classify(h, ts_ns, ip.ident, start, end_ctl, is_retx, hs_rtt);
+            classify(h, ts_ns, ip.ident, start, end_ctl, is_retx, outcome.hole_opened_ns, paths);
         }
         h.recent[h.recent_next] = Recent { start, end: end_ctl, ip_ident: ip.ident, ts_ns };
         h.recent_next = (h.recent_next + 1) % RECENT;
@@ -397,21 +394,60 @@ impl TcpConn {
         }
     }
 
+    /// The two halves of the path as the probe sees them for `dir`'s data: probe → receiver →
+    /// probe (this direction's data→ACK samples, else its handshake leg) and probe → sender →
+    /// probe (the other direction's samples, else the other handshake leg).
+    fn path_rtts(&self, dir: usize) -> PathRtts {
+        let legs = [self.hs_syn_synack_ns, self.hs_synack_ack_ns];
+        let min_of = |d: usize| {
+            let r = &self.half[d].stats.rtt;
+            if r.count > 0 {
+                Some(r.min_ns)
+            } else {
+                legs[d]
+            }
+        };
+        PathRtts { to_receiver: min_of(dir), to_sender: min_of(1 - dir) }
+    }
+
     pub(crate) fn stats(&self) -> (&TcpDirStats, &TcpDirStats) {
         (&self.half[0].stats, &self.half[1].stats)
     }
 }
 
+#[derive(Debug, Clone, Copy)]
+struct PathRtts {
+    to_receiver: Option<u64>,
+    to_sender: Option<u64>,
+}
+
 /// Tstat's out-of-sequence classification for a segment that retransmits seen data
-/// (`is_retx`) or fills a hole below the highest sequence number.
-fn classify(h: &mut Half, ts_ns: u64, ip_ident: u32, start: i64, end: i64, is_retx: bool, hs_rtt: Option<u64>) {
-    let rtt_min = if h.stats.rtt.count > 0 { Some(h.stats.rtt.min_ns) } else { hs_rtt };
-    // Before any data→ACK sample, the handshake seeds the estimator as it does the sender's
-    // (RFC 6298 §2.2: SRTT = R, RTTVAR = R/2, so RTO = 3R).
-    let rto = match (h.stats.rtt.count, hs_rtt) {
-        (0, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
-        _ => h.rto_ns(),
+/// (`is_retx`) or fills a hole below the highest sequence number. A sender learns of a loss at
+/// the earliest one probe→sender→probe time after the probe saw the hole, so anything sooner
+/// is reordering or a network duplicate, not a retransmission.
+#[allow(clippy::too_many_arguments)]
+fn classify(
+    h: &mut Half,
+    ts_ns: u64,
+    ip_ident: u32,
+    start: i64,
+    end: i64,
+    is_retx: bool,
+    hole_opened_ns: u64,
+    paths: PathRtts,
+) {
+    let full_rtt = match (paths.to_receiver, paths.to_sender) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     };
+    // The sender's RTO covers the whole path. Before any data→ACK sample the handshake seeds
+    // the estimator (RFC 6298 §2.2: SRTT = R, RTTVAR = R/2, so RTO = 3R).
+    let rto = match (h.stats.rtt.count, full_rtt) {
+        (0, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
+        (0, None) => INITIAL_RTO_NS,
+        _ => (h.rto_estimate_ns() + paths.to_sender.unwrap_or(0)).max(MIN_RTO_NS),
+    };
+    let rtt_min = paths.to_sender;
     let a = &mut h.stats.anomalies;
 
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
@@ -420,7 +456,7 @@ fn classify(h: &mut Half, ts_ns: u64, ip_ident: u32, start: i64, end: i64, is_re
         if let Some(copy) = copy {
             let gap = ts_ns.saturating_sub(copy.ts_ns);
             let same_packet = copy.ip_ident == ip_ident;
-            if same_packet && rtt_min.map_or(gap < 1_000_000, |r| gap < r / 2) {
+            if same_packet && gap < rtt_min.unwrap_or(1_000_000) {
                 a.net_dup += 1;
                 return;
             }
@@ -437,7 +473,8 @@ fn classify(h: &mut Half, ts_ns: u64, ip_ident: u32, start: i64, end: i64, is_re
             .find(|s| s.start < end && start < s.end_ctl)
             .map_or(ts_ns.saturating_sub(h.advanced_ns), |s| ts_ns.saturating_sub(s.ts_ns))
     } else {
-        ts_ns.saturating_sub(h.advanced_ns)
+        // How long the hole it fills had been open.
+        ts_ns.saturating_sub(hole_opened_ns)
     };
     let fast = h.dupacks >= DUPACK_THRESHOLD;
     if is_retx && h.acked.is_some_and(|ack| end <= ack) {
