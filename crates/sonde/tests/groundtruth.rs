@@ -16,6 +16,11 @@ struct Score {
     hs_flows: usize,
     hs_within_1ms: usize,
     path_min_within_1ms: usize,
+    /// s2c network duplicates on IPv4 flows (IPv6 has no IP ident to recognise them by):
+    /// (truth, sonde).
+    net_dup_v4: (u64, u64),
+    /// s2c reordered segments: (truth, sonde).
+    reordered: (u64, u64),
     mismatches: Vec<String>,
 }
 
@@ -87,6 +92,12 @@ fn check_capture(truth_path: &std::path::Path, score: &mut Score) {
         if got != expected {
             miss(format!("TCP {key:?} (c_retx, s_retx, c_ooo, s_ooo): got {got:?}, truth {expected:?}"));
         }
+        if f["family"].as_u64() == Some(4) {
+            score.net_dup_v4.0 += class("net_dup");
+            score.net_dup_v4.1 += int(r, "s_pkts_dup");
+        }
+        score.reordered.0 += class("reordered");
+        score.reordered.1 += int(r, "s_pkts_reor");
         let kernel_min = f["rtt_ms"]["kernel_client_min_rtt"].as_f64();
         if let (Some(kmin), "completed") = (kernel_min, f["outcome"].as_str().unwrap()) {
             score.hs_flows += 1;
@@ -136,6 +147,10 @@ fn flows_packets_bytes_retransmissions_match_the_truth() {
         score.path_min_within_1ms,
         score.hs_flows
     );
+    eprintln!(
+        "s2c network duplicates (IPv4): truth {}, sonde {}; s2c reordered: truth {}, sonde {}",
+        score.net_dup_v4.0, score.net_dup_v4.1, score.reordered.0, score.reordered.1
+    );
     assert!(score.mismatches.is_empty(), "{} mismatches:\n{}", score.mismatches.len(), score.mismatches.join("\n"));
     // The handshake is one sample; with the mixed capture's ±2 ms jitter it can land more than
     // 1 ms from the kernel's minimum over all samples (docs/metrics.md, "Handshake RTT").
@@ -143,4 +158,9 @@ fn flows_packets_bytes_retransmissions_match_the_truth() {
     assert!(hs >= 0.90, "handshake RTT within 1 ms for only {:.1} % of flows", hs * 100.0);
     let path = score.path_min_within_1ms as f64 / score.hs_flows as f64;
     assert!(path >= 0.95, "min RTT within 1 ms for only {:.1} % of flows", path * 100.0);
+    // The cause classification is a heuristic (Tstat's); it must still find the link's
+    // duplicates exactly, and its reordering within a fifth of the truth.
+    assert_eq!(score.net_dup_v4.0, score.net_dup_v4.1, "network duplicates");
+    let (truth, ours) = (score.reordered.0 as f64, score.reordered.1 as f64);
+    assert!((ours - truth).abs() <= 0.2 * truth, "reordered: truth {truth}, sonde {ours}");
 }
