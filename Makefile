@@ -1,0 +1,31 @@
+# The two commands of the README, and what they need.
+#   make demo   installs what is needed, builds sonde and analyses the trace the repo ships
+#   make test   runs every check CI runs: format, lints, the whole test suite
+
+SHELL := /bin/bash
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config
+CARGO ?= cargo
+
+.PHONY: demo test deps build lint
+
+# System packages: libpcap (BPF filters) and tcptrace (compared against in the tests).
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
+
+build: deps
+	$(CARGO) build --release -p sonde
+
+demo: build
+	./target/release/sonde analyze -r testdata/demo.pcap -o demo-out --force
+
+lint: deps
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: lint
+	$(CARGO) test --workspace
