@@ -83,12 +83,13 @@ pub fn analyze<S: FlowSink>(
             }
         };
         stats.packets.analysed += 1;
-        stats.count_packet(&summary);
+        stats.count_packet(&summary, frame.wire_len);
         // A timestamp that steps back only delays timers: expiry never runs backwards.
         tracker.on_packet(frame.ts_ns, &summary, &mut counting);
     };
     tracker.finish(&mut counting);
     stats.flows = counting.counts;
+    stats.finish();
     stats.set_table(tracker.table_stats());
     Outcome { stats, input_error }
 }

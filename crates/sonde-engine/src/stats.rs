@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use sonde_flow::{EndReason, FlowRecord, FlowSink, TableStats};
-use sonde_wire::{DecodeProblem, Layer, PacketSummary, Transport};
+use sonde_wire::{DecodeProblem, Layer, NonIp, PacketSummary, Transport, Tunnel};
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PacketCounts {
@@ -22,16 +22,30 @@ pub struct PacketCounts {
     pub time_went_backwards: u64,
 }
 
+/// Packets and bytes (original lengths on the wire) of one kind.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Traffic {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Traffic {
+    fn add(&mut self, wire_len: u32) {
+        self.packets += 1;
+        self.bytes += u64::from(wire_len);
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ProtocolCounts {
-    pub ipv4: u64,
-    pub ipv6: u64,
-    pub non_ip: u64,
-    pub tcp: u64,
-    pub udp: u64,
-    pub icmp: u64,
-    pub icmpv6: u64,
-    pub other_ip: u64,
+    pub ipv4: Traffic,
+    pub ipv6: Traffic,
+    pub non_ip: Traffic,
+    pub tcp: Traffic,
+    pub udp: Traffic,
+    pub icmp: Traffic,
+    pub icmpv6: Traffic,
+    pub other_ip: Traffic,
     /// IPv4 and IPv6 fragments: the first is analysed, the later ones only counted.
     pub fragments_first: u64,
     pub fragments_later: u64,
@@ -65,8 +79,8 @@ pub struct TableLoad {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RunStats {
     pub packets: PacketCounts,
-    /// Frames per link type ("EN10MB(1)": n), as read.
-    pub link_types: BTreeMap<String, u64>,
+    /// Frames and bytes per link type ("EN10MB(1)"), as read.
+    pub link_types: BTreeMap<String, Traffic>,
     /// Frames of link types sonde cannot decode, counted per type and not analysed.
     pub unsupported_link_types: BTreeMap<String, u64>,
     pub protocols: ProtocolCounts,
@@ -80,6 +94,20 @@ pub struct RunStats {
     /// First and last packet timestamps (ns since the epoch), 0 when no packet.
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,
+    /// Tallies kept by number in the packet path (no string per packet), named by `finish`.
+    #[serde(skip)]
+    raw: RawTallies,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RawTallies {
+    link_types: BTreeMap<u32, Traffic>,
+    unsupported: BTreeMap<u32, u64>,
+    problems: BTreeMap<DecodeProblem, u64>,
+    non_ip: BTreeMap<Option<u16>, u64>,
+    tunnels: BTreeMap<Tunnel, u64>,
+    /// (is ICMPv6, type)
+    icmp: BTreeMap<(bool, u8), u64>,
 }
 
 impl RunStats {
@@ -99,44 +127,35 @@ impl RunStats {
             p.time_went_backwards += 1;
         }
         self.last_ts_ns = self.last_ts_ns.max(ts_ns);
-        *self.link_types.entry(link_type_name(link_type)).or_default() += 1;
+        self.raw.link_types.entry(link_type).or_default().add(wire_len);
     }
 
     pub(crate) fn count_unsupported(&mut self, link_type: u32) {
-        *self.unsupported_link_types.entry(link_type_name(link_type)).or_default() += 1;
+        *self.raw.unsupported.entry(link_type).or_default() += 1;
     }
 
-    pub(crate) fn count_packet(&mut self, p: &PacketSummary) {
+    pub(crate) fn count_packet(&mut self, p: &PacketSummary, wire_len: u32) {
+        let raw = &mut self.raw;
         let c = &mut self.protocols;
         if let Some(problem) = p.problem {
-            let (map, layer) = match problem {
-                DecodeProblem::Truncated(l) => (&mut self.snaplen_cuts, l),
-                DecodeProblem::Malformed(l) => (&mut self.decode_problems, l),
-                DecodeProblem::TooShort(l) => (&mut self.decode_problems, l),
-            };
-            let kind = match problem {
-                DecodeProblem::Truncated(_) => "",
-                DecodeProblem::Malformed(_) => "malformed.",
-                DecodeProblem::TooShort(_) => "too_short.",
-            };
-            *map.entry(format!("{kind}{}", layer_name(layer))).or_default() += 1;
+            *raw.problems.entry(problem).or_default() += 1;
         }
         let Some(ip) = p.ip else {
             if let Some(non_ip) = p.non_ip {
-                c.non_ip += 1;
+                c.non_ip.add(wire_len);
                 let key = match non_ip {
-                    sonde_wire::NonIp::EtherType(t) => format!("0x{t:04x}"),
-                    sonde_wire::NonIp::Other => "other".to_string(),
+                    NonIp::EtherType(t) => Some(t),
+                    NonIp::Other => None,
                 };
-                *c.non_ip_types.entry(key).or_default() += 1;
+                *raw.non_ip.entry(key).or_default() += 1;
             }
             return;
         };
         let v6 = ip.src.is_ipv6();
         if v6 {
-            c.ipv6 += 1;
+            c.ipv6.add(wire_len);
         } else {
-            c.ipv4 += 1;
+            c.ipv4.add(wire_len);
         }
         match ip.fragment {
             sonde_wire::Fragment::First => c.fragments_first += 1,
@@ -144,24 +163,45 @@ impl RunStats {
             sonde_wire::Fragment::No => {}
         }
         if let Some(t) = p.tunnel {
-            *c.tunnelled.entry(t.name().to_string()).or_default() += 1;
+            *raw.tunnels.entry(t).or_default() += 1;
         }
         match p.transport {
-            Some(Transport::Tcp(_)) => c.tcp += 1,
-            Some(Transport::Udp(_)) => c.udp += 1,
+            Some(Transport::Tcp(_) | Transport::Truncated { protocol: 6 }) => c.tcp.add(wire_len),
+            Some(Transport::Udp(_) | Transport::Truncated { protocol: 17 }) => c.udp.add(wire_len),
             Some(Transport::Icmp { icmp_type, .. }) => {
                 if v6 {
-                    c.icmpv6 += 1;
+                    c.icmpv6.add(wire_len);
                 } else {
-                    c.icmp += 1;
+                    c.icmp.add(wire_len);
                 }
-                let key = format!("{}:{icmp_type}", if v6 { "v6" } else { "v4" });
-                *c.icmp_types.entry(key).or_default() += 1;
+                *raw.icmp.entry((v6, icmp_type)).or_default() += 1;
             }
-            Some(Transport::Truncated { protocol: 6 }) => c.tcp += 1,
-            Some(Transport::Truncated { protocol: 17 }) => c.udp += 1,
-            _ => c.other_ip += 1,
+            _ => c.other_ip.add(wire_len),
         }
+    }
+
+    /// Names the numeric tallies for the summary. Call once, at the end of a run.
+    pub(crate) fn finish(&mut self) {
+        let raw = std::mem::take(&mut self.raw);
+        self.link_types = raw.link_types.into_iter().map(|(lt, t)| (link_type_name(lt), t)).collect();
+        self.unsupported_link_types = raw.unsupported.into_iter().map(|(lt, n)| (link_type_name(lt), n)).collect();
+        for (problem, n) in raw.problems {
+            let (map, kind, layer) = match problem {
+                DecodeProblem::Truncated(l) => (&mut self.snaplen_cuts, "", l),
+                DecodeProblem::Malformed(l) => (&mut self.decode_problems, "malformed.", l),
+                DecodeProblem::TooShort(l) => (&mut self.decode_problems, "too_short.", l),
+            };
+            *map.entry(format!("{kind}{}", layer_name(layer))).or_default() += n;
+        }
+        let c = &mut self.protocols;
+        c.non_ip_types = raw
+            .non_ip
+            .into_iter()
+            .map(|(t, n)| (t.map_or_else(|| "other".to_string(), |t| format!("0x{t:04x}")), n))
+            .collect();
+        c.tunnelled = raw.tunnels.into_iter().map(|(t, n)| (t.name().to_string(), n)).collect();
+        c.icmp_types =
+            raw.icmp.into_iter().map(|((v6, ty), n)| (format!("{}:{ty}", if v6 { "v6" } else { "v4" }), n)).collect();
     }
 
     pub(crate) fn set_table(&mut self, t: TableStats) {

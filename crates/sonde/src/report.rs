@@ -131,20 +131,22 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
         p.analysed,
         p.filtered_out
     ));
-    line(format!("  links     {}", join_counts(&s.link_types)));
+    let links: std::collections::BTreeMap<String, u64> =
+        s.link_types.iter().map(|(k, t)| (k.clone(), t.packets)).collect();
+    line(format!("  links     {}", join_counts(&links)));
     if !s.unsupported_link_types.is_empty() {
         line(format!("  skipped   unsupported link types: {}", join_counts(&s.unsupported_link_types)));
     }
     line(format!(
         "  protocols IPv4 {}, IPv6 {}, non-IP {}; TCP {}, UDP {}, ICMP {}, ICMPv6 {}, other {}; fragments {}+{}",
-        pr.ipv4,
-        pr.ipv6,
-        pr.non_ip,
-        pr.tcp,
-        pr.udp,
-        pr.icmp,
-        pr.icmpv6,
-        pr.other_ip,
+        pr.ipv4.packets,
+        pr.ipv6.packets,
+        pr.non_ip.packets,
+        pr.tcp.packets,
+        pr.udp.packets,
+        pr.icmp.packets,
+        pr.icmpv6.packets,
+        pr.other_ip.packets,
         pr.fragments_first,
         pr.fragments_later
     ));
@@ -166,7 +168,7 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
         s.table.mean_probe_len
     ));
     if let Some(e) = &r.input_error {
-        line(format!("  STOPPED   {} (offset {})", e.message, e.offset));
+        line(format!("  STOPPED   {}", e.message));
     }
     line(format!("  outputs   {}/{{{}}}", out_dir.display(), r.outputs.join(",")));
     let _ = std::io::stderr().write_all(text.as_bytes());
