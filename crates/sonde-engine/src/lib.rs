@@ -93,3 +93,77 @@ pub fn analyze<S: FlowSink>(
     stats.set_table(tracker.table_stats());
     Outcome { stats, input_error }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_flow::FlowRecord;
+
+    /// A little-endian µs pcap of `link_type` holding `frames` at 1 s intervals.
+    fn pcap(link_type: u32, frames: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0];
+        out.extend_from_slice(&link_type.to_le_bytes());
+        for (i, f) in frames.iter().enumerate() {
+            for v in [1_700_000_000 + i as u32, 0, f.len() as u32, f.len() as u32] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(f);
+        }
+        out
+    }
+
+    /// Raw IPv4 + UDP 10.0.0.1:5000 → 10.0.0.2:`dport` with 4 payload bytes.
+    fn udp(dport: u16) -> Vec<u8> {
+        let mut p = vec![0x45, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        p.extend_from_slice(&5000u16.to_be_bytes());
+        p.extend_from_slice(&dport.to_be_bytes());
+        p.extend_from_slice(&[0, 12, 0, 0, 1, 2, 3, 4]);
+        p
+    }
+
+    fn run(bytes: Vec<u8>, filter: Option<&str>) -> (Outcome, Vec<FlowRecord>) {
+        let mut source = sonde_capture::open_bytes(bytes).unwrap();
+        let mut filter = filter.map(|f| Filter::new(f).unwrap());
+        let mut flows = Vec::new();
+        let outcome = analyze(source.as_mut(), filter.as_mut(), FlowConfig::default(), &mut flows, &mut |_| {});
+        (outcome, flows)
+    }
+
+    #[test]
+    fn counts_flows_protocols_and_time() {
+        let (outcome, flows) = run(pcap(101, &[udp(53), udp(53), udp(123)]), None);
+        let s = &outcome.stats;
+        assert_eq!(s.packets.read, 3);
+        assert_eq!(s.protocols.udp, Traffic { packets: 3, bytes: 96 });
+        assert_eq!(s.link_types["RAW(101)"].packets, 3);
+        assert_eq!((s.flows.udp, s.flows.end_reasons["eof"]), (2, 2));
+        assert_eq!(flows.len(), 2);
+        assert!((s.trace_duration_s() - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn unsupported_link_types_are_counted_not_analysed() {
+        let (outcome, flows) = run(pcap(147, &[udp(53)]), None);
+        assert_eq!(outcome.stats.unsupported_link_types["LINKTYPE(147)"], 1);
+        assert_eq!(outcome.stats.packets.analysed, 0);
+        assert!(flows.is_empty());
+    }
+
+    #[test]
+    fn the_filter_drops_frames_before_decoding() {
+        let (outcome, flows) = run(pcap(101, &[udp(53), udp(123)]), Some("udp port 123"));
+        assert_eq!(outcome.stats.packets.filtered_out, 1);
+        assert_eq!(flows.len(), 1);
+        assert_eq!(flows[0].endpoints().server_port, 123);
+    }
+
+    #[test]
+    fn a_truncated_input_keeps_what_came_before() {
+        let mut bytes = pcap(101, &[udp(53), udp(123)]);
+        bytes.truncate(bytes.len() - 5);
+        let (outcome, flows) = run(bytes, None);
+        assert_eq!(outcome.stats.packets.read, 1);
+        assert!(outcome.input_error.is_some());
+        assert_eq!(flows.len(), 1);
+    }
+}
