@@ -1,0 +1,281 @@
+//! Golden outputs: a trace's tcp_flows.tsv, udp_flows.tsv and the deterministic part of
+//! summary.json, committed under testdata/golden/<name>/. Any change in what sonde writes
+//! shows up here as a diff; if the change is intended, regenerate with
+//! `UPDATE_GOLDEN=1 cargo test -p sonde --test golden` and review the diff in git.
+
+mod common;
+mod jsonl;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// Where a golden trace comes from.
+enum Source {
+    /// A path relative to the repository root: always present.
+    Repo(&'static str),
+    /// A path below ../shared/traces: only checked when the shared corpus is present.
+    Shared(&'static str),
+}
+
+struct Case {
+    name: &'static str,
+    source: Source,
+    /// Extra arguments to `sonde analyze`.
+    args: &'static [&'static str],
+    /// What it is there to exercise.
+    why: &'static str,
+}
+
+const DEMO: Case = Case {
+    name: "demo",
+    source: Source::Repo("testdata/demo.pcap"),
+    // One internal address per family, so that c_isint and s_isint both take both values.
+    args: &["--internal", "10.77.0.1/32,fd77::2/128"],
+    why: "IPv4+IPv6, HTTP and bulk over a lossy link, UDP, refused and unanswered connections, \
+          --internal",
+};
+
+const SHARED: &[Case] = &[
+    Case {
+        name: "arkime_synthetic",
+        args: &[],
+        source: Source::Shared("realistic/arkime+arkime/tests/pcap/arkime_synthetic.pcap"),
+        why: "VLAN, QinQ, MPLS, PPPoE, GRE, GTP, VXLAN, IP-in-IP, IPv6 extension headers, ICMP",
+    },
+    Case {
+        name: "sll_snaplen128",
+        args: &[],
+        source: Source::Shared("robustness/LibtraceTeam+libtrace/test/traces/sll.pcap"),
+        why: "Linux cooked capture (SLL), IPv4 and IPv6, snaplen 128 cuts",
+    },
+    Case {
+        name: "tcp_retransmissions",
+        args: &[],
+        source: Source::Shared("realistic/ntop+nDPI/tests/cfgs/default/pcap/heuristic_tcp_ack_payload.pcap"),
+        why: "retransmissions of both sides, duplicates, zero windows",
+    },
+    Case {
+        name: "tcp_in_gtp_qinq",
+        args: &[],
+        source: Source::Shared("realistic/ntop+nDPI/tests/cfgs/default/pcap/rtmp.pcap"),
+        why: "TCP inside GTP-U over QinQ: the tunnel column",
+    },
+    Case {
+        name: "weibo",
+        args: &[],
+        source: Source::Shared("realistic/ntop+nDPI/tests/cfgs/default/pcap/weibo.pcap"),
+        why: "reordering and unneeded fast retransmissions by servers, two-way UDP",
+    },
+    Case {
+        name: "truncated_dns",
+        args: &[],
+        source: Source::Shared("robustness/kbandla+dpkt/examples/data/truncated_dns_2.pcap"),
+        why: "a damaged file: exit 3, input_error in the summary, the flow before the damage",
+    },
+];
+
+/// Output columns that no golden trace gives a non-default value, and why.
+const NEVER_EXERCISED: &[(&str, &str)] = &[
+    ("c_pkts_fc", "no golden trace has a window probe into a zero window (none of the corpus has)"),
+    ("s_pkts_fc", "no golden trace has a window probe into a zero window (none of the corpus has)"),
+    ("c_iscrypto", "not implemented: always 0"),
+    ("s_iscrypto", "not implemented: always 0"),
+    ("c_first_pkt", "relative to the flow's first packet, which is the client's: 0 by definition"),
+    // SYNs retransmitted with a *new* ISN; same-ISN SYN retransmissions (the demo's unanswered
+    // connection) count in c_pkts_retx/c_pkts_rto.
+    ("c_syn_retx", "no golden trace (and none of the corpus) re-sends a SYN with a new ISN"),
+    ("s_syn_retx", "no golden trace (and none of the corpus) re-sends a SYN/ACK with a new ISN"),
+    ("c_pkts_fs", "no golden trace has a client-side fast-retransmit classification"),
+    ("c_pkts_unfs", "no golden trace has an unnecessary client fast retransmission"),
+    ("c_pkts_reor", "no golden trace has client-side reordering"),
+    ("c_pkts_ooo", "no golden trace has client-side out-of-sequence data"),
+    ("s_win_0", "no golden trace has a server zero window"),
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn golden_dir(name: &str) -> PathBuf {
+    repo_root().join("testdata/golden").join(name)
+}
+
+fn updating() -> bool {
+    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
+}
+
+/// summary.json without what changes from run to run or machine to machine.
+fn deterministic_summary(summary: &str) -> String {
+    let mut v: Value = serde_json::from_str(summary).expect("summary.json is JSON");
+    let obj = v.as_object_mut().expect("summary.json is an object");
+    for volatile in ["timing", "rates", "input", "sonde_version"] {
+        obj.remove(volatile);
+    }
+    let mut s = serde_json::to_string_pretty(&v).unwrap();
+    s.push('\n');
+    s
+}
+
+/// The first few lines where `got` differs from `expected`; for TSV, the differing columns.
+fn first_differences(file: &str, expected: &str, got: &str) -> Option<String> {
+    if expected == got {
+        return None;
+    }
+    let (exp, new): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), got.lines().collect());
+    let header: Vec<&str> =
+        if file.ends_with(".tsv") { exp.first().map_or(vec![], |h| h.split('\t').collect()) } else { vec![] };
+    let mut out = vec![format!("{file}: {} lines expected, {} written; first differences:", exp.len(), new.len())];
+    for i in 0..exp.len().max(new.len()) {
+        let (e, g) = (exp.get(i).copied(), new.get(i).copied());
+        if e == g {
+            continue;
+        }
+        match (e, g) {
+            (Some(e), Some(g)) if i > 0 && !header.is_empty() => {
+                let cols: Vec<String> = header
+                    .iter()
+                    .zip(e.split('\t').zip(g.split('\t')))
+                    .filter(|(_, (a, b))| a != b)
+                    .map(|(h, (a, b))| format!("{h}: {a} -> {b}"))
+                    .collect();
+                out.push(format!("  line {}: {}", i + 1, cols.join(", ")));
+            }
+            _ => {
+                out.push(format!("  line {}:\n    - {}\n    + {}", i + 1, e.unwrap_or("<none>"), g.unwrap_or("<none>")))
+            }
+        }
+        if out.len() > 8 {
+            out.push("  ...".to_string());
+            break;
+        }
+    }
+    Some(out.join("\n"))
+}
+
+/// Runs one golden trace and compares (or, with UPDATE_GOLDEN=1, rewrites) its outputs; also
+/// checks that the JSON Lines run says the same as the TSV one. Returns the differences.
+fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
+    let (out, o) = analyze(trace, case.args);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}: exit {:?}: {stderr}", case.name, o.status.code());
+    let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let summary = deterministic_summary(&read("summary.json"));
+    let damaged = !serde_json::from_str::<Value>(&summary).unwrap()["input_error"].is_null();
+    assert_eq!(o.status.code() == Some(3), damaged, "{}: exit 3 exactly when input_error is set", case.name);
+    let outputs = [
+        ("tcp_flows.tsv", read("tcp_flows.tsv")),
+        ("udp_flows.tsv", read("udp_flows.tsv")),
+        ("summary.golden.json", summary),
+        (
+            "SOURCE",
+            format!(
+                "{}\n{}\n",
+                [source_label].iter().chain(case.args).copied().collect::<Vec<_>>().join(" "),
+                case.why
+            ),
+        ),
+    ];
+
+    let jsonl_args: Vec<&str> = case.args.iter().copied().chain(["--format", "jsonl"]).collect();
+    let (jsonl_out, o) = analyze(trace, &jsonl_args);
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(3)),
+        "{} jsonl: {}",
+        case.name,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for log in ["tcp_flows", "udp_flows"] {
+        jsonl::assert_same(&out.path().join(format!("{log}.tsv")), &jsonl_out.path().join(format!("{log}.jsonl")));
+    }
+
+    let dir = golden_dir(case.name);
+    if updating() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in &outputs {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        eprintln!("updated {}", dir.display());
+        return Vec::new();
+    }
+    outputs
+        .iter()
+        .filter_map(|(name, got)| {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(expected) => first_differences(&format!("{}/{name}", case.name), &expected, got),
+                Err(e) => Some(format!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display())),
+            }
+        })
+        .collect()
+}
+
+fn assert_no_differences(diffs: Vec<String>) {
+    assert!(
+        diffs.is_empty(),
+        "outputs differ from testdata/golden (if intended: UPDATE_GOLDEN=1 cargo test -p sonde --test golden)\n{}",
+        diffs.join("\n")
+    );
+}
+
+#[test]
+fn demo_trace_outputs_match_golden() {
+    let Source::Repo(path) = DEMO.source else { unreachable!() };
+    assert_no_differences(check_case(&DEMO, &repo_root().join(path), path));
+}
+
+#[test]
+fn shared_captures_outputs_match_golden() {
+    let Some(shared) = shared_dir() else { return };
+    let mut diffs = Vec::new();
+    for case in SHARED {
+        let Source::Shared(path) = case.source else { unreachable!() };
+        diffs.extend(check_case(case, &shared.join("traces").join(path), &format!("../shared/traces/{path}")));
+    }
+    assert_no_differences(diffs);
+}
+
+/// Columns of the committed golden flow logs that hold only default values (0, -, 0.000).
+fn columns_never_set() -> BTreeMap<String, BTreeSet<String>> {
+    let mut seen: BTreeMap<String, bool> = BTreeMap::new();
+    for entry in std::fs::read_dir(repo_root().join("testdata/golden")).expect("testdata/golden") {
+        let dir = entry.unwrap().path();
+        for log in ["tcp_flows.tsv", "udp_flows.tsv"] {
+            let path = dir.join(log);
+            if !path.exists() {
+                continue;
+            }
+            for row in read_tsv(&path) {
+                for (col, v) in row {
+                    let set = !matches!(v.as_str(), "0" | "-" | "0.000" | "");
+                    *seen.entry(format!("{log}:{col}")).or_default() |= set;
+                }
+            }
+        }
+    }
+    let mut never: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (key, set) in seen {
+        if !set {
+            let (log, col) = key.split_once(':').unwrap();
+            never.entry(col.to_string()).or_default().insert(log.to_string());
+        }
+    }
+    never
+}
+
+#[test]
+fn every_output_column_is_exercised_by_some_golden_trace() {
+    if updating() {
+        return; // the golden files are being rewritten by the other tests
+    }
+    let never = columns_never_set();
+    let known: BTreeSet<&str> = NEVER_EXERCISED.iter().map(|(c, _)| *c).collect();
+    let new_gaps: Vec<String> =
+        never.iter().filter(|(c, _)| !known.contains(c.as_str())).map(|(c, logs)| format!("{c} ({logs:?})")).collect();
+    let now_exercised: Vec<&str> = known.iter().copied().filter(|c| !never.contains_key(*c)).collect();
+    eprintln!("columns never set in any golden trace: {:?}", never.keys().collect::<Vec<_>>());
+    assert!(new_gaps.is_empty(), "columns no golden trace exercises (add a trace, or list them): {new_gaps:?}");
+    assert!(now_exercised.is_empty(), "now exercised, remove from NEVER_EXERCISED: {now_exercised:?}");
+}
