@@ -32,6 +32,7 @@ pub struct TableStats {
     pub probes: u64,
     pub peak_live: u64,
     pub inserted: u64,
+    /// Open flows ended early because the table was full.
     pub evicted: u64,
 }
 
