@@ -44,8 +44,8 @@ const RTT_PRINT_TOLERANCE_MS: f64 = 0.0505;
 /// min and max agree within the print tolerance. Not 100 % because sonde, unlike tcptrace's
 /// ack_in, does not discard a sample when an earlier segment covered by the same ACK was
 /// (re)transmitted after the timed one (documented sonde defect B); those directions are
-/// listed. Measured: 91 % over these traces; a new systematic difference drops well below.
-const RTT_MIN_AGREEMENT: f64 = 0.85;
+/// listed. Measured: 94.8 % (1068 of 1126) over these traces; a new systematic difference drops below.
+const RTT_MIN_AGREEMENT: f64 = 0.92;
 
 type Row = HashMap<String, String>;
 
@@ -176,10 +176,25 @@ fn compare_direction(name: &str, conn: &str, t: &Row, d: &str, s: &Row, p: &str,
         return;
     }
     tot.rtt_dirs += 1;
-    let hs = s[&scol("hs_rtt")].parse::<f64>().ok().filter(|_| int(s, &scol("syn_cnt")) == 1);
+    let peer = if p == "c" { "s" } else { "c" };
+    let syns = int(s, &scol("syn_cnt"));
+    let hs_value = s[&scol("hs_rtt")].parse::<f64>().ok();
+    // Known SYN sample: a single SYN (or SYN/ACK) whose handshake RTT sonde measured.
+    let hs = hs_value.filter(|_| syns == 1);
+    // Possible extra samples, which sonde's output cannot pin down: a SYN sent twice (tcptrace
+    // times it if the SYN/ACK came before the repeat, which sonde's handshake RTT cannot tell);
+    // a SYN answered by a RST/ACK (acknowledges the SYN exactly); a bare FIN.
+    let possible = u64::from(hs_value.is_some() && syns > 1)
+        + u64::from(
+            hs_value.is_none()
+                && syns > 0
+                && int(s, &format!("{peer}_syn_cnt")) == 0
+                && int(s, &format!("{peer}_rst_cnt")) > 0,
+        )
+        + u64::from(fin);
     let base = sc + u64::from(hs.is_some());
     let same_set = tc == base;
-    let with_fin = fin && tc == base + 1;
+    let with_fin = tc > base && tc <= base + possible;
     let (tmin, tmax, tavg) = (tt_num(t, &tcol("RTT_min")), tt_num(t, &tcol("RTT_max")), tt_num(t, &tcol("RTT_avg")));
     let mut ours: Vec<f64> = Vec::new();
     let mut sum = 0.0;
@@ -205,8 +220,9 @@ fn compare_direction(name: &str, conn: &str, t: &Row, d: &str, s: &Row, p: &str,
         }
         base == 0 || ((omin - tmin).abs() <= RTT_PRINT_TOLERANCE_MS && (omax - tmax).abs() <= RTT_PRINT_TOLERANCE_MS)
     } else if with_fin {
-        // One more sample (the FIN's) on tcptrace's side: its min/max enclose ours.
-        ours.is_empty() || (tmin <= omin + RTT_PRINT_TOLERANCE_MS && tmax >= omax - RTT_PRINT_TOLERANCE_MS)
+        // Extra samples on tcptrace's side: its min/max enclose ours.
+        ours.is_empty()
+            || ((tmin <= omin + RTT_PRINT_TOLERANCE_MS || omin < 0.0005) && tmax >= omax - RTT_PRINT_TOLERANCE_MS)
     } else {
         false
     };
