@@ -57,7 +57,10 @@ pub fn read_tsv(path: &Path) -> Vec<HashMap<String, String>> {
 }
 
 pub fn num(row: &HashMap<String, String>, col: &str) -> f64 {
-    row.get(col).unwrap_or_else(|| panic!("no column {col}")).parse().unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
+    row.get(col)
+        .unwrap_or_else(|| panic!("no column {col}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
 }
 
 pub fn int(row: &HashMap<String, String>, col: &str) -> u64 {
