@@ -32,6 +32,8 @@ struct Sent {
     /// End including a FIN, if the segment carried one.
     end_ctl: i64,
     ts_ns: u64,
+    /// When any of its bytes were last sent (differs from `ts_ns` once retransmitted).
+    last_sent_ns: u64,
     /// Karn's rule: a retransmitted range gives no RTT sample.
     retransmitted: bool,
 }
@@ -65,6 +67,8 @@ pub(crate) struct Half {
     /// Whether the peer has acknowledged any payload yet (ends the initial window).
     data_acked: bool,
     fin_seen: bool,
+    /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes).
+    control_seqs: u64,
     /// RFC 6298 estimator state.
     srtt_ns: f64,
     rttvar_ns: f64,
@@ -305,6 +309,11 @@ impl TcpConn {
         // Payload begins after the SYN's sequence number.
         let data_start = start + i64::from(flags.syn());
         let data_end = data_start + payload as i64;
+        // SYN and FIN each take a sequence number that is not payload: remember those that
+        // added to the covered space (a FIN can reuse a number data already covered).
+        let syn_fresh = flags.syn() && !h.seen.contains(start, start + 1);
+        let fin_fresh = flags.fin() && !h.seen.contains(end_ctl - 1, end_ctl);
+        h.control_seqs += u64::from(syn_fresh) + u64::from(fin_fresh);
         let old_max = h.seen.max_end();
         let outcome = h.seen.add(start, end_ctl, ts_ns);
         if old_max.is_none_or(|m| end_ctl > m) {
@@ -318,6 +327,7 @@ impl TcpConn {
             for s in h.outstanding.iter_mut() {
                 if s.start < end_ctl && start < s.end_ctl {
                     s.retransmitted = true;
+                    s.last_sent_ns = ts_ns;
                 }
             }
         }
@@ -332,7 +342,8 @@ impl TcpConn {
 
         // Fresh payload waits for its ACK (RTT), in sequence order.
         if payload > 0 && outcome.fresh > 0 && !is_retx {
-            let sent = Sent { start: data_start, end: data_end, end_ctl, ts_ns, retransmitted: false };
+            let sent =
+                Sent { start: data_start, end: data_end, end_ctl, ts_ns, last_sent_ns: ts_ns, retransmitted: false };
             match h.outstanding.back() {
                 Some(last) if last.start > data_start => {
                     let at = h.outstanding.partition_point(|s| s.start < data_start);
@@ -344,8 +355,7 @@ impl TcpConn {
                 h.outstanding.pop_front();
             }
         }
-        h.stats.unique_bytes =
-            h.seen.covered().saturating_sub(u64::from(h.isn.is_some()) + u64::from(h.fin_seen || flags.fin()));
+        h.stats.unique_bytes = h.seen.covered().saturating_sub(h.control_seqs);
 
         // In-flight bytes (Tstat's cwnd estimate): highest sequence sent minus the peer's
         // highest ACK, measured on new in-order data.
@@ -379,16 +389,22 @@ impl TcpConn {
             _ => {
                 peer.acked = Some(ack);
                 peer.dupacks = 0;
+                // The latest transmission among the segments this ACK releases: an ACK that
+                // waited for a later (re)transmission below the timed segment does not time it.
+                let mut latest_sent_ns = 0;
                 while let Some(front) = peer.outstanding.front().copied() {
                     if front.end > ack {
                         break;
                     }
                     peer.outstanding.pop_front();
                     peer.data_acked = true;
-                    // tcptrace/Tstat: only an ACK for exactly this segment times it.
-                    if !front.retransmitted && (front.end == ack || front.end_ctl == ack) {
+                    // tcptrace/Tstat: only an ACK for exactly this segment times it; Karn's rule
+                    // drops segments that were retransmitted.
+                    let exact = front.end == ack || front.end_ctl == ack;
+                    if exact && !front.retransmitted && front.ts_ns >= latest_sent_ns {
                         peer.add_rtt_sample(ts_ns.saturating_sub(front.ts_ns));
                     }
+                    latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
                 }
             }
         }

@@ -254,3 +254,34 @@ fn idle_timeout_and_eviction_end_flows() {
     assert_eq!((u.client.pkts, u.client.payload_bytes, u.client.ip_bytes), (2, 20, 76));
     assert_eq!(t.table_stats().evicted, 1);
 }
+
+#[test]
+fn a_fin_on_a_sequence_number_data_already_took_is_not_subtracted() {
+    // Seen in webex.pcap: data 3999:5353, then a FIN with seq 3999.
+    let mut p = clean_exchange();
+    p.insert(8, (1060 * MS, seg(false, FINACK, 6001, 302, 0, 8)));
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert_eq!(r.server.unique_bytes, 2000);
+    assert_eq!(r.server.retx_pkts, 1);
+}
+
+#[test]
+fn an_ack_released_by_a_later_hole_fill_gives_no_sample() {
+    let p = vec![
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (20 * MS, seg(false, SYNACK, 5000, 101, 0, 1)),
+        (21 * MS, seg(true, ACK, 101, 5001, 0, 2)),
+        // The server's 5001..6001 is lost before the probe; 6001..7001 passes at 30 ms.
+        (30 * MS, seg(false, ACK, 6001, 101, 1000, 2)),
+        (31 * MS, seg(true, ACK, 101, 5001, 0, 3)),
+        // The retransmission fills the hole at 330 ms; the ACK for everything follows.
+        (330 * MS, seg(false, ACK, 5001, 101, 1000, 3)),
+        (331 * MS, seg(true, ACK, 101, 7001, 0, 4)),
+    ];
+    let records = run(&p);
+    let r = only_tcp(&records);
+    // The ACK matches 6001..7001 exactly, but 301 ms after it was sent is the retransmission's
+    // delay, not a round trip.
+    assert_eq!(r.server.rtt.count, 0, "{:?}", r.server.rtt);
+}
