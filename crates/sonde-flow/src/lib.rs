@@ -92,12 +92,15 @@ pub enum Disposition {
 pub struct FlowTracker {
     cfg: FlowConfig,
     table: FlowTable<Flow>,
+    /// The latest packet time seen: timers run on it, so a trace whose timestamps step back
+    /// does not expire (and split) the flows it is in the middle of.
+    clock_ns: u64,
 }
 
 impl FlowTracker {
     pub fn new(cfg: FlowConfig) -> Self {
         let table = FlowTable::new(cfg.max_flows, cfg.initial_flows);
-        FlowTracker { cfg, table }
+        FlowTracker { cfg, table, clock_ns: 0 }
     }
 
     pub fn table_stats(&self) -> TableStats {
@@ -110,7 +113,8 @@ impl FlowTracker {
 
     /// Feeds one packet. Flows that the packet's time (or its arrival) ends go to `sink`.
     pub fn on_packet(&mut self, ts_ns: u64, p: &PacketSummary, sink: &mut impl FlowSink) -> Disposition {
-        self.expire(ts_ns, sink);
+        self.clock_ns = self.clock_ns.max(ts_ns);
+        self.expire(self.clock_ns, sink);
         let Some(ip) = p.ip else { return Disposition::NotTcpUdp };
         if ip.fragment == Fragment::Later {
             return Disposition::LaterFragment;
@@ -150,7 +154,7 @@ impl FlowTracker {
                     }
                 }
                 let lane = if protocol == 6 { Lane::TcpOpen } else { Lane::Udp };
-                let s = self.table.insert(key, hash, ts_ns, lane);
+                let s = self.table.insert(key, hash, self.clock_ns, lane);
                 let flow = self.table.value(s);
                 flow.protocol = protocol;
                 flow.tunnel = p.tunnel;
@@ -185,7 +189,7 @@ impl FlowTracker {
             }
             _ => unreachable!("only TCP and UDP reach the table"),
         };
-        self.table.touch(slot, ts_ns, lane);
+        self.table.touch(slot, self.clock_ns, lane);
         Disposition::Flow
     }
 

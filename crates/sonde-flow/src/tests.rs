@@ -285,3 +285,23 @@ fn an_ack_released_by_a_later_hole_fill_gives_no_sample() {
     // delay, not a round trip.
     assert_eq!(r.server.rtt.count, 0, "{:?}", r.server.rtt);
 }
+
+#[test]
+fn timestamps_stepping_back_do_not_split_flows() {
+    // kday3.pcap-like: a flow starts while the trace's clock has jumped back an hour.
+    let hour = 3_600_000 * MS;
+    let mut p: Vec<_> = clean_exchange().into_iter().map(|(t, s)| (t + hour, s)).collect();
+    p[0].0 = 1000 * MS;
+    let udp = PacketSummary {
+        ip: Some(ip(C, S, 38, 0)),
+        transport: Some(Transport::Udp(UdpSummary { src_port: 1, dst_port: 53, payload_len: 10 })),
+        ..PacketSummary::EMPTY
+    };
+    p.insert(0, (hour, udp));
+    let records = run(&p);
+    let tcp: Vec<_> = records.iter().filter(|r| matches!(r, FlowRecord::Tcp(_))).collect();
+    assert_eq!(tcp.len(), 1, "{tcp:#?}");
+    let FlowRecord::Tcp(r) = tcp[0] else { unreachable!() };
+    assert!(r.complete);
+    assert_eq!((r.client.pkts, r.server.pkts), (6, 4));
+}
