@@ -1,8 +1,9 @@
 //! Comparison of sonde's flow logs with a ground-truth file (schema `groundtruth-v1`, made by
 //! ../shared/tools/groundtruth/gen.py): flows, packets and bytes per direction exactly;
 //! retransmitted and out-of-sequence segments per direction exactly as the truth classes;
-//! handshake RTT against the kernel's min_rtt. The same rules as tests/groundtruth.rs, kept in
-//! a directory module so that it is not a test target of its own.
+//! handshake RTT against the kernel's min_rtt; network duplicates and reordering against the
+//! link's. Used by tests/groundtruth.rs and tests/demo.rs; a directory module so that it is not
+//! a test target of its own.
 
 #![allow(dead_code)]
 
@@ -21,6 +22,11 @@ pub struct Score {
     pub hs_flows: usize,
     pub hs_within_1ms: usize,
     pub path_min_within_1ms: usize,
+    /// s2c network duplicates on IPv4 flows (IPv6 has no IP ident to recognise them by):
+    /// (truth, sonde).
+    pub net_dup_v4: (u64, u64),
+    /// s2c reordered segments: (truth, sonde).
+    pub reordered: (u64, u64),
     pub mismatches: Vec<String>,
 }
 
@@ -36,6 +42,9 @@ impl Score {
             self.hs_flows,
             self.path_min_within_1ms,
             self.hs_flows
+        ) + &format!(
+            "; s2c network duplicates (IPv4): truth {}, sonde {}; s2c reordered: truth {}, sonde {}",
+            self.net_dup_v4.0, self.net_dup_v4.1, self.reordered.0, self.reordered.1
         )
     }
 
@@ -134,6 +143,12 @@ pub fn check_capture(truth_path: &Path, score: &mut Score) {
         if got != expected {
             miss(format!("TCP {key:?} (c_retx, s_retx, c_ooo, s_ooo): got {got:?}, truth {expected:?}"));
         }
+        if f["family"].as_u64() == Some(4) {
+            score.net_dup_v4.0 += class("net_dup");
+            score.net_dup_v4.1 += int(r, "s_pkts_dup");
+        }
+        score.reordered.0 += class("reordered");
+        score.reordered.1 += int(r, "s_pkts_reor");
         let kernel_min = f["rtt_ms"]["kernel_client_min_rtt"].as_f64();
         if let (Some(kmin), "completed") = (kernel_min, f["outcome"].as_str().unwrap()) {
             score.hs_flows += 1;
