@@ -57,7 +57,8 @@ impl Default for FlowConfig {
         FlowConfig {
             tcp_idle_ns: 300 * SECOND_NS,
             udp_idle_ns: 200 * SECOND_NS,
-            tcp_closed_linger_ns: 10 * SECOND_NS,
+            // Linux TIME_WAIT (2 MSL): FIN retransmissions with back-off fit in it.
+            tcp_closed_linger_ns: 60 * SECOND_NS,
             max_flows: 1_000_000,
             initial_flows: 4096,
             internal_nets: Vec::new(),

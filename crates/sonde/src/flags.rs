@@ -61,8 +61,8 @@ pub struct AnalyzeArgs {
     /// Seconds without a packet after which a UDP flow ends (Tstat: 200).
     #[arg(long, value_name = "SECS", default_value_t = 200.0)]
     pub udp_timeout: f64,
-    /// Seconds a closed TCP flow (both FINs, or RST) waits for its last packets.
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    /// Seconds a closed TCP flow (both FINs, or RST) waits for its last packets (Linux TIME_WAIT).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub closed_linger: f64,
     /// Most flows held at once; when full, the longest-idle flow is evicted and logged.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
