@@ -114,7 +114,20 @@ impl FlowTracker {
 
     /// Feeds one packet. Flows that the packet's time (or its arrival) ends go to `sink`.
     pub fn on_packet(&mut self, ts_ns: u64, p: &PacketSummary, sink: &mut impl FlowSink) -> Disposition {
-        self.clock_ns = self.clock_ns.max(ts_ns);
+        self.on_packet_at(ts_ns, ts_ns, p, sink)
+    }
+
+    /// Like `on_packet`, with the timers' clock given: a tracker that sees only some of a trace's
+    /// packets (one worker of several) runs on the clock of the whole trace, so that its flows
+    /// end exactly as they would in a tracker that saw everything.
+    pub fn on_packet_at(
+        &mut self,
+        ts_ns: u64,
+        clock_ns: u64,
+        p: &PacketSummary,
+        sink: &mut impl FlowSink,
+    ) -> Disposition {
+        self.clock_ns = self.clock_ns.max(clock_ns).max(ts_ns);
         self.expire(self.clock_ns, sink);
         let Some(ip) = p.ip else { return Disposition::NotTcpUdp };
         if ip.fragment == Fragment::Later {
@@ -208,6 +221,14 @@ impl FlowTracker {
                 self.end_flow(slot, EndReason::Idle, sink);
             }
         }
+    }
+
+    /// Ends every flow still open (end of input), in a deterministic order. Flows already idle
+    /// past their timeout at `clock_ns` (the last packet time of the whole input) end as idle.
+    pub fn finish_at(&mut self, clock_ns: u64, sink: &mut impl FlowSink) {
+        self.clock_ns = self.clock_ns.max(clock_ns);
+        self.expire(self.clock_ns, sink);
+        self.finish(sink);
     }
 
     /// Ends every flow still open (end of input), in a deterministic order.
