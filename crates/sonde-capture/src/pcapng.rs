@@ -188,7 +188,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
             let btype = e.u32(h, 0);
             let len = e.u32(h, 4) as usize;
             // §3.1: a block is at least 12 bytes and a multiple of 4 long.
-            if len < 12 || len % 4 != 0 || len > MAX_RECORD {
+            if len < 12 || !len.is_multiple_of(4) || len > MAX_RECORD {
                 self.done = true;
                 return Err(corrupt(at, "pcapng: bad block total length"));
             }

@@ -65,7 +65,20 @@ pub struct FlowCounts {
     pub udp: u64,
     pub evicted: u64,
     /// Flows by why they ended.
-    pub end_reasons: BTreeMap<String, u64>,
+    pub end_reasons: BTreeMap<&'static str, u64>,
+}
+
+impl FlowCounts {
+    pub(crate) fn add(&mut self, other: &FlowCounts) {
+        self.tcp += other.tcp;
+        self.tcp_complete += other.tcp_complete;
+        self.tcp_incomplete += other.tcp_incomplete;
+        self.udp += other.udp;
+        self.evicted += other.evicted;
+        for (reason, n) in &other.end_reasons {
+            *self.end_reasons.entry(reason).or_default() += n;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -265,7 +278,7 @@ impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
             FlowRecord::Udp(_) => c.udp += 1,
         }
         let reason: EndReason = record.end();
-        *c.end_reasons.entry(reason.name().to_string()).or_default() += 1;
+        *c.end_reasons.entry(reason.name()).or_default() += 1;
         self.inner.flow(record);
     }
 }

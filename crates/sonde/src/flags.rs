@@ -67,6 +67,10 @@ pub struct AnalyzeArgs {
     /// Most flows held at once; when full, the longest-idle flow is evicted and logged.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_flows: usize,
+    /// Flow-tracking worker threads (default: the machine's cores). Outputs are the same for
+    /// any number.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use sonde_engine::{analyze, resources, Filter, Progress};
+use sonde_engine::{analyze, resources, Filter, Pipeline, Progress};
 use sonde_flow::{FlowConfig, FlowRecord};
 use sonde_output::{Format, OutputDir};
 
@@ -34,6 +34,11 @@ fn main() -> ExitCode {
 }
 
 fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
+    let workers = match args.threads {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let flow_cfg = FlowConfig {
         tcp_idle_ns: AnalyzeArgs::timeout_ns(args.tcp_timeout, "--tcp-timeout")?,
         udp_idle_ns: AnalyzeArgs::timeout_ns(args.udp_timeout, "--udp-timeout")?,
@@ -62,7 +67,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let mut bar: Option<ProgressBar> = None;
     let mut records: Vec<FlowRecord> = Vec::new();
     // The bar appears only once a run has lasted a second.
-    let outcome = analyze(source.as_mut(), filter.as_mut(), flow_cfg, &mut records, &mut |p: Progress| {
+    let pipeline = Pipeline { flow: flow_cfg, workers, ..Pipeline::default() };
+    let outcome = analyze(source.as_mut(), filter.as_mut(), &pipeline, &mut records, &mut |p: Progress| {
         if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
             return;
         }

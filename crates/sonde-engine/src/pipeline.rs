@@ -1,0 +1,239 @@
+//! The reader → workers pipeline. The reader (the calling thread) reads, filters, decodes and
+//! counts; workers track flows. Batches travel in bounded channels and come back empty to be
+//! refilled, so steady state allocates nothing per packet.
+
+use std::thread;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use sonde_capture::{CaptureError, PacketSource};
+use sonde_filter::Filter;
+use sonde_flow::{FlowConfig, FlowKey, FlowRecord, FlowSink, FlowTracker, TableStats};
+use sonde_wire::{Fragment, LinkType, PacketSummary, Transport};
+
+use crate::stats::{CountingSink, FlowCounts, RunStats};
+
+/// How the work is split.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    pub flow: FlowConfig,
+    /// Flow-tracking workers (threads), at least 1. `max_flows` is shared out among them.
+    pub workers: usize,
+    /// Packets per batch handed to a worker.
+    pub batch_len: usize,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline { flow: FlowConfig::default(), workers: 1, batch_len: 512 }
+    }
+}
+
+/// How far the run has got, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub packets: u64,
+    /// Bytes of the input consumed, and the input size when known.
+    pub position: u64,
+    pub size: Option<u64>,
+}
+
+/// Frames between progress callbacks.
+const PROGRESS_EVERY: u64 = 1 << 16;
+/// Batches in flight per worker: enough to keep a worker busy while the reader fills the next.
+const BATCHES_PER_WORKER: usize = 4;
+
+/// The result of a run: what was counted, and the error that ended the input early, if any.
+#[derive(Debug)]
+pub struct Outcome {
+    pub stats: RunStats,
+    pub input_error: Option<CaptureError>,
+}
+
+/// One packet for a worker: its time, the reader's clock when it was read, and what it is.
+#[derive(Clone, Copy)]
+struct Item {
+    ts_ns: u64,
+    clock_ns: u64,
+    packet: PacketSummary,
+}
+
+enum Message {
+    Batch(Vec<Item>),
+    /// End of input; the clock is the input's last packet time.
+    End {
+        clock_ns: u64,
+    },
+}
+
+/// What a worker hands back when the input ends.
+struct WorkerResult {
+    records: Vec<FlowRecord>,
+    counts: FlowCounts,
+    table: TableStats,
+}
+
+/// Runs the whole analysis of one input.
+pub fn analyze<S: FlowSink>(
+    source: &mut dyn PacketSource,
+    filter: Option<&mut Filter>,
+    pipeline: &Pipeline,
+    sink: &mut S,
+    progress: &mut dyn FnMut(Progress),
+) -> Outcome {
+    let workers = pipeline.workers.max(1);
+    let batch_len = pipeline.batch_len.max(1);
+    let mut flow_cfg = pipeline.flow.clone();
+    flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
+    flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
+
+    let mut stats = RunStats::default();
+    let (input_error, results) = thread::scope(|scope| {
+        let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
+        let (recycle_tx, recycle_rx) = bounded::<Vec<Item>>(workers * (BATCHES_PER_WORKER + 1));
+        let mut handles = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = bounded::<Message>(BATCHES_PER_WORKER);
+            to_workers.push(tx);
+            let cfg = flow_cfg.clone();
+            let recycle = recycle_tx.clone();
+            handles.push(scope.spawn(move || work(cfg, rx, recycle)));
+        }
+        for _ in 0..workers * BATCHES_PER_WORKER {
+            let _ = recycle_tx.send(Vec::with_capacity(batch_len));
+        }
+        let mut batches: Vec<Vec<Item>> = (0..workers).map(|_| Vec::with_capacity(batch_len)).collect();
+        let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers };
+        let input_error = reader.read(source, filter, progress, |worker, item| {
+            let batch = &mut batches[worker];
+            batch.push(item);
+            if batch.len() >= batch_len {
+                let empty = recycle_rx.recv().unwrap_or_else(|_| Vec::with_capacity(batch_len));
+                let full = std::mem::replace(batch, empty);
+                // A worker that died (panicked) drops its receiver; its join reports it.
+                let _ = to_workers[worker].send(Message::Batch(full));
+            }
+        });
+        let clock_ns = reader.clock_ns;
+        for (worker, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let _ = to_workers[worker].send(Message::Batch(batch));
+            }
+            let _ = to_workers[worker].send(Message::End { clock_ns });
+        }
+        drop(to_workers);
+        let results: Vec<WorkerResult> =
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        (input_error, results)
+    });
+
+    let mut counts = FlowCounts::default();
+    let mut table = TableStats::default();
+    for r in results {
+        counts.add(&r.counts);
+        table.lookups += r.table.lookups;
+        table.probes += r.table.probes;
+        table.peak_live += r.table.peak_live;
+        table.inserted += r.table.inserted;
+        table.evicted += r.table.evicted;
+        for record in r.records {
+            sink.flow(record);
+        }
+    }
+    stats.flows = counts;
+    stats.finish();
+    stats.set_table(table);
+    Outcome { stats, input_error }
+}
+
+/// A worker: tracks the flows of the packets it is sent, returning each batch for reuse.
+fn work(cfg: FlowConfig, rx: Receiver<Message>, recycle: Sender<Vec<Item>>) -> WorkerResult {
+    let mut tracker = FlowTracker::new(cfg);
+    let mut records: Vec<FlowRecord> = Vec::new();
+    let mut sink = CountingSink { inner: &mut records, counts: FlowCounts::default() };
+    while let Ok(message) = rx.recv() {
+        match message {
+            Message::Batch(mut batch) => {
+                for item in &batch {
+                    tracker.on_packet_at(item.ts_ns, item.clock_ns, &item.packet, &mut sink);
+                }
+                batch.clear();
+                let _ = recycle.send(batch);
+            }
+            Message::End { clock_ns } => {
+                tracker.finish_at(clock_ns, &mut sink);
+                break;
+            }
+        }
+    }
+    let counts = sink.counts;
+    WorkerResult { records, counts, table: tracker.table_stats() }
+}
+
+struct Reader<'a> {
+    stats: &'a mut RunStats,
+    /// The latest packet time read so far.
+    clock_ns: u64,
+    workers: usize,
+}
+
+impl Reader<'_> {
+    /// Reads the input to its end, handing each flow packet to `dispatch(worker, item)`.
+    fn read(
+        &mut self,
+        source: &mut dyn PacketSource,
+        mut filter: Option<&mut Filter>,
+        progress: &mut dyn FnMut(Progress),
+        mut dispatch: impl FnMut(usize, Item),
+    ) -> Option<CaptureError> {
+        let workers = self.workers as u64;
+        let size = source.size_hint();
+        let stats = &mut *self.stats;
+        loop {
+            if stats.packets.read.is_multiple_of(PROGRESS_EVERY) && stats.packets.read > 0 {
+                progress(Progress { packets: stats.packets.read, position: source.position(), size });
+            }
+            let frame = match source.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return None,
+                Err(e) => return Some(e),
+            };
+            stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
+            if let Some(f) = filter.as_deref_mut() {
+                if !f.matches(frame.link_type, frame.data, frame.wire_len) {
+                    stats.packets.filtered_out += 1;
+                    continue;
+                }
+            }
+            let packet = match sonde_wire::decode(LinkType(frame.link_type), frame.data, frame.wire_len) {
+                Ok(s) => s,
+                Err(unsupported) => {
+                    stats.count_unsupported(unsupported.0 .0);
+                    continue;
+                }
+            };
+            stats.packets.analysed += 1;
+            stats.count_packet(&packet, frame.wire_len);
+            // Timers only move forward, even when the trace's timestamps step back.
+            self.clock_ns = self.clock_ns.max(frame.ts_ns);
+            if let Some(hash) = flow_hash(&packet) {
+                let worker = (hash % workers) as usize;
+                dispatch(worker, Item { ts_ns: frame.ts_ns, clock_ns: self.clock_ns, packet });
+            }
+        }
+    }
+}
+
+/// The symmetric flow hash of a packet the trackers would count in a flow; `None` for the
+/// others (they only feed the counters).
+fn flow_hash(p: &PacketSummary) -> Option<u64> {
+    let ip = p.ip.as_ref()?;
+    if ip.fragment == Fragment::Later {
+        return None;
+    }
+    let (protocol, sport, dport) = match p.transport {
+        Some(Transport::Tcp(t)) => (6, t.src_port, t.dst_port),
+        Some(Transport::Udp(u)) => (17, u.src_port, u.dst_port),
+        _ => return None,
+    };
+    Some(FlowKey::new(protocol, (ip.src, sport), (ip.dst, dport)).0.hash64())
+}

@@ -1,0 +1,50 @@
+//! The flow logs are byte-identical whatever the number of worker threads.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+fn same_logs_for_any_thread_count(trace: &Path) {
+    let mut first: Option<(Vec<u8>, Vec<u8>)> = None;
+    for threads in ["1", "2", "3", "8"] {
+        let (out, output) = analyze(trace, &["--threads", threads]);
+        assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
+        let logs = (
+            std::fs::read(out.path().join("tcp_flows.tsv")).unwrap(),
+            std::fs::read(out.path().join("udp_flows.tsv")).unwrap(),
+        );
+        match &first {
+            None => first = Some(logs),
+            Some(one) => assert!(one == &logs, "{}: --threads {threads} differs from --threads 1", trace.display()),
+        }
+    }
+}
+
+#[test]
+fn demo_trace_is_the_same_with_any_thread_count() {
+    same_logs_for_any_thread_count(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap"));
+}
+
+#[test]
+fn real_traces_are_the_same_with_any_thread_count() {
+    let Some(shared) = shared_dir() else { return };
+    let traces: Vec<PathBuf> = [
+        "groundtruth/lossy.pcap",
+        "groundtruth/mixed.pcap",
+        "traces/realistic/ntop+nDPI/tests/cfgs/default/pcap/alexa-app.pcapng",
+        "traces/realistic/arkime+arkime/tests/pcap/arkime_synthetic.pcap",
+        "traces/realistic/nfstream+nfstream/tests/pcaps/skype.pcap",
+        // Timestamps that step back: flows must not split differently per worker.
+        "traces/robustness/the-tcpdump-group+tcpdump/tests/kday3.pcap",
+    ]
+    .iter()
+    .map(|rel| shared.join(rel))
+    .filter(|p| p.exists())
+    .collect();
+    assert!(traces.len() >= 4, "expected traces are missing from the corpus");
+    for t in &traces {
+        same_logs_for_any_thread_count(t);
+    }
+}
