@@ -10,8 +10,9 @@ use sonde_flow::{TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
     Int(u64),
-    /// Milliseconds, printed with 3 decimals (µs resolution).
-    Ms(f64),
+    /// A duration or time given in nanoseconds, printed in milliseconds with 3 decimals (µs,
+    /// rounded half up), by integer arithmetic so the text never depends on float formatting.
+    Ms(u64),
     Ip(IpAddr),
     Text(&'static str),
     Bool(bool),
@@ -25,17 +26,18 @@ pub struct Column<R> {
 }
 
 fn ms(ns: u64) -> Value {
-    Value::Ms(ns as f64 / 1e6)
+    Value::Ms(ns)
 }
 
+/// A mean or deviation in (fractional) nanoseconds.
 fn ms_f(ns: f64) -> Value {
-    Value::Ms(ns / 1e6)
+    Value::Ms(if ns.is_finite() && ns > 0.0 { ns.round() as u64 } else { 0 })
 }
 
 /// A time relative to the flow's first packet, 0 when the event never happened (as Tstat).
 fn rel(t_ns: u64, first_ns: u64) -> Value {
     if t_ns == 0 {
-        Value::Ms(0.0)
+        Value::Ms(0)
     } else {
         ms(t_ns.saturating_sub(first_ns))
     }
@@ -184,7 +186,7 @@ macro_rules! udp_dir_columns {
 
 fn udp_first_abs(d: &UdpDirStats) -> Value {
     if d.pkts == 0 {
-        Value::Ms(0.0)
+        Value::Ms(0)
     } else {
         ms(d.first_ns)
     }

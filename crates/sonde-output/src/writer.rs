@@ -158,26 +158,49 @@ pub fn write_records<'a, R: 'a>(
 }
 
 fn push_tsv(out: &mut String, v: Value) {
-    let _ = match v {
-        Value::Int(n) => write!(out, "{n}"),
-        Value::Ms(x) => write!(out, "{x:.3}"),
-        Value::Ip(ip) => write!(out, "{ip}"),
-        Value::Text(s) => write!(out, "{s}"),
-        Value::Bool(b) => write!(out, "{}", u8::from(b)),
-        Value::Missing => write!(out, "-"),
-    };
+    match v {
+        Value::Int(n) => out.push_str(itoa::Buffer::new().format(n)),
+        Value::Ms(ns) => push_ms(out, ns),
+        Value::Ip(ip) => {
+            let _ = write!(out, "{ip}");
+        }
+        Value::Text(s) => out.push_str(s),
+        Value::Bool(b) => out.push(if b { '1' } else { '0' }),
+        Value::Missing => out.push('-'),
+    }
 }
 
 fn push_json(out: &mut String, v: Value) {
-    let _ = match v {
-        Value::Int(n) => write!(out, "{n}"),
-        Value::Ms(x) if x.is_finite() => write!(out, "{x:.3}"),
-        Value::Ms(_) | Value::Missing => write!(out, "null"),
+    match v {
+        Value::Int(n) => out.push_str(itoa::Buffer::new().format(n)),
+        Value::Ms(ns) => push_ms(out, ns),
+        Value::Missing => out.push_str("null"),
         // Addresses and our static texts never need JSON escaping.
-        Value::Ip(ip) => write!(out, "\"{ip}\""),
-        Value::Text(s) => write!(out, "\"{s}\""),
-        Value::Bool(b) => write!(out, "{b}"),
-    };
+        Value::Ip(ip) => {
+            let _ = write!(out, "\"{ip}\"");
+        }
+        Value::Text(s) => {
+            out.push('"');
+            out.push_str(s);
+            out.push('"');
+        }
+        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+    }
+}
+
+/// Nanoseconds as milliseconds with three decimals, rounded half up to the microsecond.
+fn push_ms(out: &mut String, ns: u64) {
+    let micros = ns / 1000 + u64::from(ns % 1000 >= 500);
+    out.push_str(itoa::Buffer::new().format(micros / 1000));
+    out.push('.');
+    let frac = micros % 1000;
+    if frac < 100 {
+        out.push('0');
+    }
+    if frac < 10 {
+        out.push('0');
+    }
+    out.push_str(itoa::Buffer::new().format(frac));
 }
 
 #[cfg(test)]
@@ -190,7 +213,7 @@ mod tests {
         vec![
             Column { name: "n", value: |r| Value::Int(r.0) },
             Column { name: "t", value: |r| Value::Text(r.1) },
-            Column { name: "ms", value: |r| Value::Ms(r.0 as f64 / 3.0) },
+            Column { name: "ms", value: |r| Value::Ms(r.0 * 1_000_000 / 3) },
             Column { name: "x", value: |_| Value::Missing },
         ]
     }
@@ -207,6 +230,20 @@ mod tests {
         let mut out = Vec::new();
         write_records(&mut out, Format::Jsonl, &cols(), [Row(3, "c")].iter()).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "{\"n\":3,\"t\":\"c\",\"ms\":1.000,\"x\":null}\n");
+    }
+
+    #[test]
+    fn milliseconds_round_half_up_to_the_microsecond() {
+        let text = |ns| {
+            let mut s = String::new();
+            push_ms(&mut s, ns);
+            s
+        };
+        assert_eq!(text(0), "0.000");
+        assert_eq!(text(499), "0.000");
+        assert_eq!(text(500), "0.001");
+        assert_eq!(text(20_288_499), "20.288");
+        assert_eq!(text(1_795_300_702_508_506_000), "1795300702508.506");
     }
 
     #[test]
