@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Builds the benchmark traces into /tmp/sonde-bench/ (never into the repo: they are hundreds
+# of MB to GB and can be rebuilt at any time):
+#   bench.pcap       the real captures merged and replicated (~1.2 M packets, tens of thousands
+#                    of flows), by ../shared/tools/mergetrace
+#   scale.pcap       ~2,000 concurrent real Linux TCP connections, by the ground-truth
+#                    generator's scale preset (needs root, iproute2, tcpdump)
+#   conc-K.pcap      K TCP connections open at once, K = 1k 10k 100k 1M (bench/concurrent_flows.py),
+#                    for how cost grows with the number of concurrent flows
+# Each trace is checked with sonde: packets read, and for conc-K exactly K complete TCP flows.
+# An existing trace is kept (delete it, or set FORCE=1, to rebuild).
+#
+# usage: bench/make-traces.sh [all|bench|scale|conc]   (default all)
+# env:   OUT=/tmp/sonde-bench   SONDE=path/to/sonde (default: build it)   KS="1000 10000 ..."
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(dirname "$BENCH_DIR")
+SHARED=$REPO_DIR/../shared/tools
+OUT=${OUT:-/tmp/sonde-bench}
+KS=${KS:-1000 10000 100000 1000000}
+# Packets per concurrency trace: the same 2 M for small K (so each rate is measured over
+# enough packets), and 14 per flow for large K (handshake 3 + 4 data/ACK pairs + teardown 3).
+MIN_PACKETS=${MIN_PACKETS:-2000000}
+
+log() { echo "make-traces: $*" >&2; }
+
+want() { [[ ${FORCE:-} == 1 || ! -s $1 ]]; }
+
+find_sonde() {
+    if [[ -n ${SONDE:-} ]]; then return; fi
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/tmp/target-bench}
+    (cd "$REPO_DIR" && cargo build --release -q -p sonde) >&2
+    SONDE=$CARGO_TARGET_DIR/release/sonde
+}
+
+# Runs sonde over a trace; prints "packets tcp_flows tcp_complete udp_flows".
+sonde_counts() {
+    local dir
+    dir=$(mktemp -d)
+    # K = 1M needs more room than the default flow cap
+    "$SONDE" analyze -r "$1" -o "$dir" --force -q --max-flows 4000000 >/dev/null
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["flows"]
+print(d["packets"]["read"], f["tcp"], f["tcp_complete"], f["udp"])' "$dir/summary.json"
+    rm -rf "$dir"
+}
+
+make_bench() {
+    local t=$OUT/bench.pcap
+    if want "$t"; then
+        log "merging the real captures into $t"
+        "$SHARED/mergetrace/make-bench-trace.sh" "$t"
+    fi
+    log "bench.pcap: packets, TCP flows, complete, UDP flows: $(sonde_counts "$t")"
+}
+
+make_scale() {
+    local t=$OUT/scale.pcap
+    if want "$t"; then
+        [[ $(id -u) == 0 ]] || { log "scale preset needs root: skipped"; return; }
+        log "running the ground-truth generator's scale preset (a minute or two)"
+        (cd "$OUT" && python3 "$SHARED/groundtruth/gen.py" run --preset scale --name scale --outdir "$OUT")
+    fi
+    log "scale.pcap: packets, TCP flows, complete, UDP flows: $(sonde_counts "$t")"
+}
+
+make_conc() {
+    local k t packets got
+    for k in $KS; do
+        t=$OUT/conc-$k.pcap
+        packets=$((k * 14 > MIN_PACKETS ? k * 14 : MIN_PACKETS))
+        if want "$t"; then
+            log "writing $t ($k flows, $packets packets)"
+            python3 "$BENCH_DIR/concurrent_flows.py" "$k" "$packets" "$t"
+        fi
+        got=$(sonde_counts "$t")
+        log "conc-$k.pcap: packets, TCP flows, complete, UDP flows: $got"
+        read -r _ tcp complete udp <<<"$got"
+        if [[ $tcp != "$k" || $complete != "$k" || $udp != 0 ]]; then
+            log "conc-$k.pcap: expected $k complete TCP flows and no UDP"
+            exit 1
+        fi
+    done
+}
+
+main() {
+    local what=${1:-all}
+    mkdir -p "$OUT"
+    find_sonde
+    case $what in
+        all)   make_bench; make_scale; make_conc ;;
+        bench) make_bench ;;
+        scale) make_scale ;;
+        conc)  make_conc ;;
+        *) echo "usage: make-traces.sh [all|bench|scale|conc]" >&2; exit 2 ;;
+    esac
+    ls -l "$OUT"/*.pcap >&2
+}
+
+main "$@"
