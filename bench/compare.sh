@@ -4,14 +4,17 @@
 # ratio of sonde's one-worker rate to each tool's.
 #
 # usage: bench/compare.sh TRACE [REPS]          (REPS defaults to 3)
-# env:   SONDE=path/to/sonde   binary to measure (default: build the work tree's release binary)
+# env:   SONDE_REV=label       how the table names the sonde build (default: the repo's HEAD)
+#        SONDE=path/to/sonde   binary to measure (default: build the work tree's release binary)
 #        TOOLS="sonde1 sondeN softflowd ..."  subset/order of rows (default: all, see ALL_TOOLS)
 #        KEEP=1                keep the per-run outputs and logs (printed at the end)
 #
 # Why it is built this way:
 # - The machine is small (2 cores) and shared, so absolute times drift. Every repetition runs
 #   all tools one after the other (round-robin, not tool after tool), so a busy minute slows
-#   every tool alike, and the table reports medians over REPS.
+#   every tool alike, and the table reports medians over REPS. Mpps is packets ÷ wall time (the
+#   rate a box keeps up with); Mpps per CPU s (packets ÷ user+sys time) is also printed because
+#   it moves less when other jobs share the cores.
 # - The trace is read once with cat before timing so every tool reads it from the page cache:
 #   we measure packet processing, not the disk.
 # - GNU time gives wall, user+sys of the whole process tree (NFStream's meter processes,
@@ -24,7 +27,7 @@ set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(dirname "$BENCH_DIR")
-ALL_TOOLS="floor sonde1 sondeN softflowd nfpcapd argus tcptrace tshark nfstream"
+ALL_TOOLS="floor sonde1 sonde1c sondeN softflowd nfpcapd argus tcptrace tshark nfstream"
 
 log() { echo "compare: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -34,6 +37,7 @@ describe() {
     case $1 in
         floor)     echo "C 5-tuple counter over the mmapped file: the floor" ;;
         sonde1)    echo "Tstat's TCP/UDP metric set, flow logs written; one worker" ;;
+        sonde1c)   echo "same, one worker, pinned to one core (taskset -c 0)" ;;
         sondeN)    echo "same, all cores (--threads $(nproc))" ;;
         softflowd) echo "5-tuple flows only (NetFlow v9 export)" ;;
         nfpcapd)   echo "5-tuple unidirectional flows, nfcapd file" ;;
@@ -71,6 +75,12 @@ tool_cmd() {
         floor)     [[ -n $FLOOR ]] || return 1; CMD=("$FLOOR" "$TRACE") ;;
         sonde1)    CMD=("$SONDE" analyze -r "$TRACE" -o "$out" --force -q)
                    if sonde_has_threads; then CMD+=(--threads 1); fi ;;
+        # The reader is a thread of its own, so one worker can still use two cores: this row
+        # pins the whole process to one core, the like-for-like comparison with the
+        # single-threaded peers.
+        sonde1c)   command -v taskset >/dev/null || return 1
+                   CMD=(taskset -c 0 "$SONDE" analyze -r "$TRACE" -o "$out" --force -q)
+                   if sonde_has_threads; then CMD+=(--threads 1); fi ;;
         sondeN)    sonde_has_threads || return 1
                    CMD=("$SONDE" analyze -r "$TRACE" -o "$out" --force -q --threads "$(nproc)") ;;
         # -r reads the file and exits at EOF flushing every flow; -d stays in the foreground;
@@ -99,6 +109,7 @@ why_missing() {
     case $1 in
         floor)  echo "gcc failed, see $WORK/floor.build.log" ;;
         sondeN) echo "sonde has no --threads yet" ;;
+        sonde1c) echo "taskset missing" ;;
         nfstream) echo "nfstream not importable; run bench/setup.sh" ;;
         *) echo "$1 not installed; run bench/setup.sh" ;;
     esac
@@ -112,7 +123,7 @@ check_run() {
         floor)
             read -r _ seen _ flows < <(tail -1 "$log") || true
             [[ $seen == "$PACKETS" ]] || note="read $seen of $PACKETS packets" ;;
-        sonde1|sondeN)
+        sonde1|sonde1c|sondeN)
             read -r seen flows < <(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -198,37 +209,40 @@ summarise() {
     NOTE=$(awk '{$1 = $2 = $3 = ""; print}' "$runs" | cut -d'|' -f2- | sort -u | paste -sd';' | sed 's/^ *//; s/^;//')
 }
 
-mpps() { awk -v p="$PACKETS" -v w="$1" 'BEGIN {printf "%.2f", (w > 0 ? p / w / 1e6 : 0)}'; }
+mpps() { awk -v p="$PACKETS" -v w="$1" 'BEGIN {if (w > 0) printf "%.2f", p / w / 1e6; else printf "–"}'; }
 
 print_table() {
     local sonde_mpps="" tool
     summarise sonde1
     [[ -n $FAILED ]] || sonde_mpps=$(mpps "$MED_WALL")
     echo
-    echo "| tool | computes | flows | wall s | CPU s | Mpps | peak RSS MB | sonde ÷ tool |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|"
+    echo "| tool | computes | flows | wall s | CPU s | Mpps | Mpps per CPU s | peak RSS MB | sonde ÷ tool |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
     declare -gA RATE=()
     for tool in $TOOLS; do
         summarise "$tool"
         if [[ -n $FAILED ]]; then
-            echo "| $tool | $(describe "$tool") | | $FAILED | | | | |"
+            echo "| $tool | $(describe "$tool") | | $FAILED | | | | | |"
             continue
         fi
         local rate ratio=""
         rate=$(mpps "$MED_WALL"); RATE[$tool]=$rate
         [[ -z $sonde_mpps || $tool == sonde* ]] || ratio=$(awk -v a="$sonde_mpps" -v b="$rate" 'BEGIN {printf "%.2f×", a / b}')
-        printf '| %s | %s%s | %s | %.3f | %.2f | %s | %.0f | %s |\n' "$tool" "$(describe "$tool")" \
-            "${NOTE:+ ⚠ $NOTE}" "$FLOWS" "$MED_WALL" "$MED_CPU" "$rate" \
+        printf '| %s | %s%s | %s | %.3f | %.2f | %s | %s | %.0f | %s |\n' "$tool" "$(describe "$tool")" \
+            "${NOTE:+ ⚠ $NOTE}" "$FLOWS" "$MED_WALL" "$MED_CPU" "$rate" "$(mpps "$MED_CPU")" \
             "$(echo "$MED_RSS / 1024" | bc -l)" "$ratio"
     done
     echo
-    local peer
+    local peer base label
     for peer in softflowd tcptrace nfstream; do
-        if [[ -n ${RATE[sonde1]:-} && -n ${RATE[$peer]:-} ]]; then
-            echo "- sonde (one worker) ÷ $peer: $(awk -v a="${RATE[sonde1]}" -v b="${RATE[$peer]}" 'BEGIN {printf "%.2f×", a / b}')"
-        else
-            echo "- sonde (one worker) ÷ $peer: n/a"
-        fi
+        for base in sonde1 sonde1c; do
+            label="one worker"; [[ $base == sonde1 ]] || label="one worker, one core"
+            if [[ -n ${RATE[$base]:-} && -n ${RATE[$peer]:-} ]]; then
+                echo "- sonde ($label) ÷ $peer: $(awk -v a="${RATE[$base]}" -v b="${RATE[$peer]}" 'BEGIN {printf "%.2f×", a / b}')"
+            else
+                echo "- sonde ($label) ÷ $peer: n/a"
+            fi
+        done
     done
     if [[ -n ${RATE[sonde1]:-} && -n ${RATE[sondeN]:-} ]]; then
         echo "- sonde all cores ÷ one worker: $(awk -v a="${RATE[sondeN]}" -v b="${RATE[sonde1]}" 'BEGIN {printf "%.2f×", a / b}')"
@@ -288,7 +302,7 @@ print(d["packets"]["read"], d.get("trace_duration_s", 0), d["protocols"]["non_ip
     echo "Trace \`$(basename "$TRACE")\`: $PACKETS packets, $(printf '%.1f' "${DURATION:-0}") s," \
         "$(du -m "$TRACE" | cut -f1) MB; $REPS repetitions, medians; $(nproc) cores," \
         "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(date -u +%F)," \
-        "sonde $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')"
+        "sonde ${SONDE_REV:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')}"
     print_table
     [[ -z ${KEEP:-} ]] || log "outputs kept in $WORK"
 }

@@ -5,6 +5,7 @@
 #
 # usage: bench/scaling.sh [REPS]        (REPS defaults to 3; medians)
 # env:   OUT=/tmp/sonde-bench  SONDE=path/to/sonde (default: build it)  KS="1000 10000 ..."
+#        SONDE_REV=label  how the table names the sonde build (default: the repo's HEAD)
 #        THREADS=N  pass --threads N (default 1 when sonde has --threads: the per-core figure)
 #
 # Why it is built this way:
@@ -80,17 +81,17 @@ main() {
     base=$(for ((r = 0; r < reps; r++)); do run_pipe "$WORK/tiny.pcap" 10; done | median)
     log "baseline peak RSS (10 flows, from a pipe): $base kB"
 
-    echo "sonde $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores," \
+    echo "sonde ${SONDE_REV:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')}, $(nproc) cores," \
         "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(date -u +%F);" \
         "$reps repetitions, medians; baseline RSS $((base / 1024)) MB"
     echo
-    echo "| concurrent TCP flows | packets | peak live flows | wall s | Mpps | peak RSS MB (pipe) | bytes per flow |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| concurrent TCP flows | packets | packets per flow | peak live flows | wall s | Mpps | peak RSS MB (pipe) | bytes per flow |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
     declare -A RATE=()
     for k in $KS; do
         t=$OUT/conc-$k.pcap
         if [[ ! -s $t ]]; then
-            echo "| $k | n/a (no $t; run bench/make-traces.sh conc) | | | | | |"
+            echo "| $k | n/a (no $t; run bench/make-traces.sh conc) | | | | | | |"
             continue
         fi
         log "K=$k: warming the page cache"
@@ -108,7 +109,7 @@ main() {
         RATE[$k]=$(awk -v p="$packets" -v w="$wall" 'BEGIN {printf "%.2f", p / w / 1e6}')
         local note=""
         [[ $complete == "$k" ]] || note=" ⚠ $complete complete flows"
-        printf '| %s%s | %s | %s | %.3f | %s | %.0f | %.0f |\n' "$k" "$note" "$packets" "$live" "$wall" \
+        printf '| %s%s | %s | %s | %s | %.3f | %s | %.0f | %.0f |\n' "$k" "$note" "$packets" "$((packets / k))" "$live" "$wall" \
             "${RATE[$k]}" "$(echo "$mrss / 1024" | bc -l)" "$(echo "($mrss - $base) * 1024 / $k" | bc -l)"
     done
     echo
