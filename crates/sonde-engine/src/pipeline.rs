@@ -81,50 +81,20 @@ pub fn analyze<S: FlowSink>(
     progress: &mut dyn FnMut(Progress),
 ) -> Outcome {
     let workers = pipeline.workers.max(1);
-    let batch_len = pipeline.batch_len.max(1);
     let mut flow_cfg = pipeline.flow.clone();
     flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
     flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
 
     let mut stats = RunStats::default();
-    let (input_error, results) = thread::scope(|scope| {
-        let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
-        let (recycle_tx, recycle_rx) = bounded::<Vec<Item>>(workers * (BATCHES_PER_WORKER + 1));
-        let mut handles = Vec::with_capacity(workers);
-        for _ in 0..workers {
-            let (tx, rx) = bounded::<Message>(BATCHES_PER_WORKER);
-            to_workers.push(tx);
-            let cfg = flow_cfg.clone();
-            let recycle = recycle_tx.clone();
-            handles.push(scope.spawn(move || work(cfg, rx, recycle)));
-        }
-        for _ in 0..workers * BATCHES_PER_WORKER {
-            let _ = recycle_tx.send(Vec::with_capacity(batch_len));
-        }
-        let mut batches: Vec<Vec<Item>> = (0..workers).map(|_| Vec::with_capacity(batch_len)).collect();
-        let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers };
-        let input_error = reader.read(source, filter, progress, |worker, item| {
-            let batch = &mut batches[worker];
-            batch.push(item);
-            if batch.len() >= batch_len {
-                let empty = recycle_rx.recv().unwrap_or_else(|_| Vec::with_capacity(batch_len));
-                let full = std::mem::replace(batch, empty);
-                // A worker that died (panicked) drops its receiver; its join reports it.
-                let _ = to_workers[worker].send(Message::Batch(full));
-            }
-        });
-        let clock_ns = reader.clock_ns;
-        for (worker, batch) in batches.into_iter().enumerate() {
-            if !batch.is_empty() {
-                let _ = to_workers[worker].send(Message::Batch(batch));
-            }
-            let _ = to_workers[worker].send(Message::End { clock_ns });
-        }
-        drop(to_workers);
-        let results: Vec<WorkerResult> =
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
-        (input_error, results)
-    });
+    let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers };
+    let (input_error, results) = if workers == 1 {
+        // One worker runs in the reader's thread: no channel, no copy of the packet.
+        let mut worker = Worker::new(flow_cfg);
+        let input_error = reader.read(source, filter, progress, |_, item| worker.packet(&item));
+        (input_error, vec![worker.finish(reader.clock_ns)])
+    } else {
+        run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1))
+    };
 
     let mut counts = FlowCounts::default();
     let mut table = TableStats::default();
@@ -145,28 +115,95 @@ pub fn analyze<S: FlowSink>(
     Outcome { stats, input_error }
 }
 
-/// A worker: tracks the flows of the packets it is sent, returning each batch for reuse.
+/// The reader in this thread, `reader.workers` workers in their own, batches between them.
+fn run_threads(
+    reader: &mut Reader,
+    source: &mut dyn PacketSource,
+    filter: Option<&mut Filter>,
+    progress: &mut dyn FnMut(Progress),
+    flow_cfg: &FlowConfig,
+    batch_len: usize,
+) -> (Option<CaptureError>, Vec<WorkerResult>) {
+    let workers = reader.workers;
+    thread::scope(|scope| {
+        let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
+        let (recycle_tx, recycle_rx) = bounded::<Vec<Item>>(workers * (BATCHES_PER_WORKER + 1));
+        let mut handles = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = bounded::<Message>(BATCHES_PER_WORKER);
+            to_workers.push(tx);
+            let cfg = flow_cfg.clone();
+            let recycle = recycle_tx.clone();
+            handles.push(scope.spawn(move || work(cfg, rx, recycle)));
+        }
+        for _ in 0..workers * BATCHES_PER_WORKER {
+            let _ = recycle_tx.send(Vec::with_capacity(batch_len));
+        }
+        let mut batches: Vec<Vec<Item>> = (0..workers).map(|_| Vec::with_capacity(batch_len)).collect();
+        let input_error = reader.read(source, filter, progress, |worker, item| {
+            let batch = &mut batches[worker];
+            batch.push(item);
+            if batch.len() >= batch_len {
+                let empty = recycle_rx.recv().unwrap_or_else(|_| Vec::with_capacity(batch_len));
+                let full = std::mem::replace(batch, empty);
+                // A worker that died (panicked) drops its receiver; its join reports it.
+                let _ = to_workers[worker].send(Message::Batch(full));
+            }
+        });
+        let clock_ns = reader.clock_ns;
+        for (worker, batch) in batches.into_iter().enumerate() {
+            if !batch.is_empty() {
+                let _ = to_workers[worker].send(Message::Batch(batch));
+            }
+            let _ = to_workers[worker].send(Message::End { clock_ns });
+        }
+        drop(to_workers);
+        let results = handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        (input_error, results)
+    })
+}
+
+/// A flow worker: a tracker and the records of the flows it ended.
+struct Worker {
+    tracker: FlowTracker,
+    records: Vec<FlowRecord>,
+    counts: FlowCounts,
+}
+
+impl Worker {
+    fn new(cfg: FlowConfig) -> Self {
+        Worker { tracker: FlowTracker::new(cfg), records: Vec::new(), counts: FlowCounts::default() }
+    }
+
+    fn packet(&mut self, item: &Item) {
+        let mut sink = CountingSink { inner: &mut self.records, counts: &mut self.counts };
+        self.tracker.on_packet_at(item.ts_ns, item.clock_ns, &item.packet, &mut sink);
+    }
+
+    fn finish(mut self, clock_ns: u64) -> WorkerResult {
+        let mut sink = CountingSink { inner: &mut self.records, counts: &mut self.counts };
+        self.tracker.finish_at(clock_ns, &mut sink);
+        WorkerResult { records: self.records, counts: self.counts, table: self.tracker.table_stats() }
+    }
+}
+
+/// A worker thread: tracks the flows of the batches it is sent, returning each for reuse.
 fn work(cfg: FlowConfig, rx: Receiver<Message>, recycle: Sender<Vec<Item>>) -> WorkerResult {
-    let mut tracker = FlowTracker::new(cfg);
-    let mut records: Vec<FlowRecord> = Vec::new();
-    let mut sink = CountingSink { inner: &mut records, counts: FlowCounts::default() };
+    let mut worker = Worker::new(cfg);
     while let Ok(message) = rx.recv() {
         match message {
             Message::Batch(mut batch) => {
                 for item in &batch {
-                    tracker.on_packet_at(item.ts_ns, item.clock_ns, &item.packet, &mut sink);
+                    worker.packet(item);
                 }
                 batch.clear();
                 let _ = recycle.send(batch);
             }
-            Message::End { clock_ns } => {
-                tracker.finish_at(clock_ns, &mut sink);
-                break;
-            }
+            Message::End { clock_ns } => return worker.finish(clock_ns),
         }
     }
-    let counts = sink.counts;
-    WorkerResult { records, counts, table: tracker.table_stats() }
+    // The reader went away without an end (it panicked): report what was tracked.
+    worker.finish(0)
 }
 
 struct Reader<'a> {

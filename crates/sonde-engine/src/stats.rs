@@ -260,7 +260,7 @@ pub fn link_type_name(lt: u32) -> String {
 /// A sink in front of another that counts the flows passing through.
 pub struct CountingSink<'a, S: FlowSink> {
     pub inner: &'a mut S,
-    pub counts: FlowCounts,
+    pub counts: &'a mut FlowCounts,
 }
 
 impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
