@@ -3,6 +3,7 @@
 # of MB to GB and can be rebuilt at any time):
 #   bench.pcap       the real captures merged and replicated (~1.2 M packets, tens of thousands
 #                    of flows), by ../shared/tools/mergetrace
+#   bench-tcptrace.pcap  the same less its frames shorter than 14 bytes, which crash tcptrace
 #   scale.pcap       ~2,000 concurrent real Linux TCP connections, by the ground-truth
 #                    generator's scale preset (needs root, iproute2, tcpdump)
 #   conc-K.pcap      K TCP connections open at once, K = 1k 10k 100k 1M (bench/concurrent_flows.py),
@@ -55,6 +56,10 @@ make_bench() {
         "$SHARED/mergetrace/make-bench-trace.sh" "$t"
     fi
     log "bench.pcap: packets, TCP flows, complete, UDP flows: $(sonde_counts "$t")"
+    # tcptrace crashes on the few runt frames of bench.pcap; this copy lacks them
+    if want "$OUT/bench-tcptrace.pcap"; then
+        python3 "$BENCH_DIR/drop_short_frames.py" "$t" "$OUT/bench-tcptrace.pcap"
+    fi
 }
 
 make_scale() {
