@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use sonde_flow::FlowRecord;
@@ -86,16 +87,16 @@ impl OutputDir {
 
     /// Sorts the records into output order and writes both flow logs.
     pub fn write_flows(&self, records: &mut [FlowRecord]) -> Result<(), OutputError> {
-        records.sort_by_key(|r| r.sort_key());
+        let order = output_order(records);
         let [tcp, udp, _] = Self::file_names(self.format);
         let tcp_path = self.path(&tcp);
         let udp_path = self.path(&udp);
-        let tcp_records = records.iter().filter_map(|r| match r {
+        let tcp_records = order.iter().filter_map(|&i| match &records[i] {
             FlowRecord::Tcp(t) => Some(&**t),
             _ => None,
         });
         write_file(&tcp_path, |w| write_records(w, self.format, &tcp_columns(), tcp_records))?;
-        let udp_records = records.iter().filter_map(|r| match r {
+        let udp_records = order.iter().filter_map(|&i| match &records[i] {
             FlowRecord::Udp(u) => Some(u),
             _ => None,
         });
@@ -105,6 +106,26 @@ impl OutputDir {
     pub fn write_summary(&self, json: &str) -> Result<(), OutputError> {
         write_file(&self.path("summary.json"), |w| w.write_all(json.as_bytes()))
     }
+}
+
+/// The output order — flow start, then protocol and tuple, then end and packet counts as tie
+/// breakers — as indices, so the (large) records never move. It does not depend on the order
+/// records arrived in, which varies with the number of workers.
+fn output_order(records: &[FlowRecord]) -> Vec<usize> {
+    let mut keyed: Vec<_> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let e = r.endpoints();
+            let (proto, last_ns, pkts) = match r {
+                FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
+                FlowRecord::Udp(u) => (17u8, u.last_ns, (u.client.pkts, u.server.pkts)),
+            };
+            ((r.first_ns(), proto, e.client_ip, e.client_port, e.server_ip, e.server_port, last_ns, pkts), i)
+        })
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) -> Result<(), OutputError> {
@@ -161,9 +182,7 @@ fn push_tsv(out: &mut String, v: Value) {
     match v {
         Value::Int(n) => out.push_str(itoa::Buffer::new().format(n)),
         Value::Ms(ns) => push_ms(out, ns),
-        Value::Ip(ip) => {
-            let _ = write!(out, "{ip}");
-        }
+        Value::Ip(ip) => push_ip(out, ip),
         Value::Text(s) => out.push_str(s),
         Value::Bool(b) => out.push(if b { '1' } else { '0' }),
         Value::Missing => out.push('-'),
@@ -177,7 +196,9 @@ fn push_json(out: &mut String, v: Value) {
         Value::Missing => out.push_str("null"),
         // Addresses and our static texts never need JSON escaping.
         Value::Ip(ip) => {
-            let _ = write!(out, "\"{ip}\"");
+            out.push('"');
+            push_ip(out, ip);
+            out.push('"');
         }
         Value::Text(s) => {
             out.push('"');
@@ -185,6 +206,23 @@ fn push_json(out: &mut String, v: Value) {
             out.push('"');
         }
         Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+    }
+}
+
+/// Dotted quad by hand (the common case, and std's Display is slow); IPv6 by std's rules.
+fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                out.push_str(itoa::Buffer::new().format(*octet));
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
     }
 }
 
