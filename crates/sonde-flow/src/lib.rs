@@ -17,8 +17,11 @@
 //! ```
 
 pub mod key;
+mod live;
 pub mod record;
+mod sent;
 pub mod seq;
+mod slab;
 pub mod table;
 pub mod tcp;
 pub mod udp;
@@ -28,9 +31,10 @@ use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
 pub use key::FlowKey;
 pub use record::*;
+use slab::Slab;
 pub use table::TableStats;
 use table::{FlowTable, Lane};
-use tcp::TcpConn;
+use tcp::{TcpConn, TcpPools};
 use udp::UdpConn;
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -66,15 +70,16 @@ impl Default for FlowConfig {
     }
 }
 
-/// One table entry: either protocol's state (slots are reused across protocols).
-#[derive(Debug, Default)]
+/// One table entry: what both protocols share, and where the protocol's own state is (the TCP
+/// or UDP slab), so that a slot costs the same small size for either.
+#[derive(Debug, Clone, Copy)]
 struct Flow {
     protocol: u8,
     /// Whether the client is the key's `lo` endpoint.
     client_is_lo: bool,
     tunnel: Option<Tunnel>,
-    tcp: TcpConn,
-    udp: UdpConn,
+    /// Index in `FlowTracker::tcp` or `FlowTracker::udp`.
+    conn: u32,
 }
 
 /// What the tracker did with a packet.
@@ -93,6 +98,9 @@ pub enum Disposition {
 pub struct FlowTracker {
     cfg: FlowConfig,
     table: FlowTable<Flow>,
+    tcp: Slab<TcpConn>,
+    udp: Slab<UdpConn>,
+    tcp_pools: TcpPools,
     /// The latest packet time seen: timers run on it, so a trace whose timestamps step back
     /// does not expire (and split) the flows it is in the middle of.
     clock_ns: u64,
@@ -101,7 +109,15 @@ pub struct FlowTracker {
 impl FlowTracker {
     pub fn new(cfg: FlowConfig) -> Self {
         let table = FlowTable::new(cfg.max_flows, cfg.initial_flows);
-        FlowTracker { cfg, table, clock_ns: 0 }
+        let initial = cfg.initial_flows.clamp(1, cfg.max_flows.max(1));
+        FlowTracker {
+            cfg,
+            table,
+            tcp: Slab::with_capacity(initial),
+            udp: Slab::with_capacity(initial / 4),
+            tcp_pools: TcpPools::default(),
+            clock_ns: 0,
+        }
     }
 
     pub fn table_stats(&self) -> TableStats {
@@ -146,10 +162,11 @@ impl FlowTracker {
 
         let mut slot = self.table.find(&key, hash);
         if let (Some(s), Some(Transport::Tcp(t))) = (slot, &p.transport) {
-            let flow = self.table.value(s);
+            let flow = *self.table.value(s);
             let dir = usize::from(from_lo != flow.client_is_lo);
-            if flow.tcp.starts_new_flow(dir, t) {
-                let reason = flow.tcp.closed.unwrap_or(EndReason::Reused);
+            let conn = self.tcp.get(flow.conn);
+            if conn.starts_new_flow(dir, t) {
+                let reason = conn.closed.unwrap_or(EndReason::Reused);
                 self.end_flow(s, reason, sink);
                 slot = None;
             }
@@ -160,45 +177,38 @@ impl FlowTracker {
                 if self.table.is_full() {
                     if let Some(victim) = self.table.oldest_any() {
                         // A closed flow only lingering for late ACKs loses nothing by going early.
-                        let v = self.table.value(victim);
-                        if !(v.protocol == 6 && v.tcp.closed.is_some()) {
+                        let v = *self.table.value(victim);
+                        if !(v.protocol == 6 && self.tcp.get(v.conn).closed.is_some()) {
                             self.table.stats.evicted += 1;
                         }
                         self.end_flow(victim, EndReason::Evicted, sink);
                     }
                 }
                 let lane = if protocol == 6 { Lane::TcpOpen } else { Lane::Udp };
-                let s = self.table.insert(key, hash, self.clock_ns, lane);
-                let flow = self.table.value(s);
-                flow.protocol = protocol;
-                flow.tunnel = p.tunnel;
                 // The client is the SYN sender; a flow first seen at its SYN/ACK starts at the server.
                 let sender_is_client = match &p.transport {
                     Some(Transport::Tcp(t)) => !TcpConn::first_sender_is_server(t),
                     _ => true,
                 };
-                flow.client_is_lo = from_lo == sender_is_client;
-                if protocol == 6 {
-                    flow.tcp.reset();
-                } else {
-                    flow.udp = UdpConn::default();
-                }
-                s
+                let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
+                let flow = Flow { protocol, client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
+                self.table.insert(key, hash, self.clock_ns, lane, flow)
             }
         };
-        let flow = self.table.value(slot);
+        let flow = *self.table.value(slot);
         let dir = usize::from(from_lo != flow.client_is_lo);
         let lane = match &p.transport {
             Some(Transport::Tcp(t)) => {
-                flow.tcp.on_packet(dir, ts_ns, &ip, t);
-                if flow.tcp.closed.is_some() {
+                let conn = self.tcp.get(flow.conn);
+                conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t);
+                if conn.closed.is_some() {
                     Lane::TcpClosed
                 } else {
                     Lane::TcpOpen
                 }
             }
             Some(Transport::Udp(u)) => {
-                flow.udp.on_packet(dir, ts_ns, &ip, u);
+                self.udp.get(flow.conn).on_packet(dir, ts_ns, &ip, u);
                 Lane::Udp
             }
             _ => unreachable!("only TCP and UDP reach the table"),
@@ -243,7 +253,7 @@ impl FlowTracker {
     fn end_flow(&mut self, slot: u32, reason: EndReason, sink: &mut impl FlowSink) {
         let key = *self.table.key(slot);
         let cfg = &self.cfg;
-        let flow = self.table.value(slot);
+        let flow = *self.table.value(slot);
         let (client, server) = if flow.client_is_lo { (key.lo, key.hi) } else { (key.hi, key.lo) };
         let is_internal = |ip: &std::net::IpAddr| cfg.internal_nets.iter().any(|n| n.contains(ip));
         let endpoints = Endpoints {
@@ -256,36 +266,42 @@ impl FlowTracker {
             tunnel: flow.tunnel,
         };
         let record = if flow.protocol == 6 {
-            let c = &flow.tcp;
+            let c = self.tcp.get(flow.conn);
             // A closed flow that lingered ended by its FIN or RST, whatever removed it.
             let end = match (c.closed, reason) {
                 (Some(closed), EndReason::Idle | EndReason::Eof | EndReason::Evicted | EndReason::Reused) => closed,
                 _ => reason,
             };
-            let (cs, ss) = c.stats();
-            FlowRecord::Tcp(Box::new(TcpRecord {
+            let [client, server] = c.stats(&self.tcp_pools);
+            let record = FlowRecord::Tcp(Box::new(TcpRecord {
                 endpoints,
                 complete: c.client_syn && c.server_synack,
                 end,
                 first_ns: c.first_ns,
-                last_ns: c.last_ns,
+                last_ns: c.last_ns(),
                 hs_syn_synack_ns: c.hs_syn_synack_ns,
                 hs_synack_ack_ns: c.hs_synack_ack_ns,
-                client: *cs,
-                server: *ss,
-            }))
+                client,
+                server,
+            }));
+            c.release(&mut self.tcp_pools);
+            self.tcp.free(flow.conn);
+            record
         } else {
-            let u = &flow.udp;
-            FlowRecord::Udp(UdpRecord {
+            let u = self.udp.get(flow.conn);
+            let record = FlowRecord::Udp(UdpRecord {
                 endpoints,
                 end: reason,
                 first_ns: u.first_ns,
                 last_ns: u.last_ns,
                 client: u.dirs[0],
                 server: u.dirs[1],
-            })
+            });
+            *u = UdpConn::default();
+            self.udp.free(flow.conn);
+            record
         };
-        self.table.remove(slot);
+        self.table.remove(slot, key.hash64());
         sink.flow(record);
     }
 }

@@ -46,94 +46,171 @@ pub struct RangeOutcome {
     pub hole_opened_ns: u64,
 }
 
+type Range = (i64, i64, u64);
+
+const NO_SPILL: u32 = u32::MAX;
+
+/// Spilled range sets of every flow that has holes, with their buffers kept for reuse: a
+/// tracker in steady state does not allocate for them.
+#[derive(Debug, Default)]
+pub struct RangePool {
+    sets: Vec<Vec<Range>>,
+    free: Vec<u32>,
+}
+
+impl RangePool {
+    fn take(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.sets.push(Vec::new());
+                (self.sets.len() - 1) as u32
+            }
+        }
+    }
+
+    fn give_back(&mut self, i: u32) {
+        self.sets[i as usize].clear();
+        self.free.push(i);
+    }
+}
+
 /// Disjoint, sorted, merged ranges `[start, end)` of sequence numbers seen, each with the packet
-/// time it began (the time the hole below it opened). In normal traffic it holds one range; each
-/// hole adds one. Inline storage covers the common case without allocation.
-#[derive(Debug, Clone, Default)]
+/// time it began (the time the hole below it opened). In normal traffic it holds one range,
+/// stored inline; once a hole appears the ranges move to a `RangePool` set until the holes are
+/// filled again.
+#[derive(Debug, Clone, Copy)]
 pub struct SeenRanges {
-    ranges: smallvec::SmallVec<[(i64, i64, u64); 4]>,
+    /// The only range while not spilled; `start == end` when empty.
+    one: Range,
+    spill: u32,
+}
+
+impl Default for SeenRanges {
+    fn default() -> Self {
+        SeenRanges { one: (0, 0, 0), spill: NO_SPILL }
+    }
 }
 
 impl SeenRanges {
+    fn slice<'a>(&'a self, pool: &'a RangePool) -> &'a [Range] {
+        if self.spill != NO_SPILL {
+            &pool.sets[self.spill as usize]
+        } else if self.one.0 < self.one.1 {
+            std::slice::from_ref(&self.one)
+        } else {
+            &[]
+        }
+    }
+
     /// One past the highest sequence number seen, if any.
-    pub fn max_end(&self) -> Option<i64> {
-        self.ranges.last().map(|r| r.1)
+    pub fn max_end(&self, pool: &RangePool) -> Option<i64> {
+        self.slice(pool).last().map(|r| r.1)
     }
 
     /// Total sequence numbers covered.
-    pub fn covered(&self) -> u64 {
-        self.ranges.iter().map(|r| (r.1 - r.0) as u64).sum()
+    pub fn covered(&self, pool: &RangePool) -> u64 {
+        self.slice(pool).iter().map(|r| (r.1 - r.0) as u64).sum()
     }
 
-    pub fn holes(&self) -> usize {
-        self.ranges.len().saturating_sub(1)
+    pub fn holes(&self, pool: &RangePool) -> usize {
+        self.slice(pool).len().saturating_sub(1)
     }
 
     /// Whether every number in `[start, end)` has been seen.
-    pub fn contains(&self, start: i64, end: i64) -> bool {
-        self.ranges.iter().any(|r| r.0 <= start && end <= r.1)
+    pub fn contains(&self, pool: &RangePool, start: i64, end: i64) -> bool {
+        self.slice(pool).iter().any(|r| r.0 <= start && end <= r.1)
+    }
+
+    /// Forgets every range, returning a spilled set to the pool.
+    pub fn clear(&mut self, pool: &mut RangePool) {
+        if self.spill != NO_SPILL {
+            pool.give_back(self.spill);
+        }
+        *self = SeenRanges::default();
     }
 
     /// Adds `[start, end)`, seen at `ts_ns`, and reports what was new.
-    pub fn add(&mut self, start: i64, end: i64, ts_ns: u64) -> RangeOutcome {
+    pub fn add(&mut self, pool: &mut RangePool, start: i64, end: i64, ts_ns: u64) -> RangeOutcome {
         if end <= start {
             return RangeOutcome::default();
         }
         let len = (end - start) as u64;
-        // Fast path: appending at or beyond the end.
-        match self.ranges.last_mut() {
-            None => {
-                self.ranges.push((start, end, ts_ns));
+        if self.spill == NO_SPILL {
+            // Fast paths without a spilled set: the first range, or appending at its end.
+            if self.one.0 == self.one.1 {
+                self.one = (start, end, ts_ns);
                 return RangeOutcome { fresh: len, ..Default::default() };
             }
-            Some(last) if start >= last.1 => {
-                if start == last.1 {
-                    last.1 = end;
-                } else {
-                    self.ranges.push((start, end, ts_ns));
-                }
+            if start == self.one.1 {
+                self.one.1 = end;
                 return RangeOutcome { fresh: len, ..Default::default() };
             }
-            _ => {}
+            let i = pool.take();
+            pool.sets[i as usize].push(self.one);
+            self.spill = i;
         }
-        let mut overlap = 0u64;
-        for r in &self.ranges {
-            let lo = r.0.max(start);
-            let hi = r.1.min(end);
-            if hi > lo {
-                overlap += (hi - lo) as u64;
-            }
+        let ranges = &mut pool.sets[self.spill as usize];
+        let outcome = add_to(ranges, start, end, ts_ns);
+        if ranges.len() == 1 {
+            // The holes are filled: back inline.
+            self.one = ranges[0];
+            pool.give_back(self.spill);
+            self.spill = NO_SPILL;
         }
-        let fresh = len - overlap;
-        // tcptrace's rule: fresh bytes that start in a gap and end before the range after it.
-        let next = self.ranges.iter().find(|r| r.1 > start).copied();
-        let fills_hole = fresh > 0 && next.is_some_and(|r| start < r.0 && end < r.1);
-        let hole_opened_ns = if fills_hole { next.map_or(0, |r| r.2) } else { 0 };
-        if fresh > 0 {
-            self.insert_merge(start, end, ts_ns);
-        }
-        RangeOutcome { overlap, fresh, fills_hole, hole_opened_ns }
+        outcome
     }
+}
 
-    fn insert_merge(&mut self, start: i64, end: i64, ts_ns: u64) {
-        // Index of the first range that ends at or after `start` (it may merge).
-        let first = self.ranges.iter().position(|r| r.1 >= start).unwrap_or(self.ranges.len());
-        let mut last = first;
-        let (mut lo, mut hi) = (start, end);
-        // A merged range keeps the opening time of its lowest part.
-        let mut opened =
-            if first < self.ranges.len() && self.ranges[first].0 <= start { self.ranges[first].2 } else { ts_ns };
-        while last < self.ranges.len() && self.ranges[last].0 <= end {
-            if self.ranges[last].0 < lo {
-                opened = self.ranges[last].2;
+fn add_to(ranges: &mut Vec<Range>, start: i64, end: i64, ts_ns: u64) -> RangeOutcome {
+    let len = (end - start) as u64;
+    // Fast path: appending at or beyond the end.
+    if let Some(last) = ranges.last_mut() {
+        if start >= last.1 {
+            if start == last.1 {
+                last.1 = end;
+            } else {
+                ranges.push((start, end, ts_ns));
             }
-            lo = lo.min(self.ranges[last].0);
-            hi = hi.max(self.ranges[last].1);
-            last += 1;
+            return RangeOutcome { fresh: len, ..Default::default() };
         }
-        self.ranges.drain(first..last);
-        self.ranges.insert(first, (lo, hi, opened));
     }
+    let mut overlap = 0u64;
+    for r in ranges.iter() {
+        let lo = r.0.max(start);
+        let hi = r.1.min(end);
+        if hi > lo {
+            overlap += (hi - lo) as u64;
+        }
+    }
+    let fresh = len - overlap;
+    // tcptrace's rule: fresh bytes that start in a gap and end before the range after it.
+    let next = ranges.iter().find(|r| r.1 > start).copied();
+    let fills_hole = fresh > 0 && next.is_some_and(|r| start < r.0 && end < r.1);
+    let hole_opened_ns = if fills_hole { next.map_or(0, |r| r.2) } else { 0 };
+    if fresh > 0 {
+        insert_merge(ranges, start, end, ts_ns);
+    }
+    RangeOutcome { overlap, fresh, fills_hole, hole_opened_ns }
+}
+
+fn insert_merge(ranges: &mut Vec<Range>, start: i64, end: i64, ts_ns: u64) {
+    // Index of the first range that ends at or after `start` (it may merge).
+    let first = ranges.iter().position(|r| r.1 >= start).unwrap_or(ranges.len());
+    let mut last = first;
+    let (mut lo, mut hi) = (start, end);
+    // A merged range keeps the opening time of its lowest part.
+    let mut opened = if first < ranges.len() && ranges[first].0 <= start { ranges[first].2 } else { ts_ns };
+    while last < ranges.len() && ranges[last].0 <= end {
+        if ranges[last].0 < lo {
+            opened = ranges[last].2;
+        }
+        lo = lo.min(ranges[last].0);
+        hi = hi.max(ranges[last].1);
+        last += 1;
+    }
+    ranges.drain(first..last);
+    ranges.insert(first, (lo, hi, opened));
 }
 
 #[cfg(test)]
@@ -163,48 +240,52 @@ mod tests {
 
     #[test]
     fn in_order_data_is_fresh() {
+        let mut p = RangePool::default();
         let mut s = SeenRanges::default();
-        assert_eq!(s.add(0, 1, 0).fresh, 1);
-        assert_eq!(s.add(1, 101, 0).fresh, 100);
-        assert_eq!(s.covered(), 101);
-        assert_eq!(s.holes(), 0);
+        assert_eq!(s.add(&mut p, 0, 1, 0).fresh, 1);
+        assert_eq!(s.add(&mut p, 1, 101, 0).fresh, 100);
+        assert_eq!(s.covered(&p), 101);
+        assert_eq!(s.holes(&p), 0);
     }
 
     #[test]
     fn retransmission_overlaps_and_hole_fill_is_out_of_order() {
+        let mut p = RangePool::default();
         let mut s = SeenRanges::default();
-        s.add(0, 100, 0);
-        s.add(200, 300, 7); // 100..200 lost before the probe: the hole opens at time 7
-        assert_eq!(s.holes(), 1);
-        let rtx = s.add(0, 100, 0);
+        s.add(&mut p, 0, 100, 0);
+        s.add(&mut p, 200, 300, 7); // 100..200 lost before the probe: the hole opens at time 7
+        assert_eq!(s.holes(&p), 1);
+        let rtx = s.add(&mut p, 0, 100, 0);
         assert_eq!(rtx, RangeOutcome { overlap: 100, fresh: 0, fills_hole: false, hole_opened_ns: 0 });
-        let fill = s.add(100, 200, 0);
+        let fill = s.add(&mut p, 100, 200, 0);
         assert_eq!(fill, RangeOutcome { overlap: 0, fresh: 100, fills_hole: true, hole_opened_ns: 7 });
-        assert_eq!(s.holes(), 0);
-        assert_eq!(s.covered(), 300);
+        assert_eq!(s.holes(&p), 0);
+        assert_eq!(s.covered(&p), 300);
     }
 
     #[test]
     fn partial_overlap_counts_both_parts() {
+        let mut p = RangePool::default();
         let mut s = SeenRanges::default();
-        s.add(0, 100, 0);
-        let o = s.add(50, 150, 0);
+        s.add(&mut p, 0, 100, 0);
+        let o = s.add(&mut p, 50, 150, 0);
         assert_eq!(o, RangeOutcome { overlap: 50, fresh: 50, fills_hole: false, hole_opened_ns: 0 });
-        assert_eq!(s.covered(), 150);
-        assert!(s.contains(10, 150));
-        assert!(!s.contains(10, 151));
+        assert_eq!(s.covered(&p), 150);
+        assert!(s.contains(&p, 10, 150));
+        assert!(!s.contains(&p, 10, 151));
     }
 
     #[test]
     fn merging_several_ranges() {
+        let mut p = RangePool::default();
         let mut s = SeenRanges::default();
         for i in 0..6 {
-            s.add(i * 100, i * 100 + 50, 0);
+            s.add(&mut p, i * 100, i * 100 + 50, 0);
         }
-        assert_eq!(s.holes(), 5);
-        let o = s.add(25, 575, 0);
+        assert_eq!(s.holes(&p), 5);
+        let o = s.add(&mut p, 25, 575, 0);
         assert_eq!(o.overlap, 25 + 50 * 5);
-        assert_eq!(s.holes(), 0);
-        assert_eq!(s.covered(), 575);
+        assert_eq!(s.holes(&p), 0);
+        assert_eq!(s.covered(&p), 575);
     }
 }

@@ -5,8 +5,23 @@
 
 use crate::key::FlowKey;
 
-const EMPTY: u32 = u32::MAX;
+/// An index entry: the low 32 bits of the flow's hash (its home position and a tag that spares
+/// most key comparisons) above its slot number.
+const EMPTY: u64 = u64::MAX;
 const NIL: u32 = u32::MAX;
+
+fn entry(hash: u64, slot: u32) -> u64 {
+    (hash & 0xffff_ffff) << 32 | u64::from(slot)
+}
+
+fn entry_slot(e: u64) -> u32 {
+    e as u32
+}
+
+/// The home position of an entry (the index is never longer than 2^32).
+fn entry_home(e: u64, mask: usize) -> usize {
+    (e >> 32) as usize & mask
+}
 
 /// The recency lists: each holds flows with one idle timeout, least recently active first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,23 +61,24 @@ impl TableStats {
     }
 }
 
+/// One slot of the slab: the key, the recency links and the caller's value, together so that a
+/// lookup touches one cache line.
 #[derive(Debug)]
-struct Link {
+struct Link<V> {
     key: FlowKey,
-    hash: u64,
-    last_ns: u64,
     lane: Lane,
+    live: bool,
     prev: u32,
     next: u32,
-    live: bool,
+    last_ns: u64,
+    value: V,
 }
 
 /// Index + slab + lanes, generic over the per-flow value so the analyzers stay separate.
 #[derive(Debug)]
 pub struct FlowTable<V> {
-    index: Vec<u32>,
-    links: Vec<Link>,
-    values: Vec<V>,
+    index: Vec<u64>,
+    links: Vec<Link<V>>,
     free: Vec<u32>,
     lists: [List; 3],
     live: usize,
@@ -70,7 +86,7 @@ pub struct FlowTable<V> {
     pub stats: TableStats,
 }
 
-impl<V: Default> FlowTable<V> {
+impl<V> FlowTable<V> {
     /// A table that holds at most `max_flows` flows; `initial` slots are allocated up front.
     pub fn new(max_flows: usize, initial: usize) -> Self {
         let max_flows = max_flows.max(1);
@@ -79,7 +95,6 @@ impl<V: Default> FlowTable<V> {
         FlowTable {
             index: vec![EMPTY; index_len],
             links: Vec::with_capacity(initial),
-            values: Vec::with_capacity(initial),
             free: Vec::new(),
             lists: [List { head: NIL, tail: NIL }; 3],
             live: 0,
@@ -106,21 +121,20 @@ impl<V: Default> FlowTable<V> {
         self.stats.lookups += 1;
         loop {
             self.stats.probes += 1;
-            let slot = self.index[pos];
-            if slot == EMPTY {
+            let e = self.index[pos];
+            if e == EMPTY {
                 return None;
             }
-            let link = &self.links[slot as usize];
-            if link.hash == hash && link.key == *key {
-                return Some(slot);
+            if e >> 32 == hash & 0xffff_ffff && self.links[entry_slot(e) as usize].key == *key {
+                return Some(entry_slot(e));
             }
             pos = (pos + 1) & mask;
         }
     }
 
     /// Inserts a new flow (the caller checked it is absent and the table is not full) and
-    /// returns its slot, whose value is in its default (or reset) state.
-    pub fn insert(&mut self, key: FlowKey, hash: u64, now_ns: u64, lane: Lane) -> u32 {
+    /// returns its slot, whose value is `value`.
+    pub fn insert(&mut self, key: FlowKey, hash: u64, now_ns: u64, lane: Lane, value: V) -> u32 {
         if (self.live + 1) * 2 > self.index.len() {
             self.grow_index();
         }
@@ -128,14 +142,18 @@ impl<V: Default> FlowTable<V> {
             Some(s) => {
                 let l = &mut self.links[s as usize];
                 l.key = key;
-                l.hash = hash;
                 l.last_ns = now_ns;
                 l.live = true;
+                l.value = value;
                 s
             }
             None => {
-                self.links.push(Link { key, hash, last_ns: now_ns, lane, prev: NIL, next: NIL, live: true });
-                self.values.push(V::default());
+                if self.links.len() == self.links.capacity() {
+                    // Grow by a quarter (not double): less slack at a million flows.
+                    let extra = (self.links.len() / 4).max(1024).min(self.max_flows - self.links.len());
+                    self.links.reserve_exact(extra.max(1));
+                }
+                self.links.push(Link { key, lane, live: true, prev: NIL, next: NIL, last_ns: now_ns, value });
                 (self.links.len() - 1) as u32
             }
         };
@@ -144,7 +162,7 @@ impl<V: Default> FlowTable<V> {
         while self.index[pos] != EMPTY {
             pos = (pos + 1) & mask;
         }
-        self.index[pos] = slot;
+        self.index[pos] = entry(hash, slot);
         self.push_tail(slot, lane);
         self.live += 1;
         self.stats.inserted += 1;
@@ -152,17 +170,17 @@ impl<V: Default> FlowTable<V> {
         slot
     }
 
-    /// Removes a flow; its value stays in the slab (to be reset on reuse).
-    pub fn remove(&mut self, slot: u32) {
-        let (hash, lane) = {
+    /// Removes a flow with the given hash; its value stays in the slab until the slot is reused.
+    pub fn remove(&mut self, slot: u32, hash: u64) {
+        let lane = {
             let l = &self.links[slot as usize];
             debug_assert!(l.live);
-            (l.hash, l.lane)
+            l.lane
         };
         self.unlink(slot, lane);
         let mask = self.index.len() - 1;
         let mut pos = hash as usize & mask;
-        while self.index[pos] != slot {
+        while entry_slot(self.index[pos]) != slot {
             pos = (pos + 1) & mask;
         }
         // Backward-shift deletion keeps every probe sequence unbroken without tombstones.
@@ -170,7 +188,7 @@ impl<V: Default> FlowTable<V> {
         let mut next = (hole + 1) & mask;
         while self.index[next] != EMPTY {
             let moved = self.index[next];
-            let ideal = self.links[moved as usize].hash as usize & mask;
+            let ideal = entry_home(moved, mask);
             if (next.wrapping_sub(ideal) & mask) >= (next.wrapping_sub(hole) & mask) {
                 self.index[hole] = moved;
                 hole = next;
@@ -208,7 +226,7 @@ impl<V: Default> FlowTable<V> {
     }
 
     pub fn value(&mut self, slot: u32) -> &mut V {
-        &mut self.values[slot as usize]
+        &mut self.links[slot as usize].value
     }
 
     /// Live slots, in no particular order.
@@ -220,12 +238,12 @@ impl<V: Default> FlowTable<V> {
         let new_len = self.index.len() * 2;
         let mut index = vec![EMPTY; new_len];
         let mask = new_len - 1;
-        for &slot in self.index.iter().filter(|&&s| s != EMPTY) {
-            let mut pos = self.links[slot as usize].hash as usize & mask;
+        for &e in self.index.iter().filter(|&&e| e != EMPTY) {
+            let mut pos = entry_home(e, mask);
             while index[pos] != EMPTY {
                 pos = (pos + 1) & mask;
             }
-            index[pos] = slot;
+            index[pos] = e;
         }
         self.index = index;
     }
@@ -283,10 +301,10 @@ mod tests {
         for i in 0..5000 {
             let k = key(i);
             assert_eq!(t.find(&k, k.hash64()), None);
-            slots.push(t.insert(k, k.hash64(), u64::from(i), Lane::Udp));
+            slots.push(t.insert(k, k.hash64(), u64::from(i), Lane::Udp, i));
         }
         for i in (0..5000).step_by(2) {
-            t.remove(slots[i as usize]);
+            t.remove(slots[i as usize], key(i).hash64());
         }
         for i in 0..5000 {
             let k = key(i);
@@ -300,7 +318,7 @@ mod tests {
     #[test]
     fn lanes_keep_recency_order() {
         let mut t: FlowTable<u32> = FlowTable::new(10, 10);
-        let s: Vec<u32> = (0..3).map(|i| t.insert(key(i), key(i).hash64(), u64::from(i), Lane::TcpOpen)).collect();
+        let s: Vec<u32> = (0..3).map(|i| t.insert(key(i), key(i).hash64(), u64::from(i), Lane::TcpOpen, i)).collect();
         assert_eq!(t.oldest(Lane::TcpOpen), Some((s[0], 0)));
         t.touch(s[0], 10, Lane::TcpOpen);
         assert_eq!(t.oldest(Lane::TcpOpen), Some((s[1], 1)));
@@ -308,7 +326,7 @@ mod tests {
         assert_eq!(t.oldest(Lane::TcpOpen), Some((s[2], 2)));
         assert_eq!(t.oldest(Lane::TcpClosed), Some((s[1], 11)));
         assert_eq!(t.oldest_any(), Some(s[2]));
-        t.remove(s[2]);
+        t.remove(s[2], key(2).hash64());
         assert_eq!(t.oldest_any(), Some(s[0]));
     }
 }

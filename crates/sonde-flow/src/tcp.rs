@@ -4,12 +4,12 @@
 //!
 //! Direction 0 is the client (the SYN sender, else the first sender), 1 the server.
 
-use std::collections::VecDeque;
-
 use sonde_wire::{IpSummary, TcpSummary};
 
+use crate::live::DirLive;
 use crate::record::{EndReason, TcpDirStats};
-use crate::seq::{SeenRanges, SeqUnwrapper};
+use crate::sent::{Sent, SentList, SentPool};
+use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
 
 /// RFC 6298 §2.1: the RTO before any RTT sample.
 const INITIAL_RTO_NS: u64 = 1_000_000_000;
@@ -23,62 +23,58 @@ const MAX_OUTSTANDING: usize = 8192;
 /// Recent segments remembered to recognise network duplicates.
 const RECENT: usize = 8;
 
-/// A data segment waiting for its ACK.
-#[derive(Debug, Clone, Copy)]
-struct Sent {
-    start: i64,
-    /// End of the payload.
-    end: i64,
-    /// End including a FIN, if the segment carried one.
-    end_ctl: i64,
-    ts_ns: u64,
-    /// When any of its bytes were last sent (differs from `ts_ns` once retransmitted).
-    last_sent_ns: u64,
-    /// Karn's rule: a retransmitted range gives no RTT sample.
-    retransmitted: bool,
-}
-
 #[derive(Debug, Clone, Copy, Default)]
 struct Recent {
     start: i64,
-    end: i64,
+    /// `end - start` (a segment's sequence length: payload plus SYN/FIN).
+    len: u32,
     ip_ident: u32,
     ts_ns: u64,
+}
+
+/// The per-tracker storage the TCP analyzer's flows share.
+#[derive(Debug, Default)]
+pub struct TcpPools {
+    pub(crate) sent: SentPool,
+    pub(crate) ranges: RangePool,
 }
 
 /// The state of one direction: what it sent, and what its peer acknowledged of it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Half {
-    pub stats: TcpDirStats,
+    pub stats: DirLive,
     isn: Option<u32>,
     seq: Option<SeqUnwrapper>,
     seen: SeenRanges,
-    outstanding: VecDeque<Sent>,
+    outstanding: SentList,
     recent: [Recent; RECENT],
-    recent_next: usize,
+    recent_next: u8,
     /// Highest cumulative ACK the peer sent for this direction's data (unwrapped).
     acked: Option<i64>,
     /// Consecutive duplicate ACKs received from the peer.
     dupacks: u32,
-    /// The peer's last announced window (scaled), i.e. what this side may send into.
-    peer_window: Option<u64>,
+    /// The peer's last announced window (scaled: at most 65535 << 14), i.e. what this side may
+    /// send into.
+    peer_window: Option<u32>,
     /// Packet time when the highest sequence number last advanced.
     advanced_ns: u64,
     /// Whether the peer has acknowledged any payload yet (ends the initial window).
     data_acked: bool,
     fin_seen: bool,
     /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes).
-    control_seqs: u64,
+    control_seqs: u32,
     /// RFC 6298 estimator state.
     srtt_ns: f64,
     rttvar_ns: f64,
 }
 
 impl Half {
-    fn reset(&mut self) {
-        let mut outstanding = std::mem::take(&mut self.outstanding);
-        outstanding.clear();
-        *self = Half { outstanding, ..Half::default() };
+    /// Clears the sequence state (not the counters), returning pooled state.
+    fn reset_sequence(&mut self, pools: &mut TcpPools) {
+        self.outstanding.clear(&mut pools.sent);
+        self.seen.clear(&mut pools.ranges);
+        let stats = self.stats;
+        *self = Half { stats, ..Half::default() };
     }
 
     /// RFC 6298 §2.3's RTO from this direction's samples (probe → receiver → probe), before
@@ -106,7 +102,6 @@ impl Half {
 pub struct TcpConn {
     pub(crate) half: [Half; 2],
     pub(crate) first_ns: u64,
-    pub(crate) last_ns: u64,
     /// Time of the client's latest SYN (without ACK).
     syn_ns: u64,
     /// Time of the server's latest SYN/ACK.
@@ -129,12 +124,17 @@ pub enum TcpVerdict {
 }
 
 impl TcpConn {
-    /// Clears the state for reuse, keeping allocated buffers.
-    pub(crate) fn reset(&mut self) {
-        let [mut a, mut b] = std::mem::take(&mut self.half);
-        a.reset();
-        b.reset();
-        *self = TcpConn { half: [a, b], ..TcpConn::default() };
+    /// Returns the pooled state and clears the connection for reuse.
+    pub(crate) fn release(&mut self, pools: &mut TcpPools) {
+        for h in &mut self.half {
+            h.reset_sequence(pools);
+        }
+        *self = TcpConn::default();
+    }
+
+    /// The latest packet time.
+    pub(crate) fn last_ns(&self) -> u64 {
+        self.half[0].stats.last_ns.max(self.half[1].stats.last_ns)
     }
 
     /// Whether `t`, sent by `dir`, must start a new flow rather than join this one.
@@ -156,11 +156,10 @@ impl TcpConn {
     }
 
     /// Analyses one packet sent by direction `dir` (0 = client).
-    pub fn on_packet(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
+    pub fn on_packet(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
         if self.first_ns == 0 {
             self.first_ns = ts_ns;
         }
-        self.last_ns = self.last_ns.max(ts_ns);
         let flags = t.flags;
         let payload = u64::from(t.payload_len);
 
@@ -173,7 +172,7 @@ impl TcpConn {
             (Some(_), Some(_)) if !flags.syn() => self.half[dir].stats.win_scale.unwrap_or(0).min(14),
             _ => 0,
         };
-        let window = u64::from(t.window) << scale;
+        let window = u32::from(t.window) << scale;
         {
             let s = &mut self.half[dir].stats;
             if s.pkts == 1 || window < s.win_min {
@@ -190,10 +189,10 @@ impl TcpConn {
 
         let seg_len = payload + u64::from(flags.syn()) + u64::from(flags.fin());
         if seg_len > 0 && !flags.rst() {
-            self.sequence(dir, ts_ns, ip, t, payload, seg_len);
+            self.sequence(pools, dir, ts_ns, ip, t, payload, seg_len);
         }
         if flags.ack() {
-            self.acknowledge(dir, ts_ns, t);
+            self.acknowledge(&mut pools.sent, dir, ts_ns, t);
         }
 
         if flags.rst() {
@@ -219,9 +218,9 @@ impl TcpConn {
         s.last_ns = s.last_ns.max(ts_ns);
         s.ttl_min = s.ttl_min.min(ip.ttl);
         s.ttl_max = s.ttl_max.max(ip.ttl);
-        s.syn_cnt += u64::from(flags.syn());
-        s.fin_cnt += u64::from(flags.fin());
-        s.rst_cnt += u64::from(flags.rst());
+        s.syn_cnt += u32::from(flags.syn());
+        s.fin_cnt += u32::from(flags.fin());
+        s.rst_cnt += u32::from(flags.rst());
         if flags.ack() {
             s.ack_pkts += 1;
             // Tstat: the first ACK segment without SYN.
@@ -243,7 +242,7 @@ impl TcpConn {
             s.sack_permitted |= o.sack_permitted;
             s.timestamps |= o.timestamp.is_some();
         }
-        s.sack_blocks += u64::from(o.sack_count);
+        s.sack_blocks += u32::from(o.sack_count);
         if t.payload_len > 0 {
             s.data_pkts += 1;
             s.payload_bytes += u64::from(t.payload_len);
@@ -278,7 +277,17 @@ impl TcpConn {
     }
 
     /// Places the segment in the sender's sequence space.
-    fn sequence(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary, payload: u64, seg_len: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn sequence(
+        &mut self,
+        pools: &mut TcpPools,
+        dir: usize,
+        ts_ns: u64,
+        ip: &IpSummary,
+        t: &TcpSummary,
+        payload: u64,
+        seg_len: u64,
+    ) {
         let flags = t.flags;
         let paths = self.path_rtts(dir);
         let h = &mut self.half[dir];
@@ -292,11 +301,8 @@ impl TcpConn {
                 }
                 Some(isn) if isn != t.seq => {
                     // A SYN with a new ISN before the connection got going: start over.
-                    let syn_retx = h.stats.syn_retx_new_isn + 1;
-                    let stats = h.stats;
-                    h.reset();
-                    h.stats = stats;
-                    h.stats.syn_retx_new_isn = syn_retx;
+                    h.reset_sequence(pools);
+                    h.stats.syn_retx_new_isn += 1;
                     h.isn = Some(t.seq);
                     h.seq = Some(SeqUnwrapper::new(t.seq));
                 }
@@ -308,14 +314,13 @@ impl TcpConn {
         let end_ctl = start + seg_len as i64;
         // Payload begins after the SYN's sequence number.
         let data_start = start + i64::from(flags.syn());
-        let data_end = data_start + payload as i64;
         // SYN and FIN each take a sequence number that is not payload: remember those that
         // added to the covered space (a FIN can reuse a number data already covered).
-        let syn_fresh = flags.syn() && !h.seen.contains(start, start + 1);
-        let fin_fresh = flags.fin() && !h.seen.contains(end_ctl - 1, end_ctl);
-        h.control_seqs += u64::from(syn_fresh) + u64::from(fin_fresh);
-        let old_max = h.seen.max_end();
-        let outcome = h.seen.add(start, end_ctl, ts_ns);
+        let syn_fresh = flags.syn() && !h.seen.contains(&pools.ranges, start, start + 1);
+        let fin_fresh = flags.fin() && !h.seen.contains(&pools.ranges, end_ctl - 1, end_ctl);
+        h.control_seqs += u32::from(syn_fresh) + u32::from(fin_fresh);
+        let old_max = h.seen.max_end(&pools.ranges);
+        let outcome = h.seen.add(&mut pools.ranges, start, end_ctl, ts_ns);
         if old_max.is_none_or(|m| end_ctl > m) {
             h.advanced_ns = ts_ns;
         }
@@ -324,44 +329,38 @@ impl TcpConn {
         if is_retx {
             h.stats.retx_pkts += 1;
             h.stats.retx_bytes += outcome.overlap.min(payload);
-            for s in h.outstanding.iter_mut() {
-                if s.start < end_ctl && start < s.end_ctl {
-                    s.retransmitted = true;
-                    s.last_sent_ns = ts_ns;
+            h.outstanding.for_each_mut(&mut pools.sent, |s| {
+                if s.start < end_ctl && start < s.end_ctl() {
+                    s.mark_retransmitted(ts_ns);
                 }
-            }
+                true
+            });
         }
         if outcome.fills_hole {
             h.stats.ooo_pkts += 1;
         }
         if is_retx || outcome.fills_hole {
-            classify(h, ts_ns, ip.ident, start, end_ctl, is_retx, outcome.hole_opened_ns, paths);
+            let seg = Segment { ts_ns, ip_ident: ip.ident, start, end: end_ctl };
+            classify(h, &mut pools.sent, seg, is_retx, outcome.hole_opened_ns, paths);
         }
-        h.recent[h.recent_next] = Recent { start, end: end_ctl, ip_ident: ip.ident, ts_ns };
-        h.recent_next = (h.recent_next + 1) % RECENT;
+        let len = u32::try_from(seg_len).unwrap_or(u32::MAX);
+        h.recent[usize::from(h.recent_next)] = Recent { start, len, ip_ident: ip.ident, ts_ns };
+        h.recent_next = (h.recent_next + 1) % RECENT as u8;
 
         // Fresh payload waits for its ACK (RTT), in sequence order.
         if payload > 0 && outcome.fresh > 0 && !is_retx {
-            let sent =
-                Sent { start: data_start, end: data_end, end_ctl, ts_ns, last_sent_ns: ts_ns, retransmitted: false };
-            match h.outstanding.back() {
-                Some(last) if last.start > data_start => {
-                    let at = h.outstanding.partition_point(|s| s.start < data_start);
-                    h.outstanding.insert(at, sent);
-                }
-                _ => h.outstanding.push_back(sent),
-            }
+            debug_assert_eq!(end_ctl - data_start, payload as i64 + i64::from(flags.fin()));
+            h.outstanding.insert(&mut pools.sent, Sent::new(data_start, payload, flags.fin(), ts_ns));
             if h.outstanding.len() > MAX_OUTSTANDING {
-                h.outstanding.pop_front();
+                h.outstanding.pop_front(&mut pools.sent);
             }
         }
-        h.stats.unique_bytes = h.seen.covered().saturating_sub(h.control_seqs);
 
         // In-flight bytes (Tstat's cwnd estimate): highest sequence sent minus the peer's
         // highest ACK, measured on new in-order data.
         if payload > 0 && !is_retx && !outcome.fills_hole {
             let acked = h.acked.unwrap_or(if h.isn.is_some() { 1 } else { start });
-            let inflight = (h.seen.max_end().unwrap_or(end_ctl) - acked).max(0) as u64;
+            let inflight = (h.seen.max_end(&pools.ranges).unwrap_or(end_ctl) - acked).max(0) as u64;
             let s = &mut h.stats;
             if s.inflight_max == 0 || inflight < s.inflight_min {
                 s.inflight_min = inflight;
@@ -374,7 +373,7 @@ impl TcpConn {
     }
 
     /// Processes the ACK field of a packet sent by `dir`, which acknowledges the peer's data.
-    fn acknowledge(&mut self, dir: usize, ts_ns: u64, t: &TcpSummary) {
+    fn acknowledge(&mut self, sent: &mut SentPool, dir: usize, ts_ns: u64, t: &TcpSummary) {
         let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
         let peer = &mut self.half[1 - dir];
         let Some(unwrapper) = peer.seq else { return };
@@ -392,16 +391,16 @@ impl TcpConn {
                 // The latest transmission among the segments this ACK releases: an ACK that
                 // waited for a later (re)transmission below the timed segment does not time it.
                 let mut latest_sent_ns = 0;
-                while let Some(front) = peer.outstanding.front().copied() {
-                    if front.end > ack {
+                while let Some(front) = peer.outstanding.front(sent) {
+                    if front.end() > ack {
                         break;
                     }
-                    peer.outstanding.pop_front();
+                    peer.outstanding.pop_front(sent);
                     peer.data_acked = true;
                     // tcptrace/Tstat: only an ACK for exactly this segment times it; Karn's rule
                     // drops segments that were retransmitted.
-                    let exact = front.end == ack || front.end_ctl == ack;
-                    if exact && !front.retransmitted && front.ts_ns >= latest_sent_ns {
+                    let exact = front.end() == ack || front.end_ctl() == ack;
+                    if exact && !front.retransmitted() && front.ts_ns >= latest_sent_ns {
                         peer.add_rtt_sample(ts_ns.saturating_sub(front.ts_ns));
                     }
                     latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
@@ -426,8 +425,12 @@ impl TcpConn {
         PathRtts { to_receiver: min_of(dir), to_sender: min_of(1 - dir) }
     }
 
-    pub(crate) fn stats(&self) -> (&TcpDirStats, &TcpDirStats) {
-        (&self.half[0].stats, &self.half[1].stats)
+    /// Both directions' records (client, server).
+    pub(crate) fn stats(&self, pools: &TcpPools) -> [TcpDirStats; 2] {
+        self.half.each_ref().map(|h| {
+            let unique = h.seen.covered(&pools.ranges).saturating_sub(u64::from(h.control_seqs));
+            h.stats.record(unique)
+        })
     }
 }
 
@@ -441,17 +444,17 @@ struct PathRtts {
 /// (`is_retx`) or fills a hole below the highest sequence number. A sender learns of a loss at
 /// the earliest one probe→sender→probe time after the probe saw the hole, so anything sooner
 /// is reordering or a network duplicate, not a retransmission.
-#[allow(clippy::too_many_arguments)]
-fn classify(
-    h: &mut Half,
+/// The segment being classified: its sequence range (SYN/FIN included) and IP packet.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
     ts_ns: u64,
     ip_ident: u32,
     start: i64,
     end: i64,
-    is_retx: bool,
-    hole_opened_ns: u64,
-    paths: PathRtts,
-) {
+}
+
+fn classify(h: &mut Half, sent: &mut SentPool, seg: Segment, is_retx: bool, hole_opened_ns: u64, paths: PathRtts) {
+    let Segment { ts_ns, ip_ident, start, end } = seg;
     let full_rtt = match (paths.to_receiver, paths.to_sender) {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -468,7 +471,8 @@ fn classify(
 
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
     if is_retx {
-        let copy = h.recent.iter().find(|r| r.start == start && r.end == end && r.ts_ns != 0);
+        let len = u32::try_from(end - start).unwrap_or(u32::MAX);
+        let copy = h.recent.iter().find(|r| r.start == start && r.len == len && r.ts_ns != 0);
         if let Some(copy) = copy {
             let gap = ts_ns.saturating_sub(copy.ts_ns);
             let same_packet = copy.ip_ident == ip_ident;
@@ -484,10 +488,14 @@ fn classify(
         return;
     }
     let since_sent = if is_retx {
-        h.outstanding
-            .iter()
-            .find(|s| s.start < end && start < s.end_ctl)
-            .map_or(ts_ns.saturating_sub(h.advanced_ns), |s| ts_ns.saturating_sub(s.ts_ns))
+        let mut first_sent = None;
+        h.outstanding.for_each_mut(sent, |s| {
+            if s.start < end && start < s.end_ctl() {
+                first_sent = Some(s.ts_ns);
+            }
+            first_sent.is_none()
+        });
+        first_sent.map_or(ts_ns.saturating_sub(h.advanced_ns), |t| ts_ns.saturating_sub(t))
     } else {
         // How long the hole it fills had been open.
         ts_ns.saturating_sub(hole_opened_ns)

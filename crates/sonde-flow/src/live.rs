@@ -1,0 +1,142 @@
+//! The live per-direction counters of a TCP flow: the fields of [`TcpDirStats`] in the narrowest
+//! types that hold them (packet counts in u32, windows in u32 since a scaled window is below
+//! 2^30), widened into the record only when the flow ends.
+
+use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
+
+/// RTT samples' summary; the record's `RttStats` with a u32 count.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RttLive {
+    pub count: u32,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: f64,
+    pub sum_sq_ns2: f64,
+}
+
+impl RttLive {
+    /// The same arithmetic as `RttStats::add`, so the record's sums are bit-identical.
+    pub fn add(&mut self, sample_ns: u64) {
+        if self.count == 0 || sample_ns < self.min_ns {
+            self.min_ns = sample_ns;
+        }
+        self.max_ns = self.max_ns.max(sample_ns);
+        self.count += 1;
+        let x = sample_ns as f64;
+        self.sum_ns += x;
+        self.sum_sq_ns2 += x * x;
+    }
+}
+
+/// `AnomalyCounts` in u32 (packets of one flow).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AnomaliesLive {
+    pub rto: u32,
+    pub fast_retx: u32,
+    pub reordering: u32,
+    pub net_dup: u32,
+    pub flow_control: u32,
+    pub unneeded_rto: u32,
+    pub unneeded_fast_retx: u32,
+    pub unknown: u32,
+}
+
+/// See `TcpDirStats` for each field's meaning.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DirLive {
+    pub ip_bytes: u64,
+    pub payload_bytes: u64,
+    pub retx_bytes: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub first_payload_ns: u64,
+    pub last_payload_ns: u64,
+    pub first_ack_ns: u64,
+    pub inflight_min: u64,
+    pub inflight_max: u64,
+    pub inflight_initial: u64,
+    pub rtt: RttLive,
+    pub pkts: u32,
+    pub data_pkts: u32,
+    pub ack_pkts: u32,
+    pub pure_ack_pkts: u32,
+    pub syn_cnt: u32,
+    pub fin_cnt: u32,
+    pub rst_cnt: u32,
+    pub sack_blocks: u32,
+    pub seg_min: u32,
+    pub seg_max: u32,
+    pub win_min: u32,
+    pub win_max: u32,
+    pub win_zero: u32,
+    pub retx_pkts: u32,
+    pub ooo_pkts: u32,
+    pub syn_retx_new_isn: u32,
+    pub anomalies: AnomaliesLive,
+    pub mss_opt: u16,
+    pub ttl_min: u8,
+    pub ttl_max: u8,
+    pub win_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+}
+
+impl DirLive {
+    pub fn record(&self, unique_bytes: u64) -> TcpDirStats {
+        let a = &self.anomalies;
+        let r = &self.rtt;
+        TcpDirStats {
+            pkts: self.pkts.into(),
+            ip_bytes: self.ip_bytes,
+            payload_bytes: self.payload_bytes,
+            unique_bytes,
+            data_pkts: self.data_pkts.into(),
+            ack_pkts: self.ack_pkts.into(),
+            pure_ack_pkts: self.pure_ack_pkts.into(),
+            syn_cnt: self.syn_cnt.into(),
+            fin_cnt: self.fin_cnt.into(),
+            rst_cnt: self.rst_cnt.into(),
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            first_payload_ns: self.first_payload_ns,
+            last_payload_ns: self.last_payload_ns,
+            first_ack_ns: self.first_ack_ns,
+            ttl_min: self.ttl_min,
+            ttl_max: self.ttl_max,
+            mss_opt: self.mss_opt,
+            win_scale: self.win_scale,
+            sack_permitted: self.sack_permitted,
+            timestamps: self.timestamps,
+            sack_blocks: self.sack_blocks.into(),
+            seg_min: self.seg_min,
+            seg_max: self.seg_max,
+            win_min: self.win_min.into(),
+            win_max: self.win_max.into(),
+            win_zero: self.win_zero.into(),
+            rtt: RttStats {
+                count: r.count.into(),
+                min_ns: r.min_ns,
+                max_ns: r.max_ns,
+                sum_ns: r.sum_ns,
+                sum_sq_ns2: r.sum_sq_ns2,
+            },
+            retx_pkts: self.retx_pkts.into(),
+            retx_bytes: self.retx_bytes,
+            ooo_pkts: self.ooo_pkts.into(),
+            anomalies: AnomalyCounts {
+                rto: a.rto.into(),
+                fast_retx: a.fast_retx.into(),
+                reordering: a.reordering.into(),
+                net_dup: a.net_dup.into(),
+                flow_control: a.flow_control.into(),
+                unneeded_rto: a.unneeded_rto.into(),
+                unneeded_fast_retx: a.unneeded_fast_retx.into(),
+                unknown: a.unknown.into(),
+            },
+            syn_retx_new_isn: self.syn_retx_new_isn.into(),
+            inflight_min: self.inflight_min,
+            inflight_max: self.inflight_max,
+            inflight_initial: self.inflight_initial,
+        }
+    }
+}

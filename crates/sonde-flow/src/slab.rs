@@ -1,0 +1,34 @@
+//! A slab of per-flow protocol state: entries addressed by u32, freed entries reused, growing by
+//! a quarter rather than doubling so that a table of a million flows carries little slack.
+
+#[derive(Debug)]
+pub(crate) struct Slab<T> {
+    items: Vec<T>,
+    free: Vec<u32>,
+}
+
+impl<T: Default> Slab<T> {
+    pub fn with_capacity(n: usize) -> Self {
+        Slab { items: Vec::with_capacity(n), free: Vec::new() }
+    }
+
+    /// An entry in its default state (the caller resets entries before freeing them).
+    pub fn alloc(&mut self) -> u32 {
+        if let Some(i) = self.free.pop() {
+            return i;
+        }
+        if self.items.len() == self.items.capacity() {
+            self.items.reserve_exact((self.items.len() / 4).max(256));
+        }
+        self.items.push(T::default());
+        (self.items.len() - 1) as u32
+    }
+
+    pub fn free(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
+    pub fn get(&mut self, i: u32) -> &mut T {
+        &mut self.items[i as usize]
+    }
+}
