@@ -270,6 +270,8 @@ main() {
     find_sonde
     build_floor
 
+    # the machine is shared: the load says how much the other jobs weighed on this run
+    LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
     log "warming the page cache with $TRACE"
     cat "$TRACE" >/dev/null
 
@@ -304,7 +306,7 @@ print(d["packets"]["read"], d.get("trace_duration_s", 0), d["protocols"]["non_ip
 
     echo "Trace \`$(basename "$TRACE")\`: $PACKETS packets, $(printf '%.1f' "${DURATION:-0}") s," \
         "$(du -m "$TRACE" | cut -f1) MB; $REPS repetitions, medians; $(nproc) cores," \
-        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(date -u +%F)," \
+        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(date -u +%F) (load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after)," \
         "sonde ${SONDE_REV:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')}"
     print_table
     [[ -z ${KEEP:-} ]] || log "outputs kept in $WORK"

@@ -72,6 +72,8 @@ run_pipe() {
 main() {
     local reps=${1:-3} k t
     find_sonde
+    # the machine is shared: the load says how much the other jobs weighed on this run
+    LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
     WORK=$(mktemp -d /tmp/sonde-scaling.XXXXXX)
     trap 'rm -rf "$WORK"' EXIT
 
@@ -82,7 +84,7 @@ main() {
     log "baseline peak RSS (10 flows, from a pipe): $base kB"
 
     echo "sonde ${SONDE_REV:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')}, $(nproc) cores," \
-        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(date -u +%F);" \
+        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(date -u +%F) (load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after);" \
         "$reps repetitions, medians; baseline RSS $((base / 1024)) MB"
     echo
     echo "| concurrent TCP flows | packets | packets per flow | peak live flows | wall s | Mpps | peak RSS MB (pipe) | bytes per flow |"
