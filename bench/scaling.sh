@@ -84,7 +84,7 @@ main() {
     log "baseline peak RSS (10 flows, from a pipe): $base kB"
 
     echo "sonde ${SONDE_REV:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')}, $(nproc) cores," \
-        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(date -u +%F) (load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after);" \
+        "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(date -u +%F) (load average $LOAD_BEFORE before);" \
         "$reps repetitions, medians; baseline RSS $((base / 1024)) MB"
     echo
     echo "| concurrent TCP flows | packets | packets per flow | peak live flows | wall s | Mpps | peak RSS MB (pipe) | bytes per flow |"
@@ -115,6 +115,7 @@ main() {
             "${RATE[$k]}" "$(echo "$mrss / 1024" | bc -l)" "$(echo "($mrss - $base) * 1024 / $k" | bc -l)"
     done
     echo
+    echo "- load average after the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
     if [[ -n ${RATE[10000]:-} && -n ${RATE[1000000]:-} ]]; then
         echo "- throughput at 10 k ÷ at 1 M concurrent flows: $(awk -v a="${RATE[10000]}" -v b="${RATE[1000000]}" 'BEGIN {printf "%.2f×", a / b}') (target: < 2×)"
     fi
