@@ -128,10 +128,14 @@ check_run() {
             read -r _ seen _ flows < <(tail -1 "$log") || true
             [[ $seen == "$PACKETS" ]] || note="read $seen of $PACKETS packets" ;;
         sonde1|sonde1c|sondeN)
-            read -r seen flows < <(python3 -c '
+            local speedup
+            read -r seen flows speedup < <(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(d["packets"]["read"], d["flows"]["tcp"] + d["flows"]["udp"])' "$out/summary.json")
+print(d["packets"]["read"], d["flows"]["tcp"] + d["flows"]["udp"], d.get("rates", {}).get("speedup", ""))' \
+                "$out/summary.json")
+            # Tstat's speed-up figure as sonde's own summary states it (trace duration ÷ its CPU time)
+            [[ -z $speedup ]] || echo "$speedup" >>"$WORK/$tool.speedup"
             [[ $seen == "$PACKETS" ]] || note="read $seen of $PACKETS packets" ;;
         softflowd)
             local processed ignored
@@ -253,7 +257,7 @@ print_table() {
     if [[ -n ${RATE[sonde1]:-} && -n ${RATE[floor]:-} ]]; then
         echo "- sonde (one worker) ÷ floor: $(awk -v a="${RATE[sonde1]}" -v b="${RATE[floor]}" 'BEGIN {printf "%.2f", a / b}')"
     fi
-    [[ -z ${SPEEDUP:-} ]] || echo "- sonde speed-up as Tstat reports it (trace duration ÷ CPU time, one worker): ${SPEEDUP}×"
+    [[ -z ${SPEEDUP:-} ]] || echo "- sonde speed-up as Tstat reports it (trace duration ÷ CPU time, one worker, from sonde's summary): ${SPEEDUP}×"
 }
 
 # --- main ----------------------------------------------------------------------------------
@@ -297,11 +301,9 @@ print(d["packets"]["read"], d.get("trace_duration_s", 0), d["protocols"]["non_ip
             run_once "$tool" "$rep"
         done
     done
-    # Tstat's speed-up figure: trace duration over the one-worker run's median CPU time
-    local cpu
-    cpu=$(awk '!/^FAIL/ {print $2}' "$WORK/sonde1.runs" 2>/dev/null | median || true)
-    if [[ -n $cpu && -n $DURATION ]]; then
-        SPEEDUP=$(awk -v d="$DURATION" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.0f", d / c}')
+    # Tstat's speed-up figure: median over the one-worker runs of their summaries' rates.speedup
+    if [[ -s $WORK/sonde1.speedup ]]; then
+        SPEEDUP=$(median <"$WORK/sonde1.speedup" | awk '{printf "%.0f", $1}')
     fi
 
     echo "Trace \`$(basename "$TRACE")\`: $PACKETS packets, $(printf '%.1f' "${DURATION:-0}") s," \
