@@ -30,6 +30,12 @@ impl FlowKey {
         }
     }
 
+    /// The key as plain integers, ordered exactly as `FlowKey`'s `Ord` (IPv4 before IPv6, then
+    /// by address and port), and much cheaper to sort by.
+    pub fn order_key(&self) -> (u8, (u8, u128), u16, (u8, u128), u16) {
+        (self.protocol, ip_order_key(self.lo.0), self.lo.1, ip_order_key(self.hi.0), self.hi.1)
+    }
+
     /// A 64-bit hash, equal for both directions by construction (the key is canonical).
     pub fn hash64(&self) -> u64 {
         let mut h = rustc_hash::FxHasher::default();
@@ -37,6 +43,14 @@ impl FlowKey {
         // Fx leaves weak low bits for table indexing; fold the high half in.
         let x = h.finish();
         x ^ (x >> 29) ^ (x >> 47)
+    }
+}
+
+/// An address as (family, value), ordered as `IpAddr`'s `Ord`.
+pub fn ip_order_key(ip: IpAddr) -> (u8, u128) {
+    match ip {
+        IpAddr::V4(a) => (4, u128::from(u32::from(a))),
+        IpAddr::V6(a) => (6, u128::from(a)),
     }
 }
 
@@ -53,5 +67,22 @@ mod tests {
         assert_eq!(k1, k2);
         assert_eq!(k1.hash64(), k2.hash64());
         assert_ne!(o1, o2);
+    }
+
+    #[test]
+    fn order_key_orders_as_the_key() {
+        let ips = ["10.0.0.1", "10.0.0.2", "9.255.255.255", "::1", "fd77::2", "255.255.255.255"];
+        let mut keys = Vec::new();
+        for a in ips {
+            for b in ips {
+                for (pa, pb) in [(1, 2), (80, 40000)] {
+                    keys.push(FlowKey::new(6, (a.parse().unwrap(), pa), (b.parse().unwrap(), pb)).0);
+                }
+            }
+        }
+        let mut by_key = keys.clone();
+        by_key.sort();
+        keys.sort_by_key(|k| k.order_key());
+        assert_eq!(keys, by_key);
     }
 }

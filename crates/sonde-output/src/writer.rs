@@ -6,6 +6,7 @@ use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use sonde_flow::key::ip_order_key;
 use sonde_flow::FlowRecord;
 
 use crate::columns::{tcp_columns, udp_columns, Column, Value};
@@ -121,7 +122,8 @@ fn output_order(records: &[FlowRecord]) -> Vec<usize> {
                 FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
                 FlowRecord::Udp(u) => (17u8, u.last_ns, (u.client.pkts, u.server.pkts)),
             };
-            ((r.first_ns(), proto, e.client_ip, e.client_port, e.server_ip, e.server_port, last_ns, pkts), i)
+            let (client, server) = (ip_order_key(e.client_ip), ip_order_key(e.server_ip));
+            ((r.first_ns(), proto, client, e.client_port, server, e.server_port, last_ns, pkts), i)
         })
         .collect();
     keyed.sort_unstable();
