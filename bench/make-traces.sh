@@ -36,11 +36,12 @@ find_sonde() {
 }
 
 # Runs sonde over a trace; prints "packets tcp_flows tcp_complete udp_flows".
+# $2: the trace's concurrent flows, when known (K = 1M needs more room than the default cap).
 sonde_counts() {
-    local dir
+    local dir k=${2:-0} args=()
     dir=$(mktemp -d)
-    # K = 1M needs more room than the default flow cap
-    "$SONDE" analyze -r "$1" -o "$dir" --force -q --max-flows 4000000 >/dev/null
+    if ((k * 5 / 4 > 1000000)); then args=(--max-flows $((k * 5 / 4))); fi
+    "$SONDE" analyze -r "$1" -o "$dir" --force -q "${args[@]}" >/dev/null
     python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -81,7 +82,7 @@ make_conc() {
             log "writing $t ($k flows, $packets packets)"
             python3 "$BENCH_DIR/concurrent_flows.py" "$k" "$packets" "$t"
         fi
-        got=$(sonde_counts "$t")
+        got=$(sonde_counts "$t" "$k")
         log "conc-$k.pcap: packets, TCP flows, complete, UDP flows: $got"
         read -r _ tcp complete udp <<<"$got"
         if [[ $tcp != "$k" || $complete != "$k" || $udp != 0 ]]; then
