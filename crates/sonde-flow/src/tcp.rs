@@ -20,8 +20,9 @@ const DUPACK_THRESHOLD: u32 = 3;
 /// Unacknowledged segments kept for RTT matching per direction; beyond this the oldest are
 /// dropped (they could only give samples for very large windows).
 const MAX_OUTSTANDING: usize = 8192;
-/// Recent segments remembered to recognise network duplicates.
-const RECENT: usize = 8;
+/// Recent segments remembered to recognise network duplicates: a copy made by the network
+/// travels right behind its original.
+const RECENT: usize = 2;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Recent {
@@ -472,7 +473,8 @@ fn classify(h: &mut Half, sent: &mut SentPool, seg: Segment, is_retx: bool, hole
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
     if is_retx {
         let len = u32::try_from(end - start).unwrap_or(u32::MAX);
-        let copy = h.recent.iter().find(|r| r.start == start && r.len == len && r.ts_ns != 0);
+        // The latest copy: an older one of the same range is an earlier transmission.
+        let copy = h.recent.iter().filter(|r| r.start == start && r.len == len && r.ts_ns != 0).max_by_key(|r| r.ts_ns);
         if let Some(copy) = copy {
             let gap = ts_ns.saturating_sub(copy.ts_ns);
             let same_packet = copy.ip_ident == ip_ident;

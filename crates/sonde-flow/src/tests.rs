@@ -305,3 +305,17 @@ fn timestamps_stepping_back_do_not_split_flows() {
     assert!(r.complete);
     assert_eq!((r.client.pkts, r.server.pkts), (6, 4));
 }
+
+#[test]
+fn a_network_duplicate_is_judged_against_its_latest_copy() {
+    // A capture that sees each frame several times (wireshark-retrans.pcap): the third copy is
+    // 1.2 ms after the first but 0.7 ms after the second, within the 1 ms probe→client RTT.
+    let mut p = clean_exchange();
+    let copy = p[3].1;
+    p.insert(4, (1022 * MS + 500_000, copy));
+    p.insert(5, (1023 * MS + 200_000, copy));
+    let records = run(&p);
+    let r = only_tcp(&records);
+    assert_eq!(r.client.retx_pkts, 2);
+    assert_eq!(r.client.anomalies.net_dup, 2, "{:?}", r.client.anomalies);
+}
