@@ -75,9 +75,9 @@ tool_cmd() {
         floor)     [[ -n $FLOOR ]] || return 1; CMD=("$FLOOR" "$TRACE") ;;
         sonde1)    CMD=("$SONDE" analyze -r "$TRACE" -o "$out" --force -q)
                    if sonde_has_threads; then CMD+=(--threads 1); fi ;;
-        # The reader is a thread of its own, so one worker can still use two cores: this row
-        # pins the whole process to one core, the like-for-like comparison with the
-        # single-threaded peers.
+        # Pinned to one core: the like-for-like comparison with the single-threaded peers
+        # whatever threads sonde uses for one worker (early pipelines ran the reader in a
+        # thread of its own next to the worker).
         sonde1c)   command -v taskset >/dev/null || return 1
                    CMD=(taskset -c 0 "$SONDE" analyze -r "$TRACE" -o "$out" --force -q)
                    if sonde_has_threads; then CMD+=(--threads 1); fi ;;
