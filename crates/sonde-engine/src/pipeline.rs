@@ -90,7 +90,7 @@ pub fn analyze<S: FlowSink>(
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
         let mut worker = Worker::new(flow_cfg);
-        let input_error = reader.read(source, filter, progress, |_, item| worker.packet(&item));
+        let input_error = reader.read(source, filter, progress, |_, item| worker.packet(item));
         (input_error, vec![worker.finish(reader.clock_ns)])
     } else {
         run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1))
@@ -129,12 +129,16 @@ fn run_threads(
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
         let (recycle_tx, recycle_rx) = bounded::<Vec<Item>>(workers * (BATCHES_PER_WORKER + 1));
         let mut handles = Vec::with_capacity(workers);
-        for _ in 0..workers {
+        for i in 0..workers {
             let (tx, rx) = bounded::<Message>(BATCHES_PER_WORKER);
             to_workers.push(tx);
             let cfg = flow_cfg.clone();
             let recycle = recycle_tx.clone();
-            handles.push(scope.spawn(move || work(cfg, rx, recycle)));
+            let worker = thread::Builder::new()
+                .name(format!("sonde-worker-{i}"))
+                .spawn_scoped(scope, move || work(cfg, rx, recycle))
+                .expect("spawn a worker thread");
+            handles.push(worker);
         }
         for _ in 0..workers * BATCHES_PER_WORKER {
             let _ = recycle_tx.send(Vec::with_capacity(batch_len));
@@ -142,7 +146,7 @@ fn run_threads(
         let mut batches: Vec<Vec<Item>> = (0..workers).map(|_| Vec::with_capacity(batch_len)).collect();
         let input_error = reader.read(source, filter, progress, |worker, item| {
             let batch = &mut batches[worker];
-            batch.push(item);
+            batch.push(*item);
             if batch.len() >= batch_len {
                 let empty = recycle_rx.recv().unwrap_or_else(|_| Vec::with_capacity(batch_len));
                 let full = std::mem::replace(batch, empty);
@@ -220,11 +224,13 @@ impl Reader<'_> {
         source: &mut dyn PacketSource,
         mut filter: Option<&mut Filter>,
         progress: &mut dyn FnMut(Progress),
-        mut dispatch: impl FnMut(usize, Item),
+        mut dispatch: impl FnMut(usize, &Item),
     ) -> Option<CaptureError> {
         let workers = self.workers as u64;
         let size = source.size_hint();
         let stats = &mut *self.stats;
+        // Decoded in place, handed over by reference: one copy at most (into a batch).
+        let mut item = Item { ts_ns: 0, clock_ns: 0, packet: PacketSummary::EMPTY };
         loop {
             if stats.packets.read.is_multiple_of(PROGRESS_EVERY) && stats.packets.read > 0 {
                 progress(Progress { packets: stats.packets.read, position: source.position(), size });
@@ -241,20 +247,20 @@ impl Reader<'_> {
                     continue;
                 }
             }
-            let packet = match sonde_wire::decode(LinkType(frame.link_type), frame.data, frame.wire_len) {
-                Ok(s) => s,
-                Err(unsupported) => {
-                    stats.count_unsupported(unsupported.0 .0);
-                    continue;
-                }
-            };
+            if let Err(unsupported) =
+                sonde_wire::decode_into(LinkType(frame.link_type), frame.data, frame.wire_len, &mut item.packet)
+            {
+                stats.count_unsupported(unsupported.0 .0);
+                continue;
+            }
             stats.packets.analysed += 1;
-            stats.count_packet(&packet, frame.wire_len);
+            stats.count_packet(&item.packet, frame.wire_len);
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
-            if let Some(hash) = flow_hash(&packet) {
-                let worker = (hash % workers) as usize;
-                dispatch(worker, Item { ts_ns: frame.ts_ns, clock_ns: self.clock_ns, packet });
+            if let Some(hash) = flow_hash(&item.packet) {
+                item.ts_ns = frame.ts_ns;
+                item.clock_ns = self.clock_ns;
+                dispatch((hash % workers) as usize, &item);
             }
         }
     }

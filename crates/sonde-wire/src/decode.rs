@@ -295,13 +295,24 @@ fn link_walk(link: LinkType, frame: &[u8]) -> Result<Net, UnsupportedLink> {
 }
 
 pub(crate) fn decode(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketSummary, UnsupportedLink> {
+    let mut out = PacketSummary::EMPTY;
+    decode_into(link, frame, wire_len, &mut out)?;
+    Ok(out)
+}
+
+pub(crate) fn decode_into(
+    link: LinkType,
+    frame: &[u8],
+    wire_len: u32,
+    out: &mut PacketSummary,
+) -> Result<(), UnsupportedLink> {
+    *out = PacketSummary::EMPTY;
     let net = link_walk(link, frame)?;
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
     let walker = Walker { frame_cut: frame.len() < wire };
     let region = Region { bytes: frame, declared: frame.len().max(wire) };
-    let mut out = PacketSummary::EMPTY;
-    walker.network(net, region, 0, &mut out);
-    Ok(out)
+    walker.network(net, region, 0, out);
+    Ok(())
 }
 
 #[cfg(test)]

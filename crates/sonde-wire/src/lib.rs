@@ -60,6 +60,17 @@ pub fn decode(link: LinkType, frame: &[u8], wire_len: u32) -> Result<PacketSumma
     decode::decode(link, frame, wire_len)
 }
 
+/// Like [`decode`], into a summary the caller keeps (a hot loop reuses one and copies nothing).
+/// On an unsupported link type `out` is left empty.
+pub fn decode_into(
+    link: LinkType,
+    frame: &[u8],
+    wire_len: u32,
+    out: &mut PacketSummary,
+) -> Result<(), UnsupportedLink> {
+    decode::decode_into(link, frame, wire_len, out)
+}
+
 /// Big-endian readers that return 0 instead of panicking when out of range. The views check
 /// their length once in `new_checked`, after which these never miss.
 pub(crate) mod bytes {
