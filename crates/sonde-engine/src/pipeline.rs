@@ -7,7 +7,7 @@ use std::thread;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
 use sonde_filter::Filter;
-use sonde_flow::{FlowConfig, FlowKey, FlowRecord, FlowSink, FlowTracker, TableStats};
+use sonde_flow::{FlowConfig, FlowKey, FlowSink, FlowTracker, TableStats};
 use sonde_wire::{Fragment, LinkType, PacketSummary, Transport};
 
 use crate::stats::{CountingSink, FlowCounts, RunStats};
@@ -66,13 +66,13 @@ enum Message {
 }
 
 /// What a worker hands back when the input ends.
-struct WorkerResult {
-    records: Vec<FlowRecord>,
+struct WorkerResult<S> {
+    sink: S,
     counts: FlowCounts,
     table: TableStats,
 }
 
-/// Runs the whole analysis of one input.
+/// Runs the whole analysis of one input; finished flows go to `sink` at the end.
 pub fn analyze<S: FlowSink>(
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
@@ -80,6 +80,22 @@ pub fn analyze<S: FlowSink>(
     sink: &mut S,
     progress: &mut dyn FnMut(Progress),
 ) -> Outcome {
+    let (outcome, per_worker) = analyze_with(source, filter, pipeline, &Vec::new, progress);
+    for record in per_worker.into_iter().flatten() {
+        sink.flow(record);
+    }
+    outcome
+}
+
+/// Runs the whole analysis of one input with one sink per worker, made by `new_sink` and fed in
+/// that worker's thread as its flows end; returns the sinks.
+pub fn analyze_with<S: FlowSink + Send>(
+    source: &mut dyn PacketSource,
+    filter: Option<&mut Filter>,
+    pipeline: &Pipeline,
+    new_sink: &(dyn Fn() -> S + Sync),
+    progress: &mut dyn FnMut(Progress),
+) -> (Outcome, Vec<S>) {
     let workers = pipeline.workers.max(1);
     let mut flow_cfg = pipeline.flow.clone();
     flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
@@ -89,15 +105,16 @@ pub fn analyze<S: FlowSink>(
     let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
-        let mut worker = Worker::new(flow_cfg);
+        let mut worker = Worker::new(flow_cfg, new_sink());
         let input_error = reader.read(source, filter, progress, |_, item| worker.packet(item));
         (input_error, vec![worker.finish(reader.clock_ns)])
     } else {
-        run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1))
+        run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1), new_sink)
     };
 
     let mut counts = FlowCounts::default();
     let mut table = TableStats::default();
+    let mut sinks = Vec::with_capacity(results.len());
     for r in results {
         counts.add(&r.counts);
         table.lookups += r.table.lookups;
@@ -105,25 +122,24 @@ pub fn analyze<S: FlowSink>(
         table.peak_live += r.table.peak_live;
         table.inserted += r.table.inserted;
         table.evicted += r.table.evicted;
-        for record in r.records {
-            sink.flow(record);
-        }
+        sinks.push(r.sink);
     }
     stats.flows = counts;
     stats.finish();
     stats.set_table(table);
-    Outcome { stats, input_error }
+    (Outcome { stats, input_error }, sinks)
 }
 
 /// The reader in this thread, `reader.workers` workers in their own, batches between them.
-fn run_threads(
+fn run_threads<S: FlowSink + Send>(
     reader: &mut Reader,
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
     progress: &mut dyn FnMut(Progress),
     flow_cfg: &FlowConfig,
     batch_len: usize,
-) -> (Option<CaptureError>, Vec<WorkerResult>) {
+    new_sink: &(dyn Fn() -> S + Sync),
+) -> (Option<CaptureError>, Vec<WorkerResult<S>>) {
     let workers = reader.workers;
     thread::scope(|scope| {
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
@@ -136,7 +152,7 @@ fn run_threads(
             let recycle = recycle_tx.clone();
             let worker = thread::Builder::new()
                 .name(format!("sonde-worker-{i}"))
-                .spawn_scoped(scope, move || work(cfg, rx, recycle))
+                .spawn_scoped(scope, move || work(Worker::new(cfg, new_sink()), rx, recycle))
                 .expect("spawn a worker thread");
             handles.push(worker);
         }
@@ -167,33 +183,32 @@ fn run_threads(
     })
 }
 
-/// A flow worker: a tracker and the records of the flows it ended.
-struct Worker {
+/// A flow worker: a tracker and the sink of the flows it ends.
+struct Worker<S> {
     tracker: FlowTracker,
-    records: Vec<FlowRecord>,
+    sink: S,
     counts: FlowCounts,
 }
 
-impl Worker {
-    fn new(cfg: FlowConfig) -> Self {
-        Worker { tracker: FlowTracker::new(cfg), records: Vec::new(), counts: FlowCounts::default() }
+impl<S: FlowSink> Worker<S> {
+    fn new(cfg: FlowConfig, sink: S) -> Self {
+        Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default() }
     }
 
     fn packet(&mut self, item: &Item) {
-        let mut sink = CountingSink { inner: &mut self.records, counts: &mut self.counts };
+        let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
         self.tracker.on_packet_at(item.ts_ns, item.clock_ns, &item.packet, &mut sink);
     }
 
-    fn finish(mut self, clock_ns: u64) -> WorkerResult {
-        let mut sink = CountingSink { inner: &mut self.records, counts: &mut self.counts };
+    fn finish(mut self, clock_ns: u64) -> WorkerResult<S> {
+        let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
         self.tracker.finish_at(clock_ns, &mut sink);
-        WorkerResult { records: self.records, counts: self.counts, table: self.tracker.table_stats() }
+        WorkerResult { sink: self.sink, counts: self.counts, table: self.tracker.table_stats() }
     }
 }
 
 /// A worker thread: tracks the flows of the batches it is sent, returning each for reuse.
-fn work(cfg: FlowConfig, rx: Receiver<Message>, recycle: Sender<Vec<Item>>) -> WorkerResult {
-    let mut worker = Worker::new(cfg);
+fn work<S: FlowSink>(mut worker: Worker<S>, rx: Receiver<Message>, recycle: Sender<Vec<Item>>) -> WorkerResult<S> {
     while let Ok(message) = rx.recv() {
         match message {
             Message::Batch(mut batch) => {

@@ -16,4 +16,4 @@ mod columns;
 mod writer;
 
 pub use columns::{tcp_columns, udp_columns, Column, Value};
-pub use writer::{write_records, Format, OutputDir, OutputError};
+pub use writer::{format_record, write_records, Format, LineSink, OutputDir, OutputError};

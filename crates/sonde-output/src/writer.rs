@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use sonde_flow::key::ip_order_key;
-use sonde_flow::FlowRecord;
+use sonde_flow::{FlowRecord, FlowSink};
 
 use crate::columns::{tcp_columns, udp_columns, Column, Value};
 
@@ -88,20 +88,23 @@ impl OutputDir {
 
     /// Sorts the records into output order and writes both flow logs.
     pub fn write_flows(&self, records: &mut [FlowRecord]) -> Result<(), OutputError> {
-        let order = output_order(records);
-        let [tcp, udp, _] = Self::file_names(self.format);
-        let tcp_path = self.path(&tcp);
-        let udp_path = self.path(&udp);
-        let tcp_records = order.iter().filter_map(|&i| match &records[i] {
-            FlowRecord::Tcp(t) => Some(&**t),
-            _ => None,
-        });
-        write_file(&tcp_path, |w| write_records(w, self.format, &tcp_columns(), tcp_records))?;
-        let udp_records = order.iter().filter_map(|&i| match &records[i] {
-            FlowRecord::Udp(u) => Some(u),
-            _ => None,
-        });
-        write_file(&udp_path, |w| write_records(w, self.format, &udp_columns(), udp_records))
+        let mut sink = LineSink::new(self.format);
+        for r in records.iter() {
+            sink.flow(r.clone());
+        }
+        self.write_lines(vec![sink])
+    }
+
+    /// Writes both flow logs from the lines of several sinks (one per worker), in output order.
+    pub fn write_lines(&self, sinks: Vec<LineSink>) -> Result<(), OutputError> {
+        let (mut tcp, mut udp) = (Vec::new(), Vec::new());
+        for s in sinks {
+            tcp.extend(s.tcp);
+            udp.extend(s.udp);
+        }
+        let [tcp_name, udp_name, _] = Self::file_names(self.format);
+        write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), tcp))?;
+        write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), udp))
     }
 
     pub fn write_summary(&self, json: &str) -> Result<(), OutputError> {
@@ -109,25 +112,80 @@ impl OutputDir {
     }
 }
 
-/// The output order — flow start, then protocol and tuple, then end and packet counts as tie
-/// breakers — as indices, so the (large) records never move. It does not depend on the order
-/// records arrived in, which varies with the number of workers.
-fn output_order(records: &[FlowRecord]) -> Vec<usize> {
-    let mut keyed: Vec<_> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let e = r.endpoints();
-            let (proto, last_ns, pkts) = match r {
-                FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
-                FlowRecord::Udp(u) => (17u8, u.last_ns, (u.client.pkts, u.server.pkts)),
-            };
-            let (client, server) = (ip_order_key(e.client_ip), ip_order_key(e.server_ip));
-            ((r.first_ns(), proto, client, e.client_port, server, e.server_port, last_ns, pkts), i)
-        })
-        .collect();
-    keyed.sort_unstable();
-    keyed.into_iter().map(|(_, i)| i).collect()
+/// The output order: flow start, then protocol and tuple, then end and packet counts as tie
+/// breakers, as plain integers. It does not depend on the order records arrived in, which
+/// varies with the number of workers.
+type OrderKey = (u64, u8, (u8, u128), u16, (u8, u128), u16, u64, (u64, u64));
+
+fn order_key(r: &FlowRecord) -> OrderKey {
+    let e = r.endpoints();
+    let (proto, last_ns, pkts) = match r {
+        FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
+        FlowRecord::Udp(u) => (17u8, u.last_ns, (u.client.pkts, u.server.pkts)),
+    };
+    let (client, server) = (ip_order_key(e.client_ip), ip_order_key(e.server_ip));
+    (r.first_ns(), proto, client, e.client_port, server, e.server_port, last_ns, pkts)
+}
+
+/// A flow sink that formats each record into its line as the flow ends — in the worker thread
+/// that ended it, so formatting runs in parallel and the wide record is dropped at once.
+pub struct LineSink {
+    format: Format,
+    tcp_columns: Vec<Column<sonde_flow::TcpRecord>>,
+    udp_columns: Vec<Column<sonde_flow::UdpRecord>>,
+    tcp: Vec<(OrderKey, String)>,
+    udp: Vec<(OrderKey, String)>,
+}
+
+impl LineSink {
+    pub fn new(format: Format) -> LineSink {
+        LineSink { format, tcp_columns: tcp_columns(), udp_columns: udp_columns(), tcp: Vec::new(), udp: Vec::new() }
+    }
+
+    /// Flows formatted so far.
+    pub fn len(&self) -> usize {
+        self.tcp.len() + self.udp.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl FlowSink for LineSink {
+    fn flow(&mut self, record: FlowRecord) {
+        let key = order_key(&record);
+        let mut line = String::new();
+        match &record {
+            FlowRecord::Tcp(t) => {
+                line.reserve(1536);
+                format_record(&mut line, self.format, &self.tcp_columns, &**t);
+                line.shrink_to_fit();
+                self.tcp.push((key, line));
+            }
+            FlowRecord::Udp(u) => {
+                line.reserve(256);
+                format_record(&mut line, self.format, &self.udp_columns, u);
+                line.shrink_to_fit();
+                self.udp.push((key, line));
+            }
+        }
+    }
+}
+
+fn write_sorted<R>(
+    w: &mut impl Write,
+    format: Format,
+    columns: &[Column<R>],
+    mut lines: Vec<(OrderKey, String)>,
+) -> io::Result<()> {
+    // The line breaks the (practically impossible) tie of two flows with equal keys.
+    lines.sort_unstable();
+    write_header(w, format, columns)?;
+    for (_, line) in &lines {
+        w.write_all(line.as_bytes())?;
+    }
+    Ok(())
 }
 
 fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) -> Result<(), OutputError> {
@@ -146,38 +204,50 @@ pub fn write_records<'a, R: 'a>(
     columns: &[Column<R>],
     records: impl Iterator<Item = &'a R>,
 ) -> io::Result<()> {
+    write_header(w, format, columns)?;
     let mut line = String::with_capacity(4096);
+    for record in records {
+        line.clear();
+        format_record(&mut line, format, columns, record);
+        w.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+fn write_header<R>(w: &mut impl Write, format: Format, columns: &[Column<R>]) -> io::Result<()> {
     if format == Format::Tsv {
         let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
         writeln!(w, "{}", names.join("\t"))?;
     }
-    for record in records {
-        line.clear();
-        match format {
-            Format::Tsv => {
-                for (i, c) in columns.iter().enumerate() {
-                    if i > 0 {
-                        line.push('\t');
-                    }
-                    push_tsv(&mut line, (c.value)(record));
+    Ok(())
+}
+
+/// Appends one record as a line (newline included).
+pub fn format_record<R>(line: &mut String, format: Format, columns: &[Column<R>], record: &R) {
+    match format {
+        Format::Tsv => {
+            for (i, c) in columns.iter().enumerate() {
+                if i > 0 {
+                    line.push('\t');
                 }
-            }
-            Format::Jsonl => {
-                line.push('{');
-                for (i, c) in columns.iter().enumerate() {
-                    if i > 0 {
-                        line.push(',');
-                    }
-                    let _ = write!(line, "\"{}\":", c.name);
-                    push_json(&mut line, (c.value)(record));
-                }
-                line.push('}');
+                push_tsv(line, (c.value)(record));
             }
         }
-        line.push('\n');
-        w.write_all(line.as_bytes())?;
+        Format::Jsonl => {
+            line.push('{');
+            for (i, c) in columns.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                line.push('"');
+                line.push_str(c.name);
+                line.push_str("\":");
+                push_json(line, (c.value)(record));
+            }
+            line.push('}');
+        }
     }
-    Ok(())
+    line.push('\n');
 }
 
 fn push_tsv(out: &mut String, v: Value) {

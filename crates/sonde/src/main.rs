@@ -10,9 +10,9 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use sonde_engine::{analyze, resources, Filter, Pipeline, Progress};
-use sonde_flow::{FlowConfig, FlowRecord};
-use sonde_output::{Format, OutputDir};
+use sonde_engine::{analyze_with, resources, Filter, Pipeline, Progress};
+use sonde_flow::FlowConfig;
+use sonde_output::{Format, LineSink, OutputDir};
 
 use flags::{AnalyzeArgs, Cli, Command, FormatArg};
 
@@ -65,10 +65,11 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let cpu_before = resources::cpu_seconds();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let mut bar: Option<ProgressBar> = None;
-    let mut records: Vec<FlowRecord> = Vec::new();
     // The bar appears only once a run has lasted a second.
     let pipeline = Pipeline { flow: flow_cfg, workers, ..Pipeline::default() };
-    let outcome = analyze(source.as_mut(), filter.as_mut(), &pipeline, &mut records, &mut |p: Progress| {
+    // Each worker formats its flows' lines as they end; the lines are sorted and written after.
+    let new_sink = || LineSink::new(format);
+    let (outcome, sinks) = analyze_with(source.as_mut(), filter.as_mut(), &pipeline, &new_sink, &mut |p: Progress| {
         if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
             return;
         }
@@ -84,7 +85,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = resources::cpu_seconds() - cpu_before;
 
-    out.write_flows(&mut records)?;
+    out.write_lines(sinks)?;
     let run = report::RunReport::new(
         &input_name,
         source.format(),
