@@ -4,30 +4,6 @@
 
 use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
 
-/// RTT samples' summary; the record's `RttStats` with a u32 count.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct RttLive {
-    pub count: u32,
-    pub min_ns: u64,
-    pub max_ns: u64,
-    pub sum_ns: f64,
-    pub sum_sq_ns2: f64,
-}
-
-impl RttLive {
-    /// The same arithmetic as `RttStats::add`, so the record's sums are bit-identical.
-    pub fn add(&mut self, sample_ns: u64) {
-        if self.count == 0 || sample_ns < self.min_ns {
-            self.min_ns = sample_ns;
-        }
-        self.max_ns = self.max_ns.max(sample_ns);
-        self.count += 1;
-        let x = sample_ns as f64;
-        self.sum_ns += x;
-        self.sum_sq_ns2 += x * x;
-    }
-}
-
 /// `AnomalyCounts` in u32 (packets of one flow).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct AnomaliesLive {
@@ -55,7 +31,8 @@ pub(crate) struct DirLive {
     pub inflight_min: u64,
     pub inflight_max: u64,
     pub inflight_initial: u64,
-    pub rtt: RttLive,
+    /// The record's own type: a u32 count would save nothing (alignment pads it to 40 bytes).
+    pub rtt: RttStats,
     pub pkts: u32,
     pub data_pkts: u32,
     pub ack_pkts: u32,
@@ -84,7 +61,6 @@ pub(crate) struct DirLive {
 impl DirLive {
     pub fn record(&self, unique_bytes: u64) -> TcpDirStats {
         let a = &self.anomalies;
-        let r = &self.rtt;
         TcpDirStats {
             pkts: self.pkts.into(),
             ip_bytes: self.ip_bytes,
@@ -113,13 +89,7 @@ impl DirLive {
             win_min: self.win_min.into(),
             win_max: self.win_max.into(),
             win_zero: self.win_zero.into(),
-            rtt: RttStats {
-                count: r.count.into(),
-                min_ns: r.min_ns,
-                max_ns: r.max_ns,
-                sum_ns: r.sum_ns,
-                sum_sq_ns2: r.sum_sq_ns2,
-            },
+            rtt: self.rtt,
             retx_pkts: self.retx_pkts.into(),
             retx_bytes: self.retx_bytes,
             ooo_pkts: self.ooo_pkts.into(),
