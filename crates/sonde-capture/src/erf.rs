@@ -180,16 +180,12 @@ impl<I: Input> PacketSource for ErfReader<I> {
                 break (rec, at);
             }
         };
-        let b = match self.input.fill(rec.rlen) {
+        let b = match self.input.fill_exact(rec.rlen, at) {
             Ok(b) => b,
             Err(e) => {
                 self.done = true;
                 return Err(e);
             }
-        };
-        let Some(b) = b.get(..rec.rlen) else {
-            self.done = true;
-            return Err(truncated(at));
         };
         let wlen = u32::from(rec.wlen);
         let (link_type, data, wire_len) = match rec.rtype {

@@ -132,17 +132,13 @@ impl<I: Input> PacketSource for PcapReader<I> {
             return Err(corrupt(at, "pcap record length absurdly large"));
         }
         let total = rh + caplen;
-        let b = match self.input.fill(total) {
+        let b = match self.input.fill_exact(total, at) {
             Ok(b) => b,
             Err(e) => {
                 self.done = true;
                 return Err(e);
             }
         };
-        if b.len() < total {
-            self.done = true;
-            return Err(truncated(at));
-        }
         self.pending = total;
         Ok(Some(Frame { ts_ns, wire_len, link_type: self.link_type, data: &b[rh..total] }))
     }

@@ -192,18 +192,13 @@ impl<I: Input> PacketSource for PcapngReader<I> {
                 self.done = true;
                 return Err(corrupt(at, "pcapng: bad block total length"));
             }
-            let b = match self.input.fill(len) {
+            let b = match self.input.fill_exact(len, at) {
                 Ok(b) => b,
                 Err(e) => {
                     self.done = true;
                     return Err(e);
                 }
             };
-            if b.len() < len {
-                self.done = true;
-                return Err(truncated(at));
-            }
-            let b = &b[..len];
             if e.u32(b, len - 4) as usize != len {
                 self.done = true;
                 return Err(corrupt(at, "pcapng: trailing block length mismatch"));

@@ -21,6 +21,15 @@ pub(crate) trait Input {
     /// The bytes from the current position: at least `n` of them, unless the input ends first
     /// (then all that is left, possibly none).
     fn fill(&mut self, n: usize) -> Result<&[u8], CaptureError>;
+    /// Exactly `n` bytes from the current position, or `Truncated` at `at` (where the record
+    /// being read starts) when the input ends first.
+    fn fill_exact(&mut self, n: usize, at: u64) -> Result<&[u8], CaptureError> {
+        let b = self.fill(n)?;
+        if b.len() < n {
+            return Err(crate::util::truncated(at));
+        }
+        Ok(&b[..n])
+    }
     /// Moves the position `n` bytes forward (`n` no more than the last `fill` returned).
     fn consume(&mut self, n: usize);
     /// Offset of the current position from the start of the (decompressed) input.
