@@ -102,20 +102,13 @@ impl<I: Input> PacketSource for PcapReader<I> {
         self.pending = 0;
         let at = self.input.position();
         let rh = self.rec_hdr;
-        let h = match self.input.fill(rh) {
-            Ok(h) => h,
-            Err(e) => {
+        let h = match self.input.fill_header(rh, at) {
+            Ok(Some(h)) => h,
+            end => {
                 self.done = true;
-                return Err(e);
+                return end.map(|_| None);
             }
         };
-        if h.len() < rh {
-            self.done = true;
-            if h.is_empty() {
-                return Ok(None);
-            }
-            return Err(truncated(at));
-        }
         let e = self.endian;
         let secs = u64::from(e.u32(h, 0));
         let frac = u64::from(e.u32(h, 4));

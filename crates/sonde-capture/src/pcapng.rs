@@ -162,17 +162,13 @@ impl<I: Input> PacketSource for PcapngReader<I> {
             self.input.consume(self.pending);
             self.pending = 0;
             let at = self.input.position();
-            let h = match self.input.fill(12) {
-                Ok(h) => h,
-                Err(e) => {
+            let h = match self.input.fill_header(12, at) {
+                Ok(Some(h)) => h,
+                end => {
                     self.done = true;
-                    return Err(e);
+                    return end.map(|_| None);
                 }
             };
-            if h.len() < 12 {
-                self.done = true;
-                return if h.is_empty() { Ok(None) } else { Err(truncated(at)) };
-            }
             // The SHB type reads the same in both byte orders; its magic sets the section's.
             let is_shb = h[..4] == [0x0A, 0x0D, 0x0D, 0x0A];
             if is_shb {

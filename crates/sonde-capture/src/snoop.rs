@@ -48,17 +48,13 @@ impl<I: Input> PacketSource for SnoopReader<I> {
         self.input.consume(self.pending);
         self.pending = 0;
         let at = self.input.position();
-        let h = match self.input.fill(REC_HDR) {
-            Ok(h) => h,
-            Err(e) => {
+        let h = match self.input.fill_header(REC_HDR, at) {
+            Ok(Some(h)) => h,
+            end => {
                 self.done = true;
-                return Err(e);
+                return end.map(|_| None);
             }
         };
-        if h.len() < REC_HDR {
-            self.done = true;
-            return if h.is_empty() { Ok(None) } else { Err(truncated(at)) };
-        }
         let be = Endian::Big;
         let wire_len = be.u32(h, 0);
         let caplen = be.u32(h, 4) as usize;

@@ -21,6 +21,18 @@ pub(crate) trait Input {
     /// The bytes from the current position: at least `n` of them, unless the input ends first
     /// (then all that is left, possibly none).
     fn fill(&mut self, n: usize) -> Result<&[u8], CaptureError>;
+    /// The `n`-byte header of the next record, `None` at a clean end of input (no byte left), or
+    /// `Truncated` at `at` when the input ends inside the header.
+    fn fill_header(&mut self, n: usize, at: u64) -> Result<Option<&[u8]>, CaptureError> {
+        let h = self.fill(n)?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        if h.len() < n {
+            return Err(crate::util::truncated(at));
+        }
+        Ok(Some(&h[..n]))
+    }
     /// Exactly `n` bytes from the current position, or `Truncated` at `at` (where the record
     /// being read starts) when the input ends first.
     fn fill_exact(&mut self, n: usize, at: u64) -> Result<&[u8], CaptureError> {
