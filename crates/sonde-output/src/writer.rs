@@ -135,11 +135,19 @@ pub struct LineSink {
     udp_columns: Vec<Column<sonde_flow::UdpRecord>>,
     tcp: Vec<(OrderKey, String)>,
     udp: Vec<(OrderKey, String)>,
+    scratch: String,
 }
 
 impl LineSink {
     pub fn new(format: Format) -> LineSink {
-        LineSink { format, tcp_columns: tcp_columns(), udp_columns: udp_columns(), tcp: Vec::new(), udp: Vec::new() }
+        LineSink {
+            format,
+            tcp_columns: tcp_columns(),
+            udp_columns: udp_columns(),
+            tcp: Vec::new(),
+            udp: Vec::new(),
+            scratch: String::with_capacity(4096),
+        }
     }
 
     /// Flows formatted so far.
@@ -155,19 +163,16 @@ impl LineSink {
 impl FlowSink for LineSink {
     fn flow(&mut self, record: FlowRecord) {
         let key = order_key(&record);
-        let mut line = String::new();
+        // Formatted in a reused buffer, then kept in one allocation of the exact size.
+        self.scratch.clear();
         match &record {
             FlowRecord::Tcp(t) => {
-                line.reserve(1536);
-                format_record(&mut line, self.format, &self.tcp_columns, &**t);
-                line.shrink_to_fit();
-                self.tcp.push((key, line));
+                format_record(&mut self.scratch, self.format, &self.tcp_columns, &**t);
+                self.tcp.push((key, self.scratch.as_str().into()));
             }
             FlowRecord::Udp(u) => {
-                line.reserve(256);
-                format_record(&mut line, self.format, &self.udp_columns, u);
-                line.shrink_to_fit();
-                self.udp.push((key, line));
+                format_record(&mut self.scratch, self.format, &self.udp_columns, u);
+                self.udp.push((key, self.scratch.as_str().into()));
             }
         }
     }
