@@ -220,15 +220,6 @@ impl FlowRecord {
             FlowRecord::Udp(r) => r.end,
         }
     }
-    /// The deterministic output order: flow start, then the tuple.
-    pub fn sort_key(&self) -> (u64, u8, IpAddr, u16, IpAddr, u16) {
-        let e = self.endpoints();
-        let proto = match self {
-            FlowRecord::Tcp(_) => 6,
-            FlowRecord::Udp(_) => 17,
-        };
-        (self.first_ns(), proto, e.client_ip, e.client_port, e.server_ip, e.server_port)
-    }
 }
 
 /// Where finished flows go. The engine passes records as flows end; a sink may buffer, sort,

@@ -86,15 +86,6 @@ impl OutputDir {
         self.dir.join(name)
     }
 
-    /// Sorts the records into output order and writes both flow logs.
-    pub fn write_flows(&self, records: &mut [FlowRecord]) -> Result<(), OutputError> {
-        let mut sink = LineSink::new(self.format);
-        for r in records.iter() {
-            sink.flow(r.clone());
-        }
-        self.write_lines(vec![sink])
-    }
-
     /// Writes both flow logs from the lines of several sinks (one per worker), in output order.
     pub fn write_lines(&self, sinks: Vec<LineSink>) -> Result<(), OutputError> {
         let (mut tcp, mut udp) = (Vec::new(), Vec::new());
