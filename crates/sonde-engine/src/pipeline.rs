@@ -7,8 +7,8 @@ use std::thread;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
 use sonde_filter::Filter;
-use sonde_flow::{FlowConfig, FlowKey, FlowSink, FlowTracker, TableStats};
-use sonde_wire::{Fragment, LinkType, PacketSummary, Transport};
+use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
+use sonde_wire::{LinkType, PacketSummary};
 
 use crate::stats::{CountingSink, FlowCounts, RunStats};
 
@@ -49,12 +49,27 @@ pub struct Outcome {
     pub input_error: Option<CaptureError>,
 }
 
-/// One packet for a worker: its time, the reader's clock when it was read, and what it is.
+/// One packet for a worker: its time, the reader's clock when it was read, its flow and what it
+/// is.
 #[derive(Clone, Copy)]
 struct Item {
     ts_ns: u64,
     clock_ns: u64,
+    key: PacketKey,
     packet: PacketSummary,
+}
+
+/// How far ahead of the packet being analysed a worker prefetches its flow's index entry, table
+/// slot and state: each stage finds the previous one's line in the cache.
+const PREFETCH_INDEX: usize = 8;
+const PREFETCH_SLOT: usize = 4;
+const PREFETCH_STATE: usize = 2;
+/// Packets the single worker running in the reader's thread collects before analysing them, so
+/// that it can prefetch ahead.
+const INLINE_BATCH: usize = 64;
+
+impl Item {
+    const EMPTY: Item = Item { ts_ns: 0, clock_ns: 0, key: PacketKey::EMPTY, packet: PacketSummary::EMPTY };
 }
 
 enum Message {
@@ -105,9 +120,11 @@ pub fn analyze_with<S: FlowSink + Send>(
     let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
-        let mut worker = Worker::new(flow_cfg, new_sink());
-        let input_error = reader.read(source, filter, progress, |_, item| worker.packet(item));
-        (input_error, vec![worker.finish(reader.clock_ns)])
+        let mut inline =
+            Inline { worker: Worker::new(flow_cfg, new_sink()), batch: [Item::EMPTY; INLINE_BATCH], len: 0 };
+        let input_error = reader.read(source, filter, progress, &mut inline);
+        inline.worker.packets(&inline.batch[..inline.len]);
+        (input_error, vec![inline.worker.finish(reader.clock_ns)])
     } else {
         run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1), new_sink)
     };
@@ -159,19 +176,16 @@ fn run_threads<S: FlowSink + Send>(
         for _ in 0..workers * BATCHES_PER_WORKER {
             let _ = recycle_tx.send(Vec::with_capacity(batch_len));
         }
-        let mut batches: Vec<Vec<Item>> = (0..workers).map(|_| Vec::with_capacity(batch_len)).collect();
-        let input_error = reader.read(source, filter, progress, |worker, item| {
-            let batch = &mut batches[worker];
-            batch.push(*item);
-            if batch.len() >= batch_len {
-                let empty = recycle_rx.recv().unwrap_or_else(|_| Vec::with_capacity(batch_len));
-                let full = std::mem::replace(batch, empty);
-                // A worker that died (panicked) drops its receiver; its join reports it.
-                let _ = to_workers[worker].send(Message::Batch(full));
-            }
-        });
+        let mut threads = ToThreads {
+            staged: Item::EMPTY,
+            batches: (0..workers).map(|_| Vec::with_capacity(batch_len)).collect(),
+            batch_len,
+            to_workers: &to_workers,
+            recycle: &recycle_rx,
+        };
+        let input_error = reader.read(source, filter, progress, &mut threads);
         let clock_ns = reader.clock_ns;
-        for (worker, batch) in batches.into_iter().enumerate() {
+        for (worker, batch) in threads.batches.into_iter().enumerate() {
             if !batch.is_empty() {
                 let _ = to_workers[worker].send(Message::Batch(batch));
             }
@@ -181,6 +195,62 @@ fn run_threads<S: FlowSink + Send>(
         let results = handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
         (input_error, results)
     })
+}
+
+/// Where the reader puts packets: it decodes each into `slot()` and hands a flow packet on with
+/// `commit(worker)`; a slot not committed is overwritten by the next packet.
+trait Dispatch {
+    fn slot(&mut self) -> &mut Item;
+    fn commit(&mut self, worker: usize);
+}
+
+/// The one worker, in the reader's thread: packets are decoded straight into its batch (no
+/// copy), analysed `INLINE_BATCH` at a time.
+struct Inline<S> {
+    worker: Worker<S>,
+    batch: [Item; INLINE_BATCH],
+    len: usize,
+}
+
+impl<S: FlowSink> Dispatch for Inline<S> {
+    fn slot(&mut self) -> &mut Item {
+        &mut self.batch[self.len]
+    }
+
+    fn commit(&mut self, _: usize) {
+        self.len += 1;
+        if self.len == INLINE_BATCH {
+            self.worker.packets(&self.batch);
+            self.len = 0;
+        }
+    }
+}
+
+/// Worker threads: a packet is staged, then copied into its worker's batch, which is sent when
+/// full.
+struct ToThreads<'a> {
+    staged: Item,
+    batches: Vec<Vec<Item>>,
+    batch_len: usize,
+    to_workers: &'a [Sender<Message>],
+    recycle: &'a Receiver<Vec<Item>>,
+}
+
+impl Dispatch for ToThreads<'_> {
+    fn slot(&mut self) -> &mut Item {
+        &mut self.staged
+    }
+
+    fn commit(&mut self, worker: usize) {
+        let batch = &mut self.batches[worker];
+        batch.push(self.staged);
+        if batch.len() >= self.batch_len {
+            let empty = self.recycle.recv().unwrap_or_else(|_| Vec::with_capacity(self.batch_len));
+            let full = std::mem::replace(batch, empty);
+            // A worker that died (panicked) drops its receiver; its join reports it.
+            let _ = self.to_workers[worker].send(Message::Batch(full));
+        }
+    }
 }
 
 /// A flow worker: a tracker and the sink of the flows it ends.
@@ -195,9 +265,20 @@ impl<S: FlowSink> Worker<S> {
         Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default() }
     }
 
-    fn packet(&mut self, item: &Item) {
-        let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
-        self.tracker.on_packet_at(item.ts_ns, item.clock_ns, &item.packet, &mut sink);
+    fn packets(&mut self, items: &[Item]) {
+        for (i, item) in items.iter().enumerate() {
+            if let Some(ahead) = items.get(i + PREFETCH_INDEX) {
+                self.tracker.prefetch_index(&ahead.key);
+            }
+            if let Some(ahead) = items.get(i + PREFETCH_SLOT) {
+                self.tracker.prefetch_slot(&ahead.key);
+            }
+            if let Some(ahead) = items.get(i + PREFETCH_STATE) {
+                self.tracker.prefetch_state(&ahead.key);
+            }
+            let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
+            self.tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, &mut sink);
+        }
     }
 
     fn finish(mut self, clock_ns: u64) -> WorkerResult<S> {
@@ -212,9 +293,7 @@ fn work<S: FlowSink>(mut worker: Worker<S>, rx: Receiver<Message>, recycle: Send
     while let Ok(message) = rx.recv() {
         match message {
             Message::Batch(mut batch) => {
-                for item in &batch {
-                    worker.packet(item);
-                }
+                worker.packets(&batch);
                 batch.clear();
                 let _ = recycle.send(batch);
             }
@@ -233,19 +312,18 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// Reads the input to its end, handing each flow packet to `dispatch(worker, item)`.
+    /// Reads the input to its end, handing each flow packet to `dispatch`.
     fn read(
         &mut self,
         source: &mut dyn PacketSource,
         mut filter: Option<&mut Filter>,
         progress: &mut dyn FnMut(Progress),
-        mut dispatch: impl FnMut(usize, &Item),
+        dispatch: &mut impl Dispatch,
     ) -> Option<CaptureError> {
         let workers = self.workers as u64;
         let size = source.size_hint();
         let stats = &mut *self.stats;
         // Decoded in place, handed over by reference: one copy at most (into a batch).
-        let mut item = Item { ts_ns: 0, clock_ns: 0, packet: PacketSummary::EMPTY };
         loop {
             if stats.packets.read.is_multiple_of(PROGRESS_EVERY) && stats.packets.read > 0 {
                 progress(Progress { packets: stats.packets.read, position: source.position(), size });
@@ -262,6 +340,7 @@ impl Reader<'_> {
                     continue;
                 }
             }
+            let item = dispatch.slot();
             if let Err(unsupported) =
                 sonde_wire::decode_into(LinkType(frame.link_type), frame.data, frame.wire_len, &mut item.packet)
             {
@@ -272,26 +351,13 @@ impl Reader<'_> {
             stats.count_packet(&item.packet, frame.wire_len);
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
-            if let Some(hash) = flow_hash(&item.packet) {
+            // The trackers count only TCP and UDP flows; the rest only feed the counters.
+            if let Ok(key) = sonde_flow::flow_key(&item.packet) {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
-                dispatch((hash % workers) as usize, &item);
+                item.key = key;
+                dispatch.commit((key.hash() % workers) as usize);
             }
         }
     }
-}
-
-/// The symmetric flow hash of a packet the trackers would count in a flow; `None` for the
-/// others (they only feed the counters).
-fn flow_hash(p: &PacketSummary) -> Option<u64> {
-    let ip = p.ip.as_ref()?;
-    if ip.fragment == Fragment::Later {
-        return None;
-    }
-    let (protocol, sport, dport) = match p.transport {
-        Some(Transport::Tcp(t)) => (6, t.src_port, t.dst_port),
-        Some(Transport::Udp(u)) => (17, u.src_port, u.dst_port),
-        _ => return None,
-    };
-    Some(FlowKey::new(protocol, (ip.src, sport), (ip.dst, dport)).0.hash64())
 }

@@ -1,8 +1,7 @@
 //! Flow identity: a bidirectional 5-tuple, stored in a canonical order so that both directions
 //! of a conversation map to the same key (and the same hash, which the dispatcher relies on).
 
-use std::hash::{Hash, Hasher};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowKey {
@@ -11,6 +10,37 @@ pub struct FlowKey {
     pub lo: (IpAddr, u16),
     /// The higher (address, port) endpoint.
     pub hi: (IpAddr, u16),
+}
+
+/// A packet's flow identity, computed once per packet: the dispatcher needs the hash to pick a
+/// worker, and the worker's table the key, the hash and the direction.
+#[derive(Debug, Clone, Copy)]
+pub struct PacketKey {
+    pub(crate) key: FlowKey,
+    pub(crate) order: KeyOrder,
+    pub(crate) hash: u64,
+}
+
+impl PacketKey {
+    /// A placeholder (for buffers filled later).
+    pub const EMPTY: PacketKey = PacketKey {
+        key: FlowKey {
+            protocol: 0,
+            lo: (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+            hi: (IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        },
+        order: KeyOrder::LoToHi,
+        hash: 0,
+    };
+
+    pub fn new(protocol: u8, src: (IpAddr, u16), dst: (IpAddr, u16)) -> PacketKey {
+        let (key, order) = FlowKey::new(protocol, src, dst);
+        PacketKey { key, order, hash: key.hash64() }
+    }
+
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
 }
 
 /// Which way a packet travels relative to the key's canonical order.
@@ -36,14 +66,23 @@ impl FlowKey {
         (self.protocol, ip_order_key(self.lo.0), self.lo.1, ip_order_key(self.hi.0), self.hi.1)
     }
 
-    /// A 64-bit hash, equal for both directions by construction (the key is canonical).
+    /// A 64-bit hash, equal for both directions by construction (the key is canonical). Two
+    /// folded multiplications over the addresses, ports and protocol: a few cycles, and good
+    /// low bits for indexing the table.
     pub fn hash64(&self) -> u64 {
-        let mut h = rustc_hash::FxHasher::default();
-        self.hash(&mut h);
-        // Fx leaves weak low bits for table indexing; fold the high half in.
-        let x = h.finish();
-        x ^ (x >> 29) ^ (x >> 47)
+        let fold = |ip: IpAddr| {
+            let (_, bits) = ip_order_key(ip);
+            (bits as u64) ^ (bits >> 64) as u64
+        };
+        let ports = u64::from(self.lo.1) << 32 | u64::from(self.hi.1) << 16 | u64::from(self.protocol);
+        mix(mix(fold(self.lo.0), fold(self.hi.0)), ports)
     }
+}
+
+/// wyhash's folded multiply: the 128-bit product's halves xored.
+fn mix(a: u64, b: u64) -> u64 {
+    let m = u128::from(a ^ 0xa076_1d64_78bd_642f).wrapping_mul(u128::from(b ^ 0xe703_7ed1_a0b4_28db));
+    (m as u64) ^ (m >> 64) as u64
 }
 
 /// An address as (family, value), ordered as `IpAddr`'s `Ord`.

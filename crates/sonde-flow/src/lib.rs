@@ -29,7 +29,7 @@ pub mod udp;
 use ipnet::IpNet;
 use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
-pub use key::FlowKey;
+pub use key::{FlowKey, PacketKey};
 pub use record::*;
 use slab::Slab;
 pub use table::TableStats;
@@ -106,6 +106,36 @@ pub struct FlowTracker {
     clock_ns: u64,
 }
 
+/// The flow key of a packet the tracker counts in a flow, or what else it is.
+pub fn flow_key(p: &PacketSummary) -> Result<PacketKey, Disposition> {
+    let Some(ip) = p.ip else { return Err(Disposition::NotTcpUdp) };
+    if ip.fragment == Fragment::Later {
+        return Err(Disposition::LaterFragment);
+    }
+    let (protocol, sport, dport) = match p.transport {
+        Some(Transport::Tcp(t)) => (6, t.src_port, t.dst_port),
+        Some(Transport::Udp(u)) => (17, u.src_port, u.dst_port),
+        Some(Transport::Truncated { protocol: 6 | 17 }) => return Err(Disposition::TruncatedTransport),
+        _ => return Err(Disposition::NotTcpUdp),
+    };
+    Ok(PacketKey::new(protocol, (ip.src, sport), (ip.dst, dport)))
+}
+
+/// Asks the CPU to start loading the cache lines of `value` (a hint: it never faults, and a
+/// wrong guess only costs the load).
+pub(crate) fn prefetch<T>(value: &T) {
+    let start = (value as *const T).cast::<i8>();
+    for offset in (0..std::mem::size_of::<T>().max(1)).step_by(64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: PREFETCHT0 is a hint that never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(start.wrapping_add(offset));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = start.wrapping_add(offset);
+    }
+}
+
 impl FlowTracker {
     pub fn new(cfg: FlowConfig) -> Self {
         let table = FlowTable::new(cfg.max_flows, cfg.initial_flows);
@@ -143,25 +173,68 @@ impl FlowTracker {
         p: &PacketSummary,
         sink: &mut impl FlowSink,
     ) -> Disposition {
+        match flow_key(p) {
+            Ok(k) => self.on_flow_packet(ts_ns, clock_ns, &k, p, sink),
+            Err(other) => {
+                self.advance(ts_ns, clock_ns, sink);
+                other
+            }
+        }
+    }
+
+    /// Moves the timers' clock and ends the flows idle past their timeout.
+    fn advance(&mut self, ts_ns: u64, clock_ns: u64, sink: &mut impl FlowSink) {
         self.clock_ns = self.clock_ns.max(clock_ns).max(ts_ns);
         self.expire(self.clock_ns, sink);
-        let Some(ip) = p.ip else { return Disposition::NotTcpUdp };
-        if ip.fragment == Fragment::Later {
-            return Disposition::LaterFragment;
+    }
+
+    /// Starts loading the index entry of `k`'s flow into the cache, for a packet a few ahead
+    /// of the one being analysed (the first of three prefetch stages; they only save time).
+    pub fn prefetch_index(&self, k: &PacketKey) {
+        self.table.prefetch_index(k.hash);
+    }
+
+    /// The second stage: the flow's table slot (its index entry should be cached by now).
+    pub fn prefetch_slot(&self, k: &PacketKey) {
+        if let Some(slot) = self.table.peek(k.hash) {
+            self.table.prefetch_slot(slot);
         }
-        let (protocol, sport, dport) = match p.transport {
-            Some(Transport::Tcp(t)) => (6, t.src_port, t.dst_port),
-            Some(Transport::Udp(u)) => (17, u.src_port, u.dst_port),
-            Some(Transport::Truncated { protocol: 6 | 17 }) => return Disposition::TruncatedTransport,
-            _ => return Disposition::NotTcpUdp,
+    }
+
+    /// The third stage: the flow's TCP or UDP state (its slot should be cached by now).
+    pub fn prefetch_state(&self, k: &PacketKey) {
+        if let Some(slot) = self.table.peek(k.hash) {
+            let flow = self.table.peek_value(slot);
+            if flow.protocol == 6 {
+                self.tcp.prefetch(flow.conn);
+            } else {
+                self.udp.prefetch(flow.conn);
+            }
+        }
+    }
+
+    /// `on_packet_at` for a packet whose key was computed (by `flow_key`) already.
+    pub fn on_flow_packet(
+        &mut self,
+        ts_ns: u64,
+        clock_ns: u64,
+        k: &PacketKey,
+        p: &PacketSummary,
+        sink: &mut impl FlowSink,
+    ) -> Disposition {
+        self.advance(ts_ns, clock_ns, sink);
+        let PacketKey { key, order, hash } = *k;
+        let protocol = key.protocol;
+        let (Some(ip), Some(transport @ (Transport::Tcp(_) | Transport::Udp(_)))) = (p.ip, p.transport) else {
+            return Disposition::NotTcpUdp;
         };
-        let src = (ip.src, sport);
-        let (key, order) = FlowKey::new(protocol, src, (ip.dst, dport));
-        let hash = key.hash64();
+        if protocol != if matches!(transport, Transport::Tcp(_)) { 6 } else { 17 } {
+            return Disposition::NotTcpUdp; // the key of another packet
+        }
         let from_lo = order == key::KeyOrder::LoToHi;
 
         let mut slot = self.table.find(&key, hash);
-        if let (Some(s), Some(Transport::Tcp(t))) = (slot, &p.transport) {
+        if let (Some(s), Transport::Tcp(t)) = (slot, &transport) {
             let flow = *self.table.value(s);
             let dir = usize::from(from_lo != flow.client_is_lo);
             let conn = self.tcp.get(flow.conn);
@@ -186,8 +259,8 @@ impl FlowTracker {
                 }
                 let lane = if protocol == 6 { Lane::TcpOpen } else { Lane::Udp };
                 // The client is the SYN sender; a flow first seen at its SYN/ACK starts at the server.
-                let sender_is_client = match &p.transport {
-                    Some(Transport::Tcp(t)) => !TcpConn::first_sender_is_server(t),
+                let sender_is_client = match &transport {
+                    Transport::Tcp(t) => !TcpConn::first_sender_is_server(t),
                     _ => true,
                 };
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
@@ -197,8 +270,8 @@ impl FlowTracker {
         };
         let flow = *self.table.value(slot);
         let dir = usize::from(from_lo != flow.client_is_lo);
-        let lane = match &p.transport {
-            Some(Transport::Tcp(t)) => {
+        let lane = match &transport {
+            Transport::Tcp(t) => {
                 let conn = self.tcp.get(flow.conn);
                 conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t);
                 if conn.closed.is_some() {
@@ -207,7 +280,7 @@ impl FlowTracker {
                     Lane::TcpOpen
                 }
             }
-            Some(Transport::Udp(u)) => {
+            Transport::Udp(u) => {
                 self.udp.get(flow.conn).on_packet(dir, ts_ns, &ip, u);
                 Lane::Udp
             }

@@ -28,6 +28,13 @@ impl<T: Default> Slab<T> {
         self.free.push(i);
     }
 
+    /// Starts loading entry `i` into the cache.
+    pub fn prefetch(&self, i: u32) {
+        if let Some(item) = self.items.get(i as usize) {
+            crate::prefetch(item);
+        }
+    }
+
     pub fn get(&mut self, i: u32) -> &mut T {
         &mut self.items[i as usize]
     }

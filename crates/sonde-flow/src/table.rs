@@ -132,6 +132,29 @@ impl<V> FlowTable<V> {
         }
     }
 
+    /// Starts loading the index entry where a lookup of `hash` begins.
+    pub fn prefetch_index(&self, hash: u64) {
+        crate::prefetch(&self.index[hash as usize & (self.index.len() - 1)]);
+    }
+
+    /// The slot of the first entry at `hash`'s home position whose tag matches, without
+    /// comparing keys: a guess, good enough to prefetch by.
+    pub fn peek(&self, hash: u64) -> Option<u32> {
+        let e = self.index[hash as usize & (self.index.len() - 1)];
+        (e != EMPTY && e >> 32 == hash & 0xffff_ffff).then_some(entry_slot(e))
+    }
+
+    pub fn prefetch_slot(&self, slot: u32) {
+        if let Some(l) = self.links.get(slot as usize) {
+            crate::prefetch(l);
+        }
+    }
+
+    /// The value in `slot`, read only (live or not: for prefetching).
+    pub fn peek_value(&self, slot: u32) -> &V {
+        &self.links[slot as usize].value
+    }
+
     /// Inserts a new flow (the caller checked it is absent and the table is not full) and
     /// returns its slot, whose value is `value`.
     pub fn insert(&mut self, key: FlowKey, hash: u64, now_ns: u64, lane: Lane, value: V) -> u32 {
