@@ -354,8 +354,8 @@ impl FlowTracker {
                 end,
                 first_ns: c.first_ns,
                 last_ns: c.last_ns(),
-                hs_syn_synack_ns: c.hs_syn_synack_ns,
-                hs_synack_ack_ns: c.hs_synack_ack_ns,
+                hs_syn_synack_ns: c.hs_syn_synack_ns(),
+                hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 client,
                 server,
             }));

@@ -1,6 +1,9 @@
 //! The live per-direction counters of a TCP flow: the fields of [`TcpDirStats`] in the narrowest
 //! types that hold them (packet counts in u32, windows in u32 since a scaled window is below
-//! 2^30), widened into the record only when the flow ends.
+//! 2^30), widened into the record only when the flow ends. Counters of rare events live out of
+//! line in a pool ([`Rare`]), so that the many flows that never retransmit stay small.
+
+const NONE: u32 = u32::MAX;
 
 use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
 
@@ -17,12 +20,30 @@ pub(crate) struct AnomaliesLive {
     pub unknown: u32,
 }
 
-/// See `TcpDirStats` for each field's meaning.
+/// The counters of events most flows never have: retransmissions, reordering, zero windows and
+/// SYNs with a new ISN.
 #[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rare {
+    pub retx_bytes: u64,
+    pub retx_pkts: u32,
+    pub ooo_pkts: u32,
+    pub win_zero: u32,
+    pub syn_retx_new_isn: u32,
+    pub anomalies: AnomaliesLive,
+}
+
+/// Every flow's `Rare` blocks, freed ones reused.
+#[derive(Debug, Default)]
+pub(crate) struct RarePool {
+    blocks: Vec<Rare>,
+    free: Vec<u32>,
+}
+
+/// See `TcpDirStats` for each field's meaning.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct DirLive {
     pub ip_bytes: u64,
     pub payload_bytes: u64,
-    pub retx_bytes: u64,
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_payload_ns: u64,
@@ -45,11 +66,8 @@ pub(crate) struct DirLive {
     pub seg_max: u32,
     pub win_min: u32,
     pub win_max: u32,
-    pub win_zero: u32,
-    pub retx_pkts: u32,
-    pub ooo_pkts: u32,
-    pub syn_retx_new_isn: u32,
-    pub anomalies: AnomaliesLive,
+    /// This direction's `Rare` block in the pool, `NONE` until it needs one.
+    pub rare: u32,
     pub mss_opt: u16,
     pub ttl_min: u8,
     pub ttl_max: u8,
@@ -58,9 +76,76 @@ pub(crate) struct DirLive {
     pub timestamps: bool,
 }
 
+impl Default for DirLive {
+    fn default() -> Self {
+        DirLive {
+            ip_bytes: 0,
+            payload_bytes: 0,
+            first_ns: 0,
+            last_ns: 0,
+            first_payload_ns: 0,
+            last_payload_ns: 0,
+            first_ack_ns: 0,
+            inflight_min: 0,
+            inflight_max: 0,
+            inflight_initial: 0,
+            rtt: RttStats::default(),
+            pkts: 0,
+            data_pkts: 0,
+            ack_pkts: 0,
+            pure_ack_pkts: 0,
+            syn_cnt: 0,
+            fin_cnt: 0,
+            rst_cnt: 0,
+            sack_blocks: 0,
+            seg_min: 0,
+            seg_max: 0,
+            win_min: 0,
+            win_max: 0,
+            rare: NONE,
+            mss_opt: 0,
+            ttl_min: 0,
+            ttl_max: 0,
+            win_scale: None,
+            sack_permitted: false,
+            timestamps: false,
+        }
+    }
+}
+
+impl RarePool {
+    /// `dir`'s block, taken from the pool the first time.
+    pub fn get(&mut self, dir: &mut DirLive) -> &mut Rare {
+        if dir.rare == NONE {
+            dir.rare = match self.free.pop() {
+                Some(i) => i,
+                None => {
+                    self.blocks.push(Rare::default());
+                    (self.blocks.len() - 1) as u32
+                }
+            };
+        }
+        &mut self.blocks[dir.rare as usize]
+    }
+
+    /// `dir`'s counters, zero if it never needed a block.
+    pub fn read(&self, dir: &DirLive) -> Rare {
+        self.blocks.get(dir.rare as usize).copied().unwrap_or_default()
+    }
+
+    /// Returns `dir`'s block to the pool, cleared.
+    pub fn release(&mut self, dir: &mut DirLive) {
+        if dir.rare != NONE {
+            self.blocks[dir.rare as usize] = Rare::default();
+            self.free.push(dir.rare);
+            dir.rare = NONE;
+        }
+    }
+}
+
 impl DirLive {
-    pub fn record(&self, unique_bytes: u64) -> TcpDirStats {
-        let a = &self.anomalies;
+    pub fn record(&self, unique_bytes: u64, rare: &Rare) -> TcpDirStats {
+        let a = &rare.anomalies;
         TcpDirStats {
             pkts: self.pkts.into(),
             ip_bytes: self.ip_bytes,
@@ -88,11 +173,11 @@ impl DirLive {
             seg_max: self.seg_max,
             win_min: self.win_min.into(),
             win_max: self.win_max.into(),
-            win_zero: self.win_zero.into(),
+            win_zero: rare.win_zero.into(),
             rtt: self.rtt,
-            retx_pkts: self.retx_pkts.into(),
-            retx_bytes: self.retx_bytes,
-            ooo_pkts: self.ooo_pkts.into(),
+            retx_pkts: rare.retx_pkts.into(),
+            retx_bytes: rare.retx_bytes,
+            ooo_pkts: rare.ooo_pkts.into(),
             anomalies: AnomalyCounts {
                 rto: a.rto.into(),
                 fast_retx: a.fast_retx.into(),
@@ -103,7 +188,7 @@ impl DirLive {
                 unneeded_fast_retx: a.unneeded_fast_retx.into(),
                 unknown: a.unknown.into(),
             },
-            syn_retx_new_isn: self.syn_retx_new_isn.into(),
+            syn_retx_new_isn: rare.syn_retx_new_isn.into(),
             inflight_min: self.inflight_min,
             inflight_max: self.inflight_max,
             inflight_initial: self.inflight_initial,

@@ -6,7 +6,7 @@
 
 use sonde_wire::{IpSummary, TcpSummary};
 
-use crate::live::DirLive;
+use crate::live::{DirLive, RarePool};
 use crate::record::{EndReason, TcpDirStats};
 use crate::sent::{Sent, SentList, SentPool};
 use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
@@ -38,35 +38,89 @@ struct Recent {
 pub struct TcpPools {
     pub(crate) sent: SentPool,
     pub(crate) ranges: RangePool,
+    pub(crate) rare: RarePool,
 }
 
 /// The state of one direction: what it sent, and what its peer acknowledged of it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Half {
     pub stats: DirLive,
-    isn: Option<u32>,
-    seq: Option<SeqUnwrapper>,
+    /// Valid when `flags` has `ISN`: the SYN's sequence number.
+    isn: u32,
+    /// Valid when `flags` has `SEQ`.
+    seq: SeqUnwrapper,
     seen: SeenRanges,
     outstanding: SentList,
     recent: [Recent; RECENT],
     recent_next: u8,
-    /// Highest cumulative ACK the peer sent for this direction's data (unwrapped).
-    acked: Option<i64>,
+    /// `ISN`, `SEQ`, `ACKED`, `PEER_WINDOW` (which optional fields are set), `DATA_ACKED`,
+    /// `FIN_SEEN`: bits rather than `Option`s and bools, which would double their size.
+    flags: u8,
+    /// Valid when `flags` has `ACKED`: the highest cumulative ACK the peer sent for this
+    /// direction's data (unwrapped).
+    acked: i64,
     /// Consecutive duplicate ACKs received from the peer.
     dupacks: u32,
-    /// The peer's last announced window (scaled: at most 65535 << 14), i.e. what this side may
-    /// send into.
-    peer_window: Option<u32>,
+    /// Valid when `flags` has `PEER_WINDOW`: the peer's last announced window (scaled: at most
+    /// 65535 << 14), i.e. what this side may send into.
+    peer_window: u32,
     /// Packet time when the highest sequence number last advanced.
     advanced_ns: u64,
-    /// Whether the peer has acknowledged any payload yet (ends the initial window).
-    data_acked: bool,
-    fin_seen: bool,
     /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes).
     control_seqs: u32,
     /// RFC 6298 estimator state.
     srtt_ns: f64,
     rttvar_ns: f64,
+}
+
+const ISN: u8 = 1;
+const SEQ: u8 = 2;
+const ACKED: u8 = 4;
+const PEER_WINDOW: u8 = 8;
+/// The peer has acknowledged some payload (ends the initial window).
+const DATA_ACKED: u8 = 16;
+const FIN_SEEN: u8 = 32;
+
+impl Half {
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn isn(&self) -> Option<u32> {
+        self.has(ISN).then_some(self.isn)
+    }
+
+    fn set_isn(&mut self, isn: u32) {
+        self.isn = isn;
+        self.flags |= ISN;
+    }
+
+    fn seq(&self) -> Option<SeqUnwrapper> {
+        self.has(SEQ).then_some(self.seq)
+    }
+
+    fn set_seq_base(&mut self, base: u32) {
+        self.seq = SeqUnwrapper::new(base);
+        self.flags |= SEQ;
+    }
+
+    fn acked(&self) -> Option<i64> {
+        self.has(ACKED).then_some(self.acked)
+    }
+
+    fn set_acked(&mut self, ack: i64) {
+        self.acked = ack;
+        self.flags |= ACKED;
+    }
+
+    fn peer_window(&self) -> Option<u32> {
+        self.has(PEER_WINDOW).then_some(self.peer_window)
+    }
+
+    fn set_peer_window(&mut self, window: u32) {
+        self.peer_window = window;
+        self.flags |= PEER_WINDOW;
+    }
 }
 
 impl Half {
@@ -98,8 +152,10 @@ impl Half {
     }
 }
 
+const NOT_TIMED: u64 = u64::MAX;
+
 /// One TCP connection as seen at the probe.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TcpConn {
     pub(crate) half: [Half; 2],
     pub(crate) first_ns: u64,
@@ -107,8 +163,10 @@ pub struct TcpConn {
     syn_ns: u64,
     /// Time of the server's latest SYN/ACK.
     synack_ns: u64,
-    pub(crate) hs_syn_synack_ns: Option<u64>,
-    pub(crate) hs_synack_ack_ns: Option<u64>,
+    /// The handshake's two legs (SYN → SYN/ACK, SYN/ACK → ACK), `NOT_TIMED` until measured:
+    /// half the size of `Option<u64>`.
+    hs_syn_synack_ns: u64,
+    hs_synack_ack_ns: u64,
     pub(crate) client_syn: bool,
     pub(crate) server_synack: bool,
     /// Set when both FINs or a RST were seen; the flow lingers for late ACKs.
@@ -124,11 +182,36 @@ pub enum TcpVerdict {
     Reused,
 }
 
+impl Default for TcpConn {
+    fn default() -> Self {
+        TcpConn {
+            half: Default::default(),
+            first_ns: 0,
+            syn_ns: 0,
+            synack_ns: 0,
+            hs_syn_synack_ns: NOT_TIMED,
+            hs_synack_ack_ns: NOT_TIMED,
+            client_syn: false,
+            server_synack: false,
+            closed: None,
+        }
+    }
+}
+
 impl TcpConn {
+    pub(crate) fn hs_syn_synack_ns(&self) -> Option<u64> {
+        (self.hs_syn_synack_ns != NOT_TIMED).then_some(self.hs_syn_synack_ns)
+    }
+
+    pub(crate) fn hs_synack_ack_ns(&self) -> Option<u64> {
+        (self.hs_synack_ack_ns != NOT_TIMED).then_some(self.hs_synack_ack_ns)
+    }
+
     /// Returns the pooled state and clears the connection for reuse.
     pub(crate) fn release(&mut self, pools: &mut TcpPools) {
         for h in &mut self.half {
             h.reset_sequence(pools);
+            pools.rare.release(&mut h.stats);
         }
         *self = TcpConn::default();
     }
@@ -144,7 +227,7 @@ impl TcpConn {
             return false;
         }
         let h = &self.half[0];
-        match h.isn {
+        match h.isn() {
             Some(isn) if isn != t.seq => self.closed.is_some() || h.stats.data_pkts > 0 || self.server_synack,
             None => self.closed.is_some(),
             _ => false,
@@ -181,11 +264,11 @@ impl TcpConn {
             }
             s.win_max = s.win_max.max(window);
             if window == 0 && !flags.rst() {
-                s.win_zero += 1;
+                pools.rare.get(s).win_zero += 1;
             }
         }
         if !flags.rst() {
-            self.half[1 - dir].peer_window = Some(window);
+            self.half[1 - dir].set_peer_window(window);
         }
 
         let seg_len = payload + u64::from(flags.syn()) + u64::from(flags.fin());
@@ -199,8 +282,8 @@ impl TcpConn {
         if flags.rst() {
             self.closed.get_or_insert(EndReason::Rst);
         } else if flags.fin() {
-            self.half[dir].fin_seen = true;
-            if self.half[0].fin_seen && self.half[1].fin_seen {
+            self.half[dir].flags |= FIN_SEEN;
+            if self.half[0].has(FIN_SEEN) && self.half[1].has(FIN_SEEN) {
                 self.closed.get_or_insert(EndReason::Fin);
             }
         }
@@ -265,14 +348,14 @@ impl TcpConn {
             self.syn_ns = ts_ns;
         } else if flags.syn() && flags.ack() && dir == 1 {
             self.server_synack = true;
-            if self.hs_syn_synack_ns.is_none() && self.syn_ns != 0 {
-                self.hs_syn_synack_ns = Some(ts_ns.saturating_sub(self.syn_ns));
+            if self.hs_syn_synack_ns == NOT_TIMED && self.syn_ns != 0 {
+                self.hs_syn_synack_ns = ts_ns.saturating_sub(self.syn_ns);
             }
             self.synack_ns = ts_ns;
-        } else if dir == 0 && flags.ack() && !flags.syn() && self.synack_ns != 0 && self.hs_synack_ack_ns.is_none() {
-            let acks_synack = self.half[1].isn.is_some_and(|isn| t.ack == isn.wrapping_add(1));
+        } else if dir == 0 && flags.ack() && !flags.syn() && self.synack_ns != 0 && self.hs_synack_ack_ns == NOT_TIMED {
+            let acks_synack = self.half[1].isn().is_some_and(|isn| t.ack == isn.wrapping_add(1));
             if acks_synack {
-                self.hs_synack_ack_ns = Some(ts_ns.saturating_sub(self.synack_ns));
+                self.hs_synack_ack_ns = ts_ns.saturating_sub(self.synack_ns);
             }
         }
     }
@@ -293,25 +376,27 @@ impl TcpConn {
         let paths = self.path_rtts(dir);
         let h = &mut self.half[dir];
         if flags.syn() {
-            match h.isn {
+            match h.isn() {
                 None => {
-                    h.isn = Some(t.seq);
-                    if h.seq.is_none() {
-                        h.seq = Some(SeqUnwrapper::new(t.seq));
+                    h.set_isn(t.seq);
+                    if !h.has(SEQ) {
+                        h.set_seq_base(t.seq);
                     }
                 }
                 Some(isn) if isn != t.seq => {
                     // A SYN with a new ISN before the connection got going: start over.
                     h.reset_sequence(pools);
-                    h.stats.syn_retx_new_isn += 1;
-                    h.isn = Some(t.seq);
-                    h.seq = Some(SeqUnwrapper::new(t.seq));
+                    pools.rare.get(&mut h.stats).syn_retx_new_isn += 1;
+                    h.set_isn(t.seq);
+                    h.set_seq_base(t.seq);
                 }
                 _ => {}
             }
         }
-        let unwrapper = h.seq.get_or_insert_with(|| SeqUnwrapper::new(t.seq));
-        let start = unwrapper.unwrap(t.seq);
+        if !h.has(SEQ) {
+            h.set_seq_base(t.seq);
+        }
+        let start = h.seq.unwrap(t.seq);
         let end_ctl = start + seg_len as i64;
         // Payload begins after the SYN's sequence number.
         let data_start = start + i64::from(flags.syn());
@@ -328,8 +413,9 @@ impl TcpConn {
 
         let is_retx = outcome.overlap > 0;
         if is_retx {
-            h.stats.retx_pkts += 1;
-            h.stats.retx_bytes += outcome.overlap.min(payload);
+            let rare = pools.rare.get(&mut h.stats);
+            rare.retx_pkts += 1;
+            rare.retx_bytes += outcome.overlap.min(payload);
             h.outstanding.for_each_mut(&mut pools.sent, |s| {
                 if s.start < end_ctl && start < s.end_ctl() {
                     s.mark_retransmitted(ts_ns);
@@ -338,11 +424,11 @@ impl TcpConn {
             });
         }
         if outcome.fills_hole {
-            h.stats.ooo_pkts += 1;
+            pools.rare.get(&mut h.stats).ooo_pkts += 1;
         }
         if is_retx || outcome.fills_hole {
             let seg = Segment { ts_ns, ip_ident: ip.ident, start, end: end_ctl };
-            classify(h, &mut pools.sent, seg, is_retx, outcome.hole_opened_ns, paths);
+            classify(h, pools, seg, is_retx, outcome.hole_opened_ns, paths);
         }
         let len = u32::try_from(seg_len).unwrap_or(u32::MAX);
         h.recent[usize::from(h.recent_next)] = Recent { start, len, ip_ident: ip.ident, ts_ns };
@@ -360,14 +446,15 @@ impl TcpConn {
         // In-flight bytes (Tstat's cwnd estimate): highest sequence sent minus the peer's
         // highest ACK, measured on new in-order data.
         if payload > 0 && !is_retx && !outcome.fills_hole {
-            let acked = h.acked.unwrap_or(if h.isn.is_some() { 1 } else { start });
+            let acked = h.acked().unwrap_or(if h.has(ISN) { 1 } else { start });
             let inflight = (h.seen.max_end(&pools.ranges).unwrap_or(end_ctl) - acked).max(0) as u64;
+            let initial_window = !h.has(DATA_ACKED);
             let s = &mut h.stats;
             if s.inflight_max == 0 || inflight < s.inflight_min {
                 s.inflight_min = inflight;
             }
             s.inflight_max = s.inflight_max.max(inflight);
-            if !h.data_acked {
+            if initial_window {
                 s.inflight_initial = s.inflight_initial.max(inflight);
             }
         }
@@ -377,9 +464,9 @@ impl TcpConn {
     fn acknowledge(&mut self, sent: &mut SentPool, dir: usize, ts_ns: u64, t: &TcpSummary) {
         let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
         let peer = &mut self.half[1 - dir];
-        let Some(unwrapper) = peer.seq else { return };
+        let Some(unwrapper) = peer.seq() else { return };
         let ack = unwrapper.peek(t.ack);
-        match peer.acked {
+        match peer.acked() {
             Some(prev) if ack < prev => {}
             Some(prev) if ack == prev => {
                 if pure {
@@ -387,7 +474,7 @@ impl TcpConn {
                 }
             }
             _ => {
-                peer.acked = Some(ack);
+                peer.set_acked(ack);
                 peer.dupacks = 0;
                 // The latest transmission among the segments this ACK releases: an ACK that
                 // waited for a later (re)transmission below the timed segment does not time it.
@@ -397,7 +484,7 @@ impl TcpConn {
                         break;
                     }
                     peer.outstanding.pop_front(sent);
-                    peer.data_acked = true;
+                    peer.flags |= DATA_ACKED;
                     // tcptrace/Tstat: only an ACK for exactly this segment times it; Karn's rule
                     // drops segments that were retransmitted.
                     let exact = front.end() == ack || front.end_ctl() == ack;
@@ -414,7 +501,7 @@ impl TcpConn {
     /// probe (this direction's data→ACK samples, else its handshake leg) and probe → sender →
     /// probe (the other direction's samples, else the other handshake leg).
     fn path_rtts(&self, dir: usize) -> PathRtts {
-        let legs = [self.hs_syn_synack_ns, self.hs_synack_ack_ns];
+        let legs = [self.hs_syn_synack_ns(), self.hs_synack_ack_ns()];
         let min_of = |d: usize| {
             let r = &self.half[d].stats.rtt;
             if r.count > 0 {
@@ -430,7 +517,7 @@ impl TcpConn {
     pub(crate) fn stats(&self, pools: &TcpPools) -> [TcpDirStats; 2] {
         self.half.each_ref().map(|h| {
             let unique = h.seen.covered(&pools.ranges).saturating_sub(u64::from(h.control_seqs));
-            h.stats.record(unique)
+            h.stats.record(unique, &pools.rare.read(&h.stats))
         })
     }
 }
@@ -454,7 +541,7 @@ struct Segment {
     end: i64,
 }
 
-fn classify(h: &mut Half, sent: &mut SentPool, seg: Segment, is_retx: bool, hole_opened_ns: u64, paths: PathRtts) {
+fn classify(h: &mut Half, pools: &mut TcpPools, seg: Segment, is_retx: bool, hole_opened_ns: u64, paths: PathRtts) {
     let Segment { ts_ns, ip_ident, start, end } = seg;
     let full_rtt = match (paths.to_receiver, paths.to_sender) {
         (None, None) => None,
@@ -468,7 +555,7 @@ fn classify(h: &mut Half, sent: &mut SentPool, seg: Segment, is_retx: bool, hole
         _ => (h.rto_estimate_ns() + paths.to_sender.unwrap_or(0)).max(MIN_RTO_NS),
     };
     let rtt_min = paths.to_sender;
-    let a = &mut h.stats.anomalies;
+    let a = &mut pools.rare.get(&mut h.stats).anomalies;
 
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
     if is_retx {
@@ -485,13 +572,13 @@ fn classify(h: &mut Half, sent: &mut SentPool, seg: Segment, is_retx: bool, hole
         }
     }
     // A window probe while the receiver announced a zero window.
-    if h.peer_window == Some(0) {
+    if h.peer_window() == Some(0) {
         a.flow_control += 1;
         return;
     }
     let since_sent = if is_retx {
         let mut first_sent = None;
-        h.outstanding.for_each_mut(sent, |s| {
+        h.outstanding.for_each_mut(&mut pools.sent, |s| {
             if s.start < end && start < s.end_ctl() {
                 first_sent = Some(s.ts_ns);
             }
@@ -503,7 +590,7 @@ fn classify(h: &mut Half, sent: &mut SentPool, seg: Segment, is_retx: bool, hole
         ts_ns.saturating_sub(hole_opened_ns)
     };
     let fast = h.dupacks >= DUPACK_THRESHOLD;
-    if is_retx && h.acked.is_some_and(|ack| end <= ack) {
+    if is_retx && h.acked().is_some_and(|ack| end <= ack) {
         // Everything in it had already been acknowledged.
         if fast {
             a.unneeded_fast_retx += 1;
