@@ -34,6 +34,11 @@ impl Traffic {
         self.packets += 1;
         self.bytes += u64::from(wire_len);
     }
+
+    fn merge(&mut self, other: &Traffic) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -115,6 +120,9 @@ pub struct RunStats {
 #[derive(Debug, Clone, Default)]
 struct RawTallies {
     link_types: BTreeMap<u32, Traffic>,
+    /// The latest frames' link type and what they carried, not yet in `link_types`: a trace
+    /// rarely changes link type, so the map is touched per change, not per frame.
+    link_run: Option<(u32, Traffic)>,
     unsupported: BTreeMap<u32, u64>,
     problems: BTreeMap<DecodeProblem, u64>,
     non_ip: BTreeMap<Option<u16>, u64>,
@@ -140,7 +148,18 @@ impl RunStats {
             p.time_went_backwards += 1;
         }
         self.last_ts_ns = self.last_ts_ns.max(ts_ns);
-        self.raw.link_types.entry(link_type).or_default().add(wire_len);
+        let raw = &mut self.raw;
+        match &mut raw.link_run {
+            Some((lt, traffic)) if *lt == link_type => traffic.add(wire_len),
+            run => {
+                if let Some((lt, traffic)) = run.take() {
+                    raw.link_types.entry(lt).or_default().merge(&traffic);
+                }
+                let mut traffic = Traffic::default();
+                traffic.add(wire_len);
+                *run = Some((link_type, traffic));
+            }
+        }
     }
 
     pub(crate) fn count_unsupported(&mut self, link_type: u32) {
@@ -195,7 +214,10 @@ impl RunStats {
 
     /// Names the numeric tallies for the summary. Call once, at the end of a run.
     pub(crate) fn finish(&mut self) {
-        let raw = std::mem::take(&mut self.raw);
+        let mut raw = std::mem::take(&mut self.raw);
+        if let Some((lt, traffic)) = raw.link_run.take() {
+            raw.link_types.entry(lt).or_default().merge(&traffic);
+        }
         self.link_types = raw.link_types.into_iter().map(|(lt, t)| (link_type_name(lt), t)).collect();
         self.unsupported_link_types = raw.unsupported.into_iter().map(|(lt, n)| (link_type_name(lt), n)).collect();
         for (problem, n) in raw.problems {

@@ -104,6 +104,10 @@ pub struct FlowTracker {
     /// The latest packet time seen: timers run on it, so a trace whose timestamps step back
     /// does not expire (and split) the flows it is in the middle of.
     clock_ns: u64,
+    /// No flow expires before this packet time: the lanes' heads are checked only from then on.
+    /// Activity only pushes a flow's expiry later, except a move to a lane with a shorter
+    /// timeout, which lowers this bound.
+    next_expiry_ns: u64,
 }
 
 /// The flow key of a packet the tracker counts in a flow, or what else it is.
@@ -147,6 +151,7 @@ impl FlowTracker {
             udp: Slab::with_capacity(initial / 4),
             tcp_pools: TcpPools::default(),
             clock_ns: 0,
+            next_expiry_ns: u64::MAX,
         }
     }
 
@@ -287,23 +292,36 @@ impl FlowTracker {
             _ => unreachable!("only TCP and UDP reach the table"),
         };
         self.table.touch(slot, self.clock_ns, lane);
+        self.next_expiry_ns = self.next_expiry_ns.min(self.clock_ns.saturating_add(self.timeout_ns(lane)));
         Disposition::Flow
+    }
+
+    fn timeout_ns(&self, lane: Lane) -> u64 {
+        match lane {
+            Lane::TcpOpen => self.cfg.tcp_idle_ns,
+            Lane::TcpClosed => self.cfg.tcp_closed_linger_ns,
+            Lane::Udp => self.cfg.udp_idle_ns,
+        }
     }
 
     /// Ends every flow idle past its timeout at packet time `now_ns`.
     pub fn expire(&mut self, now_ns: u64, sink: &mut impl FlowSink) {
-        for (lane, timeout) in [
-            (Lane::TcpOpen, self.cfg.tcp_idle_ns),
-            (Lane::TcpClosed, self.cfg.tcp_closed_linger_ns),
-            (Lane::Udp, self.cfg.udp_idle_ns),
-        ] {
+        if now_ns < self.next_expiry_ns {
+            return;
+        }
+        let mut next = u64::MAX;
+        for lane in table::LANES {
+            let timeout = self.timeout_ns(lane);
             while let Some((slot, last)) = self.table.oldest(lane) {
-                if now_ns.saturating_sub(last) < timeout {
+                let expiry = last.saturating_add(timeout);
+                if now_ns < expiry {
+                    next = next.min(expiry);
                     break;
                 }
                 self.end_flow(slot, EndReason::Idle, sink);
             }
         }
+        self.next_expiry_ns = next;
     }
 
     /// Ends every flow still open (end of input), in a deterministic order. Flows already idle
