@@ -339,8 +339,7 @@ impl FlowTracker {
     /// Ends every flow still open (end of input), in a deterministic order.
     pub fn finish(&mut self, sink: &mut impl FlowSink) {
         // Keys copied out once: sorting through the table's indirection costs far more.
-        let mut slots: Vec<_> =
-            self.table.live_slots().into_iter().map(|s| (self.table.key(s).order_key(), s)).collect();
+        let mut slots: Vec<_> = self.table.live_slots().into_iter().map(|s| (*self.table.key(s), s)).collect();
         slots.sort_unstable();
         // In key order the flows' state is scattered in memory: load a few ahead.
         const AHEAD: usize = 4;
@@ -357,7 +356,7 @@ impl FlowTracker {
         let key = *self.table.key(slot);
         let cfg = &self.cfg;
         let flow = *self.table.value(slot);
-        let (client, server) = if flow.client_is_lo { (key.lo, key.hi) } else { (key.hi, key.lo) };
+        let (client, server) = if flow.client_is_lo { (key.lo(), key.hi()) } else { (key.hi(), key.lo()) };
         let is_internal = |ip: &std::net::IpAddr| cfg.internal_nets.iter().any(|n| n.contains(ip));
         let endpoints = Endpoints {
             client_ip: client.0,
