@@ -324,7 +324,12 @@ pub(crate) fn decode_into(
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
     let walker = Walker { frame_cut: frame.len() < wire };
     let region = Region { bytes: frame, declared: frame.len().max(wire) };
-    walker.network(net, region, 0, out);
+    match net {
+        // The common case, without the dispatch in `network` (which the compiler does not
+        // inline here: it is recursive).
+        Net::Ipv4(o) => walker.ipv4(region.at(o), 0, out),
+        net => walker.network(net, region, 0, out),
+    }
     Ok(())
 }
 
