@@ -109,6 +109,8 @@ impl<I: Input> PacketSource for PcapReader<I> {
                 return end.map(|_| None);
             }
         };
+        // The fields both layouts share: a fixed length, so that the reads need no further check.
+        let h = &h[..REC_HDR];
         let e = self.endian;
         let secs = u64::from(e.u32(h, 0));
         let frac = u64::from(e.u32(h, 4));

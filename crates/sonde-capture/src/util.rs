@@ -13,7 +13,7 @@ impl Endian {
     /// `b` must hold at least `off + 2` bytes (callers check record lengths first).
     #[inline(always)]
     pub(crate) fn u16(self, b: &[u8], off: usize) -> u16 {
-        let a = [b[off], b[off + 1]];
+        let a = bytes_at(b, off);
         match self {
             Endian::Little => u16::from_le_bytes(a),
             Endian::Big => u16::from_be_bytes(a),
@@ -23,7 +23,7 @@ impl Endian {
     /// `b` must hold at least `off + 4` bytes.
     #[inline(always)]
     pub(crate) fn u32(self, b: &[u8], off: usize) -> u32 {
-        let a = [b[off], b[off + 1], b[off + 2], b[off + 3]];
+        let a = bytes_at(b, off);
         match self {
             Endian::Little => u32::from_le_bytes(a),
             Endian::Big => u32::from_be_bytes(a),
@@ -33,13 +33,21 @@ impl Endian {
     /// `b` must hold at least `off + 8` bytes.
     #[inline(always)]
     pub(crate) fn u64(self, b: &[u8], off: usize) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[off..off + 8]);
+        let a = bytes_at(b, off);
         match self {
             Endian::Little => u64::from_le_bytes(a),
             Endian::Big => u64::from_be_bytes(a),
         }
     }
+}
+
+/// `b[off..off + N]` as an array: one bounds check and one load, where indexing byte by byte
+/// costs a check per byte (the pcap record loop showed it).
+#[inline(always)]
+fn bytes_at<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[off..off + N]);
+    a
 }
 
 #[cold]

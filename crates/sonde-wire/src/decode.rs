@@ -252,7 +252,7 @@ impl Walker {
             return note(out, DecodeProblem::Malformed(Layer::Tunnel));
         }
         let outer = *out;
-        *out = PacketSummary::EMPTY;
+        clear(out);
         self.network(net, r, depth + 1, out);
         if out.ip.is_some() {
             out.tunnel = Some(kind);
@@ -275,6 +275,19 @@ fn relabel_link(p: DecodeProblem) -> DecodeProblem {
         DecodeProblem::TooShort(Layer::Link) => DecodeProblem::TooShort(Layer::Tunnel),
         p => p,
     }
+}
+
+/// Makes `out` equal to `PacketSummary::EMPTY`, field by field: assigning the constant whole
+/// copies all of its bytes (a `memcpy` call per packet), where each `None` is a tag to write.
+#[inline(always)]
+fn clear(out: &mut PacketSummary) {
+    // Destructured, so that a new field cannot be forgotten here.
+    let PacketSummary { ip, transport, tunnel, non_ip, problem } = out;
+    *ip = None;
+    *transport = None;
+    *tunnel = None;
+    *non_ip = None;
+    *problem = None;
 }
 
 /// Walks the link layer of `frame` to its network layer, or says the link type is unknown.
@@ -306,12 +319,17 @@ pub(crate) fn decode_into(
     wire_len: u32,
     out: &mut PacketSummary,
 ) -> Result<(), UnsupportedLink> {
-    *out = PacketSummary::EMPTY;
+    clear(out);
     let net = link_walk(link, frame)?;
     let wire = usize::try_from(wire_len).unwrap_or(usize::MAX);
     let walker = Walker { frame_cut: frame.len() < wire };
     let region = Region { bytes: frame, declared: frame.len().max(wire) };
-    walker.network(net, region, 0, out);
+    match net {
+        // The common case, without the dispatch in `network` (which the compiler does not
+        // inline here: it is recursive).
+        Net::Ipv4(o) => walker.ipv4(region.at(o), 0, out),
+        net => walker.network(net, region, 0, out),
+    }
     Ok(())
 }
 

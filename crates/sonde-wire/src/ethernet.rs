@@ -200,8 +200,12 @@ impl<'a> PppoeSession<'a> {
 }
 
 /// Walks an Ethernet II frame to its network layer.
+#[inline]
 pub fn walk(buf: &[u8]) -> Net {
     match EthernetFrame::new_checked(buf) {
+        // Untagged IP, most frames: no call into the walk through tags.
+        Ok(eth) if eth.ethertype() == ethertype::IPV4 => Net::Ipv4(field::HEADER_LEN),
+        Ok(eth) if eth.ethertype() == ethertype::IPV6 => Net::Ipv6(field::HEADER_LEN),
         Ok(eth) => walk_ethertype(buf, field::HEADER_LEN, eth.ethertype()),
         Err(_) => Net::Cut,
     }

@@ -103,7 +103,25 @@ pub fn parse_options(opts: &[u8]) -> TcpOptions {
 }
 
 /// [`parse_options`] into an existing (default) value, to spare a copy on the hot path.
+#[inline]
 pub fn parse_options_into(opts: &[u8], out: &mut TcpOptions) {
+    // What nearly every segment after the handshake carries: nothing, or (Linux, the BSDs) NOP,
+    // NOP, timestamps. Read directly; the walk below gives the same result, several times slower.
+    if opts.is_empty() {
+        return;
+    }
+    if opts.len() == NOP_NOP_TIMESTAMP.len() && opts[..4] == NOP_NOP_TIMESTAMP[..4] {
+        out.timestamp = Some((be32(opts, 4), be32(opts, 8)));
+        return;
+    }
+    walk_options(opts, out);
+}
+
+/// The common options area of [`parse_options_into`]'s fast path (TSval and TSecr zero here).
+const NOP_NOP_TIMESTAMP: [u8; 12] =
+    [option_kind::NOP, option_kind::NOP, option_kind::TIMESTAMP, 10, 0, 0, 0, 0, 0, 0, 0, 0];
+
+fn walk_options(opts: &[u8], out: &mut TcpOptions) {
     let mut i = 0;
     while let Some(&kind) = opts.get(i) {
         match kind {
@@ -144,6 +162,7 @@ pub fn parse_options_into(opts: &[u8], out: &mut TcpOptions) {
 /// Summarises a TCP segment from its captured bytes and its declared length (IP payload
 /// length). The error says why the header could not be read whole: `Truncated` when the
 /// captured bytes end inside it, `Malformed` when its length fields are impossible.
+#[inline]
 pub(crate) fn summarize_into(bytes: &[u8], declared: usize, slot: &mut Option<Transport>) -> Option<WireError> {
     let Ok(h) = TcpHeader::new_checked(bytes) else {
         *slot = Some(Transport::Truncated { protocol: PROTOCOL });
@@ -326,6 +345,24 @@ mod tests {
         let o = parse_options(&opts);
         assert_eq!(o.sack_count, 4);
         assert_eq!(o.sack_blocks[3], (30, 35));
+    }
+
+    #[test]
+    fn options_fast_path_agrees_with_the_walk() {
+        let ts = [1, 1, 8, 10, 0, 0, 0, 7, 0xff, 0, 0, 1];
+        let mut cases: Vec<Vec<u8>> = vec![ts.to_vec(), vec![], ts[..11].to_vec(), [&ts[..], &[0]].concat()];
+        for at in 0..4 {
+            // Any change to the layout bytes leaves the fast path.
+            let mut c = ts;
+            c[at] ^= 0x0b;
+            cases.push(c.to_vec());
+        }
+        for opts in cases {
+            let mut walked = TcpOptions::default();
+            walk_options(&opts, &mut walked);
+            assert_eq!(parse_options(&opts), walked, "{opts:?}");
+        }
+        assert_eq!(parse_options(&ts).timestamp, Some((7, 0xff00_0001)));
     }
 
     #[test]
