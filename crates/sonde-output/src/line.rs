@@ -92,10 +92,10 @@ impl<R> LineFormat<R> {
             line.put(&field.prefix);
             match (field.value)(record) {
                 Value::Int(n) => line.put_u64(n),
-                Value::Ms(ns) => line.put_ms(ns),
+                Value::Ms(ns) => line.put_with(|out| write_ms(out, ns)),
                 Value::Ip(ip) => {
                     line.put(self.quote);
-                    line.put_ip(ip);
+                    line.put_with(|out| write_ip(out, ip));
                     line.put(self.quote);
                 }
                 // Our static texts never need JSON escaping.
@@ -115,13 +115,16 @@ impl<R> LineFormat<R> {
 }
 
 /// A line being written: the first `len` bytes of `buf`, which has room for the rest (each
-/// column's share is `VALUE_MAX`; a longer text makes room for itself).
+/// column's share is `VALUE_MAX`; a longer text makes room for itself). Its methods are all
+/// inlined, and the longer writers below take the free space as a slice, so that `len` stays
+/// in a register.
 struct Line<'b> {
     buf: &'b mut Vec<u8>,
     len: usize,
 }
 
 impl Line<'_> {
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
         let out = &mut self.buf[self.len..self.len + bytes.len()];
         match bytes {
@@ -133,6 +136,13 @@ impl Line<'_> {
         self.len += bytes.len();
     }
 
+    /// Lets `write` fill the free space, and keeps the number of bytes it says it wrote.
+    #[inline]
+    fn put_with(&mut self, write: impl FnOnce(&mut [u8]) -> usize) {
+        self.len += write(&mut self.buf[self.len..]);
+    }
+
+    #[inline]
     fn put_text(&mut self, s: &str) {
         if s.len() > VALUE_MAX {
             self.buf.resize(self.buf.len() + s.len(), 0);
@@ -140,62 +150,78 @@ impl Line<'_> {
         self.put(s.as_bytes());
     }
 
-    /// Decimal digits. Most values are a single digit (59% of those in bench.pcap's logs), so
-    /// that case is inlined.
+    /// Most values are a single digit (59% of those in bench.pcap's logs).
     #[inline]
     fn put_u64(&mut self, n: u64) {
         match n {
             0..=9 => self.put(&[b'0' + n as u8]),
-            _ => self.put_digits(n),
+            _ => self.put_with(|out| write_digits(out, n)),
         }
     }
+}
 
-    /// Decimal digits, written in place from the last, two at a time.
-    fn put_digits(&mut self, mut n: u64) {
-        let digits = n.checked_ilog10().map_or(1, |log| log as usize + 1);
-        let out = &mut self.buf[self.len..self.len + digits];
-        let mut end = digits;
-        while n >= 100 {
-            out[end - 2..end].copy_from_slice(&PAIRS[(n % 100) as usize]);
-            end -= 2;
-            n /= 100;
-        }
-        if n >= 10 {
-            out[..2].copy_from_slice(&PAIRS[n as usize]);
-        } else {
-            out[0] = b'0' + n as u8;
-        }
-        self.len += digits;
+/// Writes `ns` nanoseconds at the start of `out` as milliseconds with three decimals, rounded
+/// half up to the microsecond.
+fn write_ms(out: &mut [u8], ns: u64) -> usize {
+    // Over half of them are zero (events that did not happen).
+    if ns < 500 {
+        out[..5].copy_from_slice(b"0.000");
+        return 5;
     }
+    let micros = ns / 1000 + u64::from(ns % 1000 >= 500);
+    let len = match micros / 1000 {
+        whole @ 0..=9 => {
+            out[0] = b'0' + whole as u8;
+            1
+        }
+        whole => write_digits(out, whole),
+    };
+    let frac = (micros % 1000) as usize;
+    let [tens, ones] = PAIRS[frac % 100];
+    out[len..len + 4].copy_from_slice(&[b'.', b'0' + (frac / 100) as u8, tens, ones]);
+    len + 4
+}
 
-    /// Nanoseconds as milliseconds with three decimals, rounded half up to the microsecond.
-    fn put_ms(&mut self, ns: u64) {
-        let micros = ns / 1000 + u64::from(ns % 1000 >= 500);
-        self.put_u64(micros / 1000);
-        let frac = (micros % 1000) as usize;
-        let [tens, ones] = PAIRS[frac % 100];
-        self.put(&[b'.', b'0' + (frac / 100) as u8, tens, ones]);
+/// Writes `n` in decimal at the start of `out`, from the last digit, two at a time.
+fn write_digits(out: &mut [u8], mut n: u64) -> usize {
+    let digits = n.checked_ilog10().map_or(1, |log| log as usize + 1);
+    let out = &mut out[..digits];
+    let mut end = digits;
+    while n >= 100 {
+        out[end - 2..end].copy_from_slice(&PAIRS[(n % 100) as usize]);
+        end -= 2;
+        n /= 100;
     }
+    if n >= 10 {
+        out[..2].copy_from_slice(&PAIRS[n as usize]);
+    } else {
+        out[0] = b'0' + n as u8;
+    }
+    digits
+}
 
-    /// Dotted quad by hand (the common case, and std's Display is slow); IPv6 by std's rules.
-    fn put_ip(&mut self, ip: IpAddr) {
-        match ip {
-            IpAddr::V4(v4) => {
-                for (i, octet) in v4.octets().into_iter().enumerate() {
-                    if i > 0 {
-                        self.put(b".");
-                    }
-                    let (text, len) = &OCTETS[usize::from(octet)];
-                    self.buf[self.len..self.len + 4].copy_from_slice(text);
-                    self.len += len;
+/// Writes `ip` at the start of `out`: a dotted quad by hand (the common case, and std's Display
+/// is slow), IPv6 by std's rules.
+fn write_ip(out: &mut [u8], ip: IpAddr) -> usize {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut len = 0;
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out[len] = b'.';
+                    len += 1;
                 }
+                let (text, digits) = &OCTETS[usize::from(octet)];
+                out[len..len + 4].copy_from_slice(text);
+                len += digits;
             }
-            IpAddr::V6(v6) => {
-                let mut rest = &mut self.buf[self.len..];
-                let room = rest.len();
-                write!(rest, "{v6}").expect("an IPv6 address fits in VALUE_MAX");
-                self.len += room - rest.len();
-            }
+            len
+        }
+        IpAddr::V6(v6) => {
+            let room = out.len();
+            let mut rest = out;
+            write!(rest, "{v6}").expect("an IPv6 address fits in VALUE_MAX");
+            room - rest.len()
         }
     }
 }
@@ -214,7 +240,7 @@ mod tests {
 
     #[test]
     fn milliseconds_round_half_up_to_the_microsecond() {
-        let ms = |ns| text(|l| l.put_ms(ns));
+        let ms = |ns| text(|l| l.put_with(|out| write_ms(out, ns)));
         assert_eq!(ms(0), "0.000");
         assert_eq!(ms(499), "0.000");
         assert_eq!(ms(500), "0.001");
@@ -236,7 +262,7 @@ mod tests {
             "::ffff:1.2.3.4",
             "fd77::2",
         ] {
-            assert_eq!(text(|l| l.put_ip(ip.parse().unwrap())), ip);
+            assert_eq!(text(|l| l.put_with(|out| write_ip(out, ip.parse().unwrap()))), ip);
         }
     }
 
