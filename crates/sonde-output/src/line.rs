@@ -99,11 +99,7 @@ impl<R> LineFormat<R> {
                     line.put(self.quote);
                 }
                 // Our static texts never need JSON escaping.
-                Value::Text(s) => {
-                    line.put(self.quote);
-                    line.put_text(s);
-                    line.put(self.quote);
-                }
+                Value::Text(s) => line.put_text(self.quote, s),
                 Value::Bool(b) => line.put(self.bools[usize::from(b)]),
                 Value::Missing => line.put(self.missing),
             }
@@ -143,12 +139,16 @@ impl Line<'_> {
         self.len += write(&mut self.buf[self.len..]);
     }
 
+    /// `s` between `quote`s; when that is longer than a value's share, it makes room for itself.
     #[inline(always)]
-    fn put_text(&mut self, s: &str) {
-        if s.len() > VALUE_MAX {
-            self.buf.resize(self.buf.len() + s.len(), 0);
+    fn put_text(&mut self, quote: &[u8], s: &str) {
+        let len = quote.len() + s.len() + quote.len();
+        if len > VALUE_MAX {
+            self.buf.resize(self.buf.len() + len, 0);
         }
+        self.put(quote);
         self.put(s.as_bytes());
+        self.put(quote);
     }
 
     /// Most values are a single digit (59% of those in bench.pcap's logs).
@@ -285,10 +285,20 @@ mod tests {
 
     #[test]
     fn long_texts_make_room() {
-        const LONG: &str = "a text longer than the forty-seven bytes a value may take otherwise";
-        let cols: Vec<Column<()>> = (0..3).map(|_| Column { name: "t", value: |_| Value::Text(LONG) }).collect();
-        let mut buf = Vec::new();
-        let tsv = LineFormat::new(Format::Tsv, &cols).format(&mut buf, &()).to_vec();
-        assert_eq!(String::from_utf8(tsv).unwrap(), format!("{LONG}\t{LONG}\t{LONG}\n"));
+        const LONG: &str = "a text longer than the forty-seven bytes a value may take otherwise, with its quotes";
+        for len in [1, VALUE_MAX - 2, VALUE_MAX - 1, VALUE_MAX, LONG.len()] {
+            let cols: Vec<Column<&'static str>> =
+                (0..3).map(|_| Column { name: "t", value: |s: &&'static str| Value::Text(s) }).collect();
+            let text = &LONG[..len];
+            let mut buf = Vec::new();
+            let tsv = LineFormat::new(Format::Tsv, &cols).format(&mut buf, &text).to_vec();
+            assert_eq!(String::from_utf8(tsv).unwrap(), format!("{text}\t{text}\t{text}\n"));
+            let mut buf = Vec::new();
+            let json = LineFormat::new(Format::Jsonl, &cols).format(&mut buf, &text).to_vec();
+            assert_eq!(
+                String::from_utf8(json).unwrap(),
+                format!("{{\"t\":\"{text}\",\"t\":\"{text}\",\"t\":\"{text}\"}}\n")
+            );
+        }
     }
 }
