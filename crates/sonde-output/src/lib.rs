@@ -13,7 +13,9 @@
 //! ```
 
 mod columns;
+mod line;
 mod writer;
 
 pub use columns::{tcp_columns, udp_columns, Column, Value};
-pub use writer::{format_record, write_records, Format, LineSink, OutputDir, OutputError};
+pub use line::LineFormat;
+pub use writer::{write_records, Format, LineSink, OutputDir, OutputError};

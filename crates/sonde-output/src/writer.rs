@@ -1,15 +1,14 @@
 //! Formatting records as TSV or JSON Lines, and the output directory they go to.
 
-use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use sonde_flow::key::ip_order_key;
 use sonde_flow::{FlowRecord, FlowSink};
 
-use crate::columns::{tcp_columns, udp_columns, Column, Value};
+use crate::columns::{tcp_columns, udp_columns, Column};
+use crate::line::LineFormat;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -121,23 +120,21 @@ fn order_key(r: &FlowRecord) -> OrderKey {
 /// A flow sink that formats each record into its line as the flow ends — in the worker thread
 /// that ended it, so formatting runs in parallel and the wide record is dropped at once.
 pub struct LineSink {
-    format: Format,
-    tcp_columns: Vec<Column<sonde_flow::TcpRecord>>,
-    udp_columns: Vec<Column<sonde_flow::UdpRecord>>,
-    tcp: Vec<(OrderKey, String)>,
-    udp: Vec<(OrderKey, String)>,
-    scratch: String,
+    tcp_format: LineFormat<sonde_flow::TcpRecord>,
+    udp_format: LineFormat<sonde_flow::UdpRecord>,
+    tcp: Vec<(OrderKey, Box<[u8]>)>,
+    udp: Vec<(OrderKey, Box<[u8]>)>,
+    scratch: Vec<u8>,
 }
 
 impl LineSink {
     pub fn new(format: Format) -> LineSink {
         LineSink {
-            format,
-            tcp_columns: tcp_columns(),
-            udp_columns: udp_columns(),
+            tcp_format: LineFormat::new(format, &tcp_columns()),
+            udp_format: LineFormat::new(format, &udp_columns()),
             tcp: Vec::new(),
             udp: Vec::new(),
-            scratch: String::with_capacity(4096),
+            scratch: Vec::new(),
         }
     }
 
@@ -155,16 +152,9 @@ impl FlowSink for LineSink {
     fn flow(&mut self, record: FlowRecord) {
         let key = order_key(&record);
         // Formatted in a reused buffer, then kept in one allocation of the exact size.
-        self.scratch.clear();
         match &record {
-            FlowRecord::Tcp(t) => {
-                format_record(&mut self.scratch, self.format, &self.tcp_columns, &**t);
-                self.tcp.push((key, self.scratch.as_str().into()));
-            }
-            FlowRecord::Udp(u) => {
-                format_record(&mut self.scratch, self.format, &self.udp_columns, u);
-                self.udp.push((key, self.scratch.as_str().into()));
-            }
+            FlowRecord::Tcp(t) => self.tcp.push((key, self.tcp_format.format(&mut self.scratch, t).into())),
+            FlowRecord::Udp(u) => self.udp.push((key, self.udp_format.format(&mut self.scratch, u).into())),
         }
     }
 }
@@ -173,13 +163,13 @@ fn write_sorted<R>(
     w: &mut impl Write,
     format: Format,
     columns: &[Column<R>],
-    mut lines: Vec<(OrderKey, String)>,
+    mut lines: Vec<(OrderKey, Box<[u8]>)>,
 ) -> io::Result<()> {
     // The line breaks the (practically impossible) tie of two flows with equal keys.
     lines.sort_unstable();
     write_header(w, format, columns)?;
     for (_, line) in &lines {
-        w.write_all(line.as_bytes())?;
+        w.write_all(line)?;
     }
     Ok(())
 }
@@ -201,11 +191,10 @@ pub fn write_records<'a, R: 'a>(
     records: impl Iterator<Item = &'a R>,
 ) -> io::Result<()> {
     write_header(w, format, columns)?;
-    let mut line = String::with_capacity(4096);
+    let line_format = LineFormat::new(format, columns);
+    let mut scratch = Vec::new();
     for record in records {
-        line.clear();
-        format_record(&mut line, format, columns, record);
-        w.write_all(line.as_bytes())?;
+        w.write_all(line_format.format(&mut scratch, record))?;
     }
     Ok(())
 }
@@ -218,100 +207,10 @@ fn write_header<R>(w: &mut impl Write, format: Format, columns: &[Column<R>]) ->
     Ok(())
 }
 
-/// Appends one record as a line (newline included).
-pub fn format_record<R>(line: &mut String, format: Format, columns: &[Column<R>], record: &R) {
-    match format {
-        Format::Tsv => {
-            for (i, c) in columns.iter().enumerate() {
-                if i > 0 {
-                    line.push('\t');
-                }
-                push_tsv(line, (c.value)(record));
-            }
-        }
-        Format::Jsonl => {
-            line.push('{');
-            for (i, c) in columns.iter().enumerate() {
-                if i > 0 {
-                    line.push(',');
-                }
-                line.push('"');
-                line.push_str(c.name);
-                line.push_str("\":");
-                push_json(line, (c.value)(record));
-            }
-            line.push('}');
-        }
-    }
-    line.push('\n');
-}
-
-fn push_tsv(out: &mut String, v: Value) {
-    match v {
-        Value::Int(n) => out.push_str(itoa::Buffer::new().format(n)),
-        Value::Ms(ns) => push_ms(out, ns),
-        Value::Ip(ip) => push_ip(out, ip),
-        Value::Text(s) => out.push_str(s),
-        Value::Bool(b) => out.push(if b { '1' } else { '0' }),
-        Value::Missing => out.push('-'),
-    }
-}
-
-fn push_json(out: &mut String, v: Value) {
-    match v {
-        Value::Int(n) => out.push_str(itoa::Buffer::new().format(n)),
-        Value::Ms(ns) => push_ms(out, ns),
-        Value::Missing => out.push_str("null"),
-        // Addresses and our static texts never need JSON escaping.
-        Value::Ip(ip) => {
-            out.push('"');
-            push_ip(out, ip);
-            out.push('"');
-        }
-        Value::Text(s) => {
-            out.push('"');
-            out.push_str(s);
-            out.push('"');
-        }
-        Value::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-    }
-}
-
-/// Dotted quad by hand (the common case, and std's Display is slow); IPv6 by std's rules.
-fn push_ip(out: &mut String, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            for (i, octet) in v4.octets().iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                out.push_str(itoa::Buffer::new().format(*octet));
-            }
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
-        }
-    }
-}
-
-/// Nanoseconds as milliseconds with three decimals, rounded half up to the microsecond.
-fn push_ms(out: &mut String, ns: u64) {
-    let micros = ns / 1000 + u64::from(ns % 1000 >= 500);
-    out.push_str(itoa::Buffer::new().format(micros / 1000));
-    out.push('.');
-    let frac = micros % 1000;
-    if frac < 100 {
-        out.push('0');
-    }
-    if frac < 10 {
-        out.push('0');
-    }
-    out.push_str(itoa::Buffer::new().format(frac));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::columns::Value;
 
     struct Row(u64, &'static str);
 
@@ -336,20 +235,6 @@ mod tests {
         let mut out = Vec::new();
         write_records(&mut out, Format::Jsonl, &cols(), [Row(3, "c")].iter()).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "{\"n\":3,\"t\":\"c\",\"ms\":1.000,\"x\":null}\n");
-    }
-
-    #[test]
-    fn milliseconds_round_half_up_to_the_microsecond() {
-        let text = |ns| {
-            let mut s = String::new();
-            push_ms(&mut s, ns);
-            s
-        };
-        assert_eq!(text(0), "0.000");
-        assert_eq!(text(499), "0.000");
-        assert_eq!(text(500), "0.001");
-        assert_eq!(text(20_288_499), "20.288");
-        assert_eq!(text(1_795_300_702_508_506_000), "1795300702508.506");
     }
 
     #[test]
