@@ -97,7 +97,7 @@ pub fn analyze<S: FlowSink>(
 ) -> Outcome {
     let (outcome, per_worker) = analyze_with(source, filter, pipeline, &Vec::new, progress);
     for record in per_worker.into_iter().flatten() {
-        sink.flow(record);
+        sink.flow(&record);
     }
     outcome
 }

@@ -286,9 +286,9 @@ pub struct CountingSink<'a, S: FlowSink> {
 }
 
 impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
-    fn flow(&mut self, record: FlowRecord) {
+    fn flow(&mut self, record: &FlowRecord) {
         let c = &mut self.counts;
-        match &record {
+        match record {
             FlowRecord::Tcp(t) => {
                 c.tcp += 1;
                 if t.complete {

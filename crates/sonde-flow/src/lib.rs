@@ -375,7 +375,7 @@ impl FlowTracker {
                 _ => reason,
             };
             let [client, server] = c.stats(&self.tcp_pools);
-            let record = FlowRecord::Tcp(Box::new(TcpRecord {
+            let record = FlowRecord::Tcp(TcpRecord {
                 endpoints,
                 complete: c.client_syn && c.server_synack,
                 end,
@@ -385,7 +385,7 @@ impl FlowTracker {
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 client,
                 server,
-            }));
+            });
             c.release(&mut self.tcp_pools);
             self.tcp.free(flow.conn);
             record
@@ -404,7 +404,7 @@ impl FlowTracker {
             record
         };
         self.table.remove(slot, key.hash64());
-        sink.flow(record);
+        sink.flow(&record);
     }
 }
 

@@ -194,10 +194,12 @@ pub struct UdpRecord {
     pub server: UdpDirStats,
 }
 
-/// A finished flow of either protocol.
+/// A finished flow of either protocol. Sinks get it by reference, built on the stack: no
+/// allocation per flow, so the TCP variant stays unboxed despite its size.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum FlowRecord {
-    Tcp(Box<TcpRecord>),
+    Tcp(TcpRecord),
     Udp(UdpRecord),
 }
 
@@ -225,11 +227,11 @@ impl FlowRecord {
 /// Where finished flows go. The engine passes records as flows end; a sink may buffer, sort,
 /// write or forward them.
 pub trait FlowSink {
-    fn flow(&mut self, record: FlowRecord);
+    fn flow(&mut self, record: &FlowRecord);
 }
 
 impl FlowSink for Vec<FlowRecord> {
-    fn flow(&mut self, record: FlowRecord) {
-        self.push(record);
+    fn flow(&mut self, record: &FlowRecord) {
+        self.push(record.clone());
     }
 }

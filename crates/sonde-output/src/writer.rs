@@ -149,10 +149,10 @@ impl LineSink {
 }
 
 impl FlowSink for LineSink {
-    fn flow(&mut self, record: FlowRecord) {
-        let key = order_key(&record);
+    fn flow(&mut self, record: &FlowRecord) {
+        let key = order_key(record);
         // Formatted in a reused buffer, then kept in one allocation of the exact size.
-        match &record {
+        match record {
             FlowRecord::Tcp(t) => self.tcp.push((key, self.tcp_format.format(&mut self.scratch, t).into())),
             FlowRecord::Udp(u) => self.udp.push((key, self.udp_format.format(&mut self.scratch, u).into())),
         }
