@@ -319,3 +319,69 @@ fn a_network_duplicate_is_judged_against_its_latest_copy() {
     assert_eq!(r.client.retx_pkts, 2);
     assert_eq!(r.client.anomalies.net_dup, 2, "{:?}", r.client.anomalies);
 }
+
+/// The retransmission scenario of `retransmission_and_hole_fill_are_told_apart`, from `t0`.
+fn lossy_exchange(t0: u64) -> Vec<(u64, PacketSummary)> {
+    [
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (20, seg(false, SYNACK, 5000, 101, 0, 1)),
+        (21, seg(true, ACK, 101, 5001, 0, 2)),
+        (22, seg(true, ACK, 101, 5001, 200, 3)),
+        (43, seg(false, ACK, 6001, 301, 1000, 3)),
+        (44, seg(true, ACK, 301, 5001, 0, 4)),
+        (340, seg(false, ACK, 5001, 301, 1000, 4)),
+        (341, seg(true, ACK, 301, 7001, 0, 5)),
+        (600, seg(false, ACK, 6001, 301, 1000, 5)),
+    ]
+    .into_iter()
+    .map(|(ms, p)| (t0 + ms * MS, p))
+    .collect()
+}
+
+#[test]
+fn rare_event_counters_start_from_zero_in_every_flow() {
+    // Two lossy flows on one tuple, the second after the first went idle: the second reuses
+    // the first's out-of-line counter block and must count only its own events.
+    let mut packets = lossy_exchange(1000 * MS);
+    packets.extend(lossy_exchange(1000 * MS + 400_000 * MS));
+    let records = run(&packets);
+    assert_eq!(records.len(), 2);
+    let [FlowRecord::Tcp(a), FlowRecord::Tcp(b)] = &records[..] else { panic!("{records:#?}") };
+    assert_eq!((a.server.retx_pkts, a.server.ooo_pkts, a.server.retx_bytes), (1, 1, 1000));
+    for (x, y) in [(&a.client, &b.client), (&a.server, &b.server)] {
+        assert_eq!(
+            (x.retx_pkts, x.ooo_pkts, x.retx_bytes, x.win_zero),
+            (y.retx_pkts, y.ooo_pkts, y.retx_bytes, y.win_zero)
+        );
+        assert_eq!(x.anomalies, y.anomalies);
+    }
+}
+
+/// `p` with the client's port set to `port`.
+fn on_port(mut p: PacketSummary, port: u16) -> PacketSummary {
+    if let Some(Transport::Tcp(t)) = &mut p.transport {
+        if t.src_port == 80 {
+            t.dst_port = port;
+        } else {
+            t.src_port = port;
+        }
+    }
+    p
+}
+
+#[test]
+fn a_closed_flow_ends_after_its_linger_even_behind_longer_lived_flows() {
+    let mut t = FlowTracker::new(FlowConfig::default());
+    let mut out = Vec::new();
+    // A stays open (300 s idle timeout); B opens after it and closes at once (60 s linger).
+    t.on_packet(0, &on_port(seg(true, SYN, 1, 0, 0, 1), 1111), &mut out);
+    for (ts, p) in clean_exchange() {
+        t.on_packet(ts, &on_port(p, 2222), &mut out);
+    }
+    assert!(out.is_empty());
+    // 61 s after B's last packet, a packet of A: B has lingered long enough, A has not.
+    t.on_packet(1071 * MS + 61_000 * MS, &on_port(seg(true, SYN, 1, 0, 0, 2), 1111), &mut out);
+    assert_eq!(out.len(), 1, "{out:#?}");
+    let r = only_tcp(&out);
+    assert_eq!((r.endpoints.client_port, r.end), (2222, EndReason::Fin));
+}
