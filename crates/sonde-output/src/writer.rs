@@ -86,15 +86,27 @@ impl OutputDir {
     }
 
     /// Writes both flow logs from the lines of several sinks (one per worker), in output order.
+    /// With more than one worker the two files are sorted and written at the same time (the
+    /// end of a run is otherwise serial); with one, one after the other.
     pub fn write_lines(&self, sinks: Vec<LineSink>) -> Result<(), OutputError> {
+        let parallel = sinks.len() > 1;
         let (mut tcp, mut udp) = (Vec::new(), Vec::new());
         for s in sinks {
             tcp.extend(s.tcp);
             udp.extend(s.udp);
         }
         let [tcp_name, udp_name, _] = Self::file_names(self.format);
-        write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), tcp))?;
-        write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), udp))
+        let write_tcp = || write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), tcp));
+        let write_udp = || write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), udp));
+        if !parallel {
+            return write_tcp().and_then(|_| write_udp());
+        }
+        std::thread::scope(|scope| {
+            let udp = scope.spawn(write_udp);
+            let tcp = write_tcp();
+            let udp = udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            tcp.and(udp)
+        })
     }
 
     pub fn write_summary(&self, json: &str) -> Result<(), OutputError> {
