@@ -115,18 +115,48 @@ impl OutputDir {
 }
 
 /// The output order: flow start, then protocol and tuple, then end and packet counts as tie
-/// breakers, as plain integers. It does not depend on the order records arrived in, which
-/// varies with the number of workers.
-type OrderKey = (u64, u8, (u8, u128), u16, (u8, u128), u16, u64, (u64, u64));
+/// breakers, as plain integers (fields in comparison order; addresses as family and two
+/// halves, so the key is 72 bytes, not the 112 of a tuple with `u128`s). It does not depend on
+/// the order records arrived in, which varies with the number of workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct OrderKey {
+    first_ns: u64,
+    protocol: u8,
+    client_family: u8,
+    client_ip: (u64, u64),
+    client_port: u16,
+    server_family: u8,
+    server_ip: (u64, u64),
+    server_port: u16,
+    last_ns: u64,
+    pkts: (u64, u64),
+}
+
+/// An address as (family, high half, low half), ordered as `IpAddr`.
+fn ip_halves(ip: std::net::IpAddr) -> (u8, (u64, u64)) {
+    let (family, bits) = ip_order_key(ip);
+    (family, ((bits >> 64) as u64, bits as u64))
+}
 
 fn order_key(r: &FlowRecord) -> OrderKey {
     let e = r.endpoints();
-    let (proto, last_ns, pkts) = match r {
+    let (protocol, last_ns, pkts) = match r {
         FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
         FlowRecord::Udp(u) => (17u8, u.last_ns, (u.client.pkts, u.server.pkts)),
     };
-    let (client, server) = (ip_order_key(e.client_ip), ip_order_key(e.server_ip));
-    (r.first_ns(), proto, client, e.client_port, server, e.server_port, last_ns, pkts)
+    let ((client_family, client_ip), (server_family, server_ip)) = (ip_halves(e.client_ip), ip_halves(e.server_ip));
+    OrderKey {
+        first_ns: r.first_ns(),
+        protocol,
+        client_family,
+        client_ip,
+        client_port: e.client_port,
+        server_family,
+        server_ip,
+        server_port: e.server_port,
+        last_ns,
+        pkts,
+    }
 }
 
 /// A flow sink that formats each record into its line as the flow ends — in the worker thread
