@@ -90,11 +90,7 @@ impl OutputDir {
     /// end of a run is otherwise serial); with one, one after the other.
     pub fn write_lines(&self, sinks: Vec<LineSink>) -> Result<(), OutputError> {
         let parallel = sinks.len() > 1;
-        let (mut tcp, mut udp) = (Vec::new(), Vec::new());
-        for s in sinks {
-            tcp.extend(s.tcp);
-            udp.extend(s.udp);
-        }
+        let (tcp, udp): (Vec<Lines>, Vec<Lines>) = sinks.into_iter().map(|s| (s.tcp, s.udp)).unzip();
         let [tcp_name, udp_name, _] = Self::file_names(self.format);
         let write_tcp = || write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), tcp));
         let write_udp = || write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), udp));
@@ -159,13 +155,32 @@ fn order_key(r: &FlowRecord) -> OrderKey {
     }
 }
 
+/// One log's formatted lines from one sink: the text of all lines in one buffer (no allocation
+/// per line), and per line its order key and place in the buffer.
+#[derive(Default)]
+struct Lines {
+    text: Vec<u8>,
+    index: Vec<(OrderKey, usize, u32)>,
+}
+
+impl Lines {
+    fn push(&mut self, key: OrderKey, line: &[u8]) {
+        self.index.push((key, self.text.len(), line.len() as u32));
+        self.text.extend_from_slice(line);
+    }
+
+    fn line(&self, start: usize, len: u32) -> &[u8] {
+        &self.text[start..start + len as usize]
+    }
+}
+
 /// A flow sink that formats each record into its line as the flow ends — in the worker thread
 /// that ended it, so formatting runs in parallel and the wide record is dropped at once.
 pub struct LineSink {
     tcp_format: LineFormat<sonde_flow::TcpRecord>,
     udp_format: LineFormat<sonde_flow::UdpRecord>,
-    tcp: Vec<(OrderKey, Box<[u8]>)>,
-    udp: Vec<(OrderKey, Box<[u8]>)>,
+    tcp: Lines,
+    udp: Lines,
     scratch: Vec<u8>,
 }
 
@@ -174,15 +189,15 @@ impl LineSink {
         LineSink {
             tcp_format: LineFormat::new(format, &tcp_columns()),
             udp_format: LineFormat::new(format, &udp_columns()),
-            tcp: Vec::new(),
-            udp: Vec::new(),
+            tcp: Lines::default(),
+            udp: Lines::default(),
             scratch: Vec::new(),
         }
     }
 
     /// Flows formatted so far.
     pub fn len(&self) -> usize {
-        self.tcp.len() + self.udp.len()
+        self.tcp.index.len() + self.udp.index.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -193,24 +208,24 @@ impl LineSink {
 impl FlowSink for LineSink {
     fn flow(&mut self, record: &FlowRecord) {
         let key = order_key(record);
-        // Formatted in a reused buffer, then kept in one allocation of the exact size.
+        // Formatted in a reused buffer, then appended to the log's text.
         match record {
-            FlowRecord::Tcp(t) => self.tcp.push((key, self.tcp_format.format(&mut self.scratch, t).into())),
-            FlowRecord::Udp(u) => self.udp.push((key, self.udp_format.format(&mut self.scratch, u).into())),
+            FlowRecord::Tcp(t) => self.tcp.push(key, self.tcp_format.format(&mut self.scratch, t)),
+            FlowRecord::Udp(u) => self.udp.push(key, self.udp_format.format(&mut self.scratch, u)),
         }
     }
 }
 
-fn write_sorted<R>(
-    w: &mut impl Write,
-    format: Format,
-    columns: &[Column<R>],
-    mut lines: Vec<(OrderKey, Box<[u8]>)>,
-) -> io::Result<()> {
+/// Writes the lines of every sink, sorted by their order keys.
+fn write_sorted<R>(w: &mut impl Write, format: Format, columns: &[Column<R>], sinks: Vec<Lines>) -> io::Result<()> {
+    let mut order: Vec<(OrderKey, &[u8])> = Vec::with_capacity(sinks.iter().map(|l| l.index.len()).sum());
+    for lines in &sinks {
+        order.extend(lines.index.iter().map(|&(key, start, len)| (key, lines.line(start, len))));
+    }
     // The line breaks the (practically impossible) tie of two flows with equal keys.
-    lines.sort_unstable();
+    order.sort_unstable();
     write_header(w, format, columns)?;
-    for (_, line) in &lines {
+    for (_, line) in &order {
         w.write_all(line)?;
     }
     Ok(())
