@@ -128,19 +128,14 @@ struct OrderKey {
     pkts: (u64, u64),
 }
 
-/// An address as (family, high half, low half), ordered as `IpAddr`.
-fn ip_halves(ip: std::net::IpAddr) -> (u8, (u64, u64)) {
-    let (family, bits) = ip_order_key(ip);
-    (family, ((bits >> 64) as u64, bits as u64))
-}
-
 fn order_key(r: &FlowRecord) -> OrderKey {
     let e = r.endpoints();
     let (protocol, last_ns, pkts) = match r {
         FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
         FlowRecord::Udp(u) => (17u8, u.last_ns, (u.client.pkts, u.server.pkts)),
     };
-    let ((client_family, client_ip), (server_family, server_ip)) = (ip_halves(e.client_ip), ip_halves(e.server_ip));
+    let ((client_family, client_ip), (server_family, server_ip)) =
+        (ip_order_key(e.client_ip), ip_order_key(e.server_ip));
     OrderKey {
         first_ns: r.first_ns(),
         protocol,
