@@ -131,6 +131,15 @@ struct RawTallies {
     icmp: BTreeMap<(bool, u8), u64>,
 }
 
+impl RawTallies {
+    /// Moves the current link-type run into `link_types`.
+    fn end_link_run(&mut self) {
+        if let Some((lt, traffic)) = self.link_run.take() {
+            self.link_types.entry(lt).or_default().merge(&traffic);
+        }
+    }
+}
+
 impl RunStats {
     pub fn trace_duration_s(&self) -> f64 {
         self.last_ts_ns.saturating_sub(self.first_ts_ns) as f64 / 1e9
@@ -151,13 +160,9 @@ impl RunStats {
         let raw = &mut self.raw;
         match &mut raw.link_run {
             Some((lt, traffic)) if *lt == link_type => traffic.add(wire_len),
-            run => {
-                if let Some((lt, traffic)) = run.take() {
-                    raw.link_types.entry(lt).or_default().merge(&traffic);
-                }
-                let mut traffic = Traffic::default();
-                traffic.add(wire_len);
-                *run = Some((link_type, traffic));
+            _ => {
+                raw.end_link_run();
+                raw.link_run = Some((link_type, Traffic { packets: 1, bytes: u64::from(wire_len) }));
             }
         }
     }
@@ -215,9 +220,7 @@ impl RunStats {
     /// Names the numeric tallies for the summary. Call once, at the end of a run.
     pub(crate) fn finish(&mut self) {
         let mut raw = std::mem::take(&mut self.raw);
-        if let Some((lt, traffic)) = raw.link_run.take() {
-            raw.link_types.entry(lt).or_default().merge(&traffic);
-        }
+        raw.end_link_run();
         self.link_types = raw.link_types.into_iter().map(|(lt, t)| (link_type_name(lt), t)).collect();
         self.unsupported_link_types = raw.unsupported.into_iter().map(|(lt, n)| (link_type_name(lt), n)).collect();
         for (problem, n) in raw.problems {
