@@ -3,8 +3,6 @@
 //! 2^30), widened into the record only when the flow ends. Counters of rare events live out of
 //! line in a pool ([`Rare`]), so that the many flows that never retransmit stay small.
 
-const NONE: u32 = u32::MAX;
-
 use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
 
 /// `AnomalyCounts` in u32 (packets of one flow).
@@ -40,7 +38,7 @@ pub(crate) struct RarePool {
 }
 
 /// See `TcpDirStats` for each field's meaning.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct DirLive {
     pub ip_bytes: u64,
     pub payload_bytes: u64,
@@ -66,8 +64,9 @@ pub(crate) struct DirLive {
     pub seg_max: u32,
     pub win_min: u32,
     pub win_max: u32,
-    /// This direction's `Rare` block in the pool, `NONE` until it needs one.
-    pub rare: u32,
+    /// This direction's `Rare` block in the pool, once it needs one. (The `Option` costs nothing:
+    /// it fills what would be padding.)
+    pub rare: Option<u32>,
     pub mss_opt: u16,
     pub ttl_min: u8,
     pub ttl_max: u8,
@@ -76,69 +75,28 @@ pub(crate) struct DirLive {
     pub timestamps: bool,
 }
 
-impl Default for DirLive {
-    fn default() -> Self {
-        DirLive {
-            ip_bytes: 0,
-            payload_bytes: 0,
-            first_ns: 0,
-            last_ns: 0,
-            first_payload_ns: 0,
-            last_payload_ns: 0,
-            first_ack_ns: 0,
-            inflight_min: 0,
-            inflight_max: 0,
-            inflight_initial: 0,
-            rtt: RttStats::default(),
-            pkts: 0,
-            data_pkts: 0,
-            ack_pkts: 0,
-            pure_ack_pkts: 0,
-            syn_cnt: 0,
-            fin_cnt: 0,
-            rst_cnt: 0,
-            sack_blocks: 0,
-            seg_min: 0,
-            seg_max: 0,
-            win_min: 0,
-            win_max: 0,
-            rare: NONE,
-            mss_opt: 0,
-            ttl_min: 0,
-            ttl_max: 0,
-            win_scale: None,
-            sack_permitted: false,
-            timestamps: false,
-        }
-    }
-}
-
 impl RarePool {
     /// `dir`'s block, taken from the pool the first time.
     pub fn get(&mut self, dir: &mut DirLive) -> &mut Rare {
-        if dir.rare == NONE {
-            dir.rare = match self.free.pop() {
-                Some(i) => i,
-                None => {
-                    self.blocks.push(Rare::default());
-                    (self.blocks.len() - 1) as u32
-                }
-            };
-        }
-        &mut self.blocks[dir.rare as usize]
+        let i = *dir.rare.get_or_insert_with(|| {
+            self.free.pop().unwrap_or_else(|| {
+                self.blocks.push(Rare::default());
+                (self.blocks.len() - 1) as u32
+            })
+        });
+        &mut self.blocks[i as usize]
     }
 
     /// `dir`'s counters, zero if it never needed a block.
     pub fn read(&self, dir: &DirLive) -> Rare {
-        self.blocks.get(dir.rare as usize).copied().unwrap_or_default()
+        dir.rare.map_or_else(Rare::default, |i| self.blocks[i as usize])
     }
 
     /// Returns `dir`'s block to the pool, cleared.
     pub fn release(&mut self, dir: &mut DirLive) {
-        if dir.rare != NONE {
-            self.blocks[dir.rare as usize] = Rare::default();
-            self.free.push(dir.rare);
-            dir.rare = NONE;
+        if let Some(i) = dir.rare.take() {
+            self.blocks[i as usize] = Rare::default();
+            self.free.push(i);
         }
     }
 }
