@@ -377,22 +377,17 @@ impl TcpConn {
         let h = &mut self.half[dir];
         if flags.syn() {
             match h.isn() {
-                None => {
-                    h.set_isn(t.seq);
-                    if !h.has(SEQ) {
-                        h.set_seq_base(t.seq);
-                    }
-                }
+                None => h.set_isn(t.seq),
                 Some(isn) if isn != t.seq => {
                     // A SYN with a new ISN before the connection got going: start over.
                     h.reset_sequence(pools);
                     pools.rare.get(&mut h.stats).syn_retx_new_isn += 1;
                     h.set_isn(t.seq);
-                    h.set_seq_base(t.seq);
                 }
                 _ => {}
             }
         }
+        // Sequence numbers count from the first one seen (the ISN when the SYN came first).
         if !h.has(SEQ) {
             h.set_seq_base(t.seq);
         }
