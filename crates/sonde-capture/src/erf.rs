@@ -140,26 +140,14 @@ impl<I: Input> PacketSource for ErfReader<I> {
             self.input.consume(self.pending);
             self.pending = 0;
             let at = self.input.position();
-            let h = match self.input.fill(HDR) {
-                Ok(h) => h,
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
-            };
+            let h = self.input.fill(HDR).inspect_err(|_| self.done = true)?;
             if h.is_empty() {
                 self.done = true;
                 return Ok(None);
             }
             let rlen = if h.len() >= HDR { usize::from(u16::from_be_bytes([h[10], h[11]])) } else { HDR };
             // rlen is 16 bits: one fill always sees the whole record when it is there.
-            let b = match self.input.fill(rlen.max(HDR)) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
-            };
+            let b = self.input.fill(rlen.max(HDR)).inspect_err(|_| self.done = true)?;
             let rec = match parse(b) {
                 Ok(Some(r)) => r,
                 Ok(None) => {
@@ -180,13 +168,7 @@ impl<I: Input> PacketSource for ErfReader<I> {
                 break (rec, at);
             }
         };
-        let b = match self.input.fill_exact(rec.rlen, at) {
-            Ok(b) => b,
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
-        };
+        let b = self.input.fill_exact(rec.rlen, at).inspect_err(|_| self.done = true)?;
         let wlen = u32::from(rec.wlen);
         let (link_type, data, wire_len) = match rec.rtype {
             t if is_eth(t) => {

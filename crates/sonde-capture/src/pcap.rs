@@ -127,13 +127,7 @@ impl<I: Input> PacketSource for PcapReader<I> {
             return Err(corrupt(at, "pcap record length absurdly large"));
         }
         let total = rh + caplen;
-        let b = match self.input.fill_exact(total, at) {
-            Ok(b) => b,
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
-        };
+        let b = self.input.fill_exact(total, at).inspect_err(|_| self.done = true)?;
         self.pending = total;
         Ok(Some(Frame { ts_ns, wire_len, link_type: self.link_type, data: &b[rh..total] }))
     }

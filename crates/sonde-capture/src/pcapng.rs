@@ -188,13 +188,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
                 self.done = true;
                 return Err(corrupt(at, "pcapng: bad block total length"));
             }
-            let b = match self.input.fill_exact(len, at) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
-            };
+            let b = self.input.fill_exact(len, at).inspect_err(|_| self.done = true)?;
             if e.u32(b, len - 4) as usize != len {
                 self.done = true;
                 return Err(corrupt(at, "pcapng: trailing block length mismatch"));
@@ -261,13 +255,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
         };
         // The block is already buffered: this fill returns at once.
         let at = self.input.position();
-        let b = match self.input.fill(self.pending) {
-            Ok(b) => b,
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
-        };
+        let b = self.input.fill(self.pending).inspect_err(|_| self.done = true)?;
         match b.get(data_off..data_off + caplen) {
             Some(data) => Ok(Some(Frame { ts_ns, wire_len, link_type, data })),
             None => {

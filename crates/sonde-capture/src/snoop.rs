@@ -65,13 +65,7 @@ impl<I: Input> PacketSource for SnoopReader<I> {
             self.done = true;
             return Err(corrupt(at, "snoop record lengths inconsistent"));
         }
-        let b = match self.input.fill_exact(rec_len, at) {
-            Ok(b) => b,
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
-        };
+        let b = self.input.fill_exact(rec_len, at).inspect_err(|_| self.done = true)?;
         self.pending = rec_len;
         Ok(Some(Frame { ts_ns, wire_len, link_type: self.link_type, data: &b[REC_HDR..REC_HDR + caplen] }))
     }
