@@ -25,7 +25,7 @@ mod pipeline;
 pub mod resources;
 mod stats;
 
-pub use pipeline::{analyze, analyze_with, Outcome, Pipeline, Progress};
+pub use pipeline::{analyze, analyze_monitored, analyze_with, Outcome, Pipeline, Progress};
 pub use sonde_filter::{Filter, FilterError};
 pub use stats::*;
 

@@ -8,6 +8,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
 use sonde_filter::Filter;
 use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
+use sonde_stats::PacketIntervals;
 use sonde_wire::{LinkType, PacketSummary};
 
 use crate::stats::{CountingSink, FlowCounts, RunStats};
@@ -111,13 +112,26 @@ pub fn analyze_with<S: FlowSink + Send>(
     new_sink: &(dyn Fn() -> S + Sync),
     progress: &mut dyn FnMut(Progress),
 ) -> (Outcome, Vec<S>) {
+    analyze_monitored(source, filter, pipeline, new_sink, None, progress)
+}
+
+/// [`analyze_with`], also feeding every analysed packet to `monitor` (in the reader's thread, in
+/// packet order) for the interval statistics.
+pub fn analyze_monitored<S: FlowSink + Send>(
+    source: &mut dyn PacketSource,
+    filter: Option<&mut Filter>,
+    pipeline: &Pipeline,
+    new_sink: &(dyn Fn() -> S + Sync),
+    monitor: Option<&mut PacketIntervals>,
+    progress: &mut dyn FnMut(Progress),
+) -> (Outcome, Vec<S>) {
     let workers = pipeline.workers.max(1);
     let mut flow_cfg = pipeline.flow.clone();
     flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
     flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
 
     let mut stats = RunStats::default();
-    let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers };
+    let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers, monitor };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
         let mut inline =
@@ -309,6 +323,7 @@ struct Reader<'a> {
     /// The latest packet time read so far.
     clock_ns: u64,
     workers: usize,
+    monitor: Option<&'a mut PacketIntervals>,
 }
 
 impl Reader<'_> {
@@ -352,7 +367,11 @@ impl Reader<'_> {
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
             // The trackers count only TCP and UDP flows; the rest only feed the counters.
-            if let Ok(key) = sonde_flow::flow_key(&item.packet) {
+            let key = sonde_flow::flow_key(&item.packet);
+            if let Some(m) = self.monitor.as_deref_mut() {
+                m.packet(self.clock_ns, &item.packet, key.is_ok(), frame.wire_len);
+            }
+            if let Ok(key) = key {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
                 item.key = key;

@@ -230,6 +230,23 @@ pub trait FlowSink {
     fn flow(&mut self, record: &FlowRecord);
 }
 
+/// Both sinks get every record.
+impl<A: FlowSink, B: FlowSink> FlowSink for (A, B) {
+    fn flow(&mut self, record: &FlowRecord) {
+        self.0.flow(record);
+        self.1.flow(record);
+    }
+}
+
+/// A sink that may be absent (an output turned off).
+impl<S: FlowSink> FlowSink for Option<S> {
+    fn flow(&mut self, record: &FlowRecord) {
+        if let Some(s) = self {
+            s.flow(record);
+        }
+    }
+}
+
 impl FlowSink for Vec<FlowRecord> {
     fn flow(&mut self, record: &FlowRecord) {
         self.push(record.clone());

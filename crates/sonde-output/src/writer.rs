@@ -61,12 +61,19 @@ impl OutputDir {
     /// Creates `dir` if needed and checks, before any work, that it is writable and holds no
     /// earlier run's outputs (unless `force`).
     pub fn prepare(dir: &Path, format: Format, force: bool) -> Result<OutputDir, OutputError> {
+        Self::prepare_with(dir, format, force, &[])
+    }
+
+    /// [`OutputDir::prepare`], also refusing to overwrite the files named in `others` (the
+    /// outputs other crates write there).
+    pub fn prepare_with(dir: &Path, format: Format, force: bool, others: &[&str]) -> Result<OutputDir, OutputError> {
         fs::create_dir_all(dir).map_err(|e| error(dir, format!("cannot create output directory: {e}")))?;
         if !dir.is_dir() {
             return Err(error(dir, "not a directory"));
         }
         if !force {
-            for name in Self::file_names(Format::Tsv).iter().chain(Self::file_names(Format::Jsonl).iter()) {
+            let ours = Self::file_names(Format::Tsv).into_iter().chain(Self::file_names(Format::Jsonl));
+            for name in ours.chain(others.iter().map(|n| n.to_string())) {
                 let path = dir.join(name);
                 if path.exists() {
                     return Err(error(&path, "exists from an earlier run (use --force to overwrite)"));

@@ -71,6 +71,19 @@ pub struct AnalyzeArgs {
     /// any number.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Interval of the monitoring outputs in seconds of packet time (counters, histograms,
+    /// percentiles and tables per interval; Tstat: 300). 0 turns them off.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub interval: f64,
+    /// No host, host-pair, protocol and top-N tables.
+    #[arg(long)]
+    pub no_tables: bool,
+    /// Most rows per table and interval; the rest are summed in an overflow row.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub table_size: usize,
+    /// Hosts in the top-N table, by bytes and by flows.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -80,6 +93,17 @@ pub struct AnalyzeArgs {
 }
 
 impl AnalyzeArgs {
+    /// The monitoring interval, or `None` when turned off.
+    pub fn interval_ns(&self) -> Result<Option<u64>> {
+        if self.interval == 0.0 {
+            return Ok(None);
+        }
+        if !self.interval.is_finite() || self.interval < 0.001 {
+            bail!("--interval must be 0 (off) or at least 0.001 seconds, not {}", self.interval);
+        }
+        Ok(Some((self.interval * 1e9).round() as u64))
+    }
+
     pub fn filter_expression(&self) -> Option<String> {
         let expr = self.filter.join(" ");
         (!expr.trim().is_empty()).then_some(expr)

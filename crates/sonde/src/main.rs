@@ -10,9 +10,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use sonde_engine::{analyze_with, resources, Filter, Pipeline, Progress};
+use sonde_engine::{analyze_monitored, resources, Filter, Pipeline, Progress};
 use sonde_flow::FlowConfig;
 use sonde_output::{Format, LineSink, OutputDir};
+use sonde_stats::{FlowIntervals, PacketIntervals, Report};
 
 use flags::{AnalyzeArgs, Cli, Command, FormatArg};
 
@@ -39,12 +40,20 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    let internal_nets = args.internal_nets()?;
+    let monitor_cfg = args.interval_ns()?.map(|interval_ns| sonde_stats::Config {
+        interval_ns,
+        internal_nets: internal_nets.clone(),
+        tables: !args.no_tables,
+        table_cap: args.table_size.max(1),
+        top_n: args.top,
+    });
     let flow_cfg = FlowConfig {
         tcp_idle_ns: AnalyzeArgs::timeout_ns(args.tcp_timeout, "--tcp-timeout")?,
         udp_idle_ns: AnalyzeArgs::timeout_ns(args.udp_timeout, "--udp-timeout")?,
         tcp_closed_linger_ns: AnalyzeArgs::timeout_ns(args.closed_linger, "--closed-linger")?,
         max_flows: args.max_flows.max(1),
-        internal_nets: args.internal_nets()?,
+        internal_nets,
         ..FlowConfig::default()
     };
     let mut filter = match args.filter_expression() {
@@ -59,7 +68,9 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     // output behind; then check the output directory before reading a single packet.
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
-    let out = OutputDir::prepare(&args.out, format, args.force)?;
+    let monitor_files: Vec<&str> =
+        sonde_stats::report::FILES.iter().chain(&sonde_stats::report::TABLE_FILES).copied().collect();
+    let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
 
     let started = Instant::now();
     let cpu_before = resources::cpu_seconds();
@@ -67,25 +78,44 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let mut bar: Option<ProgressBar> = None;
     // The bar appears only once a run has lasted a second.
     let pipeline = Pipeline { flow: flow_cfg, workers, ..Pipeline::default() };
-    // Each worker formats its flows' lines as they end; the lines are sorted and written after.
-    let new_sink = || LineSink::new(format);
-    let (outcome, sinks) = analyze_with(source.as_mut(), filter.as_mut(), &pipeline, &new_sink, &mut |p: Progress| {
-        if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
-            return;
-        }
-        let b = bar.get_or_insert_with(|| new_bar(p.size));
-        match p.size {
-            Some(_) => b.set_position(p.position),
-            None => b.set_position(p.packets),
-        }
-    });
+    // Each worker formats its flows' lines as they end (the lines are sorted and written after)
+    // and adds the flows to its interval statistics.
+    let new_sink = || (LineSink::new(format), monitor_cfg.as_ref().map(FlowIntervals::new));
+    let mut packet_intervals = monitor_cfg.as_ref().map(PacketIntervals::new);
+    let (outcome, sinks) = analyze_monitored(
+        source.as_mut(),
+        filter.as_mut(),
+        &pipeline,
+        &new_sink,
+        packet_intervals.as_mut(),
+        &mut |p: Progress| {
+            if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
+                return;
+            }
+            let b = bar.get_or_insert_with(|| new_bar(p.size));
+            match p.size {
+                Some(_) => b.set_position(p.position),
+                None => b.set_position(p.packets),
+            }
+        },
+    );
     if let Some(b) = bar.take() {
         b.finish_and_clear();
     }
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = resources::cpu_seconds() - cpu_before;
 
-    out.write_lines(sinks)?;
+    let (line_sinks, flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
+    out.write_lines(line_sinks)?;
+    let mut outputs = OutputDir::file_names(format).to_vec();
+    let mut monitoring = None;
+    if let (Some(cfg), Some(packets)) = (&monitor_cfg, packet_intervals) {
+        let report = Report::new(cfg, packets.finish(), flow_intervals.into_iter().flatten().collect());
+        let names =
+            report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
+        outputs.extend(names.iter().map(|n| n.to_string()));
+        monitoring = Some(report::Monitoring::new(cfg, &report));
+    }
     let run = report::RunReport::new(
         &input_name,
         source.format(),
@@ -94,7 +124,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         outcome,
         filter.as_ref().map_or(0, |f| f.uncompilable_frames),
         report::Timing { elapsed_s, cpu_s, peak_rss_bytes: resources::peak_rss_bytes() },
-        OutputDir::file_names(format).to_vec(),
+        outputs,
+        monitoring,
     );
     out.write_summary(&run.to_json())?;
     if !args.quiet {

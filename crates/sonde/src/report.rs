@@ -28,6 +28,28 @@ pub struct Rates {
     pub speedup: f64,
 }
 
+/// The interval outputs' settings and totals.
+#[derive(Debug, Serialize)]
+pub struct Monitoring {
+    pub interval_s: f64,
+    pub intervals: u64,
+    pub tables: bool,
+    /// Table updates that found their table full and went to its overflow row.
+    pub table_overflows: u64,
+}
+
+impl Monitoring {
+    pub fn new(cfg: &sonde_stats::Config, report: &sonde_stats::Report) -> Monitoring {
+        let s = report.summary();
+        Monitoring {
+            interval_s: cfg.interval_ns as f64 / 1e9,
+            intervals: s.intervals,
+            tables: cfg.tables,
+            table_overflows: s.table_overflows,
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 pub struct RunReport {
     pub sonde_version: &'static str,
@@ -44,6 +66,7 @@ pub struct RunReport {
     pub timing: Timing,
     pub rates: Rates,
     pub outputs: Vec<String>,
+    pub monitoring: Option<Monitoring>,
 }
 
 impl RunReport {
@@ -57,6 +80,7 @@ impl RunReport {
         filter_uncompilable_frames: u64,
         timing: Timing,
         outputs: Vec<String>,
+        monitoring: Option<Monitoring>,
     ) -> RunReport {
         let stats = outcome.stats;
         let per_s = |n: u64| if timing.elapsed_s > 0.0 { n as f64 / timing.elapsed_s } else { 0.0 };
@@ -79,6 +103,7 @@ impl RunReport {
             timing,
             rates,
             outputs,
+            monitoring,
         }
     }
 

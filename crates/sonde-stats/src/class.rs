@@ -1,0 +1,200 @@
+//! How traffic is split: Tstat's directions relative to the internal networks, protocols, and
+//! the metrics kept per interval with their units and bins.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::bins::Binning;
+
+/// Tstat's traffic directions, by whether each end is in an internal network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Net {
+    /// External → internal.
+    In,
+    /// Internal → external.
+    Out,
+    /// Internal ↔ internal.
+    Loc,
+    /// Neither end internal (everything, when no internal networks are given).
+    Ext,
+}
+
+impl Net {
+    pub const ALL: [Net; 4] = [Net::In, Net::Out, Net::Loc, Net::Ext];
+
+    pub fn of(src_internal: bool, dst_internal: bool) -> Net {
+        match (src_internal, dst_internal) {
+            (false, true) => Net::In,
+            (true, false) => Net::Out,
+            (true, true) => Net::Loc,
+            (false, false) => Net::Ext,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        ["in", "out", "loc", "ext"][self as usize]
+    }
+}
+
+/// The internal networks (Tstat's net.conf).
+#[derive(Debug, Clone, Default)]
+pub struct Internal {
+    nets: Vec<IpNet>,
+}
+
+impl Internal {
+    pub fn new(nets: Vec<IpNet>) -> Self {
+        Internal { nets }
+    }
+
+    #[inline]
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        !self.nets.is_empty() && self.nets.iter().any(|n| n.contains(ip))
+    }
+
+    pub fn net(&self, src: &IpAddr, dst: &IpAddr) -> Net {
+        Net::of(self.contains(src), self.contains(dst))
+    }
+}
+
+/// The protocols interval counters are kept for. `Tcp` and `Udp` are exactly the packets counted
+/// in TCP and UDP flows; IP fragments after the first and TCP/UDP headers cut short are `Other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Proto {
+    Tcp,
+    Udp,
+    Icmp,
+    Other,
+}
+
+impl Proto {
+    pub const ALL: [Proto; 4] = [Proto::Tcp, Proto::Udp, Proto::Icmp, Proto::Other];
+
+    pub fn name(self) -> &'static str {
+        ["tcp", "udp", "icmp", "other"][self as usize]
+    }
+}
+
+/// A flow metric's direction: client → server, server → client, or the flow (or packet) as a
+/// whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dir {
+    C2s,
+    S2c,
+    Both,
+}
+
+impl Dir {
+    pub fn name(self) -> &'static str {
+        ["c2s", "s2c", "-"][self as usize]
+    }
+}
+
+/// The distributions kept per interval (docs/monitoring.md describes each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    IpLen,
+    IpTtl,
+    TcpRttAvg,
+    TcpRttMin,
+    TcpRttSample,
+    TcpHsRtt,
+    TcpDuration,
+    TcpBytes,
+    TcpThroughput,
+    TcpRetxRate,
+    TcpOooRate,
+    TcpWinMax,
+    TcpMss,
+    UdpDuration,
+    UdpBytes,
+}
+
+/// How a metric's integer base unit is written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Nanoseconds written as milliseconds (Tstat's unit for times).
+    Ms,
+    Bytes,
+    BitsPerSecond,
+    /// Parts per million written as a percentage.
+    Percent,
+    Hops,
+}
+
+impl Unit {
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::Bytes => "bytes",
+            Unit::BitsPerSecond => "bit/s",
+            Unit::Percent => "%",
+            Unit::Hops => "hops",
+        }
+    }
+}
+
+impl Metric {
+    pub const ALL: [Metric; 15] = [
+        Metric::IpLen,
+        Metric::IpTtl,
+        Metric::TcpRttAvg,
+        Metric::TcpRttMin,
+        Metric::TcpRttSample,
+        Metric::TcpHsRtt,
+        Metric::TcpDuration,
+        Metric::TcpBytes,
+        Metric::TcpThroughput,
+        Metric::TcpRetxRate,
+        Metric::TcpOooRate,
+        Metric::TcpWinMax,
+        Metric::TcpMss,
+        Metric::UdpDuration,
+        Metric::UdpBytes,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::IpLen => "ip_len",
+            Metric::IpTtl => "ip_ttl",
+            Metric::TcpRttAvg => "tcp_rtt_avg",
+            Metric::TcpRttMin => "tcp_rtt_min",
+            Metric::TcpRttSample => "tcp_rtt_sample",
+            Metric::TcpHsRtt => "tcp_hs_rtt",
+            Metric::TcpDuration => "tcp_duration",
+            Metric::TcpBytes => "tcp_bytes",
+            Metric::TcpThroughput => "tcp_thru",
+            Metric::TcpRetxRate => "tcp_retx_rate",
+            Metric::TcpOooRate => "tcp_ooo_rate",
+            Metric::TcpWinMax => "tcp_win_max",
+            Metric::TcpMss => "tcp_mss",
+            Metric::UdpDuration => "udp_duration",
+            Metric::UdpBytes => "udp_bytes",
+        }
+    }
+
+    pub fn unit(self) -> Unit {
+        match self {
+            Metric::IpLen | Metric::TcpBytes | Metric::TcpWinMax | Metric::TcpMss | Metric::UdpBytes => Unit::Bytes,
+            Metric::IpTtl => Unit::Hops,
+            Metric::TcpRttAvg
+            | Metric::TcpRttMin
+            | Metric::TcpRttSample
+            | Metric::TcpHsRtt
+            | Metric::TcpDuration
+            | Metric::UdpDuration => Unit::Ms,
+            Metric::TcpThroughput => Unit::BitsPerSecond,
+            Metric::TcpRetxRate | Metric::TcpOooRate => Unit::Percent,
+        }
+    }
+
+    pub fn binning(self) -> Binning {
+        match self {
+            Metric::IpLen | Metric::IpTtl | Metric::TcpMss => Binning::Linear(1),
+            // 0.01 % wide.
+            Metric::TcpRetxRate | Metric::TcpOooRate => Binning::Linear(100),
+            _ => Binning::Log,
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! What the workers count per interval from the flows they end: flows opened, closed and their
+//! metrics' distributions. A flow is counted as opened in the interval of its first packet and
+//! closed — with its metrics — in the interval of its last, so the result depends only on the
+//! records, never on when or in which worker a flow ended.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use rustc_hash::FxHashMap;
+use sonde_flow::{Endpoints, FlowRecord, FlowSink, TcpDirStats, TcpRecord, UdpRecord};
+
+use crate::bins::Dist;
+use crate::class::{Dir, Internal, Metric, Net};
+use crate::tables::ProtoKey;
+use crate::Config;
+
+/// One interval's flow statistics (from one worker, or merged).
+#[derive(Debug, Clone, Default)]
+pub struct FlowInterval {
+    /// By protocol (0 TCP, 1 UDP), then [`Net`].
+    pub opened: [[u64; 4]; 2],
+    pub closed: [[u64; 4]; 2],
+    pub dists: BTreeMap<(Metric, Dir, Net), Dist>,
+    /// Flows started in the interval per host and per protocol directory entry.
+    pub host_flows: FxHashMap<IpAddr, u64>,
+    pub proto_flows: FxHashMap<ProtoKey, u64>,
+}
+
+impl FlowInterval {
+    pub fn add(&mut self, metric: Metric, dir: Dir, net: Net, value: u64) {
+        self.dists.entry((metric, dir, net)).or_insert_with(|| Dist::new(metric.binning())).add(value);
+    }
+
+    pub fn merge(&mut self, other: &FlowInterval) {
+        for p in 0..2 {
+            for n in 0..4 {
+                self.opened[p][n] += other.opened[p][n];
+                self.closed[p][n] += other.closed[p][n];
+            }
+        }
+        for (k, d) in &other.dists {
+            match self.dists.get_mut(k) {
+                Some(mine) => mine.merge(d),
+                None => {
+                    self.dists.insert(*k, d.clone());
+                }
+            }
+        }
+        for (k, n) in &other.host_flows {
+            *self.host_flows.entry(*k).or_default() += n;
+        }
+        for (k, n) in &other.proto_flows {
+            *self.proto_flows.entry(*k).or_default() += n;
+        }
+    }
+}
+
+/// A flow sink that keeps per-interval flow statistics.
+#[derive(Debug, Clone)]
+pub struct FlowIntervals {
+    interval_ns: u64,
+    internal: Internal,
+    pub intervals: BTreeMap<u64, FlowInterval>,
+}
+
+impl FlowIntervals {
+    pub fn new(cfg: &Config) -> Self {
+        FlowIntervals {
+            interval_ns: cfg.interval_ns.max(1),
+            internal: Internal::new(cfg.internal_nets.clone()),
+            intervals: BTreeMap::new(),
+        }
+    }
+
+    fn at(&mut self, t_ns: u64) -> &mut FlowInterval {
+        self.intervals.entry(t_ns / self.interval_ns).or_default()
+    }
+
+    /// Merges `other` (another worker's) into `self`.
+    pub fn merge(&mut self, other: &FlowIntervals) {
+        for (i, f) in &other.intervals {
+            self.intervals.entry(*i).or_default().merge(f);
+        }
+    }
+
+    fn open_close(&mut self, protocol: usize, e: &Endpoints, ip_protocol: u8, first_ns: u64, last_ns: u64) -> Net {
+        let net = Net::of(self.internal.contains(&e.client_ip), self.internal.contains(&e.server_ip));
+        let opened = self.at(first_ns);
+        opened.opened[protocol][net as usize] += 1;
+        *opened.host_flows.entry(e.client_ip).or_default() += 1;
+        if e.server_ip != e.client_ip {
+            *opened.host_flows.entry(e.server_ip).or_default() += 1;
+        }
+        *opened.proto_flows.entry(ProtoKey::of_ports(ip_protocol, e.client_port, e.server_port)).or_default() += 1;
+        self.at(last_ns).closed[protocol][net as usize] += 1;
+        net
+    }
+
+    fn tcp(&mut self, r: &TcpRecord) {
+        let net = self.open_close(0, &r.endpoints, 6, r.first_ns, r.last_ns);
+        let duration_ns = r.last_ns.saturating_sub(r.first_ns);
+        let f = self.at(r.last_ns);
+        f.add(Metric::TcpDuration, Dir::Both, net, duration_ns);
+        for (dir, s, hs) in [(Dir::C2s, &r.client, r.hs_syn_synack_ns), (Dir::S2c, &r.server, r.hs_synack_ack_ns)] {
+            tcp_dir(f, dir, net, s, duration_ns);
+            if let Some(hs) = hs {
+                f.add(Metric::TcpHsRtt, dir, net, hs);
+            }
+        }
+    }
+
+    fn udp(&mut self, r: &UdpRecord) {
+        let net = self.open_close(1, &r.endpoints, 17, r.first_ns, r.last_ns);
+        let f = self.at(r.last_ns);
+        f.add(Metric::UdpDuration, Dir::Both, net, r.last_ns.saturating_sub(r.first_ns));
+        for (dir, s) in [(Dir::C2s, &r.client), (Dir::S2c, &r.server)] {
+            if s.pkts > 0 {
+                f.add(Metric::UdpBytes, dir, net, s.payload_bytes);
+            }
+        }
+    }
+}
+
+/// One TCP direction's metrics. Rates and RTTs only where they are defined (data sent, samples
+/// taken); sizes for every direction that sent a packet.
+fn tcp_dir(f: &mut FlowInterval, dir: Dir, net: Net, s: &TcpDirStats, duration_ns: u64) {
+    if s.pkts == 0 {
+        return;
+    }
+    f.add(Metric::TcpBytes, dir, net, s.payload_bytes);
+    if duration_ns > 0 {
+        let bits_per_s = u128::from(s.payload_bytes) * 8 * 1_000_000_000 / u128::from(duration_ns);
+        f.add(Metric::TcpThroughput, dir, net, bits_per_s.min(u128::from(u64::MAX)) as u64);
+    }
+    if s.rtt.count > 0 {
+        f.add(Metric::TcpRttAvg, dir, net, s.rtt.mean_ns().round() as u64);
+        f.add(Metric::TcpRttMin, dir, net, s.rtt.min_ns);
+    }
+    if s.data_pkts > 0 {
+        f.add(Metric::TcpRetxRate, dir, net, s.retx_pkts.min(s.data_pkts) * 1_000_000 / s.data_pkts);
+        f.add(Metric::TcpOooRate, dir, net, s.ooo_pkts.min(s.data_pkts) * 1_000_000 / s.data_pkts);
+    }
+    f.add(Metric::TcpWinMax, dir, net, s.win_max);
+    if s.mss_opt > 0 {
+        f.add(Metric::TcpMss, dir, net, u64::from(s.mss_opt));
+    }
+}
+
+impl FlowSink for FlowIntervals {
+    fn flow(&mut self, record: &FlowRecord) {
+        match record {
+            FlowRecord::Tcp(r) => self.tcp(r),
+            FlowRecord::Udp(r) => self.udp(r),
+        }
+    }
+}

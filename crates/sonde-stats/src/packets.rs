@@ -1,0 +1,104 @@
+//! What the reader counts per interval from every packet: traffic per protocol and direction,
+//! the packet length and TTL distributions, and the tables.
+
+use sonde_wire::{PacketSummary, Transport};
+
+use crate::bins::{DenseDist, Dist};
+use crate::class::{Internal, Net, Proto};
+use crate::tables::{ProtoKey, Tables, Traffic};
+use crate::Config;
+
+/// One finished interval of packet statistics.
+#[derive(Debug, Clone)]
+pub struct PacketInterval {
+    pub index: u64,
+    /// By [`Proto`], then [`Net`].
+    pub traffic: [[Traffic; 4]; 4],
+    /// By [`Net`].
+    pub ip_len: [Dist; 4],
+    pub ip_ttl: [Dist; 4],
+    pub tables: Option<Tables>,
+}
+
+/// Packet statistics interval by interval, fed in packet-time order by the reader.
+#[derive(Debug)]
+pub struct PacketIntervals {
+    interval_ns: u64,
+    internal: Internal,
+    table_cap: usize,
+    current: Option<u64>,
+    traffic: [[Traffic; 4]; 4],
+    ip_len: [DenseDist; 4],
+    ip_ttl: [DenseDist; 4],
+    tables: Option<Tables>,
+    done: Vec<PacketInterval>,
+}
+
+impl PacketIntervals {
+    pub fn new(cfg: &Config) -> Self {
+        PacketIntervals {
+            interval_ns: cfg.interval_ns.max(1),
+            internal: Internal::new(cfg.internal_nets.clone()),
+            table_cap: cfg.table_cap,
+            current: None,
+            traffic: Default::default(),
+            ip_len: std::array::from_fn(|_| DenseDist::new(1 << 16)),
+            ip_ttl: std::array::from_fn(|_| DenseDist::new(256)),
+            tables: cfg.tables.then(|| Tables::new(cfg.table_cap)),
+            done: Vec::new(),
+        }
+    }
+
+    /// Counts one analysed packet at reader clock `clock_ns` (packet time that never steps
+    /// back). `in_flow` says whether a TCP or UDP flow counts it; `wire_len` is its length on
+    /// the wire, used for packets that are not IP.
+    #[inline]
+    pub fn packet(&mut self, clock_ns: u64, p: &PacketSummary, in_flow: bool, wire_len: u32) {
+        let index = clock_ns / self.interval_ns;
+        if self.current != Some(index) {
+            self.close();
+            self.current = Some(index);
+        }
+        let Some(ip) = &p.ip else {
+            self.traffic[Proto::Other as usize][Net::Ext as usize].add(u64::from(wire_len));
+            return;
+        };
+        let proto = match p.transport {
+            Some(Transport::Tcp(_)) if in_flow => Proto::Tcp,
+            Some(Transport::Udp(_)) if in_flow => Proto::Udp,
+            Some(Transport::Icmp { .. }) => Proto::Icmp,
+            _ => Proto::Other,
+        };
+        let net = self.internal.net(&ip.src, &ip.dst) as usize;
+        let bytes = u64::from(ip.total_len);
+        self.traffic[proto as usize][net].add(bytes);
+        self.ip_len[net].add(bytes);
+        self.ip_ttl[net].add(u64::from(ip.ttl));
+        if let Some(t) = &mut self.tables {
+            t.packet(ip.src, ip.dst, ProtoKey::of_packet(p, ip.protocol), bytes);
+        }
+    }
+
+    /// Ends the current interval, if any.
+    fn close(&mut self) {
+        let Some(index) = self.current.take() else { return };
+        let tables = self.tables.as_mut().map(|t| std::mem::replace(t, Tables::new(self.table_cap)));
+        self.done.push(PacketInterval {
+            index,
+            traffic: std::mem::take(&mut self.traffic),
+            ip_len: std::array::from_fn(|n| self.ip_len[n].take()),
+            ip_ttl: std::array::from_fn(|n| self.ip_ttl[n].take()),
+            tables,
+        });
+    }
+
+    /// Every interval, the last one closed.
+    pub fn finish(mut self) -> Vec<PacketInterval> {
+        self.close();
+        self.done
+    }
+
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+}

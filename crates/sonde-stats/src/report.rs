@@ -1,0 +1,351 @@
+//! The whole run's intervals, merged from the reader's packet statistics and every worker's flow
+//! statistics, and written as TSV files.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use crate::bins::Dist;
+use crate::class::{Dir, Internal, Metric, Net, Proto, Unit};
+use crate::flows::{FlowInterval, FlowIntervals};
+use crate::packets::PacketInterval;
+use crate::tables::{HostRow, Tables, Traffic};
+use crate::Config;
+
+/// The files [`Report::write`] creates, tables last.
+pub const FILES: [&str; 3] = ["intervals.tsv", "quantiles.tsv", "histograms.tsv"];
+pub const TABLE_FILES: [&str; 4] = ["hosts.tsv", "matrix.tsv", "protocols.tsv", "top.tsv"];
+
+/// One interval, everything merged.
+#[derive(Debug, Clone, Default)]
+pub struct Interval {
+    pub packets: Option<PacketInterval>,
+    pub flows: FlowInterval,
+}
+
+impl Interval {
+    /// Traffic of a protocol and direction.
+    pub fn traffic(&self, proto: Proto, net: Net) -> Traffic {
+        self.packets.as_ref().map_or_else(Traffic::default, |p| p.traffic[proto as usize][net as usize])
+    }
+
+    /// Every distribution of the interval, packet and flow metrics together, in metric order.
+    pub fn dists(&self) -> BTreeMap<(Metric, Dir, Net), &Dist> {
+        let mut all: BTreeMap<_, _> = self.flows.dists.iter().map(|(k, d)| (*k, d)).collect();
+        if let Some(p) = &self.packets {
+            for net in Net::ALL {
+                for (metric, dist) in
+                    [(Metric::IpLen, &p.ip_len[net as usize]), (Metric::IpTtl, &p.ip_ttl[net as usize])]
+                {
+                    if dist.count > 0 {
+                        all.insert((metric, Dir::Both, net), dist);
+                    }
+                }
+            }
+        }
+        all
+    }
+}
+
+/// Every interval of a run, by index (start time ÷ interval length).
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub interval_ns: u64,
+    pub intervals: BTreeMap<u64, Interval>,
+    top_n: usize,
+    internal: Internal,
+}
+
+/// Totals for the run summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReportSummary {
+    pub intervals: u64,
+    /// Updates that found their table full and went to its overflow row.
+    pub table_overflows: u64,
+}
+
+impl Report {
+    pub fn new(cfg: &Config, packets: Vec<PacketInterval>, workers: Vec<FlowIntervals>) -> Report {
+        let mut intervals: BTreeMap<u64, Interval> = BTreeMap::new();
+        for p in packets {
+            let index = p.index;
+            intervals.entry(index).or_default().packets = Some(p);
+        }
+        for w in &workers {
+            for (i, f) in &w.intervals {
+                intervals.entry(*i).or_default().flows.merge(f);
+            }
+        }
+        // Flows per host and protocol go to rows the packets made (a flow's first packet is in
+        // the interval it is counted in), so the tables' bounds hold whatever the worker split.
+        for interval in intervals.values_mut() {
+            if let Some(t) = interval.packets.as_mut().and_then(|p| p.tables.as_mut()) {
+                add_flows(t, &interval.flows);
+            }
+        }
+        Report {
+            interval_ns: cfg.interval_ns.max(1),
+            intervals,
+            top_n: cfg.top_n,
+            internal: Internal::new(cfg.internal_nets.clone()),
+        }
+    }
+
+    pub fn summary(&self) -> ReportSummary {
+        let mut s = ReportSummary { intervals: self.intervals.len() as u64, ..Default::default() };
+        for t in self.intervals.values().filter_map(|i| i.packets.as_ref()?.tables.as_ref()) {
+            s.table_overflows += t.hosts.refused + t.pairs.refused + t.protocols.refused;
+        }
+        s
+    }
+
+    /// Flows active in each interval (one packet at or before its end and one at or after its
+    /// start), by protocol (TCP, UDP) and direction. Only for the intervals the report has (those
+    /// with packets or flow events): a silent interval has no row.
+    pub fn active_flows(&self) -> BTreeMap<u64, [[u64; 4]; 2]> {
+        let mut open = [[0u64; 4]; 2];
+        let mut closed_before = [[0u64; 4]; 2];
+        let mut active = BTreeMap::new();
+        for (&i, interval) in &self.intervals {
+            let f = &interval.flows;
+            let mut now = [[0u64; 4]; 2];
+            for p in 0..2 {
+                for n in 0..4 {
+                    open[p][n] += f.opened[p][n];
+                    now[p][n] = open[p][n] - closed_before[p][n];
+                    closed_before[p][n] += f.closed[p][n];
+                }
+            }
+            active.insert(i, now);
+        }
+        active
+    }
+
+    /// Writes the interval files into `dir`; returns their names.
+    pub fn write(&self, dir: &Path) -> io::Result<Vec<&'static str>> {
+        let mut names = FILES.to_vec();
+        self.write_file(dir, FILES[0], |out| self.write_intervals(out))?;
+        self.write_file(dir, FILES[1], |out| self.write_quantiles(out))?;
+        self.write_file(dir, FILES[2], |out| self.write_histograms(out))?;
+        if self.intervals.values().any(|i| i.packets.as_ref().is_some_and(|p| p.tables.is_some())) {
+            self.write_file(dir, TABLE_FILES[0], |out| self.write_hosts(out))?;
+            self.write_file(dir, TABLE_FILES[1], |out| self.write_matrix(out))?;
+            self.write_file(dir, TABLE_FILES[2], |out| self.write_protocols(out))?;
+            self.write_file(dir, TABLE_FILES[3], |out| self.write_top(out))?;
+            names.extend(TABLE_FILES);
+        }
+        Ok(names)
+    }
+
+    fn write_file(&self, dir: &Path, name: &str, body: impl FnOnce(&mut String) -> io::Result<()>) -> io::Result<()> {
+        let path = dir.join(name);
+        let mut text = String::new();
+        body(&mut text)?;
+        let mut file = BufWriter::new(File::create(&path)?);
+        file.write_all(text.as_bytes())?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_data()
+    }
+
+    /// "start\tend\t" of interval `i`.
+    fn span(&self, i: u64, out: &mut String) {
+        let start = i * self.interval_ns;
+        let _ = write!(out, "{}\t{}\t", seconds(start), seconds(start.saturating_add(self.interval_ns)));
+    }
+
+    fn write_intervals(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tproto\tnet\tpackets\tbytes\tflows_opened\tflows_closed\tflows_active\n");
+        let active = self.active_flows();
+        for (&i, interval) in &self.intervals {
+            for proto in Proto::ALL {
+                for net in Net::ALL {
+                    let t = interval.traffic(proto, net);
+                    let (opened, closed, act) = match proto {
+                        Proto::Tcp | Proto::Udp => {
+                            let (p, n) = (proto as usize, net as usize);
+                            (
+                                interval.flows.opened[p][n],
+                                interval.flows.closed[p][n],
+                                active.get(&i).map_or(0, |a| a[p][n]),
+                            )
+                        }
+                        _ => (0, 0, 0),
+                    };
+                    if t.packets == 0 && opened == 0 && closed == 0 && act == 0 {
+                        continue;
+                    }
+                    self.span(i, out);
+                    let _ = writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}\t{opened}\t{closed}\t{act}",
+                        proto.name(),
+                        net.name(),
+                        t.packets,
+                        t.bytes
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_quantiles(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tmetric\tdir\tnet\tunit\tcount\tmean\tmin\tp50\tp95\tp99\tmax\n");
+        for (&i, interval) in &self.intervals {
+            for ((metric, dir, net), d) in interval.dists() {
+                let unit = metric.unit();
+                self.span(i, out);
+                let _ = write!(out, "{}\t{}\t{}\t{}\t{}", metric.name(), dir.name(), net.name(), unit.name(), d.count);
+                let values = [d.mean().unwrap_or(0.0), d.min as f64];
+                for v in values.into_iter().chain([50, 95, 99].map(|p| d.percentile(p).unwrap_or(0) as f64)) {
+                    out.push('\t');
+                    unit.format(v, false, out);
+                }
+                out.push('\t');
+                unit.format(d.max as f64, false, out);
+                out.push('\n');
+            }
+        }
+        Ok(())
+    }
+
+    fn write_histograms(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tmetric\tdir\tnet\tbin_lo\tbin_hi\tcount\n");
+        for (&i, interval) in &self.intervals {
+            for ((metric, dir, net), d) in interval.dists() {
+                let unit = metric.unit();
+                for (&bin, &n) in &d.bins {
+                    let (lo, hi) = d.binning.range(bin);
+                    self.span(i, out);
+                    let _ = write!(out, "{}\t{}\t{}\t", metric.name(), dir.name(), net.name());
+                    unit.format(lo as f64, true, out);
+                    out.push('\t');
+                    unit.format(hi as f64, true, out);
+                    let _ = writeln!(out, "\t{n}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn tables(&self) -> impl Iterator<Item = (u64, &Tables)> {
+        self.intervals.iter().filter_map(|(i, x)| Some((*i, x.packets.as_ref()?.tables.as_ref()?)))
+    }
+
+    fn write_hosts(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\taddr\tinternal\tpkts_in\tbytes_in\tpkts_out\tbytes_out\tflows\n");
+        for (i, t) in self.tables() {
+            let mut rows: Vec<_> = t.hosts.rows.iter().collect();
+            rows.sort_unstable_by_key(|(addr, _)| **addr);
+            for (addr, h) in rows {
+                self.span(i, out);
+                let internal = if self.internal.contains(addr) { "1" } else { "0" };
+                host_row(out, &addr.to_string(), internal, h);
+            }
+            if t.hosts.refused > 0 {
+                self.span(i, out);
+                host_row(out, "overflow", "-", &t.hosts.overflow);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_matrix(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tsrc\tdst\tpackets\tbytes\n");
+        for (i, t) in self.tables() {
+            let mut rows: Vec<_> = t.pairs.rows.iter().collect();
+            rows.sort_unstable_by_key(|(pair, _)| **pair);
+            for ((src, dst), tr) in rows {
+                self.span(i, out);
+                let _ = writeln!(out, "{src}\t{dst}\t{}\t{}", tr.packets, tr.bytes);
+            }
+            if t.pairs.refused > 0 {
+                self.span(i, out);
+                let _ = writeln!(out, "overflow\toverflow\t{}\t{}", t.pairs.overflow.packets, t.pairs.overflow.bytes);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_protocols(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tip_proto\tprotocol\tport\tservice\tpackets\tbytes\tflows\n");
+        for (i, t) in self.tables() {
+            let mut rows: Vec<_> = t.protocols.rows.iter().collect();
+            rows.sort_unstable_by_key(|(k, _)| **k);
+            for (k, r) in rows {
+                self.span(i, out);
+                let port = if k.port == 0 { "-".to_string() } else { k.port.to_string() };
+                let _ = writeln!(
+                    out,
+                    "{}\t{}\t{port}\t{}\t{}\t{}\t{}",
+                    k.ip_protocol,
+                    k.protocol_name(),
+                    k.service_name(),
+                    r.traffic.packets,
+                    r.traffic.bytes,
+                    r.flows
+                );
+            }
+            if t.protocols.refused > 0 {
+                self.span(i, out);
+                let o = &t.protocols.overflow;
+                let _ = writeln!(out, "-\toverflow\t-\t-\t{}\t{}\t{}", o.traffic.packets, o.traffic.bytes, o.flows);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_top(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tby\trank\taddr\tvalue\n");
+        for (i, t) in self.tables() {
+            let by_bytes = |h: &HostRow| h.sent.bytes + h.received.bytes;
+            let by_flows = |h: &HostRow| h.flows;
+            for (name, value) in [("bytes", &by_bytes as &dyn Fn(&HostRow) -> u64), ("flows", &by_flows)] {
+                let mut rows: Vec<_> = t.hosts.rows.iter().map(|(a, h)| (value(h), *a)).filter(|r| r.0 > 0).collect();
+                // Largest first; equal values by address, so the order is the same in every run.
+                rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+                for (rank, (v, addr)) in rows.iter().take(self.top_n).enumerate() {
+                    self.span(i, out);
+                    let _ = writeln!(out, "{name}\t{}\t{addr}\t{v}", rank + 1);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn add_flows(t: &mut Tables, f: &FlowInterval) {
+    for (addr, n) in &f.host_flows {
+        t.hosts.existing(addr).flows += n;
+    }
+    for (key, n) in &f.proto_flows {
+        t.protocols.existing(key).flows += n;
+    }
+}
+
+fn host_row(out: &mut String, addr: &str, internal: &str, h: &HostRow) {
+    let _ = writeln!(
+        out,
+        "{addr}\t{internal}\t{}\t{}\t{}\t{}\t{}",
+        h.received.packets, h.received.bytes, h.sent.packets, h.sent.bytes, h.flows
+    );
+}
+
+/// Packet time in seconds with microseconds.
+fn seconds(ns: u64) -> String {
+    format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
+}
+
+impl Unit {
+    /// Writes a base-unit value in this unit; `exact` keeps every digit (histogram edges).
+    pub fn format(self, value: f64, exact: bool, out: &mut String) {
+        let _ = match self {
+            Unit::Ms if exact => write!(out, "{:.6}", value / 1e6),
+            Unit::Ms => write!(out, "{:.3}", value / 1e6),
+            Unit::Percent => write!(out, "{:.4}", value / 1e4),
+            _ if value.fract() == 0.0 => write!(out, "{value}"),
+            _ => write!(out, "{value:.3}"),
+        };
+    }
+}

@@ -1,0 +1,251 @@
+//! RMON2-style tables of one interval: hosts, host pairs (the matrix) and the protocol
+//! directory, each bounded; what does not fit is added to an overflow row and counted.
+
+use std::collections::hash_map::Entry;
+use std::hash::Hash;
+use std::net::IpAddr;
+
+use rustc_hash::FxHashMap;
+use sonde_wire::{PacketSummary, Transport};
+
+/// Packets and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Traffic {
+    #[inline]
+    pub fn add(&mut self, bytes: u64) {
+        self.packets += 1;
+        self.bytes += bytes;
+    }
+
+    pub fn merge(&mut self, other: &Traffic) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+    }
+}
+
+/// One host's traffic: what it sent and received, and the flows it took part in that started
+/// in the interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostRow {
+    pub sent: Traffic,
+    pub received: Traffic,
+    pub flows: u64,
+}
+
+/// A protocol directory entry: traffic and flows started in the interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProtoRow {
+    pub traffic: Traffic,
+    pub flows: u64,
+}
+
+/// A protocol directory key: the IP protocol number and the service port (0 when none is
+/// recognised or the protocol has no ports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProtoKey {
+    pub ip_protocol: u8,
+    pub port: u16,
+}
+
+/// Ports named in the protocol directory: the IANA service names.
+const SERVICES: &[(u16, &str)] = &[
+    (20, "ftp-data"),
+    (21, "ftp"),
+    (22, "ssh"),
+    (23, "telnet"),
+    (25, "smtp"),
+    (53, "domain"),
+    (67, "bootps"),
+    (68, "bootpc"),
+    (69, "tftp"),
+    (80, "http"),
+    (110, "pop3"),
+    (123, "ntp"),
+    (137, "netbios-ns"),
+    (138, "netbios-dgm"),
+    (139, "netbios-ssn"),
+    (143, "imap"),
+    (161, "snmp"),
+    (162, "snmptrap"),
+    (179, "bgp"),
+    (389, "ldap"),
+    (443, "https"),
+    (445, "microsoft-ds"),
+    (465, "submissions"),
+    (500, "isakmp"),
+    (514, "syslog"),
+    (520, "router"),
+    (587, "submission"),
+    (636, "ldaps"),
+    (853, "domain-s"),
+    (993, "imaps"),
+    (995, "pop3s"),
+    (1194, "openvpn"),
+    (1812, "radius"),
+    (1900, "ssdp"),
+    (3306, "mysql"),
+    (3389, "ms-wbt-server"),
+    (3478, "stun"),
+    (4500, "ipsec-nat-t"),
+    (5060, "sip"),
+    (5353, "mdns"),
+    (5432, "postgresql"),
+    (8080, "http-alt"),
+    (8443, "https-alt"),
+];
+
+impl ProtoKey {
+    /// The service of a TCP or UDP exchange between two ports: a named port if either is (the
+    /// lower first), else a port below 1024, else none.
+    pub fn of_ports(ip_protocol: u8, a: u16, b: u16) -> ProtoKey {
+        let (lo, hi) = (a.min(b), a.max(b));
+        let named = |p: u16| SERVICES.binary_search_by_key(&p, |s| s.0).is_ok();
+        let port = if named(lo) {
+            lo
+        } else if named(hi) {
+            hi
+        } else if lo < 1024 {
+            lo
+        } else {
+            0
+        };
+        ProtoKey { ip_protocol, port }
+    }
+
+    pub fn of_packet(p: &PacketSummary, ip_protocol: u8) -> ProtoKey {
+        match p.transport {
+            Some(Transport::Tcp(t)) => ProtoKey::of_ports(ip_protocol, t.src_port, t.dst_port),
+            Some(Transport::Udp(u)) => ProtoKey::of_ports(ip_protocol, u.src_port, u.dst_port),
+            _ => ProtoKey { ip_protocol, port: 0 },
+        }
+    }
+
+    /// "tcp", "udp", "icmp", "ipv6-icmp", … or the number.
+    pub fn protocol_name(self) -> String {
+        match self.ip_protocol {
+            1 => "icmp".into(),
+            2 => "igmp".into(),
+            4 => "ipencap".into(),
+            6 => "tcp".into(),
+            17 => "udp".into(),
+            41 => "ipv6".into(),
+            47 => "gre".into(),
+            50 => "esp".into(),
+            51 => "ah".into(),
+            58 => "ipv6-icmp".into(),
+            89 => "ospf".into(),
+            112 => "vrrp".into(),
+            132 => "sctp".into(),
+            n => n.to_string(),
+        }
+    }
+
+    pub fn service_name(self) -> &'static str {
+        match SERVICES.binary_search_by_key(&self.port, |s| s.0) {
+            Ok(i) => SERVICES[i].1,
+            Err(_) => "-",
+        }
+    }
+}
+
+/// A map that holds at most `cap` keys; the rest is merged into `overflow`, and `refused` counts
+/// the updates that went there.
+#[derive(Debug, Clone)]
+pub struct Bounded<K, V> {
+    pub rows: FxHashMap<K, V>,
+    pub overflow: V,
+    pub refused: u64,
+    cap: usize,
+}
+
+impl<K: Hash + Eq, V: Default> Bounded<K, V> {
+    pub fn new(cap: usize) -> Self {
+        Bounded { rows: FxHashMap::default(), overflow: V::default(), refused: 0, cap }
+    }
+
+    /// The row of `key`, or the overflow row when the table is full.
+    #[inline]
+    pub fn row(&mut self, key: K) -> &mut V {
+        let full = self.rows.len() >= self.cap;
+        match self.rows.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) if !full => e.insert(V::default()),
+            Entry::Vacant(_) => {
+                self.refused += 1;
+                &mut self.overflow
+            }
+        }
+    }
+
+    /// The row of `key` if the table has it, else the overflow row (counted): for counts added
+    /// after the interval, which must not take rows the packets did not.
+    pub fn existing(&mut self, key: &K) -> &mut V {
+        match self.rows.get_mut(key) {
+            Some(v) => v,
+            None => {
+                self.refused += 1;
+                &mut self.overflow
+            }
+        }
+    }
+}
+
+/// One interval's tables.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    pub hosts: Bounded<IpAddr, HostRow>,
+    pub pairs: Bounded<(IpAddr, IpAddr), Traffic>,
+    pub protocols: Bounded<ProtoKey, ProtoRow>,
+}
+
+impl Tables {
+    pub fn new(cap: usize) -> Self {
+        Tables { hosts: Bounded::new(cap), pairs: Bounded::new(cap), protocols: Bounded::new(cap) }
+    }
+
+    #[inline]
+    pub fn packet(&mut self, src: IpAddr, dst: IpAddr, proto: ProtoKey, bytes: u64) {
+        self.hosts.row(src).sent.add(bytes);
+        self.hosts.row(dst).received.add(bytes);
+        self.pairs.row((src, dst)).add(bytes);
+        self.protocols.row(proto).traffic.add(bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn services_are_sorted_for_binary_search() {
+        assert!(SERVICES.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn service_port_choice() {
+        assert_eq!(ProtoKey::of_ports(6, 51234, 443).port, 443);
+        assert_eq!(ProtoKey::of_ports(17, 5353, 5353).port, 5353);
+        assert_eq!(ProtoKey::of_ports(6, 8080, 22).port, 22);
+        assert_eq!(ProtoKey::of_ports(6, 40000, 999).port, 999);
+        assert_eq!(ProtoKey::of_ports(6, 40000, 50000).port, 0);
+        assert_eq!(ProtoKey::of_ports(6, 1, 443).service_name(), "https");
+    }
+
+    #[test]
+    fn a_full_table_counts_the_rest_in_overflow() {
+        let mut t: Bounded<u32, Traffic> = Bounded::new(2);
+        for k in [1, 2, 3, 1, 4] {
+            t.row(k).add(10);
+        }
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(t.rows[&1].packets, 2);
+        assert_eq!((t.overflow.packets, t.refused), (2, 2));
+        t.existing(&5).add(1);
+        assert_eq!((t.overflow.packets, t.refused), (3, 3));
+    }
+}
