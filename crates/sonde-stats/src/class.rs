@@ -191,9 +191,10 @@ impl Metric {
 
     pub fn binning(self) -> Binning {
         match self {
-            Metric::IpLen | Metric::IpTtl | Metric::TcpMss => Binning::Linear(1),
-            // 0.01 % wide.
-            Metric::TcpRetxRate | Metric::TcpOooRate => Binning::Linear(100),
+            // Exact: small integers, and rates to the part per million.
+            Metric::IpLen | Metric::IpTtl | Metric::TcpMss | Metric::TcpRetxRate | Metric::TcpOooRate => {
+                Binning::Linear(1)
+            }
             _ => Binning::Log,
         }
     }

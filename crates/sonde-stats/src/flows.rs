@@ -136,9 +136,11 @@ fn tcp_dir(f: &mut FlowInterval, dir: Dir, net: Net, s: &TcpDirStats, duration_n
         f.add(Metric::TcpRttAvg, dir, net, s.rtt.mean_ns().round() as u64);
         f.add(Metric::TcpRttMin, dir, net, s.rtt.min_ns);
     }
-    if s.data_pkts > 0 {
-        f.add(Metric::TcpRetxRate, dir, net, s.retx_pkts.min(s.data_pkts) * 1_000_000 / s.data_pkts);
-        f.add(Metric::TcpOooRate, dir, net, s.ooo_pkts.min(s.data_pkts) * 1_000_000 / s.data_pkts);
+    // Parts per million of the data packets.
+    let ppm = |n: u64| (n.min(s.data_pkts) * 1_000_000).checked_div(s.data_pkts);
+    if let (Some(retx), Some(ooo)) = (ppm(s.retx_pkts), ppm(s.ooo_pkts)) {
+        f.add(Metric::TcpRetxRate, dir, net, retx);
+        f.add(Metric::TcpOooRate, dir, net, ooo);
     }
     f.add(Metric::TcpWinMax, dir, net, s.win_max);
     if s.mss_opt > 0 {

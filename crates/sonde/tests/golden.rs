@@ -1,5 +1,5 @@
-//! Golden outputs: a trace's tcp_flows.tsv, udp_flows.tsv and the deterministic part of
-//! summary.json, committed under testdata/golden/<name>/. Any change in what sonde writes
+//! Golden outputs: a trace's tcp_flows.tsv, udp_flows.tsv, its interval outputs (intervals,
+//! quantiles, protocols, top) and the deterministic part of summary.json, committed under testdata/golden/<name>/. Any change in what sonde writes
 //! shows up here as a diff; if the change is intended, regenerate with
 //! `UPDATE_GOLDEN=1 cargo test -p sonde --test golden` and review the diff in git.
 
@@ -179,6 +179,12 @@ fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
         ("tcp_flows.tsv", read("tcp_flows.tsv")),
         ("udp_flows.tsv", read("udp_flows.tsv")),
         ("summary.golden.json", summary),
+        // The interval outputs (one 5-minute interval for most traces); histograms, hosts and
+        // matrix are checked against these in tests/monitoring.rs rather than kept here.
+        ("intervals.tsv", read("intervals.tsv")),
+        ("quantiles.tsv", read("quantiles.tsv")),
+        ("protocols.tsv", read("protocols.tsv")),
+        ("top.tsv", read("top.tsv")),
         (
             "SOURCE",
             format!(

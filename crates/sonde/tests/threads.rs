@@ -1,4 +1,5 @@
-//! The flow logs are byte-identical whatever the number of worker threads.
+//! The flow logs and the interval outputs are byte-identical whatever the number of worker
+//! threads.
 
 mod common;
 
@@ -7,14 +8,14 @@ use std::path::{Path, PathBuf};
 use common::*;
 
 fn same_logs_for_any_thread_count(trace: &Path) {
-    let mut first: Option<(Vec<u8>, Vec<u8>)> = None;
+    let mut first: Option<Vec<Vec<u8>>> = None;
     for threads in ["1", "2", "3", "8"] {
-        let (out, output) = analyze(trace, &["--threads", threads]);
+        let (out, output) = analyze(trace, &["--threads", threads, "--interval", "0.5"]);
         assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
-        let logs = (
-            std::fs::read(out.path().join("tcp_flows.tsv")).unwrap(),
-            std::fs::read(out.path().join("udp_flows.tsv")).unwrap(),
-        );
+        let files = ["tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv", "quantiles.tsv", "histograms.tsv", "hosts.tsv"]
+            .into_iter()
+            .chain(["matrix.tsv", "protocols.tsv", "top.tsv"]);
+        let logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
         match &first {
             None => first = Some(logs),
             Some(one) => assert!(one == &logs, "{}: --threads {threads} differs from --threads 1", trace.display()),

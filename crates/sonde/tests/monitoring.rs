@@ -1,0 +1,167 @@
+//! The interval outputs (issue 4): counters add up exactly to the flow records, histogram
+//! counts equal the numbers of samples, and percentiles are within the documented bound of an
+//! exact computation, on the shipped demo trace, ground truth and real traces.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use common::*;
+use sonde_engine::{analyze_monitored, Pipeline};
+use sonde_flow::FlowRecord;
+use sonde_stats::{Binning, Config, Dir, FlowIntervals, Metric, Net, PacketIntervals, Report};
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
+}
+
+/// The demo trace, and ground-truth and real traces when the shared corpus is here.
+fn traces() -> Vec<PathBuf> {
+    let mut traces = vec![demo()];
+    if let Some(shared) = shared_dir() {
+        for rel in [
+            "groundtruth/lossy.pcap",
+            "groundtruth/mixed.pcap",
+            "groundtruth/ipv6.pcap",
+            "traces/realistic/ntop+nDPI/tests/cfgs/default/pcap/alexa-app.pcapng",
+            "traces/realistic/arkime+arkime/tests/pcap/arkime_synthetic.pcap",
+            "traces/robustness/the-tcpdump-group+tcpdump/tests/kday3.pcap",
+        ] {
+            let p = shared.join(rel);
+            assert!(p.exists(), "{} is missing from the corpus", p.display());
+            traces.push(p);
+        }
+    }
+    traces
+}
+
+fn sum(rows: &[HashMap<String, String>], cols: &[&str]) -> u64 {
+    rows.iter().map(|r| cols.iter().map(|c| num(r, c) as u64).sum::<u64>()).sum()
+}
+
+#[test]
+fn interval_counters_add_up_to_the_flow_records() {
+    for trace in traces() {
+        for interval in ["0.01", "1", "300"] {
+            let (out, output) = analyze(&trace, &["--interval", interval, "--internal", "10.0.0.0/8"]);
+            assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
+            let intervals = read_tsv(&out.path().join("intervals.tsv"));
+            let of = |proto: &str| intervals.iter().filter(|r| r["proto"] == proto).cloned().collect::<Vec<_>>();
+            for (proto, log) in [("tcp", "tcp_flows.tsv"), ("udp", "udp_flows.tsv")] {
+                let flows = read_tsv(&out.path().join(log));
+                let rows = of(proto);
+                let what = format!("{} --interval {interval} {proto}", trace.display());
+                assert_eq!(sum(&rows, &["packets"]), sum(&flows, &["c_pkts_all", "s_pkts_all"]), "{what} packets");
+                assert_eq!(sum(&rows, &["bytes"]), sum(&flows, &["c_bytes_ip", "s_bytes_ip"]), "{what} bytes");
+                assert_eq!(sum(&rows, &["flows_opened"]), flows.len() as u64, "{what} flows opened");
+                assert_eq!(sum(&rows, &["flows_closed"]), flows.len() as u64, "{what} flows closed");
+            }
+            let summary: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+            assert_eq!(sum(&intervals, &["packets"]), summary["packets"]["analysed"].as_u64().unwrap());
+        }
+    }
+}
+
+#[test]
+fn histogram_counts_equal_the_numbers_of_samples() {
+    for trace in traces() {
+        let (out, _) = analyze(&trace, &["--interval", "0.5"]);
+        let quantiles = read_tsv(&out.path().join("quantiles.tsv"));
+        let histograms = read_tsv(&out.path().join("histograms.tsv"));
+        let key = |r: &HashMap<String, String>| ["start", "metric", "dir", "net"].map(|c| r[c].clone()).join(" ");
+        let mut binned: BTreeMap<String, u64> = BTreeMap::new();
+        for h in &histograms {
+            *binned.entry(key(h)).or_default() += num(h, "count") as u64;
+        }
+        let counted: BTreeMap<String, u64> = quantiles.iter().map(|q| (key(q), num(q, "count") as u64)).collect();
+        assert_eq!(binned, counted, "{}", trace.display());
+        let tcp_flows = read_tsv(&out.path().join("tcp_flows.tsv")).len() as u64;
+        let durations: u64 =
+            quantiles.iter().filter(|q| q["metric"] == "tcp_duration").map(|q| num(q, "count") as u64).sum();
+        assert_eq!(durations, tcp_flows, "{}: one duration per TCP flow", trace.display());
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+        let ip = ["ipv4", "ipv6"].iter().map(|p| summary["protocols"][p]["packets"].as_u64().unwrap()).sum::<u64>();
+        let lengths: u64 = quantiles.iter().filter(|q| q["metric"] == "ip_len").map(|q| num(q, "count") as u64).sum();
+        assert_eq!(lengths, ip, "{}: one length per IP packet", trace.display());
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+fn exact(sorted: &[u64], percent: u64) -> u64 {
+    let rank = (sorted.len() as u64 * percent).div_ceil(100).max(1);
+    sorted[rank as usize - 1]
+}
+
+/// Runs the library on `trace`, returning the flow records and the merged report.
+fn run(trace: &Path, cfg: &Config, workers: usize) -> (Vec<FlowRecord>, Report) {
+    let mut source = sonde_capture::open(trace).unwrap();
+    let pipeline = Pipeline { workers, ..Pipeline::default() };
+    let mut packets = PacketIntervals::new(cfg);
+    let new_sink = || (Vec::<FlowRecord>::new(), FlowIntervals::new(cfg));
+    let (_, sinks) = analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), &mut |_| {});
+    let (records, flows): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
+    (records.into_iter().flatten().collect(), Report::new(cfg, packets.finish(), flows))
+}
+
+#[test]
+fn percentiles_are_within_the_bound_of_the_exact_ones() {
+    let cfg = Config { interval_ns: 2_000_000_000, ..Config::default() };
+    let mut checked = 0;
+    for trace in traces() {
+        let (records, report) = run(&trace, &cfg, 1);
+        // The exact samples, charged as the report charges them: to the interval of the flow's
+        // last packet.
+        let mut samples: BTreeMap<(u64, Metric, Dir), Vec<u64>> = BTreeMap::new();
+        for r in &records {
+            let FlowRecord::Tcp(t) = r else { continue };
+            let i = t.last_ns / cfg.interval_ns;
+            samples.entry((i, Metric::TcpDuration, Dir::Both)).or_default().push(t.last_ns - t.first_ns);
+            for (dir, s) in [(Dir::C2s, &t.client), (Dir::S2c, &t.server)] {
+                if s.rtt.count > 0 {
+                    samples.entry((i, Metric::TcpRttMin, dir)).or_default().push(s.rtt.min_ns);
+                    samples.entry((i, Metric::TcpRttAvg, dir)).or_default().push(s.rtt.mean_ns().round() as u64);
+                }
+                if s.pkts > 0 {
+                    samples.entry((i, Metric::TcpBytes, dir)).or_default().push(s.payload_bytes);
+                }
+            }
+        }
+        for ((i, metric, dir), mut values) in samples {
+            values.sort_unstable();
+            let dist = &report.intervals[&i].flows.dists[&(metric, dir, Net::Ext)];
+            assert_eq!(dist.count, values.len() as u64);
+            assert_eq!((dist.min, dist.max), (values[0], *values.last().unwrap()));
+            let exact_sum: u128 = values.iter().map(|&v| u128::from(v)).sum();
+            assert_eq!(dist.sum, exact_sum);
+            for p in [50, 95, 99] {
+                let (est, ex) = (dist.percentile(p as u32).unwrap(), exact(&values, p));
+                let bound = match dist.binning {
+                    Binning::Log => ex / 128,
+                    Binning::Linear(w) => w / 2,
+                };
+                assert!(est.abs_diff(ex) <= bound, "{} {metric:?} {dir:?} p{p}: {est} vs {ex}", trace.display());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} percentiles checked");
+}
+
+#[test]
+fn the_report_is_the_same_for_any_number_of_workers() {
+    let cfg = Config { interval_ns: 500_000_000, ..Config::default() };
+    for trace in traces() {
+        let one = run(&trace, &cfg, 1).1;
+        let three = run(&trace, &cfg, 3).1;
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let names = one.write(a.path()).unwrap();
+        assert_eq!(names, three.write(b.path()).unwrap());
+        for name in names {
+            let (x, y) = (std::fs::read(a.path().join(name)).unwrap(), std::fs::read(b.path().join(name)).unwrap());
+            assert!(x == y, "{}: {name} differs between 1 and 3 workers", trace.display());
+        }
+    }
+}
