@@ -116,7 +116,7 @@ pub fn analyze_with<S: FlowSink + Send>(
 }
 
 /// [`analyze_with`], also feeding every analysed packet to `monitor` (in the reader's thread, in
-/// packet order) for the interval statistics.
+/// input order) for the interval statistics.
 pub fn analyze_monitored<S: FlowSink + Send>(
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
@@ -369,7 +369,7 @@ impl Reader<'_> {
             // The trackers count only TCP and UDP flows; the rest only feed the counters.
             let key = sonde_flow::flow_key(&item.packet);
             if let Some(m) = self.monitor.as_deref_mut() {
-                m.packet(self.clock_ns, &item.packet, key.is_ok(), frame.wire_len);
+                m.packet(frame.ts_ns, &item.packet, key.is_ok(), frame.wire_len);
             }
             if let Ok(key) = key {
                 item.ts_ns = frame.ts_ns;

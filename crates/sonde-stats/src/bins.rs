@@ -3,7 +3,7 @@
 //! Values are integers in the metric's base unit (ns, bytes, parts per million…), so sums and
 //! merges are exact and the same in any order: results do not depend on the thread count.
 
-use std::collections::BTreeMap;
+use rustc_hash::FxHashMap;
 
 /// Bits of mantissa kept by [`Binning::Log`]: 64 bins per power of two.
 const SUB_BITS: u32 = 6;
@@ -68,7 +68,8 @@ impl Binning {
 }
 
 /// A distribution of one metric over one interval: exact count, sum, minimum and maximum, and
-/// the non-empty bins (sparse, so a quiet interval costs little).
+/// the non-empty bins (a hash map: sparse, so a quiet interval costs little, and cheap to add
+/// to; sorted only when read).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dist {
     pub binning: Binning,
@@ -76,12 +77,12 @@ pub struct Dist {
     pub sum: u128,
     pub min: u64,
     pub max: u64,
-    pub bins: BTreeMap<u32, u64>,
+    pub bins: FxHashMap<u32, u64>,
 }
 
 impl Dist {
     pub fn new(binning: Binning) -> Self {
-        Dist { binning, count: 0, sum: 0, min: u64::MAX, max: 0, bins: BTreeMap::new() }
+        Dist { binning, count: 0, sum: 0, min: u64::MAX, max: 0, bins: FxHashMap::default() }
     }
 
     pub fn add(&mut self, value: u64) {
@@ -108,6 +109,13 @@ impl Dist {
         }
     }
 
+    /// The non-empty bins in order: (bin, count).
+    pub fn sorted_bins(&self) -> Vec<(u32, u64)> {
+        let mut bins: Vec<(u32, u64)> = self.bins.iter().map(|(&b, &n)| (b, n)).collect();
+        bins.sort_unstable();
+        bins
+    }
+
     pub fn mean(&self) -> Option<f64> {
         (self.count > 0).then(|| self.sum as f64 / self.count as f64)
     }
@@ -121,7 +129,7 @@ impl Dist {
         }
         let rank = (u128::from(self.count) * u128::from(percent.clamp(1, 100))).div_ceil(100) as u64;
         let mut seen = 0;
-        for (&bin, &n) in &self.bins {
+        for (bin, n) in self.sorted_bins() {
             seen += n;
             if seen >= rank {
                 return Some(self.binning.representative(bin).clamp(self.min, self.max));

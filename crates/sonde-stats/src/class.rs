@@ -53,6 +53,7 @@ impl Internal {
         !self.nets.is_empty() && self.nets.iter().any(|n| n.contains(ip))
     }
 
+    #[inline]
     pub fn net(&self, src: &IpAddr, dst: &IpAddr) -> Net {
         Net::of(self.contains(src), self.contains(dst))
     }

@@ -14,13 +14,21 @@ use crate::class::{Dir, Internal, Metric, Net};
 use crate::tables::ProtoKey;
 use crate::Config;
 
+/// Distributions per interval: one per metric, direction and net.
+const SLOTS: usize = Metric::ALL.len() * 3 * 4;
+
+fn slot(metric: Metric, dir: Dir, net: Net) -> usize {
+    (metric as usize * 3 + dir as usize) * 4 + net as usize
+}
+
 /// One interval's flow statistics (from one worker, or merged).
 #[derive(Debug, Clone, Default)]
 pub struct FlowInterval {
     /// By protocol (0 TCP, 1 UDP), then [`Net`].
     pub opened: [[u64; 4]; 2],
     pub closed: [[u64; 4]; 2],
-    pub dists: BTreeMap<(Metric, Dir, Net), Dist>,
+    /// By [`slot`] (the order of `(Metric, Dir, Net)`); empty until the first flow ends here.
+    dists: Vec<Option<Box<Dist>>>,
     /// Flows started in the interval per host and per protocol directory entry.
     pub host_flows: FxHashMap<IpAddr, u64>,
     pub proto_flows: FxHashMap<ProtoKey, u64>,
@@ -28,7 +36,27 @@ pub struct FlowInterval {
 
 impl FlowInterval {
     pub fn add(&mut self, metric: Metric, dir: Dir, net: Net, value: u64) {
-        self.dists.entry((metric, dir, net)).or_insert_with(|| Dist::new(metric.binning())).add(value);
+        self.dist_mut(metric, dir, net).add(value);
+    }
+
+    fn dist_mut(&mut self, metric: Metric, dir: Dir, net: Net) -> &mut Dist {
+        if self.dists.is_empty() {
+            self.dists.resize_with(SLOTS, || None);
+        }
+        self.dists[slot(metric, dir, net)].get_or_insert_with(|| Box::new(Dist::new(metric.binning())))
+    }
+
+    pub fn dist(&self, metric: Metric, dir: Dir, net: Net) -> Option<&Dist> {
+        self.dists.get(slot(metric, dir, net))?.as_deref()
+    }
+
+    /// Every distribution with samples, in `(Metric, Dir, Net)` order.
+    pub fn dists(&self) -> impl Iterator<Item = ((Metric, Dir, Net), &Dist)> {
+        let dirs = [Dir::C2s, Dir::S2c, Dir::Both];
+        Metric::ALL
+            .into_iter()
+            .flat_map(move |m| dirs.into_iter().flat_map(move |d| Net::ALL.into_iter().map(move |n| (m, d, n))))
+            .filter_map(|(m, d, n)| Some(((m, d, n), self.dist(m, d, n)?)))
     }
 
     pub fn merge(&mut self, other: &FlowInterval) {
@@ -38,13 +66,8 @@ impl FlowInterval {
                 self.closed[p][n] += other.closed[p][n];
             }
         }
-        for (k, d) in &other.dists {
-            match self.dists.get_mut(k) {
-                Some(mine) => mine.merge(d),
-                None => {
-                    self.dists.insert(*k, d.clone());
-                }
-            }
+        for ((m, d, n), dist) in other.dists() {
+            self.dist_mut(m, d, n).merge(dist);
         }
         for (k, n) in &other.host_flows {
             *self.host_flows.entry(*k).or_default() += n;
@@ -60,6 +83,8 @@ impl FlowInterval {
 pub struct FlowIntervals {
     interval_ns: u64,
     internal: Internal,
+    /// Whether to count flows per host and protocol (for the tables).
+    tables: bool,
     pub intervals: BTreeMap<u64, FlowInterval>,
 }
 
@@ -68,6 +93,7 @@ impl FlowIntervals {
         FlowIntervals {
             interval_ns: cfg.interval_ns.max(1),
             internal: Internal::new(cfg.internal_nets.clone()),
+            tables: cfg.tables,
             intervals: BTreeMap::new(),
         }
     }
@@ -83,23 +109,34 @@ impl FlowIntervals {
         }
     }
 
-    fn open_close(&mut self, protocol: usize, e: &Endpoints, ip_protocol: u8, first_ns: u64, last_ns: u64) -> Net {
+    /// Counts the flow opened and closed; returns its direction and the interval it closed in.
+    fn open_close(
+        &mut self,
+        protocol: usize,
+        e: &Endpoints,
+        ip_protocol: u8,
+        first_ns: u64,
+        last_ns: u64,
+    ) -> (Net, &mut FlowInterval) {
         let net = Net::of(self.internal.contains(&e.client_ip), self.internal.contains(&e.server_ip));
+        let tables = self.tables;
         let opened = self.at(first_ns);
         opened.opened[protocol][net as usize] += 1;
-        *opened.host_flows.entry(e.client_ip).or_default() += 1;
-        if e.server_ip != e.client_ip {
-            *opened.host_flows.entry(e.server_ip).or_default() += 1;
+        if tables {
+            *opened.host_flows.entry(e.client_ip).or_default() += 1;
+            if e.server_ip != e.client_ip {
+                *opened.host_flows.entry(e.server_ip).or_default() += 1;
+            }
+            *opened.proto_flows.entry(ProtoKey::of_ports(ip_protocol, e.client_port, e.server_port)).or_default() += 1;
         }
-        *opened.proto_flows.entry(ProtoKey::of_ports(ip_protocol, e.client_port, e.server_port)).or_default() += 1;
-        self.at(last_ns).closed[protocol][net as usize] += 1;
-        net
+        let closed = self.at(last_ns);
+        closed.closed[protocol][net as usize] += 1;
+        (net, closed)
     }
 
     fn tcp(&mut self, r: &TcpRecord) {
-        let net = self.open_close(0, &r.endpoints, 6, r.first_ns, r.last_ns);
+        let (net, f) = self.open_close(0, &r.endpoints, 6, r.first_ns, r.last_ns);
         let duration_ns = r.last_ns.saturating_sub(r.first_ns);
-        let f = self.at(r.last_ns);
         f.add(Metric::TcpDuration, Dir::Both, net, duration_ns);
         for (dir, s, hs) in [(Dir::C2s, &r.client, r.hs_syn_synack_ns), (Dir::S2c, &r.server, r.hs_synack_ack_ns)] {
             tcp_dir(f, dir, net, s, duration_ns);
@@ -110,8 +147,7 @@ impl FlowIntervals {
     }
 
     fn udp(&mut self, r: &UdpRecord) {
-        let net = self.open_close(1, &r.endpoints, 17, r.first_ns, r.last_ns);
-        let f = self.at(r.last_ns);
+        let (net, f) = self.open_close(1, &r.endpoints, 17, r.first_ns, r.last_ns);
         f.add(Metric::UdpDuration, Dir::Both, net, r.last_ns.saturating_sub(r.first_ns));
         for (dir, s) in [(Dir::C2s, &r.client), (Dir::S2c, &r.server)] {
             if s.pkts > 0 {

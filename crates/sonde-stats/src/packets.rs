@@ -1,6 +1,8 @@
 //! What the reader counts per interval from every packet: traffic per protocol and direction,
 //! the packet length and TTL distributions, and the tables.
 
+use std::collections::BTreeMap;
+
 use sonde_wire::{PacketSummary, Transport};
 
 use crate::bins::{DenseDist, Dist};
@@ -20,6 +22,22 @@ pub struct PacketInterval {
     pub tables: Option<Tables>,
 }
 
+impl PacketInterval {
+    /// Adds a later part of the same interval.
+    fn merge(&mut self, other: PacketInterval) {
+        for (mine, theirs) in self.traffic.iter_mut().flatten().zip(other.traffic.iter().flatten()) {
+            mine.merge(theirs);
+        }
+        for n in 0..4 {
+            self.ip_len[n].merge(&other.ip_len[n]);
+            self.ip_ttl[n].merge(&other.ip_ttl[n]);
+        }
+        if let (Some(mine), Some(theirs)) = (&mut self.tables, other.tables) {
+            mine.merge(theirs);
+        }
+    }
+}
+
 /// Packet statistics interval by interval, fed in packet-time order by the reader.
 #[derive(Debug)]
 pub struct PacketIntervals {
@@ -27,11 +45,13 @@ pub struct PacketIntervals {
     internal: Internal,
     table_cap: usize,
     current: Option<u64>,
+    /// The current interval's packet times: `[start, end)`.
+    current_ns: (u64, u64),
     traffic: [[Traffic; 4]; 4],
     ip_len: [DenseDist; 4],
     ip_ttl: [DenseDist; 4],
     tables: Option<Tables>,
-    done: Vec<PacketInterval>,
+    done: BTreeMap<u64, PacketInterval>,
 }
 
 impl PacketIntervals {
@@ -41,23 +61,25 @@ impl PacketIntervals {
             internal: Internal::new(cfg.internal_nets.clone()),
             table_cap: cfg.table_cap,
             current: None,
+            current_ns: (0, 0),
             traffic: Default::default(),
             ip_len: std::array::from_fn(|_| DenseDist::new(1 << 16)),
             ip_ttl: std::array::from_fn(|_| DenseDist::new(256)),
             tables: cfg.tables.then(|| Tables::new(cfg.table_cap)),
-            done: Vec::new(),
+            done: BTreeMap::new(),
         }
     }
 
-    /// Counts one analysed packet at reader clock `clock_ns` (packet time that never steps
-    /// back). `in_flow` says whether a TCP or UDP flow counts it; `wire_len` is its length on
+    /// Counts one analysed packet in the interval of its timestamp (as the flow records count
+    /// it: a trace whose time steps back adds to an earlier interval again). `in_flow` says whether a TCP or UDP flow counts it; `wire_len` is its length on
     /// the wire, used for packets that are not IP.
     #[inline]
-    pub fn packet(&mut self, clock_ns: u64, p: &PacketSummary, in_flow: bool, wire_len: u32) {
-        let index = clock_ns / self.interval_ns;
-        if self.current != Some(index) {
+    pub fn packet(&mut self, ts_ns: u64, p: &PacketSummary, in_flow: bool, wire_len: u32) {
+        if ts_ns >= self.current_ns.1 || ts_ns < self.current_ns.0 {
             self.close();
+            let index = ts_ns / self.interval_ns;
             self.current = Some(index);
+            self.current_ns = (index * self.interval_ns, (index * self.interval_ns).saturating_add(self.interval_ns));
         }
         let Some(ip) = &p.ip else {
             self.traffic[Proto::Other as usize][Net::Ext as usize].add(u64::from(wire_len));
@@ -83,19 +105,26 @@ impl PacketIntervals {
     fn close(&mut self) {
         let Some(index) = self.current.take() else { return };
         let tables = self.tables.as_mut().map(|t| std::mem::replace(t, Tables::new(self.table_cap)));
-        self.done.push(PacketInterval {
+        let closed = PacketInterval {
             index,
             traffic: std::mem::take(&mut self.traffic),
             ip_len: std::array::from_fn(|n| self.ip_len[n].take()),
             ip_ttl: std::array::from_fn(|n| self.ip_ttl[n].take()),
             tables,
-        });
+        };
+        match self.done.get_mut(&index) {
+            // Time stepped back into this interval and forward again.
+            Some(earlier) => earlier.merge(closed),
+            None => {
+                self.done.insert(index, closed);
+            }
+        }
     }
 
     /// Every interval, the last one closed.
     pub fn finish(mut self) -> Vec<PacketInterval> {
         self.close();
-        self.done
+        self.done.into_values().collect()
     }
 
     pub fn interval_ns(&self) -> u64 {

@@ -33,7 +33,7 @@ impl Interval {
 
     /// Every distribution of the interval, packet and flow metrics together, in metric order.
     pub fn dists(&self) -> BTreeMap<(Metric, Dir, Net), &Dist> {
-        let mut all: BTreeMap<_, _> = self.flows.dists.iter().map(|(k, d)| (*k, d)).collect();
+        let mut all: BTreeMap<_, _> = self.flows.dists().collect();
         if let Some(p) = &self.packets {
             for net in Net::ALL {
                 for (metric, dist) in
@@ -149,15 +149,16 @@ impl Report {
     }
 
     /// "start\tend\t" of interval `i`.
-    fn span(&self, i: u64, out: &mut String) {
+    fn span(&self, i: u64) -> String {
         let start = i * self.interval_ns;
-        let _ = write!(out, "{}\t{}\t", seconds(start), seconds(start.saturating_add(self.interval_ns)));
+        format!("{}\t{}\t", seconds(start), seconds(start.saturating_add(self.interval_ns)))
     }
 
     fn write_intervals(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\tproto\tnet\tpackets\tbytes\tflows_opened\tflows_closed\tflows_active\n");
         let active = self.active_flows();
         for (&i, interval) in &self.intervals {
+            let span = self.span(i);
             for proto in Proto::ALL {
                 for net in Net::ALL {
                     let t = interval.traffic(proto, net);
@@ -175,7 +176,7 @@ impl Report {
                     if t.packets == 0 && opened == 0 && closed == 0 && act == 0 {
                         continue;
                     }
-                    self.span(i, out);
+                    out.push_str(&span);
                     let _ = writeln!(
                         out,
                         "{}\t{}\t{}\t{}\t{opened}\t{closed}\t{act}",
@@ -193,9 +194,10 @@ impl Report {
     fn write_quantiles(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\tmetric\tdir\tnet\tunit\tcount\tmean\tmin\tp50\tp95\tp99\tmax\n");
         for (&i, interval) in &self.intervals {
+            let span = self.span(i);
             for ((metric, dir, net), d) in interval.dists() {
                 let unit = metric.unit();
-                self.span(i, out);
+                out.push_str(&span);
                 let _ = write!(out, "{}\t{}\t{}\t{}\t{}", metric.name(), dir.name(), net.name(), unit.name(), d.count);
                 let values = [d.mean().unwrap_or(0.0), d.min as f64];
                 for v in values.into_iter().chain([50, 95, 99].map(|p| d.percentile(p).unwrap_or(0) as f64)) {
@@ -213,11 +215,12 @@ impl Report {
     fn write_histograms(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\tmetric\tdir\tnet\tbin_lo\tbin_hi\tcount\n");
         for (&i, interval) in &self.intervals {
+            let span = self.span(i);
             for ((metric, dir, net), d) in interval.dists() {
                 let unit = metric.unit();
-                for (&bin, &n) in &d.bins {
+                for (bin, n) in d.sorted_bins() {
                     let (lo, hi) = d.binning.range(bin);
-                    self.span(i, out);
+                    out.push_str(&span);
                     let _ = write!(out, "{}\t{}\t{}\t", metric.name(), dir.name(), net.name());
                     unit.format(lo as f64, true, out);
                     out.push('\t');
@@ -236,15 +239,16 @@ impl Report {
     fn write_hosts(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\taddr\tinternal\tpkts_in\tbytes_in\tpkts_out\tbytes_out\tflows\n");
         for (i, t) in self.tables() {
+            let span = self.span(i);
             let mut rows: Vec<_> = t.hosts.rows.iter().collect();
             rows.sort_unstable_by_key(|(addr, _)| **addr);
             for (addr, h) in rows {
-                self.span(i, out);
+                out.push_str(&span);
                 let internal = if self.internal.contains(addr) { "1" } else { "0" };
                 host_row(out, &addr.to_string(), internal, h);
             }
             if t.hosts.refused > 0 {
-                self.span(i, out);
+                out.push_str(&span);
                 host_row(out, "overflow", "-", &t.hosts.overflow);
             }
         }
@@ -254,14 +258,15 @@ impl Report {
     fn write_matrix(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\tsrc\tdst\tpackets\tbytes\n");
         for (i, t) in self.tables() {
+            let span = self.span(i);
             let mut rows: Vec<_> = t.pairs.rows.iter().collect();
             rows.sort_unstable_by_key(|(pair, _)| **pair);
             for ((src, dst), tr) in rows {
-                self.span(i, out);
+                out.push_str(&span);
                 let _ = writeln!(out, "{src}\t{dst}\t{}\t{}", tr.packets, tr.bytes);
             }
             if t.pairs.refused > 0 {
-                self.span(i, out);
+                out.push_str(&span);
                 let _ = writeln!(out, "overflow\toverflow\t{}\t{}", t.pairs.overflow.packets, t.pairs.overflow.bytes);
             }
         }
@@ -271,10 +276,11 @@ impl Report {
     fn write_protocols(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\tip_proto\tprotocol\tport\tservice\tpackets\tbytes\tflows\n");
         for (i, t) in self.tables() {
+            let span = self.span(i);
             let mut rows: Vec<_> = t.protocols.rows.iter().collect();
             rows.sort_unstable_by_key(|(k, _)| **k);
             for (k, r) in rows {
-                self.span(i, out);
+                out.push_str(&span);
                 let port = if k.port == 0 { "-".to_string() } else { k.port.to_string() };
                 let _ = writeln!(
                     out,
@@ -288,7 +294,7 @@ impl Report {
                 );
             }
             if t.protocols.refused > 0 {
-                self.span(i, out);
+                out.push_str(&span);
                 let o = &t.protocols.overflow;
                 let _ = writeln!(out, "-\toverflow\t-\t-\t{}\t{}\t{}", o.traffic.packets, o.traffic.bytes, o.flows);
             }
@@ -299,6 +305,7 @@ impl Report {
     fn write_top(&self, out: &mut String) -> io::Result<()> {
         out.push_str("start\tend\tby\trank\taddr\tvalue\n");
         for (i, t) in self.tables() {
+            let span = self.span(i);
             let by_bytes = |h: &HostRow| h.sent.bytes + h.received.bytes;
             let by_flows = |h: &HostRow| h.flows;
             for (name, value) in [("bytes", &by_bytes as &dyn Fn(&HostRow) -> u64), ("flows", &by_flows)] {
@@ -306,7 +313,7 @@ impl Report {
                 // Largest first; equal values by address, so the order is the same in every run.
                 rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
                 for (rank, (v, addr)) in rows.iter().take(self.top_n).enumerate() {
-                    self.span(i, out);
+                    out.push_str(&span);
                     let _ = writeln!(out, "{name}\t{}\t{addr}\t{v}", rank + 1);
                 }
             }

@@ -182,6 +182,21 @@ impl<K: Hash + Eq, V: Default> Bounded<K, V> {
         }
     }
 
+    /// Adds `other`'s rows (in key order, so the bound keeps the same rows every run), overflow
+    /// and refusals.
+    pub fn merge(&mut self, other: Bounded<K, V>, add: impl Fn(&mut V, &V))
+    where
+        K: Ord,
+    {
+        let mut rows: Vec<(K, V)> = other.rows.into_iter().collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (k, v) in rows {
+            add(self.row(k), &v);
+        }
+        add(&mut self.overflow, &other.overflow);
+        self.refused += other.refused;
+    }
+
     /// The row of `key` if the table has it, else the overflow row (counted): for counts added
     /// after the interval, which must not take rows the packets did not.
     pub fn existing(&mut self, key: &K) -> &mut V {
@@ -206,6 +221,20 @@ pub struct Tables {
 impl Tables {
     pub fn new(cap: usize) -> Self {
         Tables { hosts: Bounded::new(cap), pairs: Bounded::new(cap), protocols: Bounded::new(cap) }
+    }
+
+    /// Adds a later part of the same interval.
+    pub fn merge(&mut self, other: Tables) {
+        self.hosts.merge(other.hosts, |a, b| {
+            a.sent.merge(&b.sent);
+            a.received.merge(&b.received);
+            a.flows += b.flows;
+        });
+        self.pairs.merge(other.pairs, Traffic::merge);
+        self.protocols.merge(other.protocols, |a, b| {
+            a.traffic.merge(&b.traffic);
+            a.flows += b.flows;
+        });
     }
 
     #[inline]

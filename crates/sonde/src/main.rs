@@ -44,7 +44,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let monitor_cfg = args.interval_ns()?.map(|interval_ns| sonde_stats::Config {
         interval_ns,
         internal_nets: internal_nets.clone(),
-        tables: !args.no_tables,
+        tables: args.tables,
         table_cap: args.table_size.max(1),
         top_n: args.top,
     });

@@ -44,7 +44,7 @@ fn sum(rows: &[HashMap<String, String>], cols: &[&str]) -> u64 {
 fn interval_counters_add_up_to_the_flow_records() {
     for trace in traces() {
         for interval in ["0.01", "1", "300"] {
-            let (out, output) = analyze(&trace, &["--interval", interval, "--internal", "10.0.0.0/8"]);
+            let (out, output) = analyze(&trace, &["--interval", interval, "--internal", "10.0.0.0/8", "--tables"]);
             assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
             let intervals = read_tsv(&out.path().join("intervals.tsv"));
             let of = |proto: &str| intervals.iter().filter(|r| r["proto"] == proto).cloned().collect::<Vec<_>>();
@@ -131,7 +131,7 @@ fn percentiles_are_within_the_bound_of_the_exact_ones() {
         }
         for ((i, metric, dir), mut values) in samples {
             values.sort_unstable();
-            let dist = &report.intervals[&i].flows.dists[&(metric, dir, Net::Ext)];
+            let dist = report.intervals[&i].flows.dist(metric, dir, Net::Ext).unwrap();
             assert_eq!(dist.count, values.len() as u64);
             assert_eq!((dist.min, dist.max), (values[0], *values.last().unwrap()));
             let exact_sum: u128 = values.iter().map(|&v| u128::from(v)).sum();
@@ -152,7 +152,7 @@ fn percentiles_are_within_the_bound_of_the_exact_ones() {
 
 #[test]
 fn the_report_is_the_same_for_any_number_of_workers() {
-    let cfg = Config { interval_ns: 500_000_000, ..Config::default() };
+    let cfg = Config { interval_ns: 500_000_000, tables: true, ..Config::default() };
     for trace in traces() {
         let one = run(&trace, &cfg, 1).1;
         let three = run(&trace, &cfg, 3).1;
@@ -164,4 +164,40 @@ fn the_report_is_the_same_for_any_number_of_workers() {
             assert!(x == y, "{}: {name} differs between 1 and 3 workers", trace.display());
         }
     }
+}
+
+#[test]
+fn tables_add_up_to_the_packets_and_flows() {
+    for trace in traces() {
+        let (out, _) = analyze(&trace, &["--interval", "1", "--tables", "--top", "3"]);
+        let read = |name: &str| read_tsv(&out.path().join(name));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+        let ip = ["ipv4", "ipv6"].iter().map(|p| summary["protocols"][p]["packets"].as_u64().unwrap()).sum::<u64>();
+        let flows = read("tcp_flows.tsv").len() + read("udp_flows.tsv").len();
+        let what = trace.display();
+        assert_eq!(sum(&read("hosts.tsv"), &["pkts_out"]), ip, "{what}: every IP packet has a sender");
+        assert_eq!(sum(&read("hosts.tsv"), &["pkts_in"]), ip, "{what}: and a receiver");
+        assert_eq!(sum(&read("matrix.tsv"), &["packets"]), ip, "{what}: matrix");
+        assert_eq!(sum(&read("protocols.tsv"), &["packets"]), ip, "{what}: protocol directory");
+        assert_eq!(sum(&read("protocols.tsv"), &["flows"]), flows as u64, "{what}: flows per protocol");
+        let top = read("top.tsv");
+        for by in ["bytes", "flows"] {
+            let values: Vec<u64> = top.iter().filter(|r| r["by"] == by).map(|r| num(r, "value") as u64).collect();
+            let per_interval = top.iter().filter(|r| r["by"] == by && r["rank"] == "1").count();
+            assert!(values.len() <= 3 * per_interval, "{what}: at most --top rows per interval");
+        }
+    }
+}
+
+#[test]
+fn a_full_table_sums_the_rest_in_its_overflow_row() {
+    let (out, _) = analyze(&demo(), &["--tables", "--table-size", "2"]);
+    let hosts = read_tsv(&out.path().join("hosts.tsv"));
+    assert_eq!(hosts.iter().filter(|r| r["addr"] != "overflow").count(), 2);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let ip = ["ipv4", "ipv6"].iter().map(|p| summary["protocols"][p]["packets"].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum(&hosts, &["pkts_out"]), ip, "nothing lost to the bound");
+    assert!(summary["monitoring"]["table_overflows"].as_u64().unwrap() > 0);
 }

@@ -10,7 +10,7 @@ use common::*;
 fn same_logs_for_any_thread_count(trace: &Path) {
     let mut first: Option<Vec<Vec<u8>>> = None;
     for threads in ["1", "2", "3", "8"] {
-        let (out, output) = analyze(trace, &["--threads", threads, "--interval", "0.5"]);
+        let (out, output) = analyze(trace, &["--threads", threads, "--interval", "0.5", "--tables"]);
         assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
         let files = ["tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv", "quantiles.tsv", "histograms.tsv", "hosts.tsv"]
             .into_iter()
