@@ -59,7 +59,7 @@ impl OutputDir {
     }
 
     /// Creates `dir` if needed and checks, before any work, that it is writable and holds no
-    /// earlier run's outputs (unless `force`).
+    /// earlier run's outputs (with `force`, removes them).
     pub fn prepare(dir: &Path, format: Format, force: bool) -> Result<OutputDir, OutputError> {
         Self::prepare_with(dir, format, force, &[])
     }
@@ -71,14 +71,18 @@ impl OutputDir {
         if !dir.is_dir() {
             return Err(error(dir, "not a directory"));
         }
-        if !force {
-            let ours = Self::file_names(Format::Tsv).into_iter().chain(Self::file_names(Format::Jsonl));
-            for name in ours.chain(others.iter().map(|n| n.to_string())) {
-                let path = dir.join(name);
-                if path.exists() {
-                    return Err(error(&path, "exists from an earlier run (use --force to overwrite)"));
-                }
+        let ours = Self::file_names(Format::Tsv).into_iter().chain(Self::file_names(Format::Jsonl));
+        for name in ours.chain(others.iter().map(|n| n.to_string())) {
+            let path = dir.join(name);
+            if !path.exists() {
+                continue;
             }
+            if !force {
+                return Err(error(&path, "exists from an earlier run (use --force to overwrite)"));
+            }
+            // An earlier run's output this run may not write (another format, an output turned
+            // off) must not be left to look like this run's.
+            fs::remove_file(&path).map_err(|e| error(&path, format!("cannot remove an earlier run's output: {e}")))?;
         }
         let probe = dir.join(".sonde-write-test");
         File::create(&probe)

@@ -199,13 +199,13 @@ impl Report {
                 let unit = metric.unit();
                 out.push_str(&span);
                 let _ = write!(out, "{}\t{}\t{}\t{}\t{}", metric.name(), dir.name(), net.name(), unit.name(), d.count);
-                let values = [d.mean().unwrap_or(0.0), d.min as f64];
-                for v in values.into_iter().chain([50, 95, 99].map(|p| d.percentile(p).unwrap_or(0) as f64)) {
-                    out.push('\t');
-                    unit.format(v, false, out);
-                }
                 out.push('\t');
-                unit.format(d.max as f64, false, out);
+                unit.format_mean(d.mean().unwrap_or(0.0), out);
+                let percentiles = [50, 95, 99].map(|p| d.percentile(p).unwrap_or(0));
+                for v in [d.min].into_iter().chain(percentiles).chain([d.max]) {
+                    out.push('\t');
+                    unit.format(v, out);
+                }
                 out.push('\n');
             }
         }
@@ -222,9 +222,9 @@ impl Report {
                     let (lo, hi) = d.binning.range(bin);
                     out.push_str(&span);
                     let _ = write!(out, "{}\t{}\t{}\t", metric.name(), dir.name(), net.name());
-                    unit.format(lo as f64, true, out);
+                    unit.format(lo, out);
                     out.push('\t');
-                    unit.format(hi as f64, true, out);
+                    unit.format(hi, out);
                     let _ = writeln!(out, "\t{n}");
                 }
             }
@@ -345,13 +345,21 @@ fn seconds(ns: u64) -> String {
 }
 
 impl Unit {
-    /// Writes a base-unit value in this unit; `exact` keeps every digit (histogram edges).
-    pub fn format(self, value: f64, exact: bool, out: &mut String) {
+    /// Writes a base-unit value in this unit, exactly (integer arithmetic: float formatting cost
+    /// more than the rest of the report).
+    pub fn format(self, value: u64, out: &mut String) {
         let _ = match self {
-            Unit::Ms if exact => write!(out, "{:.6}", value / 1e6),
-            Unit::Ms => write!(out, "{:.3}", value / 1e6),
+            Unit::Ms => write!(out, "{}.{:06}", value / 1_000_000, value % 1_000_000),
+            Unit::Percent => write!(out, "{}.{:04}", value / 10_000, value % 10_000),
+            _ => write!(out, "{value}"),
+        };
+    }
+
+    /// Writes a mean (a base-unit value with a fraction) in this unit.
+    pub fn format_mean(self, value: f64, out: &mut String) {
+        let _ = match self {
+            Unit::Ms => write!(out, "{:.6}", value / 1e6),
             Unit::Percent => write!(out, "{:.4}", value / 1e4),
-            _ if value.fract() == 0.0 => write!(out, "{value}"),
             _ => write!(out, "{value:.3}"),
         };
     }

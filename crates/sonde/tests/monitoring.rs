@@ -201,3 +201,23 @@ fn a_full_table_sums_the_rest_in_its_overflow_row() {
     assert_eq!(sum(&hosts, &["pkts_out"]), ip, "nothing lost to the bound");
     assert!(summary["monitoring"]["table_overflows"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn force_removes_outputs_the_new_run_does_not_write() {
+    let out = tempfile::tempdir().unwrap();
+    for extra in [&["--tables"][..], &["--interval", "0"][..]] {
+        let status = sonde()
+            .args(["analyze", "-q", "--force", "-r"])
+            .arg(demo())
+            .arg("-o")
+            .arg(out.path())
+            .args(extra)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    for stale in ["hosts.tsv", "intervals.tsv", "quantiles.tsv"] {
+        assert!(!out.path().join(stale).exists(), "{stale} of the first run was left behind");
+    }
+    assert!(out.path().join("tcp_flows.tsv").exists());
+}
