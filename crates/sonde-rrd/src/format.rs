@@ -164,7 +164,7 @@ pub(crate) fn decode_spec(b: &[u8], fixed: &Fixed) -> Result<(Spec, u64), Error>
     }
     let spec = Spec { step_s, sources, archives, xff };
     spec.validate().map_err(Error::CorruptSpec)?;
-    if start_s % step_s != 0 {
+    if !start_s.is_multiple_of(step_s) {
         return Err(Error::Corrupt("the start time is not on the step grid"));
     }
     Ok((spec, start_s))

@@ -135,7 +135,7 @@ impl Store {
         let mut live = vec![0u8; layout.live_len];
         read_at(&file, &mut live, layout.live_offset)?;
         let last_update_s = format::u64_at(&live, 0);
-        if last_update_s < start_s || last_update_s > MAX_TIME_S || last_update_s % spec.step_s != 0 {
+        if last_update_s < start_s || last_update_s > MAX_TIME_S || !last_update_s.is_multiple_of(spec.step_s) {
             return Err(Error::Corrupt("the last update time is before the start or off the step grid"));
         }
         let last_values: Vec<f64> = (0..sources).map(|s| format::f64_at(&live, 8 + 8 * s)).collect();
@@ -221,7 +221,7 @@ impl Store {
         if values.len() != sources {
             return Err(Error::ValueCount { expected: sources, got: values.len() });
         }
-        if t_s % self.spec.step_s != 0 {
+        if !t_s.is_multiple_of(self.spec.step_s) {
             return Err(Error::OffGrid { t_s, step_s: self.spec.step_s });
         }
         if t_s <= self.last_update_s {
@@ -405,7 +405,7 @@ impl Store {
     fn add_point(&mut self, a: usize, k: u64, values: &[f64]) -> Result<(), Error> {
         let spec = &self.spec.archives[a];
         let sources = self.spec.sources.len();
-        let completes = k % u64::from(spec.steps) == 0;
+        let completes = k.is_multiple_of(u64::from(spec.steps));
         for (s, state) in self.cdp[a * sources..(a + 1) * sources].iter_mut().enumerate() {
             if let Some(v) = state.add(spec.cf, spec.steps, self.spec.xff, canonical(values[s]), completes) {
                 self.row_buf[s * 8..s * 8 + 8].copy_from_slice(&canonical(v).to_le_bytes());
