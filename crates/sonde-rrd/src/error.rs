@@ -76,15 +76,8 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io(e) => Some(e),
-            Error::InvalidSpec(e) | Error::CorruptSpec(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// The message already includes the inner error's, so there is no `source()` (it would be printed twice).
+impl std::error::Error for Error {}
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Error {

@@ -13,7 +13,7 @@ impl Store {
     /// gives back the stored doubles exactly. The consolidation state (`cdp_prep`) is the store's
     /// own, which is rrdtool's, so rrdtool can continue updating the restored file. Comments
     /// give each row's end time in UTC and in seconds.
-    pub fn export_rrdtool_xml(&self, w: &mut impl Write) -> Result<(), Error> {
+    pub fn export_rrdtool_xml<W: Write + ?Sized>(&self, w: &mut W) -> Result<(), Error> {
         let spec = self.spec();
         let last = self.last_update_s();
         writeln!(w, "<?xml version=\"1.0\" encoding=\"utf-8\"?>")?;
@@ -87,7 +87,7 @@ impl Store {
     /// then each archive in spec order, its rows oldest first (all of them, including rows not
     /// yet written, which are unknown). `archive` is the archive's index in the spec, `time_s`
     /// the row's end time. Values are in Rust's shortest exact decimal form; unknown is empty.
-    pub fn dump_csv(&self, w: &mut impl Write) -> Result<(), Error> {
+    pub fn dump_csv<W: Write + ?Sized>(&self, w: &mut W) -> Result<(), Error> {
         let spec = self.spec();
         write!(w, "archive,cf,resolution_s,time_s")?;
         for name in &spec.sources {
@@ -129,8 +129,8 @@ pub(crate) fn num(v: f64) -> String {
     format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch.
-pub(crate) fn utc(t_s: i64) -> String {
+/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (as the XML export's comments write it).
+pub fn utc(t_s: i64) -> String {
     let (days, secs) = (t_s.div_euclid(86_400), t_s.rem_euclid(86_400));
     // Howard Hinnant's civil_from_days.
     let z = days + 719_468;

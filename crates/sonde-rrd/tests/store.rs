@@ -316,3 +316,36 @@ fn a_gap_longer_than_every_archive_leaves_only_the_new_point() {
     let rows = stored_rows(&store, 0);
     assert_eq!(rows.last().unwrap().0, (later + 29 * 300) as i64);
 }
+
+#[test]
+fn csv_dump_holds_every_row_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = small_spec();
+    let mut store = Store::create(dir.path().join("c.rrd"), &spec, 0).unwrap();
+    for (t, v) in scenario(13, 0, 300, 200, 3) {
+        store.update(t, &v).unwrap();
+    }
+    let mut csv = Vec::new();
+    store.dump_csv(&mut csv).unwrap();
+    let text = String::from_utf8(csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("archive,cf,resolution_s,time_s,bytes,rtt_p95,flows"));
+    let mut expected = Vec::new();
+    for (a, archive) in spec.archives.iter().enumerate() {
+        for (t, values) in stored_rows(&store, a) {
+            expected.push((a, archive.cf.name(), spec.resolution_s(a), t, values));
+        }
+    }
+    let mut unknown = 0;
+    for (line, (a, cf, res, t, values)) in lines.by_ref().zip(&expected) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f[..4], [a.to_string(), cf.to_string(), res.to_string(), t.to_string()], "{line}");
+        let parsed: Vec<f64> =
+            f[4..].iter().map(|v| if v.is_empty() { f64::NAN } else { v.parse().unwrap() }).collect();
+        assert!(same_values(&parsed, values), "{line}");
+        unknown += f[4..].iter().filter(|v| v.is_empty()).count();
+    }
+    assert_eq!(lines.count(), 0);
+    assert_eq!(text.lines().count(), 1 + expected.len());
+    assert!(unknown > 0);
+}
