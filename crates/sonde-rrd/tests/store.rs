@@ -222,13 +222,17 @@ fn damaged_files_give_clear_errors() {
 
     // Damage anywhere in the header: caught by the checksum or the state checks, or (in the
     // values) harmless; never a panic.
-    let live_end = 152 + 8 + 3 * 8 + 16 * 3 * 32;
+    // small_spec: 3 sources, 16 archives (docs of the format in src/format.rs).
+    let spec_end = (56 + 3 * 20 + 16 * 16usize).next_multiple_of(8);
+    let states = spec_end + 8 + 3 * 8;
+    let live_end = states + 16 * 3 * 32;
+    assert_eq!(good.len(), live_end + 3 * 8 * (4 * (7 + 5 + 6 + 4)));
     let mut rng = Lcg(5);
     for i in 0..live_end {
         let mut b = good.clone();
         b[i] ^= 1 << rng.below(8);
         fs::write(&bad, &b).unwrap();
-        if i < 152 {
+        if i < spec_end {
             assert!(Store::open(&bad).is_err(), "damaged spec byte {i} accepted");
         } else if let Ok(mut s) = Store::open(&bad) {
             let _ = s.update(s.last_update_s() + 300, &[1.0, 2.0, 3.0]);
@@ -238,8 +242,8 @@ fn damaged_files_give_clear_errors() {
     }
     // An unknown-point count larger than the row could hold.
     let mut b = good.clone();
-    let first_state = 152 + 8 + 3 * 8;
-    b[first_state + 8 + 32 * 3 * 3..][..8].copy_from_slice(&1000u64.to_le_bytes());
+    // Archive 1 (3 points per row), source 0: its unknown-point count.
+    b[states + 32 * 3 + 8..][..8].copy_from_slice(&3u64.to_le_bytes());
     fs::write(&bad, &b).unwrap();
     assert!(open_err(&bad).contains("more unknown points"));
     // A missing file is an I/O error the caller can recognise.
