@@ -3,12 +3,12 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool
 CARGO ?= cargo
 
 .PHONY: demo test deps build lint
 
-# System packages: libpcap (BPF filters) and tcptrace (compared against in the tests).
+# System packages: libpcap (BPF filters); tcptrace and rrdtool (compared against in the tests).
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

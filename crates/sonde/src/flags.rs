@@ -27,6 +27,9 @@ pub enum Command {
     /// 2 bad usage; 3 the input ended early (truncated or corrupt): everything before the damage
     /// was analysed and written.
     Analyze(AnalyzeArgs),
+    /// Read a time-series store (monitoring's round-robin archives): export, dump, info.
+    #[command(subcommand)]
+    Ts(crate::ts::TsCommand),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -169,7 +172,7 @@ mod tests {
     #[test]
     fn filter_is_the_trailing_words() {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
-        let Command::Analyze(a) = cli.command;
+        let Command::Analyze(a) = cli.command else { panic!("not analyze") };
         assert_eq!(a.filter_expression().as_deref(), Some("tcp port 80"));
     }
 }

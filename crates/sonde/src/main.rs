@@ -2,6 +2,7 @@
 
 mod flags;
 mod report;
+mod ts;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(&args),
+        Command::Ts(cmd) => ts::run(&cmd),
     };
     match result {
         Ok(code) => code,

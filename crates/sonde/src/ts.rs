@@ -1,0 +1,166 @@
+//! `sonde ts`: reading a time-series store (sonde-rrd): export for rrdtool, CSV dump, info.
+//!
+//! Exit status: 0 success (also when the reader of standard output goes away); 1 error (the
+//! store cannot be read, or the output cannot be written); 2 bad usage.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use sonde_rrd::{utc, Store};
+
+#[derive(Debug, Subcommand)]
+pub enum TsCommand {
+    /// Write a store as rrdtool's XML dump format, for `rrdtool restore`.
+    ///
+    /// Example: sonde ts export --rrdtool-xml traffic.rrd -o traffic.xml &&
+    /// rrdtool restore traffic.xml traffic-rrdtool.rrd
+    Export(ExportArgs),
+    /// Write every row of every archive as CSV: archive,cf,resolution_s,time_s,<sources>.
+    ///
+    /// Unknown values are empty fields.
+    Dump(DumpArgs),
+    /// Show a store's step, data sources, archives, last update and size.
+    Info(InfoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// rrdtool's XML dump format (version 0003), as `rrdtool dump` writes it.
+    #[arg(long, required = true)]
+    pub rrdtool_xml: bool,
+    /// The store to read.
+    #[arg(value_name = "STORE")]
+    pub store: PathBuf,
+    /// Output file (default: standard output).
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DumpArgs {
+    /// The store to read.
+    #[arg(value_name = "STORE")]
+    pub store: PathBuf,
+    /// Output file (default: standard output).
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InfoArgs {
+    /// The store to read.
+    #[arg(value_name = "STORE")]
+    pub store: PathBuf,
+}
+
+pub fn run(cmd: &TsCommand) -> Result<ExitCode> {
+    match cmd {
+        TsCommand::Export(args) => {
+            let store = open(&args.store)?;
+            write_out(args.out.as_deref(), |w| store.export_rrdtool_xml(w))
+        }
+        TsCommand::Dump(args) => {
+            let store = open(&args.store)?;
+            write_out(args.out.as_deref(), |w| store.dump_csv(w))
+        }
+        TsCommand::Info(args) => {
+            let store = open(&args.store)?;
+            write_out(None, |w| info(&store, &args.store, w).map_err(sonde_rrd::Error::Io))
+        }
+    }
+}
+
+fn open(path: &Path) -> Result<Store> {
+    Store::open(path).with_context(|| format!("cannot read the store {}", path.display()))
+}
+
+/// Runs `write` into the file `out` (removed again if writing fails) or standard output.
+fn write_out(
+    out: Option<&Path>,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), sonde_rrd::Error>,
+) -> Result<ExitCode> {
+    match out {
+        Some(path) => {
+            let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w = BufWriter::new(file);
+            let result = write(&mut w).map_err(anyhow::Error::from).and_then(|()| Ok(w.flush()?));
+            if let Err(e) = result {
+                let _ = std::fs::remove_file(path);
+                return Err(e.context(format!("cannot write {}", path.display())));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            let mut w = BufWriter::new(io::stdout().lock());
+            let result = write(&mut w).map_err(|e| match e {
+                sonde_rrd::Error::Io(e) => e,
+                other => io::Error::other(other),
+            });
+            match result.and_then(|()| w.flush()) {
+                // A reader that stops early (`| head`) is not an error.
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+                Err(e) => Err(anyhow::Error::from(e).context("cannot write to standard output")),
+                Ok(()) => Ok(ExitCode::SUCCESS),
+            }
+        }
+    }
+}
+
+fn info(store: &Store, path: &Path, w: &mut dyn Write) -> io::Result<()> {
+    let spec = store.spec();
+    writeln!(w, "store        {}", path.display())?;
+    writeln!(w, "size         {} bytes (fixed at creation)", store.file_len_bytes())?;
+    writeln!(w, "step         {} s", spec.step_s)?;
+    writeln!(w, "sources      {}", spec.sources.join(", "))?;
+    writeln!(w, "xff          {}", spec.xff)?;
+    writeln!(w, "created      {} ({})", store.start_s(), utc(store.start_s() as i64))?;
+    if store.last_update_s() == store.start_s() {
+        writeln!(w, "last update  none yet")?;
+    } else {
+        writeln!(w, "last update  {} ({})", store.last_update_s(), utc(store.last_update_s() as i64))?;
+    }
+    writeln!(w, "archives")?;
+    writeln!(w, "  {:>3}  {:<7}  {:>7}  {:>6}  {:>10}  {:>10}", "#", "cf", "per row", "rows", "resolution", "span")?;
+    for (a, archive) in spec.archives.iter().enumerate() {
+        let resolution_s = spec.resolution_s(a);
+        writeln!(
+            w,
+            "  {a:>3}  {:<7}  {:>7}  {:>6}  {:>10}  {:>10}",
+            archive.cf.name(),
+            archive.steps,
+            archive.rows,
+            duration(resolution_s),
+            duration(resolution_s * u64::from(archive.rows)),
+        )?;
+    }
+    Ok(())
+}
+
+/// Seconds in the largest unit that divides them: "5 min", "2 h", "365 days".
+fn duration(s: u64) -> String {
+    match s {
+        0 => "0 s".into(),
+        _ if s.is_multiple_of(86_400) => format!("{} day{}", s / 86_400, if s == 86_400 { "" } else { "s" }),
+        _ if s.is_multiple_of(3_600) => format!("{} h", s / 3_600),
+        _ if s.is_multiple_of(60) => format!("{} min", s / 60),
+        _ => format!("{s} s"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration(300), "5 min");
+        assert_eq!(duration(7_200), "2 h");
+        assert_eq!(duration(86_400), "1 day");
+        assert_eq!(duration(365 * 86_400), "365 days");
+        assert_eq!(duration(7), "7 s");
+    }
+}
