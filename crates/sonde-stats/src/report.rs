@@ -364,3 +364,101 @@ impl Unit {
         };
     }
 }
+
+/// The distributions kept as time series (their mean and percentiles), all directions merged.
+const SERIES_METRICS: [(Metric, &str); 8] = [
+    (Metric::TcpRttAvg, "rtt_avg"),
+    (Metric::TcpRttMin, "rtt_min"),
+    (Metric::TcpHsRtt, "hs_rtt"),
+    (Metric::TcpDuration, "tcp_dur"),
+    (Metric::TcpBytes, "tcp_bytes"),
+    (Metric::TcpThroughput, "tcp_thru"),
+    (Metric::TcpRetxRate, "tcp_retx"),
+    (Metric::IpLen, "ip_len"),
+];
+
+/// One interval's values of [`Report::series_names`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesRow {
+    pub index: u64,
+    pub values: Vec<f64>,
+}
+
+impl Report {
+    /// The time series of the round-robin store, in order: packets and bytes per protocol and
+    /// direction (`tcp_in_pkts`, `tcp_in_bytes`, …), active flows per protocol and direction
+    /// (`tcp_in_flows`, …), then the mean, p50, p95 and p99 of the main distributions over all
+    /// directions (`rtt_avg_mean`, `rtt_avg_p50`, …) in the unit of the quantiles file.
+    pub fn series_names() -> Vec<String> {
+        let mut names = Vec::new();
+        for proto in Proto::ALL {
+            for net in Net::ALL {
+                names.push(format!("{}_{}_pkts", proto.name(), net.name()));
+                names.push(format!("{}_{}_bytes", proto.name(), net.name()));
+            }
+        }
+        for proto in [Proto::Tcp, Proto::Udp] {
+            for net in Net::ALL {
+                names.push(format!("{}_{}_flows", proto.name(), net.name()));
+            }
+        }
+        for (_, name) in SERIES_METRICS {
+            for stat in ["mean", "p50", "p95", "p99"] {
+                names.push(format!("{name}_{stat}"));
+            }
+        }
+        names
+    }
+
+    /// Every interval from `from_index` (or the report's first) to the report's last, silent
+    /// ones included (no traffic: counters 0, distributions unknown, NaN), as rows of
+    /// [`Report::series_names`].
+    pub fn series(&self, from_index: u64) -> Vec<SeriesRow> {
+        let (Some(&first), Some(&last)) = (self.intervals.keys().next(), self.intervals.keys().next_back()) else {
+            return Vec::new();
+        };
+        let active = self.active_flows();
+        let mut rows = Vec::new();
+        let mut open_now = [[0u64; 4]; 2];
+        for i in first..=last {
+            let mut values = Vec::with_capacity(Self::series_names().len());
+            let interval = self.intervals.get(&i);
+            for proto in Proto::ALL {
+                for net in Net::ALL {
+                    let t = interval.map_or_else(Traffic::default, |x| x.traffic(proto, net));
+                    values.extend([t.packets as f64, t.bytes as f64]);
+                }
+            }
+            // A silent interval has the flows still open after the last one with events.
+            if let (Some(a), Some(x)) = (active.get(&i), interval) {
+                for p in 0..2 {
+                    for n in 0..4 {
+                        open_now[p][n] = a[p][n] - x.flows.closed[p][n];
+                    }
+                }
+                values.extend(a.iter().flatten().map(|&n| n as f64));
+            } else {
+                values.extend(open_now.iter().flatten().map(|&n| n as f64));
+            }
+            for (metric, _) in SERIES_METRICS {
+                let mut all = Dist::new(metric.binning());
+                if let Some(x) = interval {
+                    x.dists().into_iter().filter(|((m, _, _), _)| *m == metric).for_each(|(_, d)| all.merge(d));
+                }
+                let scale = match metric.unit() {
+                    Unit::Ms => 1e6,
+                    Unit::Percent => 1e4,
+                    _ => 1.0,
+                };
+                let stats = [all.mean(), all.percentile(50).map(|v| v as f64)]
+                    .into_iter()
+                    .chain([95, 99].map(|p| all.percentile(p).map(|v| v as f64)));
+                values.extend(stats.map(|v| v.map_or(f64::NAN, |v| v / scale)));
+            }
+            if i >= from_index {
+                rows.push(SeriesRow { index: i, values });
+            }
+        }
+        rows
+    }
+}

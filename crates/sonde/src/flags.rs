@@ -89,6 +89,11 @@ pub struct AnalyzeArgs {
     /// Hosts in the top-N table, by bytes and by flows.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Round-robin time-series store to add this run's intervals to (created if missing, at
+    /// the interval as its step: 5-min points for a day, 30-min for a week, 2-h for a month,
+    /// 1-day for a year at the default interval). Needs a whole number of seconds as --interval.
+    #[arg(long, value_name = "FILE")]
+    pub store: Option<PathBuf>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

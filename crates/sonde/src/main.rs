@@ -2,6 +2,7 @@
 
 mod flags;
 mod report;
+mod store;
 mod ts;
 
 use std::io::IsTerminal;
@@ -43,6 +44,9 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let internal_nets = args.internal_nets()?;
+    if args.store.is_some() {
+        store::check_interval(args.interval_ns()?)?;
+    }
     let monitor_cfg = args.interval_ns()?.map(|interval_ns| sonde_stats::Config {
         interval_ns,
         internal_nets: internal_nets.clone(),
@@ -116,7 +120,11 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         let names =
             report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
         outputs.extend(names.iter().map(|n| n.to_string()));
-        monitoring = Some(report::Monitoring::new(cfg, &report));
+        let store = match &args.store {
+            Some(path) => Some(store::add_intervals(path, cfg, &report)?),
+            None => None,
+        };
+        monitoring = Some(report::Monitoring::new(cfg, &report, store));
     }
     let run = report::RunReport::new(
         &input_name,

@@ -36,16 +36,23 @@ pub struct Monitoring {
     pub tables: bool,
     /// Table updates that found their table full and went to its overflow row.
     pub table_overflows: u64,
+    /// The time-series store this run added to, if any.
+    pub store: Option<crate::store::StoreReport>,
 }
 
 impl Monitoring {
-    pub fn new(cfg: &sonde_stats::Config, report: &sonde_stats::Report) -> Monitoring {
+    pub fn new(
+        cfg: &sonde_stats::Config,
+        report: &sonde_stats::Report,
+        store: Option<crate::store::StoreReport>,
+    ) -> Monitoring {
         let s = report.summary();
         Monitoring {
             interval_s: cfg.interval_ns as f64 / 1e9,
             intervals: s.intervals,
             tables: cfg.tables,
             table_overflows: s.table_overflows,
+            store,
         }
     }
 }

@@ -221,3 +221,83 @@ fn force_removes_outputs_the_new_run_does_not_write() {
     }
     assert!(out.path().join("tcp_flows.tsv").exists());
 }
+
+/// The records of a little-endian microsecond pcap with their times moved `shift_s` seconds
+/// later (the file header is kept only when `with_header`).
+fn shifted_pcap(bytes: &[u8], shift_s: u32, with_header: bool) -> Vec<u8> {
+    assert_eq!(&bytes[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "a little-endian microsecond pcap");
+    let mut out = if with_header { bytes[..24].to_vec() } else { Vec::new() };
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let word = |i: usize| u32::from_le_bytes(bytes[at + i..at + i + 4].try_into().unwrap());
+        let len = word(8) as usize;
+        out.extend_from_slice(&(word(0) + shift_s).to_le_bytes());
+        out.extend_from_slice(&bytes[at + 4..at + 16 + len]);
+        at += 16 + len;
+    }
+    out
+}
+
+fn dump(store: &Path) -> String {
+    let o = sonde().args(["ts", "dump"]).arg(store).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn a_trace_analysed_in_two_halves_gives_the_same_store_as_one_run() {
+    let demo = std::fs::read(demo()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The second half is the same traffic one 5-minute interval later; with 60-s timeouts every
+    // flow of the first half has ended before it, so both runs see the same flows.
+    let first = shifted_pcap(&demo, 0, true);
+    let second = shifted_pcap(&demo, 300, true);
+    let mut whole = first.clone();
+    whole.extend(shifted_pcap(&demo, 300, false));
+    for (name, bytes) in [("first.pcap", &first), ("second.pcap", &second), ("whole.pcap", &whole)] {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let args = |store: &Path| {
+        ["--store", store.to_str().unwrap(), "--tcp-timeout", "60", "--udp-timeout", "60"].map(str::to_string)
+    };
+    let run = |trace: &str, store: &Path| {
+        let args = args(store);
+        let (out, o) = analyze(&dir.path().join(trace), &args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let summary = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&summary).unwrap()["monitoring"]["store"].clone()
+    };
+    let (halves, once) = (dir.path().join("halves.rrd"), dir.path().join("once.rrd"));
+    assert_eq!(run("whole.pcap", &once)["updates"], 2);
+    assert_eq!(run("first.pcap", &halves)["updates"], 1);
+    let size = std::fs::metadata(&halves).unwrap().len();
+    assert_eq!(run("second.pcap", &halves)["updates"], 1);
+    assert_eq!(std::fs::metadata(&halves).unwrap().len(), size, "the store does not grow");
+    let (a, b) = (dump(&once), dump(&halves));
+    same_dump(&a, &b);
+    // The rows hold the traffic: TCP packets in both intervals.
+    let header: Vec<&str> = a.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|c| *c == "tcp_ext_pkts").unwrap();
+    let tcp: Vec<&str> =
+        a.lines().filter(|l| l.starts_with("0,AVERAGE")).map(|l| l.split(',').nth(col).unwrap()).collect();
+    assert_eq!(tcp.iter().filter(|v| !v.is_empty()).count(), 2, "{tcp:?}");
+    // Running the second half again adds nothing: its interval is already stored.
+    let again = run("second.pcap", &halves);
+    assert_eq!((again["updates"].as_u64(), again["already_stored"].as_u64()), (Some(0), Some(1)));
+    same_dump(&dump(&halves), &b);
+}
+
+/// Two store dumps are equal (the first difference is shown, not megabytes of rows).
+fn same_dump(a: &str, b: &str) {
+    for (x, y) in a.lines().zip(b.lines()) {
+        assert_eq!(x, y, "first different row");
+    }
+    assert_eq!(a.lines().count(), b.lines().count());
+}
+
+#[test]
+fn the_store_refuses_an_interval_that_is_not_whole_seconds() {
+    let (_, o) = analyze(&demo(), &["--interval", "0.5", "--store", "/tmp/never-made.rrd"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("whole number of seconds"));
+}
