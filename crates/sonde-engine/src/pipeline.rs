@@ -318,6 +318,13 @@ fn work<S: FlowSink>(mut worker: Worker<S>, rx: Receiver<Message>, recycle: Send
     worker.finish(0)
 }
 
+/// The worker of a flow with hash `hash`, by its high 32 bits: a worker's table indexes by the
+/// low bits, and picking by those (`hash % workers`) would leave a worker only keys with the
+/// same low bits, crowding half of its table's home positions. A multiply, not a division.
+fn worker_of(hash: u64, workers: u64) -> usize {
+    (((hash >> 32) * workers) >> 32) as usize
+}
+
 struct Reader<'a> {
     stats: &'a mut RunStats,
     /// The latest packet time read so far.
@@ -375,8 +382,25 @@ impl Reader<'_> {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
                 item.key = key;
-                dispatch.commit((key.hash() % workers) as usize);
+                dispatch.commit(worker_of(key.hash(), workers));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_of;
+
+    #[test]
+    fn workers_are_picked_by_the_high_half_of_the_hash() {
+        assert_eq!(worker_of(u64::MAX, 1), 0);
+        assert_eq!(worker_of(u64::MAX, 3), 2);
+        // Hashes that share their low half still go to every worker.
+        let mut used = [0u32; 4];
+        for high in 0..1000u64 {
+            used[worker_of(high.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !0xffff_ffff | 0x1234, 4)] += 1;
+        }
+        assert!(used.iter().all(|&n| n > 150), "{used:?}");
     }
 }
