@@ -48,9 +48,11 @@ pub struct FlowConfig {
     pub udp_idle_ns: u64,
     /// After both FINs or a RST, how long a flow waits for its last ACKs before it is written.
     pub tcp_closed_linger_ns: u64,
-    /// Most flows held at once; when full, the longest-idle flow is evicted (and logged).
+    /// Most flows held at once; when full, the longest-idle flow is evicted (and logged). The
+    /// flow state's room is reserved for this many up front (address space: memory is used only
+    /// as flows arrive).
     pub max_flows: usize,
-    /// Flow slots allocated up front.
+    /// Flows the table's index is sized for up front (it doubles as flows arrive).
     pub initial_flows: usize,
     /// Internal networks (Tstat's net.conf): hosts inside are flagged internal.
     pub internal_nets: Vec<IpNet>,
@@ -142,14 +144,13 @@ pub(crate) fn prefetch<T>(value: &T) {
 
 impl FlowTracker {
     pub fn new(cfg: FlowConfig) -> Self {
-        let table = FlowTable::new(cfg.max_flows, cfg.initial_flows);
-        let initial = cfg.initial_flows.clamp(1, cfg.max_flows.max(1));
+        let max_flows = cfg.max_flows.max(1);
         FlowTracker {
+            table: FlowTable::new(max_flows, cfg.initial_flows),
+            tcp: Slab::with_capacity(max_flows),
+            udp: Slab::with_capacity(max_flows),
+            tcp_pools: TcpPools::for_flows(max_flows),
             cfg,
-            table,
-            tcp: Slab::with_capacity(initial),
-            udp: Slab::with_capacity(initial / 4),
-            tcp_pools: TcpPools::default(),
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
         }
@@ -161,6 +162,15 @@ impl FlowTracker {
 
     pub fn live_flows(&self) -> usize {
         self.table.len()
+    }
+
+    /// Heap bytes reserved up front and never written: address space that costs no memory, so
+    /// what a count of allocated bytes must subtract to get the memory in use.
+    pub fn untouched_bytes(&self) -> usize {
+        self.table.untouched_bytes()
+            + self.tcp.untouched_bytes()
+            + self.udp.untouched_bytes()
+            + self.tcp_pools.untouched_bytes()
     }
 
     /// Feeds one packet. Flows that the packet's time (or its arrival) ends go to `sink`.

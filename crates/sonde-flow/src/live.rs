@@ -76,6 +76,16 @@ pub(crate) struct DirLive {
 }
 
 impl RarePool {
+    /// A pool with room for `n` blocks reserved (address space until written; more grow it).
+    pub fn with_capacity(n: usize) -> Self {
+        RarePool { blocks: Vec::with_capacity(n), free: Vec::new() }
+    }
+
+    /// Reserved bytes never written.
+    pub fn untouched_bytes(&self) -> usize {
+        (self.blocks.capacity() - self.blocks.len()) * std::mem::size_of::<Rare>()
+    }
+
     /// `dir`'s block, taken from the pool the first time.
     pub fn get(&mut self, dir: &mut DirLive) -> &mut Rare {
         let i = *dir.rare.get_or_insert_with(|| {

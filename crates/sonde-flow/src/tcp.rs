@@ -41,6 +41,23 @@ pub struct TcpPools {
     pub(crate) rare: RarePool,
 }
 
+impl TcpPools {
+    /// Pools with room reserved for `flows` flows: two segments in flight and one rare-event
+    /// block each (reserved room costs address space until written; busier flows grow them).
+    pub fn for_flows(flows: usize) -> Self {
+        TcpPools {
+            sent: SentPool::with_capacity(2 * flows),
+            ranges: RangePool::default(),
+            rare: RarePool::with_capacity(flows),
+        }
+    }
+
+    /// Reserved bytes never written.
+    pub fn untouched_bytes(&self) -> usize {
+        self.sent.untouched_bytes() + self.rare.untouched_bytes()
+    }
+}
+
 /// The state of one direction: what it sent, and what its peer acknowledged of it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Half {
