@@ -3,6 +3,8 @@
 //! 2^30), widened into the record only when the flow ends. Counters of rare events live out of
 //! line in a pool ([`Rare`]), so that the many flows that never retransmit stay small.
 
+use std::num::NonZeroU32;
+
 use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
 
 /// `AnomalyCounts` in u32 (packets of one flow).
@@ -30,11 +32,61 @@ pub(crate) struct Rare {
     pub anomalies: AnomaliesLive,
 }
 
-/// Every flow's `Rare` blocks, freed ones reused.
+/// The RTT state of a direction whose data was timed at least once: the samples' statistics
+/// and the RFC 6298 estimator. Out of line, since many directions never get a sample (those
+/// that only acknowledge, or whose data is still in flight).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rtt {
+    pub stats: RttStats,
+    pub srtt_ns: f64,
+    pub rttvar_ns: f64,
+}
+
+/// A reference to a block in a [`Pool`]: its index plus one, so that `Option<BlockRef>` takes
+/// four bytes.
+pub(crate) type BlockRef = NonZeroU32;
+
+/// Out-of-line blocks of per-direction state, freed ones reused. Room for the expected blocks is
+/// reserved up front (address space until written); more grow it.
 #[derive(Debug, Default)]
-pub(crate) struct RarePool {
-    blocks: Vec<Rare>,
-    free: Vec<u32>,
+pub(crate) struct Pool<T> {
+    blocks: Vec<T>,
+    free: Vec<BlockRef>,
+}
+
+impl<T: Copy + Default> Pool<T> {
+    pub fn with_capacity(n: usize) -> Self {
+        Pool { blocks: Vec::with_capacity(n), free: Vec::new() }
+    }
+
+    /// Reserved bytes never written.
+    pub fn untouched_bytes(&self) -> usize {
+        (self.blocks.capacity() - self.blocks.len()) * std::mem::size_of::<T>()
+    }
+
+    /// The block of `r`, taken from the pool the first time.
+    pub fn get(&mut self, r: &mut Option<BlockRef>) -> &mut T {
+        let b = *r.get_or_insert_with(|| {
+            self.free.pop().unwrap_or_else(|| {
+                self.blocks.push(T::default());
+                BlockRef::new(self.blocks.len() as u32).expect("a pool holds fewer than 2^32 blocks")
+            })
+        });
+        &mut self.blocks[b.get() as usize - 1]
+    }
+
+    /// The block of `r`, the default if it has none.
+    pub fn read(&self, r: Option<BlockRef>) -> T {
+        r.map_or_else(T::default, |b| self.blocks[b.get() as usize - 1])
+    }
+
+    /// Returns `r`'s block to the pool, cleared.
+    pub fn release(&mut self, r: &mut Option<BlockRef>) {
+        if let Some(b) = r.take() {
+            self.blocks[b.get() as usize - 1] = T::default();
+            self.free.push(b);
+        }
+    }
 }
 
 /// See `TcpDirStats` for each field's meaning.
@@ -50,8 +102,6 @@ pub(crate) struct DirLive {
     pub inflight_min: u64,
     pub inflight_max: u64,
     pub inflight_initial: u64,
-    /// The record's own type: a u32 count would save nothing (alignment pads it to 40 bytes).
-    pub rtt: RttStats,
     pub pkts: u32,
     pub data_pkts: u32,
     pub ack_pkts: u32,
@@ -64,9 +114,10 @@ pub(crate) struct DirLive {
     pub seg_max: u32,
     pub win_min: u32,
     pub win_max: u32,
-    /// This direction's `Rare` block in the pool, once it needs one. (The `Option` costs nothing:
-    /// it fills what would be padding.)
-    pub rare: Option<u32>,
+    /// This direction's `Rare` block, once it needs one.
+    pub rare: Option<BlockRef>,
+    /// This direction's `Rtt` block, from its first RTT sample.
+    pub rtt: Option<BlockRef>,
     pub mss_opt: u16,
     pub ttl_min: u8,
     pub ttl_max: u8,
@@ -75,44 +126,8 @@ pub(crate) struct DirLive {
     pub timestamps: bool,
 }
 
-impl RarePool {
-    /// A pool with room for `n` blocks reserved (address space until written; more grow it).
-    pub fn with_capacity(n: usize) -> Self {
-        RarePool { blocks: Vec::with_capacity(n), free: Vec::new() }
-    }
-
-    /// Reserved bytes never written.
-    pub fn untouched_bytes(&self) -> usize {
-        (self.blocks.capacity() - self.blocks.len()) * std::mem::size_of::<Rare>()
-    }
-
-    /// `dir`'s block, taken from the pool the first time.
-    pub fn get(&mut self, dir: &mut DirLive) -> &mut Rare {
-        let i = *dir.rare.get_or_insert_with(|| {
-            self.free.pop().unwrap_or_else(|| {
-                self.blocks.push(Rare::default());
-                (self.blocks.len() - 1) as u32
-            })
-        });
-        &mut self.blocks[i as usize]
-    }
-
-    /// `dir`'s counters, zero if it never needed a block.
-    pub fn read(&self, dir: &DirLive) -> Rare {
-        dir.rare.map_or_else(Rare::default, |i| self.blocks[i as usize])
-    }
-
-    /// Returns `dir`'s block to the pool, cleared.
-    pub fn release(&mut self, dir: &mut DirLive) {
-        if let Some(i) = dir.rare.take() {
-            self.blocks[i as usize] = Rare::default();
-            self.free.push(i);
-        }
-    }
-}
-
 impl DirLive {
-    pub fn record(&self, unique_bytes: u64, rare: &Rare) -> TcpDirStats {
+    pub fn record(&self, unique_bytes: u64, rare: &Rare, rtt: &Rtt) -> TcpDirStats {
         let a = &rare.anomalies;
         TcpDirStats {
             pkts: self.pkts.into(),
@@ -142,7 +157,7 @@ impl DirLive {
             win_min: self.win_min.into(),
             win_max: self.win_max.into(),
             win_zero: rare.win_zero.into(),
-            rtt: self.rtt,
+            rtt: rtt.stats,
             retx_pkts: rare.retx_pkts.into(),
             retx_bytes: rare.retx_bytes,
             ooo_pkts: rare.ooo_pkts.into(),

@@ -6,7 +6,7 @@
 
 use sonde_wire::{IpSummary, TcpSummary};
 
-use crate::live::{DirLive, RarePool};
+use crate::live::{DirLive, Pool, Rare, Rtt};
 use crate::record::{EndReason, TcpDirStats};
 use crate::sent::{Sent, SentList, SentPool};
 use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
@@ -38,23 +38,26 @@ struct Recent {
 pub struct TcpPools {
     pub(crate) sent: SentPool,
     pub(crate) ranges: RangePool,
-    pub(crate) rare: RarePool,
+    pub(crate) rare: Pool<Rare>,
+    pub(crate) rtt: Pool<Rtt>,
 }
 
 impl TcpPools {
-    /// Pools with room reserved for `flows` flows: two segments in flight and one rare-event
-    /// block each (reserved room costs address space until written; busier flows grow them).
+    /// Pools with room reserved for `flows` flows: two segments in flight, one rare-event block
+    /// and one RTT block each (reserved room costs address space until written; busier flows
+    /// grow them).
     pub fn for_flows(flows: usize) -> Self {
         TcpPools {
             sent: SentPool::with_capacity(2 * flows),
             ranges: RangePool::default(),
-            rare: RarePool::with_capacity(flows),
+            rare: Pool::with_capacity(flows),
+            rtt: Pool::with_capacity(flows),
         }
     }
 
     /// Reserved bytes never written.
     pub fn untouched_bytes(&self) -> usize {
-        self.sent.untouched_bytes() + self.rare.untouched_bytes()
+        self.sent.untouched_bytes() + self.rare.untouched_bytes() + self.rtt.untouched_bytes()
     }
 }
 
@@ -85,9 +88,6 @@ pub(crate) struct Half {
     advanced_ns: u64,
     /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes).
     control_seqs: u32,
-    /// RFC 6298 estimator state.
-    srtt_ns: f64,
-    rttvar_ns: f64,
 }
 
 const ISN: u8 = 1;
@@ -148,16 +148,18 @@ impl Half {
         let stats = self.stats;
         *self = Half { stats, ..Half::default() };
     }
+}
 
+impl Rtt {
     /// RFC 6298 §2.3's RTO from this direction's samples (probe → receiver → probe), before
     /// the lower bound.
     fn rto_estimate_ns(&self) -> u64 {
         (self.srtt_ns + 4.0 * self.rttvar_ns) as u64
     }
 
-    fn add_rtt_sample(&mut self, sample_ns: u64) {
+    fn add_sample(&mut self, sample_ns: u64) {
         let r = sample_ns as f64;
-        if self.stats.rtt.count == 0 {
+        if self.stats.count == 0 {
             self.srtt_ns = r;
             self.rttvar_ns = r / 2.0;
         } else {
@@ -165,7 +167,7 @@ impl Half {
             self.rttvar_ns = 0.75 * self.rttvar_ns + 0.25 * (self.srtt_ns - r).abs();
             self.srtt_ns = 0.875 * self.srtt_ns + 0.125 * r;
         }
-        self.stats.rtt.add(sample_ns);
+        self.stats.add(sample_ns);
     }
 }
 
@@ -228,7 +230,8 @@ impl TcpConn {
     pub(crate) fn release(&mut self, pools: &mut TcpPools) {
         for h in &mut self.half {
             h.reset_sequence(pools);
-            pools.rare.release(&mut h.stats);
+            pools.rare.release(&mut h.stats.rare);
+            pools.rtt.release(&mut h.stats.rtt);
         }
         *self = TcpConn::default();
     }
@@ -281,7 +284,7 @@ impl TcpConn {
             }
             s.win_max = s.win_max.max(window);
             if window == 0 && !flags.rst() {
-                pools.rare.get(s).win_zero += 1;
+                pools.rare.get(&mut s.rare).win_zero += 1;
             }
         }
         if !flags.rst() {
@@ -293,7 +296,7 @@ impl TcpConn {
             self.sequence(pools, dir, ts_ns, ip, t, payload, seg_len);
         }
         if flags.ack() {
-            self.acknowledge(&mut pools.sent, dir, ts_ns, t);
+            self.acknowledge(pools, dir, ts_ns, t);
         }
 
         if flags.rst() {
@@ -390,7 +393,7 @@ impl TcpConn {
         seg_len: u64,
     ) {
         let flags = t.flags;
-        let paths = self.path_rtts(dir);
+        let paths = self.path_rtts(&pools.rtt, dir);
         let h = &mut self.half[dir];
         if flags.syn() {
             match h.isn() {
@@ -398,7 +401,7 @@ impl TcpConn {
                 Some(isn) if isn != t.seq => {
                     // A SYN with a new ISN before the connection got going: start over.
                     h.reset_sequence(pools);
-                    pools.rare.get(&mut h.stats).syn_retx_new_isn += 1;
+                    pools.rare.get(&mut h.stats.rare).syn_retx_new_isn += 1;
                     h.set_isn(t.seq);
                 }
                 _ => {}
@@ -425,7 +428,7 @@ impl TcpConn {
 
         let is_retx = outcome.overlap > 0;
         if is_retx {
-            let rare = pools.rare.get(&mut h.stats);
+            let rare = pools.rare.get(&mut h.stats.rare);
             rare.retx_pkts += 1;
             rare.retx_bytes += outcome.overlap.min(payload);
             h.outstanding.for_each_mut(&mut pools.sent, |s| {
@@ -436,7 +439,7 @@ impl TcpConn {
             });
         }
         if outcome.fills_hole {
-            pools.rare.get(&mut h.stats).ooo_pkts += 1;
+            pools.rare.get(&mut h.stats.rare).ooo_pkts += 1;
         }
         if is_retx || outcome.fills_hole {
             let seg = Segment { ts_ns, ip_ident: ip.ident, start, end: end_ctl };
@@ -473,7 +476,8 @@ impl TcpConn {
     }
 
     /// Processes the ACK field of a packet sent by `dir`, which acknowledges the peer's data.
-    fn acknowledge(&mut self, sent: &mut SentPool, dir: usize, ts_ns: u64, t: &TcpSummary) {
+    fn acknowledge(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, t: &TcpSummary) {
+        let sent = &mut pools.sent;
         let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
         let peer = &mut self.half[1 - dir];
         let Some(unwrapper) = peer.seq() else { return };
@@ -501,7 +505,7 @@ impl TcpConn {
                     // drops segments that were retransmitted.
                     let exact = front.end() == ack || front.end_ctl() == ack;
                     if exact && !front.retransmitted() && front.ts_ns >= latest_sent_ns {
-                        peer.add_rtt_sample(ts_ns.saturating_sub(front.ts_ns));
+                        pools.rtt.get(&mut peer.stats.rtt).add_sample(ts_ns.saturating_sub(front.ts_ns));
                     }
                     latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
                 }
@@ -512,16 +516,10 @@ impl TcpConn {
     /// The two halves of the path as the probe sees them for `dir`'s data: probe → receiver →
     /// probe (this direction's data→ACK samples, else its handshake leg) and probe → sender →
     /// probe (the other direction's samples, else the other handshake leg).
-    fn path_rtts(&self, dir: usize) -> PathRtts {
+    fn path_rtts(&self, rtt: &Pool<Rtt>, dir: usize) -> PathRtts {
         let legs = [self.hs_syn_synack_ns(), self.hs_synack_ack_ns()];
-        let min_of = |d: usize| {
-            let r = &self.half[d].stats.rtt;
-            if r.count > 0 {
-                Some(r.min_ns)
-            } else {
-                legs[d]
-            }
-        };
+        // A direction has an `Rtt` block only once it has a sample.
+        let min_of = |d: usize| self.half[d].stats.rtt.map_or(legs[d], |r| Some(rtt.read(Some(r)).stats.min_ns));
         PathRtts { to_receiver: min_of(dir), to_sender: min_of(1 - dir) }
     }
 
@@ -529,7 +527,7 @@ impl TcpConn {
     pub(crate) fn stats(&self, pools: &TcpPools) -> [TcpDirStats; 2] {
         self.half.each_ref().map(|h| {
             let unique = h.seen.covered(&pools.ranges).saturating_sub(u64::from(h.control_seqs));
-            h.stats.record(unique, &pools.rare.read(&h.stats))
+            h.stats.record(unique, &pools.rare.read(h.stats.rare), &pools.rtt.read(h.stats.rtt))
         })
     }
 }
@@ -561,13 +559,13 @@ fn classify(h: &mut Half, pools: &mut TcpPools, seg: Segment, is_retx: bool, hol
     };
     // The sender's RTO covers the whole path. Before any data→ACK sample the handshake seeds
     // the estimator (RFC 6298 §2.2: SRTT = R, RTTVAR = R/2, so RTO = 3R).
-    let rto = match (h.stats.rtt.count, full_rtt) {
-        (0, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
-        (0, None) => INITIAL_RTO_NS,
-        _ => (h.rto_estimate_ns() + paths.to_sender.unwrap_or(0)).max(MIN_RTO_NS),
+    let rto = match (h.stats.rtt, full_rtt) {
+        (None, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
+        (None, None) => INITIAL_RTO_NS,
+        (rtt, _) => (pools.rtt.read(rtt).rto_estimate_ns() + paths.to_sender.unwrap_or(0)).max(MIN_RTO_NS),
     };
     let rtt_min = paths.to_sender;
-    let a = &mut pools.rare.get(&mut h.stats).anomalies;
+    let a = &mut pools.rare.get(&mut h.stats.rare).anomalies;
 
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
     if is_retx {
