@@ -388,7 +388,7 @@ impl FlowTracker {
                 endpoints,
                 complete: c.client_syn && c.server_synack,
                 end,
-                first_ns: c.first_ns,
+                first_ns: c.first_ns(),
                 last_ns: c.last_ns(),
                 hs_syn_synack_ns: c.hs_syn_synack_ns(),
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),

@@ -20,10 +20,13 @@ pub(crate) struct AnomaliesLive {
     pub unknown: u32,
 }
 
-/// The counters of events most flows never have: retransmissions, reordering, zero windows and
-/// SYNs with a new ISN.
+/// The counters of events most flows never have: retransmissions, reordering, zero windows,
+/// SYNs with a new ISN, and 4 GiB of bytes in one direction.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Rare {
+    /// The high words of `DirLive::ip_bytes` and `payload_bytes`.
+    pub ip_bytes_high: u32,
+    pub payload_bytes_high: u32,
     pub retx_bytes: u64,
     pub retx_pkts: u32,
     pub ooo_pkts: u32,
@@ -92,8 +95,9 @@ impl<T: Copy + Default> Pool<T> {
 /// See `TcpDirStats` for each field's meaning.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct DirLive {
-    pub ip_bytes: u64,
-    pub payload_bytes: u64,
+    /// The low words of the byte counts (`Rare` has the high ones: few directions carry 4 GiB).
+    pub ip_bytes: u32,
+    pub payload_bytes: u32,
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_payload_ns: u64,
@@ -131,8 +135,8 @@ impl DirLive {
         let a = &rare.anomalies;
         TcpDirStats {
             pkts: self.pkts.into(),
-            ip_bytes: self.ip_bytes,
-            payload_bytes: self.payload_bytes,
+            ip_bytes: u64::from(rare.ip_bytes_high) << 32 | u64::from(self.ip_bytes),
+            payload_bytes: u64::from(rare.payload_bytes_high) << 32 | u64::from(self.payload_bytes),
             unique_bytes,
             data_pkts: self.data_pkts.into(),
             ack_pkts: self.ack_pkts.into(),

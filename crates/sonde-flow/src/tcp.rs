@@ -171,21 +171,17 @@ impl Rtt {
     }
 }
 
-const NOT_TIMED: u64 = u64::MAX;
-
 /// One TCP connection as seen at the probe.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TcpConn {
     pub(crate) half: [Half; 2],
-    pub(crate) first_ns: u64,
-    /// Time of the client's latest SYN (without ACK).
-    syn_ns: u64,
-    /// Time of the server's latest SYN/ACK.
-    synack_ns: u64,
-    /// The handshake's two legs (SYN → SYN/ACK, SYN/ACK → ACK), `NOT_TIMED` until measured:
-    /// half the size of `Option<u64>`.
-    hs_syn_synack_ns: u64,
-    hs_synack_ack_ns: u64,
+    /// The handshake's two legs (SYN → SYN/ACK, SYN/ACK → ACK): the time of the leg's latest
+    /// opening packet (the client's SYN, the server's SYN/ACK; 0 before any) until its closing
+    /// packet times it, then its duration. Bit `leg` of `legs_timed` tells which.
+    legs_ns: [u64; 2],
+    legs_timed: u8,
+    /// The direction of the flow's first packet, whose first time is the flow's.
+    first_dir: u8,
     pub(crate) client_syn: bool,
     pub(crate) server_synack: bool,
     /// Set when both FINs or a RST were seen; the flow lingers for late ACKs.
@@ -201,29 +197,41 @@ pub enum TcpVerdict {
     Reused,
 }
 
-impl Default for TcpConn {
-    fn default() -> Self {
-        TcpConn {
-            half: Default::default(),
-            first_ns: 0,
-            syn_ns: 0,
-            synack_ns: 0,
-            hs_syn_synack_ns: NOT_TIMED,
-            hs_synack_ack_ns: NOT_TIMED,
-            client_syn: false,
-            server_synack: false,
-            closed: None,
-        }
-    }
-}
-
 impl TcpConn {
+    /// The first packet's time.
+    pub(crate) fn first_ns(&self) -> u64 {
+        self.half[usize::from(self.first_dir)].stats.first_ns
+    }
+
+    fn leg_timed(&self, leg: usize) -> bool {
+        self.legs_timed & 1 << leg != 0
+    }
+
+    fn leg_ns(&self, leg: usize) -> Option<u64> {
+        self.leg_timed(leg).then_some(self.legs_ns[leg])
+    }
+
     pub(crate) fn hs_syn_synack_ns(&self) -> Option<u64> {
-        (self.hs_syn_synack_ns != NOT_TIMED).then_some(self.hs_syn_synack_ns)
+        self.leg_ns(0)
     }
 
     pub(crate) fn hs_synack_ack_ns(&self) -> Option<u64> {
-        (self.hs_synack_ack_ns != NOT_TIMED).then_some(self.hs_synack_ack_ns)
+        self.leg_ns(1)
+    }
+
+    /// A packet that opens `leg` (its latest one counts until the leg is timed).
+    fn open_leg(&mut self, leg: usize, ts_ns: u64) {
+        if !self.leg_timed(leg) {
+            self.legs_ns[leg] = ts_ns;
+        }
+    }
+
+    /// A packet that closes `leg`: times it if it was opened and not yet timed.
+    fn close_leg(&mut self, leg: usize, ts_ns: u64) {
+        if !self.leg_timed(leg) && self.legs_ns[leg] != 0 {
+            self.legs_ns[leg] = ts_ns.saturating_sub(self.legs_ns[leg]);
+            self.legs_timed |= 1 << leg;
+        }
     }
 
     /// Returns the pooled state and clears the connection for reuse.
@@ -261,13 +269,14 @@ impl TcpConn {
 
     /// Analyses one packet sent by direction `dir` (0 = client).
     pub fn on_packet(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
-        if self.first_ns == 0 {
-            self.first_ns = ts_ns;
+        if self.first_ns() == 0 {
+            // Before any packet with a non-zero time (`count` sets this direction's first time).
+            self.first_dir = dir as u8;
         }
         let flags = t.flags;
         let payload = u64::from(t.payload_len);
 
-        self.count(dir, ts_ns, ip, t);
+        self.count(&mut pools.rare, dir, ts_ns, ip, t);
         self.handshake(dir, ts_ns, t);
 
         // Window scaling applies once both SYNs carried the option (RFC 7323 §2.2), never to
@@ -309,11 +318,15 @@ impl TcpConn {
         }
     }
 
-    fn count(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
+    fn count(&mut self, rare: &mut Pool<Rare>, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
         let flags = t.flags;
         let s = &mut self.half[dir].stats;
         s.pkts += 1;
-        s.ip_bytes += u64::from(ip.total_len);
+        let carry;
+        (s.ip_bytes, carry) = s.ip_bytes.overflowing_add(ip.total_len);
+        if carry {
+            rare.get(&mut s.rare).ip_bytes_high += 1;
+        }
         if s.first_ns == 0 {
             s.first_ns = ts_ns;
             s.ttl_min = ip.ttl;
@@ -349,7 +362,11 @@ impl TcpConn {
         s.sack_blocks += u32::from(o.sack_count);
         if t.payload_len > 0 {
             s.data_pkts += 1;
-            s.payload_bytes += u64::from(t.payload_len);
+            let carry;
+            (s.payload_bytes, carry) = s.payload_bytes.overflowing_add(t.payload_len);
+            if carry {
+                rare.get(&mut s.rare).payload_bytes_high += 1;
+            }
             if s.first_payload_ns == 0 {
                 s.first_payload_ns = ts_ns;
             }
@@ -365,17 +382,15 @@ impl TcpConn {
         let flags = t.flags;
         if flags.syn() && !flags.ack() && dir == 0 {
             self.client_syn = true;
-            self.syn_ns = ts_ns;
+            self.open_leg(0, ts_ns);
         } else if flags.syn() && flags.ack() && dir == 1 {
             self.server_synack = true;
-            if self.hs_syn_synack_ns == NOT_TIMED && self.syn_ns != 0 {
-                self.hs_syn_synack_ns = ts_ns.saturating_sub(self.syn_ns);
-            }
-            self.synack_ns = ts_ns;
-        } else if dir == 0 && flags.ack() && !flags.syn() && self.synack_ns != 0 && self.hs_synack_ack_ns == NOT_TIMED {
+            self.close_leg(0, ts_ns);
+            self.open_leg(1, ts_ns);
+        } else if dir == 0 && flags.ack() && !flags.syn() && !self.leg_timed(1) {
             let acks_synack = self.half[1].isn().is_some_and(|isn| t.ack == isn.wrapping_add(1));
             if acks_synack {
-                self.hs_synack_ack_ns = ts_ns.saturating_sub(self.synack_ns);
+                self.close_leg(1, ts_ns);
             }
         }
     }
