@@ -33,6 +33,35 @@ pub(crate) struct Rare {
     pub win_zero: u32,
     pub syn_retx_new_isn: u32,
     pub anomalies: AnomaliesLive,
+    /// The in-flight counts once one passed 32 bits (`DirLive::inflight_wide`).
+    pub inflight: Inflight<u64>,
+}
+
+/// In-flight bytes of one direction: the least, the most, and the most in the initial window.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Inflight<T> {
+    pub min: T,
+    pub max: T,
+    pub initial: T,
+}
+
+impl<T: Copy + Ord + Default> Inflight<T> {
+    pub fn add(&mut self, bytes: T, initial_window: bool) {
+        // `max` is zero until a non-zero value: until then `min` follows every value.
+        if self.max == T::default() || bytes < self.min {
+            self.min = bytes;
+        }
+        self.max = self.max.max(bytes);
+        if initial_window {
+            self.initial = self.initial.max(bytes);
+        }
+    }
+}
+
+impl Inflight<u32> {
+    pub fn widen(self) -> Inflight<u64> {
+        Inflight { min: self.min.into(), max: self.max.into(), initial: self.initial.into() }
+    }
 }
 
 /// The RTT state of a direction whose data was timed at least once: the samples' statistics
@@ -78,6 +107,11 @@ impl<T: Copy + Default> Pool<T> {
         &mut self.blocks[b.get() as usize - 1]
     }
 
+    /// The block of `r`, if it has one.
+    pub fn peek(&self, r: Option<BlockRef>) -> Option<&T> {
+        r.map(|b| &self.blocks[b.get() as usize - 1])
+    }
+
     /// The block of `r`, the default if it has none.
     pub fn read(&self, r: Option<BlockRef>) -> T {
         r.map_or_else(T::default, |b| self.blocks[b.get() as usize - 1])
@@ -103,9 +137,8 @@ pub(crate) struct DirLive {
     pub first_payload_ns: u64,
     pub last_payload_ns: u64,
     pub first_ack_ns: u64,
-    pub inflight_min: u64,
-    pub inflight_max: u64,
-    pub inflight_initial: u64,
+    /// 32 bits hold any realistic window; past them the counts go on in `Rare::inflight`.
+    pub inflight: Inflight<u32>,
     pub pkts: u32,
     pub data_pkts: u32,
     pub ack_pkts: u32,
@@ -128,11 +161,13 @@ pub(crate) struct DirLive {
     pub win_scale: Option<u8>,
     pub sack_permitted: bool,
     pub timestamps: bool,
+    pub inflight_wide: bool,
 }
 
 impl DirLive {
     pub fn record(&self, unique_bytes: u64, rare: &Rare, rtt: &Rtt) -> TcpDirStats {
         let a = &rare.anomalies;
+        let inflight = if self.inflight_wide { rare.inflight } else { self.inflight.widen() };
         TcpDirStats {
             pkts: self.pkts.into(),
             ip_bytes: u64::from(rare.ip_bytes_high) << 32 | u64::from(self.ip_bytes),
@@ -176,9 +211,9 @@ impl DirLive {
                 unknown: a.unknown.into(),
             },
             syn_retx_new_isn: rare.syn_retx_new_isn.into(),
-            inflight_min: self.inflight_min,
-            inflight_max: self.inflight_max,
-            inflight_initial: self.inflight_initial,
+            inflight_min: inflight.min,
+            inflight_max: inflight.max,
+            inflight_initial: inflight.initial,
         }
     }
 }

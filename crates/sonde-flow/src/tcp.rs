@@ -269,10 +269,6 @@ impl TcpConn {
 
     /// Analyses one packet sent by direction `dir` (0 = client).
     pub fn on_packet(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
-        if self.first_ns() == 0 {
-            // Before any packet with a non-zero time (`count` sets this direction's first time).
-            self.first_dir = dir as u8;
-        }
         let flags = t.flags;
         let payload = u64::from(t.payload_len);
 
@@ -327,7 +323,8 @@ impl TcpConn {
         if carry {
             rare.get(&mut s.rare).ip_bytes_high += 1;
         }
-        if s.first_ns == 0 {
+        let first_of_dir = s.first_ns == 0;
+        if first_of_dir {
             s.first_ns = ts_ns;
             s.ttl_min = ip.ttl;
             s.ttl_max = ip.ttl;
@@ -376,6 +373,11 @@ impl TcpConn {
             }
             s.seg_max = s.seg_max.max(t.payload_len);
         }
+        // The flow's first time is that of the first direction with one (a direction's first time
+        // stays 0 while its packets have time 0).
+        if first_of_dir && self.half[1 - dir].stats.first_ns == 0 {
+            self.first_dir = dir as u8;
+        }
     }
 
     fn handshake(&mut self, dir: usize, ts_ns: u64, t: &TcpSummary) {
@@ -408,7 +410,6 @@ impl TcpConn {
         seg_len: u64,
     ) {
         let flags = t.flags;
-        let paths = self.path_rtts(&pools.rtt, dir);
         let h = &mut self.half[dir];
         if flags.syn() {
             match h.isn() {
@@ -457,9 +458,12 @@ impl TcpConn {
             pools.rare.get(&mut h.stats.rare).ooo_pkts += 1;
         }
         if is_retx || outcome.fills_hole {
+            // Only out-of-sequence segments need the path's RTTs.
+            let paths = self.path_rtts(&pools.rtt, dir);
             let seg = Segment { ts_ns, ip_ident: ip.ident, start, end: end_ctl };
-            classify(h, pools, seg, is_retx, outcome.hole_opened_ns, paths);
+            classify(&mut self.half[dir], pools, seg, is_retx, outcome.hole_opened_ns, paths);
         }
+        let h = &mut self.half[dir];
         let len = u32::try_from(seg_len).unwrap_or(u32::MAX);
         h.recent[usize::from(h.recent_next)] = Recent { start, len, ip_ident: ip.ident, ts_ns };
         h.recent_next = (h.recent_next + 1) % RECENT as u8;
@@ -480,12 +484,17 @@ impl TcpConn {
             let inflight = (h.seen.max_end(&pools.ranges).unwrap_or(end_ctl) - acked).max(0) as u64;
             let initial_window = !h.has(DATA_ACKED);
             let s = &mut h.stats;
-            if s.inflight_max == 0 || inflight < s.inflight_min {
-                s.inflight_min = inflight;
-            }
-            s.inflight_max = s.inflight_max.max(inflight);
-            if initial_window {
-                s.inflight_initial = s.inflight_initial.max(inflight);
+            match u32::try_from(inflight) {
+                Ok(narrow) if !s.inflight_wide => s.inflight.add(narrow, initial_window),
+                _ => {
+                    let counts = s.inflight;
+                    let wide = &mut pools.rare.get(&mut s.rare).inflight;
+                    if !s.inflight_wide {
+                        *wide = counts.widen();
+                        s.inflight_wide = true;
+                    }
+                    wide.add(inflight, initial_window);
+                }
             }
         }
     }
@@ -534,7 +543,7 @@ impl TcpConn {
     fn path_rtts(&self, rtt: &Pool<Rtt>, dir: usize) -> PathRtts {
         let legs = [self.hs_syn_synack_ns(), self.hs_synack_ack_ns()];
         // A direction has an `Rtt` block only once it has a sample.
-        let min_of = |d: usize| self.half[d].stats.rtt.map_or(legs[d], |r| Some(rtt.read(Some(r)).stats.min_ns));
+        let min_of = |d: usize| rtt.peek(self.half[d].stats.rtt).map_or(legs[d], |r| Some(r.stats.min_ns));
         PathRtts { to_receiver: min_of(dir), to_sender: min_of(1 - dir) }
     }
 

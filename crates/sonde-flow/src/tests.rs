@@ -386,10 +386,11 @@ fn a_closed_flow_ends_after_its_linger_even_behind_longer_lived_flows() {
     assert_eq!((r.endpoints.client_port, r.end), (2222, EndReason::Fin));
 }
 
-/// Byte counts are kept in 32 bits per direction while the flow lives, with the carry out of
-/// line: a direction that sends more than 4 GiB still gets its exact 64-bit counts.
+/// Byte and in-flight counts are kept in 32 bits per direction while the flow lives, continued
+/// out of line past them: a direction that sends more than 4 GiB, never acknowledged, still gets
+/// its exact 64-bit counts.
 #[test]
-fn byte_counts_carry_past_4_gib() {
+fn byte_counts_go_past_4_gib() {
     const LEN: u32 = 60_000;
     let segments: u32 = 80_000; // 4.8 GB of payload
     let mut t = FlowTracker::new(FlowConfig::default());
@@ -406,4 +407,6 @@ fn byte_counts_carry_past_4_gib() {
     assert_eq!(r.client.payload_bytes, payload);
     assert_eq!(r.client.ip_bytes, payload + 40 * (u64::from(segments) + 1));
     assert_eq!(r.client.unique_bytes, payload);
+    let inflight = (r.client.inflight_min, r.client.inflight_max, r.client.inflight_initial);
+    assert_eq!(inflight, (u64::from(LEN), payload, payload));
 }
