@@ -72,11 +72,12 @@ impl Default for FlowConfig {
     }
 }
 
-/// One table entry: what both protocols share, and where the protocol's own state is (the TCP
-/// or UDP slab), so that a slot costs the same small size for either.
+/// One table entry's own part: which side is the client, the tunnel, and where the protocol's
+/// own state is (in the TCP or UDP slab, by the key's protocol). Six bytes, aligned to two, so
+/// that a table slot takes 64 (fields of a packed struct are only ever read by value).
 #[derive(Debug, Clone, Copy)]
+#[repr(C, packed(2))]
 struct Flow {
-    protocol: u8,
     /// Whether the client is the key's `lo` endpoint.
     client_is_lo: bool,
     tunnel: Option<Tunnel>,
@@ -225,7 +226,7 @@ impl FlowTracker {
 
     fn prefetch_conn(&self, slot: u32) {
         let flow = self.table.peek_value(slot);
-        if flow.protocol == 6 {
+        if self.table.key(slot).protocol == 6 {
             self.tcp.prefetch(flow.conn);
         } else {
             self.udp.prefetch(flow.conn);
@@ -270,7 +271,7 @@ impl FlowTracker {
                     if let Some(victim) = self.table.oldest_any() {
                         // A closed flow only lingering for late ACKs loses nothing by going early.
                         let v = *self.table.value(victim);
-                        if !(v.protocol == 6 && self.tcp.get(v.conn).closed.is_some()) {
+                        if !(self.table.key(victim).protocol == 6 && self.tcp.get(v.conn).closed.is_some()) {
                             self.table.stats.evicted += 1;
                         }
                         self.end_flow(victim, EndReason::Evicted, sink);
@@ -283,7 +284,7 @@ impl FlowTracker {
                     _ => true,
                 };
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
-                let flow = Flow { protocol, client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
+                let flow = Flow { client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
                 self.table.insert(key, hash, self.clock_ns, lane, flow)
             }
         };
@@ -376,7 +377,7 @@ impl FlowTracker {
             server_internal: is_internal(&server.0),
             tunnel: flow.tunnel,
         };
-        let record = if flow.protocol == 6 {
+        let record = if key.protocol == 6 {
             let c = self.tcp.get(flow.conn);
             // A closed flow that lingered ended by its FIN or RST, whatever removed it.
             let end = match (c.closed, reason) {

@@ -126,7 +126,8 @@ fn flows_to_measure() -> u32 {
     std::env::var("SONDE_MEMORY_FLOWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
-/// The bound this layout keeps (781 B/flow at 100 k flows; 797 with 64-bit in-flight counts,
+/// The bound this layout keeps (773 B/flow at 100 k flows; 781 with a 72-byte table slot, 797
+/// with 64-bit in-flight counts,
 /// 813 with 64-bit byte counts, 837 with
 /// separate fields for the handshake's times and legs and the flow's first time; 893 before the RTT statistics and
 /// estimator moved out of line; 1,046 with the growth slack of the
@@ -140,6 +141,6 @@ fn bytes_per_tcp_flow_stay_under_the_bound() {
     let v4 = bytes_per_flow(flows, false);
     let v6 = bytes_per_flow(flows, true);
     println!("{flows} concurrent TCP flows: {v4:.0} B/flow (IPv4), {v6:.0} B/flow (IPv6)");
-    assert!(v4 <= 800.0, "IPv4: {v4:.0} bytes per flow");
-    assert!(v6 <= 800.0, "IPv6: {v6:.0} bytes per flow");
+    assert!(v4 <= 790.0, "IPv4: {v4:.0} bytes per flow");
+    assert!(v6 <= 790.0, "IPv6: {v6:.0} bytes per flow");
 }
