@@ -417,6 +417,11 @@ impl TcpConn {
                 Some(isn) if isn != t.seq => {
                     // A SYN with a new ISN before the connection got going: start over.
                     h.reset_sequence(pools);
+                    // The RTT estimator restarts too; the samples' statistics stay.
+                    if h.stats.rtt.is_some() {
+                        let rtt = pools.rtt.get(&mut h.stats.rtt);
+                        (rtt.srtt_ns, rtt.rttvar_ns) = (0.0, 0.0);
+                    }
                     pools.rare.get(&mut h.stats.rare).syn_retx_new_isn += 1;
                     h.set_isn(t.seq);
                 }
