@@ -127,13 +127,12 @@ fn flows_to_measure() -> u32 {
 }
 
 /// The bound this layout keeps (773 B/flow at 100 k flows; 781 with a 72-byte table slot, 797
-/// with 64-bit in-flight counts,
-/// 813 with 64-bit byte counts, 837 with
-/// separate fields for the handshake's times and legs and the flow's first time; 893 before the RTT statistics and
-/// estimator moved out of line; 1,046 with the growth slack of the
-/// slabs and pools, before they were reserved from `max_flows`; 1,233 before rare-event counters
-/// moved out of line and optional fields became flag bits, 1,568 with an 8-entry duplicate ring,
-/// 2,922 before the live state was separated from the records; issue 3 aims at 300). One test function, so that no other test
+/// with 64-bit in-flight counts, 813 with 64-bit byte counts, 837 with separate fields for the
+/// handshake's times and legs and the flow's first time, 893 with the RTT statistics and
+/// estimator inline, 1,046 with the growth slack of slabs and pools grown rather than reserved
+/// from `max_flows`; 1,233 before rare-event counters moved out of line and optional fields
+/// became flag bits, 1,568 with an 8-entry duplicate ring, 2,922 before the live state was
+/// separated from the records; issue 3 aims at 300). One test function, so that no other test
 /// allocates while the counter is read.
 #[test]
 fn bytes_per_tcp_flow_stay_under_the_bound() {
