@@ -48,9 +48,11 @@ pub struct FlowConfig {
     pub udp_idle_ns: u64,
     /// After both FINs or a RST, how long a flow waits for its last ACKs before it is written.
     pub tcp_closed_linger_ns: u64,
-    /// Most flows held at once; when full, the longest-idle flow is evicted (and logged).
+    /// Most flows held at once; when full, the longest-idle flow is evicted (and logged). The
+    /// flow state's room is reserved for this many up front (address space: memory is used only
+    /// as flows arrive).
     pub max_flows: usize,
-    /// Flow slots allocated up front.
+    /// Flows the table's index is sized for up front (it doubles as flows arrive).
     pub initial_flows: usize,
     /// Internal networks (Tstat's net.conf): hosts inside are flagged internal.
     pub internal_nets: Vec<IpNet>,
@@ -70,11 +72,12 @@ impl Default for FlowConfig {
     }
 }
 
-/// One table entry: what both protocols share, and where the protocol's own state is (the TCP
-/// or UDP slab), so that a slot costs the same small size for either.
+/// One table entry's own part: which side is the client, the tunnel, and where the protocol's
+/// own state is (in the TCP or UDP slab, by the key's protocol). Six bytes, aligned to two, so
+/// that a table slot takes 64 (fields of a packed struct are only ever read by value).
 #[derive(Debug, Clone, Copy)]
+#[repr(C, packed(2))]
 struct Flow {
-    protocol: u8,
     /// Whether the client is the key's `lo` endpoint.
     client_is_lo: bool,
     tunnel: Option<Tunnel>,
@@ -142,14 +145,13 @@ pub(crate) fn prefetch<T>(value: &T) {
 
 impl FlowTracker {
     pub fn new(cfg: FlowConfig) -> Self {
-        let table = FlowTable::new(cfg.max_flows, cfg.initial_flows);
-        let initial = cfg.initial_flows.clamp(1, cfg.max_flows.max(1));
+        let max_flows = cfg.max_flows.max(1);
         FlowTracker {
+            table: FlowTable::new(max_flows, cfg.initial_flows),
+            tcp: Slab::with_capacity(max_flows),
+            udp: Slab::with_capacity(max_flows),
+            tcp_pools: TcpPools::for_flows(max_flows),
             cfg,
-            table,
-            tcp: Slab::with_capacity(initial),
-            udp: Slab::with_capacity(initial / 4),
-            tcp_pools: TcpPools::default(),
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
         }
@@ -161,6 +163,15 @@ impl FlowTracker {
 
     pub fn live_flows(&self) -> usize {
         self.table.len()
+    }
+
+    /// Heap bytes reserved up front and never written: address space that costs no memory, so
+    /// what a count of allocated bytes must subtract to get the memory in use.
+    pub fn untouched_bytes(&self) -> usize {
+        self.table.untouched_bytes()
+            + self.tcp.untouched_bytes()
+            + self.udp.untouched_bytes()
+            + self.tcp_pools.untouched_bytes()
     }
 
     /// Feeds one packet. Flows that the packet's time (or its arrival) ends go to `sink`.
@@ -215,7 +226,7 @@ impl FlowTracker {
 
     fn prefetch_conn(&self, slot: u32) {
         let flow = self.table.peek_value(slot);
-        if flow.protocol == 6 {
+        if self.table.key(slot).protocol == 6 {
             self.tcp.prefetch(flow.conn);
         } else {
             self.udp.prefetch(flow.conn);
@@ -260,7 +271,7 @@ impl FlowTracker {
                     if let Some(victim) = self.table.oldest_any() {
                         // A closed flow only lingering for late ACKs loses nothing by going early.
                         let v = *self.table.value(victim);
-                        if !(v.protocol == 6 && self.tcp.get(v.conn).closed.is_some()) {
+                        if !(self.table.key(victim).protocol == 6 && self.tcp.get(v.conn).closed.is_some()) {
                             self.table.stats.evicted += 1;
                         }
                         self.end_flow(victim, EndReason::Evicted, sink);
@@ -273,7 +284,7 @@ impl FlowTracker {
                     _ => true,
                 };
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
-                let flow = Flow { protocol, client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
+                let flow = Flow { client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
                 self.table.insert(key, hash, self.clock_ns, lane, flow)
             }
         };
@@ -366,7 +377,7 @@ impl FlowTracker {
             server_internal: is_internal(&server.0),
             tunnel: flow.tunnel,
         };
-        let record = if flow.protocol == 6 {
+        let record = if key.protocol == 6 {
             let c = self.tcp.get(flow.conn);
             // A closed flow that lingered ended by its FIN or RST, whatever removed it.
             let end = match (c.closed, reason) {
@@ -378,7 +389,7 @@ impl FlowTracker {
                 endpoints,
                 complete: c.client_syn && c.server_synack,
                 end,
-                first_ns: c.first_ns,
+                first_ns: c.first_ns(),
                 last_ns: c.last_ns(),
                 hs_syn_synack_ns: c.hs_syn_synack_ns(),
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),

@@ -3,6 +3,8 @@
 //! 2^30), widened into the record only when the flow ends. Counters of rare events live out of
 //! line in a pool ([`Rare`]), so that the many flows that never retransmit stay small.
 
+use std::num::NonZeroU32;
+
 use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
 
 /// `AnomalyCounts` in u32 (packets of one flow).
@@ -18,40 +20,125 @@ pub(crate) struct AnomaliesLive {
     pub unknown: u32,
 }
 
-/// The counters of events most flows never have: retransmissions, reordering, zero windows and
-/// SYNs with a new ISN.
+/// The counters of events most flows never have: retransmissions, reordering, zero windows,
+/// SYNs with a new ISN, and 4 GiB of bytes in one direction.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Rare {
+    /// The high words of `DirLive::ip_bytes` and `payload_bytes`.
+    pub ip_bytes_high: u32,
+    pub payload_bytes_high: u32,
     pub retx_bytes: u64,
     pub retx_pkts: u32,
     pub ooo_pkts: u32,
     pub win_zero: u32,
     pub syn_retx_new_isn: u32,
     pub anomalies: AnomaliesLive,
+    /// The in-flight counts once one passed 32 bits (`DirLive::inflight_wide`).
+    pub inflight: Inflight<u64>,
 }
 
-/// Every flow's `Rare` blocks, freed ones reused.
+/// In-flight bytes of one direction: the least, the most, and the most in the initial window.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Inflight<T> {
+    pub min: T,
+    pub max: T,
+    pub initial: T,
+}
+
+impl<T: Copy + Ord + Default> Inflight<T> {
+    pub fn add(&mut self, bytes: T, initial_window: bool) {
+        // `max` is zero until a non-zero value: until then `min` follows every value.
+        if self.max == T::default() || bytes < self.min {
+            self.min = bytes;
+        }
+        self.max = self.max.max(bytes);
+        if initial_window {
+            self.initial = self.initial.max(bytes);
+        }
+    }
+}
+
+impl Inflight<u32> {
+    pub fn widen(self) -> Inflight<u64> {
+        Inflight { min: self.min.into(), max: self.max.into(), initial: self.initial.into() }
+    }
+}
+
+/// The RTT state of a direction whose data was timed at least once: the samples' statistics
+/// and the RFC 6298 estimator. Out of line, since many directions never get a sample (those
+/// that only acknowledge, or whose data is still in flight).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rtt {
+    pub stats: RttStats,
+    pub srtt_ns: f64,
+    pub rttvar_ns: f64,
+}
+
+/// A reference to a block in a [`Pool`]: its index plus one, so that `Option<BlockRef>` takes
+/// four bytes.
+pub(crate) type BlockRef = NonZeroU32;
+
+/// Out-of-line blocks of per-direction state, freed ones reused. Room for the expected blocks is
+/// reserved up front (address space until written); more grow it.
 #[derive(Debug, Default)]
-pub(crate) struct RarePool {
-    blocks: Vec<Rare>,
-    free: Vec<u32>,
+pub(crate) struct Pool<T> {
+    blocks: Vec<T>,
+    free: Vec<BlockRef>,
+}
+
+impl<T: Copy + Default> Pool<T> {
+    pub fn with_capacity(n: usize) -> Self {
+        Pool { blocks: Vec::with_capacity(n), free: Vec::new() }
+    }
+
+    /// Reserved bytes never written.
+    pub fn untouched_bytes(&self) -> usize {
+        (self.blocks.capacity() - self.blocks.len()) * std::mem::size_of::<T>()
+    }
+
+    /// The block of `r`, taken from the pool the first time.
+    pub fn get(&mut self, r: &mut Option<BlockRef>) -> &mut T {
+        let b = *r.get_or_insert_with(|| {
+            self.free.pop().unwrap_or_else(|| {
+                self.blocks.push(T::default());
+                BlockRef::new(self.blocks.len() as u32).expect("a pool holds fewer than 2^32 blocks")
+            })
+        });
+        &mut self.blocks[b.get() as usize - 1]
+    }
+
+    /// The block of `r`, if it has one.
+    pub fn peek(&self, r: Option<BlockRef>) -> Option<&T> {
+        r.map(|b| &self.blocks[b.get() as usize - 1])
+    }
+
+    /// The block of `r`, the default if it has none.
+    pub fn read(&self, r: Option<BlockRef>) -> T {
+        r.map_or_else(T::default, |b| self.blocks[b.get() as usize - 1])
+    }
+
+    /// Returns `r`'s block to the pool, cleared.
+    pub fn release(&mut self, r: &mut Option<BlockRef>) {
+        if let Some(b) = r.take() {
+            self.blocks[b.get() as usize - 1] = T::default();
+            self.free.push(b);
+        }
+    }
 }
 
 /// See `TcpDirStats` for each field's meaning.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct DirLive {
-    pub ip_bytes: u64,
-    pub payload_bytes: u64,
+    /// The low words of the byte counts (`Rare` has the high ones: few directions carry 4 GiB).
+    pub ip_bytes: u32,
+    pub payload_bytes: u32,
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_payload_ns: u64,
     pub last_payload_ns: u64,
     pub first_ack_ns: u64,
-    pub inflight_min: u64,
-    pub inflight_max: u64,
-    pub inflight_initial: u64,
-    /// The record's own type: a u32 count would save nothing (alignment pads it to 40 bytes).
-    pub rtt: RttStats,
+    /// 32 bits hold any realistic window; past them the counts go on in `Rare::inflight`.
+    pub inflight: Inflight<u32>,
     pub pkts: u32,
     pub data_pkts: u32,
     pub ack_pkts: u32,
@@ -64,50 +151,27 @@ pub(crate) struct DirLive {
     pub seg_max: u32,
     pub win_min: u32,
     pub win_max: u32,
-    /// This direction's `Rare` block in the pool, once it needs one. (The `Option` costs nothing:
-    /// it fills what would be padding.)
-    pub rare: Option<u32>,
+    /// This direction's `Rare` block, once it needs one.
+    pub rare: Option<BlockRef>,
+    /// This direction's `Rtt` block, from its first RTT sample.
+    pub rtt: Option<BlockRef>,
     pub mss_opt: u16,
     pub ttl_min: u8,
     pub ttl_max: u8,
     pub win_scale: Option<u8>,
     pub sack_permitted: bool,
     pub timestamps: bool,
-}
-
-impl RarePool {
-    /// `dir`'s block, taken from the pool the first time.
-    pub fn get(&mut self, dir: &mut DirLive) -> &mut Rare {
-        let i = *dir.rare.get_or_insert_with(|| {
-            self.free.pop().unwrap_or_else(|| {
-                self.blocks.push(Rare::default());
-                (self.blocks.len() - 1) as u32
-            })
-        });
-        &mut self.blocks[i as usize]
-    }
-
-    /// `dir`'s counters, zero if it never needed a block.
-    pub fn read(&self, dir: &DirLive) -> Rare {
-        dir.rare.map_or_else(Rare::default, |i| self.blocks[i as usize])
-    }
-
-    /// Returns `dir`'s block to the pool, cleared.
-    pub fn release(&mut self, dir: &mut DirLive) {
-        if let Some(i) = dir.rare.take() {
-            self.blocks[i as usize] = Rare::default();
-            self.free.push(i);
-        }
-    }
+    pub inflight_wide: bool,
 }
 
 impl DirLive {
-    pub fn record(&self, unique_bytes: u64, rare: &Rare) -> TcpDirStats {
+    pub fn record(&self, unique_bytes: u64, rare: &Rare, rtt: &Rtt) -> TcpDirStats {
         let a = &rare.anomalies;
+        let inflight = if self.inflight_wide { rare.inflight } else { self.inflight.widen() };
         TcpDirStats {
             pkts: self.pkts.into(),
-            ip_bytes: self.ip_bytes,
-            payload_bytes: self.payload_bytes,
+            ip_bytes: u64::from(rare.ip_bytes_high) << 32 | u64::from(self.ip_bytes),
+            payload_bytes: u64::from(rare.payload_bytes_high) << 32 | u64::from(self.payload_bytes),
             unique_bytes,
             data_pkts: self.data_pkts.into(),
             ack_pkts: self.ack_pkts.into(),
@@ -132,7 +196,7 @@ impl DirLive {
             win_min: self.win_min.into(),
             win_max: self.win_max.into(),
             win_zero: rare.win_zero.into(),
-            rtt: self.rtt,
+            rtt: rtt.stats,
             retx_pkts: rare.retx_pkts.into(),
             retx_bytes: rare.retx_bytes,
             ooo_pkts: rare.ooo_pkts.into(),
@@ -147,9 +211,9 @@ impl DirLive {
                 unknown: a.unknown.into(),
             },
             syn_retx_new_isn: rare.syn_retx_new_isn.into(),
-            inflight_min: self.inflight_min,
-            inflight_max: self.inflight_max,
-            inflight_initial: self.inflight_initial,
+            inflight_min: inflight.min,
+            inflight_max: inflight.max,
+            inflight_initial: inflight.initial,
         }
     }
 }

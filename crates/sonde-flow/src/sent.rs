@@ -55,11 +55,21 @@ pub(crate) struct SentPool {
 
 impl Default for SentPool {
     fn default() -> Self {
-        SentPool { nodes: Vec::new(), free: NIL, in_use: 0 }
+        SentPool::with_capacity(0)
     }
 }
 
 impl SentPool {
+    /// A pool with room for `n` nodes reserved (address space until written; more grow it).
+    pub fn with_capacity(n: usize) -> Self {
+        SentPool { nodes: Vec::with_capacity(n), free: NIL, in_use: 0 }
+    }
+
+    /// Reserved bytes never written.
+    pub fn untouched_bytes(&self) -> usize {
+        (self.nodes.capacity() - self.nodes.len()) * std::mem::size_of::<Sent>()
+    }
+
     fn alloc(&mut self, s: Sent) -> u32 {
         self.in_use += 1;
         if self.free != NIL {

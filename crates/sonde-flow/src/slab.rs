@@ -1,5 +1,7 @@
-//! A slab of per-flow protocol state: entries addressed by u32, freed entries reused, growing by
-//! a quarter rather than doubling so that a table of a million flows carries little slack.
+//! A slab of per-flow protocol state: entries addressed by u32, freed entries reused. Its room
+//! is reserved up front for the configured flow count and never moved: the reservation is only
+//! address space (the allocator maps large blocks lazily), so memory follows the entries
+//! actually written, without the slack and copies of a growing vector.
 
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
@@ -17,15 +19,17 @@ impl<T: Default> Slab<T> {
         if let Some(i) = self.free.pop() {
             return i;
         }
-        if self.items.len() == self.items.capacity() {
-            self.items.reserve_exact((self.items.len() / 4).max(256));
-        }
         self.items.push(T::default());
         (self.items.len() - 1) as u32
     }
 
     pub fn free(&mut self, i: u32) {
         self.free.push(i);
+    }
+
+    /// Reserved bytes never written: address space, not memory.
+    pub fn untouched_bytes(&self) -> usize {
+        (self.items.capacity() - self.items.len()) * std::mem::size_of::<T>()
     }
 
     /// Starts loading entry `i` into the cache.

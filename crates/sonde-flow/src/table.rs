@@ -1,7 +1,9 @@
 //! The flow table: an open-addressing index (linear probing, backward-shift deletion) over a
 //! slab of flow slots, plus intrusive recency lists that make idle expiry and longest-idle
 //! eviction O(1) per flow instead of a scan. Slots are reused with their buffers, so a table in
-//! steady state does not allocate.
+//! steady state does not allocate. The slots' room is reserved for `max_flows` up front (address
+//! space only until written); the index doubles as the flows grow, since its entries are spread
+//! over all its pages and a full-size index would be resident from the first thousand flows.
 
 use crate::key::FlowKey;
 
@@ -87,14 +89,14 @@ pub struct FlowTable<V> {
 }
 
 impl<V> FlowTable<V> {
-    /// A table that holds at most `max_flows` flows; `initial` slots are allocated up front.
+    /// A table that holds at most `max_flows` flows, with an index sized for `initial` flows.
     pub fn new(max_flows: usize, initial: usize) -> Self {
         let max_flows = max_flows.max(1);
         let initial = initial.clamp(1, max_flows);
         let index_len = (initial * 2).next_power_of_two().max(16);
         FlowTable {
             index: vec![EMPTY; index_len],
-            links: Vec::with_capacity(initial),
+            links: Vec::with_capacity(max_flows),
             free: Vec::new(),
             lists: [List { head: NIL, tail: NIL }; 3],
             live: 0,
@@ -171,11 +173,6 @@ impl<V> FlowTable<V> {
                 s
             }
             None => {
-                if self.links.len() == self.links.capacity() {
-                    // Grow by a quarter (not double): less slack at a million flows.
-                    let extra = (self.links.len() / 4).max(1024).min(self.max_flows - self.links.len());
-                    self.links.reserve_exact(extra.max(1));
-                }
                 self.links.push(Link { key, lane, live: true, prev: NIL, next: NIL, last_ns: now_ns, value });
                 (self.links.len() - 1) as u32
             }
@@ -250,6 +247,11 @@ impl<V> FlowTable<V> {
 
     pub fn value(&mut self, slot: u32) -> &mut V {
         &mut self.links[slot as usize].value
+    }
+
+    /// Reserved slot bytes never written: address space, not memory.
+    pub fn untouched_bytes(&self) -> usize {
+        (self.links.capacity() - self.links.len()) * std::mem::size_of::<Link<V>>()
     }
 
     /// Live slots, in no particular order.

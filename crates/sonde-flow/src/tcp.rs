@@ -6,7 +6,7 @@
 
 use sonde_wire::{IpSummary, TcpSummary};
 
-use crate::live::{DirLive, RarePool};
+use crate::live::{DirLive, Pool, Rare, Rtt};
 use crate::record::{EndReason, TcpDirStats};
 use crate::sent::{Sent, SentList, SentPool};
 use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
@@ -38,7 +38,27 @@ struct Recent {
 pub struct TcpPools {
     pub(crate) sent: SentPool,
     pub(crate) ranges: RangePool,
-    pub(crate) rare: RarePool,
+    pub(crate) rare: Pool<Rare>,
+    pub(crate) rtt: Pool<Rtt>,
+}
+
+impl TcpPools {
+    /// Pools with room reserved for `flows` flows: two segments in flight, one rare-event block
+    /// and one RTT block each (reserved room costs address space until written; busier flows
+    /// grow them).
+    pub fn for_flows(flows: usize) -> Self {
+        TcpPools {
+            sent: SentPool::with_capacity(2 * flows),
+            ranges: RangePool::default(),
+            rare: Pool::with_capacity(flows),
+            rtt: Pool::with_capacity(flows),
+        }
+    }
+
+    /// Reserved bytes never written.
+    pub fn untouched_bytes(&self) -> usize {
+        self.sent.untouched_bytes() + self.rare.untouched_bytes() + self.rtt.untouched_bytes()
+    }
 }
 
 /// The state of one direction: what it sent, and what its peer acknowledged of it.
@@ -68,9 +88,6 @@ pub(crate) struct Half {
     advanced_ns: u64,
     /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes).
     control_seqs: u32,
-    /// RFC 6298 estimator state.
-    srtt_ns: f64,
-    rttvar_ns: f64,
 }
 
 const ISN: u8 = 1;
@@ -131,16 +148,18 @@ impl Half {
         let stats = self.stats;
         *self = Half { stats, ..Half::default() };
     }
+}
 
+impl Rtt {
     /// RFC 6298 §2.3's RTO from this direction's samples (probe → receiver → probe), before
     /// the lower bound.
     fn rto_estimate_ns(&self) -> u64 {
         (self.srtt_ns + 4.0 * self.rttvar_ns) as u64
     }
 
-    fn add_rtt_sample(&mut self, sample_ns: u64) {
+    fn add_sample(&mut self, sample_ns: u64) {
         let r = sample_ns as f64;
-        if self.stats.rtt.count == 0 {
+        if self.stats.count == 0 {
             self.srtt_ns = r;
             self.rttvar_ns = r / 2.0;
         } else {
@@ -148,25 +167,21 @@ impl Half {
             self.rttvar_ns = 0.75 * self.rttvar_ns + 0.25 * (self.srtt_ns - r).abs();
             self.srtt_ns = 0.875 * self.srtt_ns + 0.125 * r;
         }
-        self.stats.rtt.add(sample_ns);
+        self.stats.add(sample_ns);
     }
 }
 
-const NOT_TIMED: u64 = u64::MAX;
-
 /// One TCP connection as seen at the probe.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct TcpConn {
     pub(crate) half: [Half; 2],
-    pub(crate) first_ns: u64,
-    /// Time of the client's latest SYN (without ACK).
-    syn_ns: u64,
-    /// Time of the server's latest SYN/ACK.
-    synack_ns: u64,
-    /// The handshake's two legs (SYN → SYN/ACK, SYN/ACK → ACK), `NOT_TIMED` until measured:
-    /// half the size of `Option<u64>`.
-    hs_syn_synack_ns: u64,
-    hs_synack_ack_ns: u64,
+    /// The handshake's two legs (SYN → SYN/ACK, SYN/ACK → ACK): the time of the leg's latest
+    /// opening packet (the client's SYN, the server's SYN/ACK; 0 before any) until its closing
+    /// packet times it, then its duration. Bit `leg` of `legs_timed` tells which.
+    legs_ns: [u64; 2],
+    legs_timed: u8,
+    /// The direction of the flow's first packet, whose first time is the flow's.
+    first_dir: u8,
     pub(crate) client_syn: bool,
     pub(crate) server_synack: bool,
     /// Set when both FINs or a RST were seen; the flow lingers for late ACKs.
@@ -182,36 +197,49 @@ pub enum TcpVerdict {
     Reused,
 }
 
-impl Default for TcpConn {
-    fn default() -> Self {
-        TcpConn {
-            half: Default::default(),
-            first_ns: 0,
-            syn_ns: 0,
-            synack_ns: 0,
-            hs_syn_synack_ns: NOT_TIMED,
-            hs_synack_ack_ns: NOT_TIMED,
-            client_syn: false,
-            server_synack: false,
-            closed: None,
-        }
-    }
-}
-
 impl TcpConn {
+    /// The first packet's time.
+    pub(crate) fn first_ns(&self) -> u64 {
+        self.half[usize::from(self.first_dir)].stats.first_ns
+    }
+
+    fn leg_timed(&self, leg: usize) -> bool {
+        self.legs_timed & 1 << leg != 0
+    }
+
+    fn leg_ns(&self, leg: usize) -> Option<u64> {
+        self.leg_timed(leg).then_some(self.legs_ns[leg])
+    }
+
     pub(crate) fn hs_syn_synack_ns(&self) -> Option<u64> {
-        (self.hs_syn_synack_ns != NOT_TIMED).then_some(self.hs_syn_synack_ns)
+        self.leg_ns(0)
     }
 
     pub(crate) fn hs_synack_ack_ns(&self) -> Option<u64> {
-        (self.hs_synack_ack_ns != NOT_TIMED).then_some(self.hs_synack_ack_ns)
+        self.leg_ns(1)
+    }
+
+    /// A packet that opens `leg` (its latest one counts until the leg is timed).
+    fn open_leg(&mut self, leg: usize, ts_ns: u64) {
+        if !self.leg_timed(leg) {
+            self.legs_ns[leg] = ts_ns;
+        }
+    }
+
+    /// A packet that closes `leg`: times it if it was opened and not yet timed.
+    fn close_leg(&mut self, leg: usize, ts_ns: u64) {
+        if !self.leg_timed(leg) && self.legs_ns[leg] != 0 {
+            self.legs_ns[leg] = ts_ns.saturating_sub(self.legs_ns[leg]);
+            self.legs_timed |= 1 << leg;
+        }
     }
 
     /// Returns the pooled state and clears the connection for reuse.
     pub(crate) fn release(&mut self, pools: &mut TcpPools) {
         for h in &mut self.half {
             h.reset_sequence(pools);
-            pools.rare.release(&mut h.stats);
+            pools.rare.release(&mut h.stats.rare);
+            pools.rtt.release(&mut h.stats.rtt);
         }
         *self = TcpConn::default();
     }
@@ -241,13 +269,10 @@ impl TcpConn {
 
     /// Analyses one packet sent by direction `dir` (0 = client).
     pub fn on_packet(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
-        if self.first_ns == 0 {
-            self.first_ns = ts_ns;
-        }
         let flags = t.flags;
         let payload = u64::from(t.payload_len);
 
-        self.count(dir, ts_ns, ip, t);
+        self.count(&mut pools.rare, dir, ts_ns, ip, t);
         self.handshake(dir, ts_ns, t);
 
         // Window scaling applies once both SYNs carried the option (RFC 7323 §2.2), never to
@@ -264,7 +289,7 @@ impl TcpConn {
             }
             s.win_max = s.win_max.max(window);
             if window == 0 && !flags.rst() {
-                pools.rare.get(s).win_zero += 1;
+                pools.rare.get(&mut s.rare).win_zero += 1;
             }
         }
         if !flags.rst() {
@@ -276,7 +301,7 @@ impl TcpConn {
             self.sequence(pools, dir, ts_ns, ip, t, payload, seg_len);
         }
         if flags.ack() {
-            self.acknowledge(&mut pools.sent, dir, ts_ns, t);
+            self.acknowledge(pools, dir, ts_ns, t);
         }
 
         if flags.rst() {
@@ -289,12 +314,17 @@ impl TcpConn {
         }
     }
 
-    fn count(&mut self, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
+    fn count(&mut self, rare: &mut Pool<Rare>, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
         let flags = t.flags;
         let s = &mut self.half[dir].stats;
         s.pkts += 1;
-        s.ip_bytes += u64::from(ip.total_len);
-        if s.first_ns == 0 {
+        let carry;
+        (s.ip_bytes, carry) = s.ip_bytes.overflowing_add(ip.total_len);
+        if carry {
+            rare.get(&mut s.rare).ip_bytes_high += 1;
+        }
+        let first_of_dir = s.first_ns == 0;
+        if first_of_dir {
             s.first_ns = ts_ns;
             s.ttl_min = ip.ttl;
             s.ttl_max = ip.ttl;
@@ -329,7 +359,11 @@ impl TcpConn {
         s.sack_blocks += u32::from(o.sack_count);
         if t.payload_len > 0 {
             s.data_pkts += 1;
-            s.payload_bytes += u64::from(t.payload_len);
+            let carry;
+            (s.payload_bytes, carry) = s.payload_bytes.overflowing_add(t.payload_len);
+            if carry {
+                rare.get(&mut s.rare).payload_bytes_high += 1;
+            }
             if s.first_payload_ns == 0 {
                 s.first_payload_ns = ts_ns;
             }
@@ -339,23 +373,26 @@ impl TcpConn {
             }
             s.seg_max = s.seg_max.max(t.payload_len);
         }
+        // The flow's first time is that of the first direction with one (a direction's first time
+        // stays 0 while its packets have time 0).
+        if first_of_dir && self.half[1 - dir].stats.first_ns == 0 {
+            self.first_dir = dir as u8;
+        }
     }
 
     fn handshake(&mut self, dir: usize, ts_ns: u64, t: &TcpSummary) {
         let flags = t.flags;
         if flags.syn() && !flags.ack() && dir == 0 {
             self.client_syn = true;
-            self.syn_ns = ts_ns;
+            self.open_leg(0, ts_ns);
         } else if flags.syn() && flags.ack() && dir == 1 {
             self.server_synack = true;
-            if self.hs_syn_synack_ns == NOT_TIMED && self.syn_ns != 0 {
-                self.hs_syn_synack_ns = ts_ns.saturating_sub(self.syn_ns);
-            }
-            self.synack_ns = ts_ns;
-        } else if dir == 0 && flags.ack() && !flags.syn() && self.synack_ns != 0 && self.hs_synack_ack_ns == NOT_TIMED {
+            self.close_leg(0, ts_ns);
+            self.open_leg(1, ts_ns);
+        } else if dir == 0 && flags.ack() && !flags.syn() && !self.leg_timed(1) {
             let acks_synack = self.half[1].isn().is_some_and(|isn| t.ack == isn.wrapping_add(1));
             if acks_synack {
-                self.hs_synack_ack_ns = ts_ns.saturating_sub(self.synack_ns);
+                self.close_leg(1, ts_ns);
             }
         }
     }
@@ -373,7 +410,6 @@ impl TcpConn {
         seg_len: u64,
     ) {
         let flags = t.flags;
-        let paths = self.path_rtts(dir);
         let h = &mut self.half[dir];
         if flags.syn() {
             match h.isn() {
@@ -381,7 +417,12 @@ impl TcpConn {
                 Some(isn) if isn != t.seq => {
                     // A SYN with a new ISN before the connection got going: start over.
                     h.reset_sequence(pools);
-                    pools.rare.get(&mut h.stats).syn_retx_new_isn += 1;
+                    // The RTT estimator restarts too; the samples' statistics stay.
+                    if h.stats.rtt.is_some() {
+                        let rtt = pools.rtt.get(&mut h.stats.rtt);
+                        (rtt.srtt_ns, rtt.rttvar_ns) = (0.0, 0.0);
+                    }
+                    pools.rare.get(&mut h.stats.rare).syn_retx_new_isn += 1;
                     h.set_isn(t.seq);
                 }
                 _ => {}
@@ -408,7 +449,7 @@ impl TcpConn {
 
         let is_retx = outcome.overlap > 0;
         if is_retx {
-            let rare = pools.rare.get(&mut h.stats);
+            let rare = pools.rare.get(&mut h.stats.rare);
             rare.retx_pkts += 1;
             rare.retx_bytes += outcome.overlap.min(payload);
             h.outstanding.for_each_mut(&mut pools.sent, |s| {
@@ -419,12 +460,15 @@ impl TcpConn {
             });
         }
         if outcome.fills_hole {
-            pools.rare.get(&mut h.stats).ooo_pkts += 1;
+            pools.rare.get(&mut h.stats.rare).ooo_pkts += 1;
         }
         if is_retx || outcome.fills_hole {
+            // Only out-of-sequence segments need the path's RTTs.
+            let paths = self.path_rtts(&pools.rtt, dir);
             let seg = Segment { ts_ns, ip_ident: ip.ident, start, end: end_ctl };
-            classify(h, pools, seg, is_retx, outcome.hole_opened_ns, paths);
+            classify(&mut self.half[dir], pools, seg, is_retx, outcome.hole_opened_ns, paths);
         }
+        let h = &mut self.half[dir];
         let len = u32::try_from(seg_len).unwrap_or(u32::MAX);
         h.recent[usize::from(h.recent_next)] = Recent { start, len, ip_ident: ip.ident, ts_ns };
         h.recent_next = (h.recent_next + 1) % RECENT as u8;
@@ -445,18 +489,24 @@ impl TcpConn {
             let inflight = (h.seen.max_end(&pools.ranges).unwrap_or(end_ctl) - acked).max(0) as u64;
             let initial_window = !h.has(DATA_ACKED);
             let s = &mut h.stats;
-            if s.inflight_max == 0 || inflight < s.inflight_min {
-                s.inflight_min = inflight;
-            }
-            s.inflight_max = s.inflight_max.max(inflight);
-            if initial_window {
-                s.inflight_initial = s.inflight_initial.max(inflight);
+            match u32::try_from(inflight) {
+                Ok(narrow) if !s.inflight_wide => s.inflight.add(narrow, initial_window),
+                _ => {
+                    let counts = s.inflight;
+                    let wide = &mut pools.rare.get(&mut s.rare).inflight;
+                    if !s.inflight_wide {
+                        *wide = counts.widen();
+                        s.inflight_wide = true;
+                    }
+                    wide.add(inflight, initial_window);
+                }
             }
         }
     }
 
     /// Processes the ACK field of a packet sent by `dir`, which acknowledges the peer's data.
-    fn acknowledge(&mut self, sent: &mut SentPool, dir: usize, ts_ns: u64, t: &TcpSummary) {
+    fn acknowledge(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, t: &TcpSummary) {
+        let sent = &mut pools.sent;
         let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
         let peer = &mut self.half[1 - dir];
         let Some(unwrapper) = peer.seq() else { return };
@@ -484,7 +534,7 @@ impl TcpConn {
                     // drops segments that were retransmitted.
                     let exact = front.end() == ack || front.end_ctl() == ack;
                     if exact && !front.retransmitted() && front.ts_ns >= latest_sent_ns {
-                        peer.add_rtt_sample(ts_ns.saturating_sub(front.ts_ns));
+                        pools.rtt.get(&mut peer.stats.rtt).add_sample(ts_ns.saturating_sub(front.ts_ns));
                     }
                     latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
                 }
@@ -495,16 +545,10 @@ impl TcpConn {
     /// The two halves of the path as the probe sees them for `dir`'s data: probe → receiver →
     /// probe (this direction's data→ACK samples, else its handshake leg) and probe → sender →
     /// probe (the other direction's samples, else the other handshake leg).
-    fn path_rtts(&self, dir: usize) -> PathRtts {
+    fn path_rtts(&self, rtt: &Pool<Rtt>, dir: usize) -> PathRtts {
         let legs = [self.hs_syn_synack_ns(), self.hs_synack_ack_ns()];
-        let min_of = |d: usize| {
-            let r = &self.half[d].stats.rtt;
-            if r.count > 0 {
-                Some(r.min_ns)
-            } else {
-                legs[d]
-            }
-        };
+        // A direction has an `Rtt` block only once it has a sample.
+        let min_of = |d: usize| rtt.peek(self.half[d].stats.rtt).map_or(legs[d], |r| Some(r.stats.min_ns));
         PathRtts { to_receiver: min_of(dir), to_sender: min_of(1 - dir) }
     }
 
@@ -512,7 +556,7 @@ impl TcpConn {
     pub(crate) fn stats(&self, pools: &TcpPools) -> [TcpDirStats; 2] {
         self.half.each_ref().map(|h| {
             let unique = h.seen.covered(&pools.ranges).saturating_sub(u64::from(h.control_seqs));
-            h.stats.record(unique, &pools.rare.read(&h.stats))
+            h.stats.record(unique, &pools.rare.read(h.stats.rare), &pools.rtt.read(h.stats.rtt))
         })
     }
 }
@@ -544,13 +588,13 @@ fn classify(h: &mut Half, pools: &mut TcpPools, seg: Segment, is_retx: bool, hol
     };
     // The sender's RTO covers the whole path. Before any data→ACK sample the handshake seeds
     // the estimator (RFC 6298 §2.2: SRTT = R, RTTVAR = R/2, so RTO = 3R).
-    let rto = match (h.stats.rtt.count, full_rtt) {
-        (0, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
-        (0, None) => INITIAL_RTO_NS,
-        _ => (h.rto_estimate_ns() + paths.to_sender.unwrap_or(0)).max(MIN_RTO_NS),
+    let rto = match (h.stats.rtt, full_rtt) {
+        (None, Some(r)) => r.saturating_mul(3).max(MIN_RTO_NS),
+        (None, None) => INITIAL_RTO_NS,
+        (rtt, _) => (pools.rtt.read(rtt).rto_estimate_ns() + paths.to_sender.unwrap_or(0)).max(MIN_RTO_NS),
     };
     let rtt_min = paths.to_sender;
-    let a = &mut pools.rare.get(&mut h.stats).anomalies;
+    let a = &mut pools.rare.get(&mut h.stats.rare).anomalies;
 
     // The same IP datagram twice, within a fraction of an RTT: duplicated by the network.
     if is_retx {

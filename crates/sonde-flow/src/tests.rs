@@ -385,3 +385,28 @@ fn a_closed_flow_ends_after_its_linger_even_behind_longer_lived_flows() {
     let r = only_tcp(&out);
     assert_eq!((r.endpoints.client_port, r.end), (2222, EndReason::Fin));
 }
+
+/// Byte and in-flight counts are kept in 32 bits per direction while the flow lives, continued
+/// out of line past them: a direction that sends more than 4 GiB, never acknowledged, still gets
+/// its exact 64-bit counts.
+#[test]
+fn byte_counts_go_past_4_gib() {
+    const LEN: u32 = 60_000;
+    let segments: u32 = 80_000; // 4.8 GB of payload
+    let mut t = FlowTracker::new(FlowConfig::default());
+    let mut out = Vec::new();
+    t.on_packet(MS, &seg(true, SYN, 0, 0, 0, 1), &mut out);
+    t.on_packet(2 * MS, &seg(false, SYNACK, 9, 1, 0, 1), &mut out);
+    for i in 0..segments {
+        let seq = 1u32.wrapping_add(i.wrapping_mul(LEN));
+        t.on_packet(3 * MS + u64::from(i), &seg(true, ACK, seq, 10, LEN, i), &mut out);
+    }
+    t.finish(&mut out);
+    let r = only_tcp(&out);
+    let payload = u64::from(segments) * u64::from(LEN);
+    assert_eq!(r.client.payload_bytes, payload);
+    assert_eq!(r.client.ip_bytes, payload + 40 * (u64::from(segments) + 1));
+    assert_eq!(r.client.unique_bytes, payload);
+    let inflight = (r.client.inflight_min, r.client.inflight_max, r.client.inflight_initial);
+    assert_eq!(inflight, (u64::from(LEN), payload, payload));
+}

@@ -1,6 +1,11 @@
 //! Memory per tracked flow (issue 3: at most 300 bytes per TCP flow on average at 1 M concurrent
 //! flows, RTT-matching state included), measured with a counting global allocator: every heap
-//! byte the tracker holds (index, slabs, pools, slack of grown vectors) divided by the live flows.
+//! byte the tracker holds (index, slabs, pools, slack of grown vectors) divided by the live flows,
+//! less only the room it reserved up front for `max_flows` and never wrote. That room is address
+//! space the kernel backs with memory on first write, so it costs nothing; every slot, node or
+//! block ever handed out (the vectors' length: their high-water mark) counts in full, and so does
+//! everything else allocated. The tracker is sized for twice the flows measured, as a deployment
+//! sized for its peak would be.
 //!
 //! The flows are the typical case: a handshake, a request the server acknowledged (one RTT
 //! sample), and two response segments still waiting for their ACK.
@@ -110,7 +115,7 @@ fn bytes_per_flow(flows: u32, v6: bool) -> f64 {
     }
     assert!(out.is_empty(), "no flow may end while measuring");
     assert_eq!(tracker.live_flows(), flows as usize);
-    let held = LIVE_BYTES.load(Ordering::Relaxed) - before;
+    let held = LIVE_BYTES.load(Ordering::Relaxed) - before - tracker.untouched_bytes() as isize;
     let per_flow = held as f64 / f64::from(flows);
     tracker.finish(&mut out);
     assert_eq!(out.len(), flows as usize);
@@ -121,9 +126,13 @@ fn flows_to_measure() -> u32 {
     std::env::var("SONDE_MEMORY_FLOWS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
-/// The bound this layout keeps (1,046 B/flow at 100 k flows; 1,233 before rare-event counters
-/// moved out of line and optional fields became flag bits, 1,568 with an 8-entry duplicate ring,
-/// 2,922 before the live state was separated from the records; issue 3 aims at 300). One test function, so that no other test
+/// The bound this layout keeps (773 B/flow at 100 k flows; 781 with a 72-byte table slot, 797
+/// with 64-bit in-flight counts, 813 with 64-bit byte counts, 837 with separate fields for the
+/// handshake's times and legs and the flow's first time, 893 with the RTT statistics and
+/// estimator inline, 1,046 with the growth slack of slabs and pools grown rather than reserved
+/// from `max_flows`; 1,233 before rare-event counters moved out of line and optional fields
+/// became flag bits, 1,568 with an 8-entry duplicate ring, 2,922 before the live state was
+/// separated from the records; issue 3 aims at 300). One test function, so that no other test
 /// allocates while the counter is read.
 #[test]
 fn bytes_per_tcp_flow_stay_under_the_bound() {
@@ -131,6 +140,6 @@ fn bytes_per_tcp_flow_stay_under_the_bound() {
     let v4 = bytes_per_flow(flows, false);
     let v6 = bytes_per_flow(flows, true);
     println!("{flows} concurrent TCP flows: {v4:.0} B/flow (IPv4), {v6:.0} B/flow (IPv6)");
-    assert!(v4 <= 1100.0, "IPv4: {v4:.0} bytes per flow");
-    assert!(v6 <= 1100.0, "IPv6: {v6:.0} bytes per flow");
+    assert!(v4 <= 790.0, "IPv4: {v4:.0} bytes per flow");
+    assert!(v6 <= 790.0, "IPv6: {v6:.0} bytes per flow");
 }

@@ -67,7 +67,8 @@ pub struct AnalyzeArgs {
     /// Seconds a closed TCP flow (both FINs, or RST) waits for its last packets (Linux TIME_WAIT).
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub closed_linger: f64,
-    /// Most flows held at once; when full, the longest-idle flow is evicted and logged.
+    /// Most flows held at once; when full, the longest-idle flow is evicted and logged. Room for
+    /// them is reserved up front: address space (about 0.9 KB per flow), used as flows arrive.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_flows: usize,
     /// Flow-tracking worker threads (default: the machine's cores). Outputs are the same for
