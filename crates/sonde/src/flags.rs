@@ -27,6 +27,17 @@ pub enum Command {
     /// 2 bad usage; 3 the input ended early (truncated or corrupt): everything before the damage
     /// was analysed and written.
     Analyze(AnalyzeArgs),
+    /// Draw figures (PNG or SVG) from an output directory of `sonde analyze`.
+    ///
+    /// Time plots from intervals.tsv (throughput and flows, inbound above the axis and outbound
+    /// below, at the native interval and at 5 min / 30 min / 2 h / 1 day where the trace is long
+    /// enough), and distributions from the flow logs (CDF and CCDF of flow duration and size,
+    /// RTT pdf). Figures go to DIR/plots unless -o is given.
+    ///
+    /// Example: sonde plot out/ --format svg
+    ///
+    /// Exit status: 0 success; 1 error (an input is malformed, or nothing to plot).
+    Plot(crate::plot::PlotArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -143,7 +154,7 @@ mod tests {
     #[test]
     fn filter_is_the_trailing_words() {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
-        let Command::Analyze(a) = cli.command;
+        let Command::Analyze(a) = cli.command else { panic!("not analyze") };
         assert_eq!(a.filter_expression().as_deref(), Some("tcp port 80"));
     }
 }

@@ -1,6 +1,7 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
 mod flags;
+mod plot;
 mod report;
 
 use std::io::IsTerminal;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(&args),
+        Command::Plot(args) => plot::run(&args),
     };
     match result {
         Ok(code) => code,
