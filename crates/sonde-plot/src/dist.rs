@@ -105,10 +105,14 @@ mod tests {
         // empty but kept; 5000 in [1000, 10000); 0 left out. Five values: 1/5 each.
         let bins = log_histogram(&[0.5, 3.0, 9.9, 10.0, 5000.0, 0.0], 1);
         let got: Vec<(f64, f64, f64)> = bins.iter().map(|b| (b.lo, b.hi, b.fraction)).collect();
-        let want = [(0.1, 1.0, 0.2), (1.0, 10.0, 0.4), (10.0, 100.0, 0.2), (100.0, 1000.0, 0.0), (1000.0, 10000.0, 0.2)];
+        let want =
+            [(0.1, 1.0, 0.2), (1.0, 10.0, 0.4), (10.0, 100.0, 0.2), (100.0, 1000.0, 0.0), (1000.0, 10000.0, 0.2)];
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(want) {
-            assert!((g.0 - w.0).abs() < 1e-12 && (g.1 - w.1).abs() < 1e-9 && (g.2 - w.2).abs() < 1e-12, "{g:?} vs {w:?}");
+            assert!(
+                (g.0 - w.0).abs() < 1e-12 && (g.1 - w.1).abs() < 1e-9 && (g.2 - w.2).abs() < 1e-12,
+                "{g:?} vs {w:?}"
+            );
         }
         assert!(log_histogram(&[0.0], 10).is_empty());
     }

@@ -30,9 +30,11 @@ pub struct Panel {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeFigure {
     pub title: String,
+    /// What is above and below the axis, for the legend.
+    pub directions: String,
     pub file_stem: String,
     pub layout: Layout,
-    /// Bin edges: `bins[i]` spans `edges[i]..edges[i + 1]`.
+    /// Bin edges: bin `i` spans `edges[i]..edges[i + 1]`, clipped to the trace's span.
     pub edges: Vec<f64>,
     pub panels: [Panel; 3],
 }
@@ -63,8 +65,9 @@ fn layout(rows: &[IntervalRow]) -> Layout {
 
 fn time_figure(rows: &[IntervalRow], span: &Span, res: &Resolution, layout: &Layout, dir_label: &str) -> TimeFigure {
     let bins = aggregate(rows, span, res.bin_s, res.align);
-    let mut edges: Vec<f64> = bins.iter().map(|b| b.start_s).collect();
-    edges.extend(bins.last().map(|b| b.end_s));
+    // Bins are drawn over the part the trace covers: a coarse first or last bin only partly.
+    let mut edges: Vec<f64> = bins.iter().map(|b| b.start_s.max(span.start_s)).collect();
+    edges.extend(bins.last().map(|b| b.end_s.min(span.end_s)));
     let side = |b: &Bin, pick: fn(&crate::intervals::Traffic) -> [f64; 4], nets: &[Net]| {
         let mut v = [0.0; 4];
         for &n in nets {
@@ -89,19 +92,32 @@ fn time_figure(rows: &[IntervalRow], span: &Span, res: &Resolution, layout: &Lay
         panel("New flows", "flows/s", |t| t.flows_opened_rate),
         panel("Active flows", "flows (mean)", |t| t.flows_active),
     ];
-    let how = match layout {
-        Layout::InOut { hidden_share } if *hidden_share > 0.0 => {
-            format!("in ↑ out ↓ (local and external traffic, {:.1} % of bytes, not shown)", hidden_share * 100.0)
+    let directions = match layout {
+        Layout::InOut { hidden_share } if *hidden_share > 0.0 => format!(
+            "above the axis: in (towards internal hosts); below: out; not shown: local and external, {} of bytes",
+            percent(*hidden_share)
+        ),
+        Layout::InOut { .. } => {
+            "above the axis: in (towards internal hosts); below: out (from internal hosts)".to_string()
         }
-        Layout::InOut { .. } => "in ↑ out ↓".to_string(),
-        Layout::AllAbove => "all traffic ↑ (no in/out: no internal networks given)".to_string(),
+        Layout::AllAbove => "all traffic above the axis: no in/out traffic (no internal networks given)".to_string(),
     };
     TimeFigure {
-        title: format!("{dir_label}: {} bins, {how}", res.label),
+        title: format!("{dir_label}: traffic per {} bin", res.label),
+        directions,
         file_stem: format!("time-{}", res.tag),
         layout: layout.clone(),
         edges,
         panels,
+    }
+}
+
+/// "12.5 %", or "< 0.1 %" for a share too small to show at that precision.
+fn percent(share: f64) -> String {
+    if share > 0.0 && share < 0.001 {
+        "< 0.1 %".to_string()
+    } else {
+        format!("{:.1} %", share * 100.0)
     }
 }
 

@@ -64,7 +64,16 @@ mod tests {
                     5\t1500.000\t300\t5428\t40.417\t1\t0.018\n\
                     0\t0.000\t0\t0\t0.000\t0\t0.000\n";
         let flows = parse_flows(Tsv::new(Path::new("f.tsv"), text.as_bytes()).unwrap()).unwrap();
-        assert_eq!(flows[0], FlowSample { duration_s: 1.5, c2s_bytes: 300.0, s2c_bytes: 5428.0, c2s_rtt_ms: Some(40.417), s2c_rtt_ms: Some(0.018) });
+        assert_eq!(
+            flows[0],
+            FlowSample {
+                duration_s: 1.5,
+                c2s_bytes: 300.0,
+                s2c_bytes: 5428.0,
+                c2s_rtt_ms: Some(40.417),
+                s2c_rtt_ms: Some(0.018)
+            }
+        );
         assert_eq!((flows[1].c2s_rtt_ms, flows[1].s2c_rtt_ms), (None, None));
         let udp = "durat\tc_bytes_all\ts_bytes_all\n250.203\t6000\t0\n";
         let flows = parse_flows(Tsv::new(Path::new("u.tsv"), udp.as_bytes()).unwrap()).unwrap();

@@ -72,7 +72,10 @@ mod tests {
         let h = parse_histograms(Tsv::new(Path::new("h.tsv"), text.as_bytes()).unwrap(), "tcp_rtt_sample").unwrap();
         assert_eq!(h.len(), 2);
         assert_eq!((h[0].dir.as_str(), h[0].count), ("c2s", 8.0));
-        assert_eq!(h[0].bins, [HistBin { lo: 1.0, hi: 2.0, fraction: 0.125 }, HistBin { lo: 10.0, hi: 20.0, fraction: 0.875 }]);
+        assert_eq!(
+            h[0].bins,
+            [HistBin { lo: 1.0, hi: 2.0, fraction: 0.125 }, HistBin { lo: 10.0, hi: 20.0, fraction: 0.875 }]
+        );
         assert_eq!((h[1].dir.as_str(), h[1].count, h[1].bins[0].fraction), ("s2c", 2.0, 1.0));
         let none = parse_histograms(Tsv::new(Path::new("h.tsv"), text.as_bytes()).unwrap(), "tcp_hs_rtt").unwrap();
         assert!(none.is_empty());

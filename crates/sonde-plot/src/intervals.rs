@@ -192,8 +192,12 @@ pub fn aggregate(rows: &[IntervalRow], span: &Span, bin_s: f64, align: Align) ->
 
 /// The resolutions of the time figures beyond the native one: Tstat's daily, weekly, monthly
 /// and yearly RRD plots use these steps.
-pub const COARSE_RESOLUTIONS: [(f64, &str); 4] =
-    [(300.0, "5 min (daily view)"), (1800.0, "30 min (weekly view)"), (7200.0, "2 h (monthly view)"), (86400.0, "1 day (yearly view)")];
+pub const COARSE_RESOLUTIONS: [(f64, &str); 4] = [
+    (300.0, "5 min (daily view)"),
+    (1800.0, "30 min (weekly view)"),
+    (7200.0, "2 h (monthly view)"),
+    (86400.0, "1 day (yearly view)"),
+];
 
 /// A resolution to draw, or why not.
 #[derive(Debug, Clone, PartialEq)]
@@ -218,7 +222,11 @@ pub fn resolutions(span: &Span) -> (Vec<Resolution>, Vec<String>) {
         tag: format!("native-{}", duration_tag(span.interval_s)),
     };
     if span.length_s() < 2.0 * span.interval_s - 1e-6 {
-        skipped.push(format!("native {}: the trace spans {}, fewer than 2 intervals", duration_label(span.interval_s), duration_label(span.length_s())));
+        skipped.push(format!(
+            "native {}: the trace spans {}, fewer than 2 intervals",
+            duration_label(span.interval_s),
+            duration_label(span.length_s())
+        ));
     } else {
         chosen.push(native);
     }
@@ -278,7 +286,11 @@ mod tests {
 
     #[test]
     fn span_takes_the_most_common_interval() {
-        let rows = [row(100.0, 60.0, 0, Net::In, 1.0, 0.0, 0.0), row(160.0, 60.0, 0, Net::In, 1.0, 0.0, 0.0), row(220.0, 7.5, 0, Net::In, 1.0, 0.0, 0.0)];
+        let rows = [
+            row(100.0, 60.0, 0, Net::In, 1.0, 0.0, 0.0),
+            row(160.0, 60.0, 0, Net::In, 1.0, 0.0, 0.0),
+            row(220.0, 7.5, 0, Net::In, 1.0, 0.0, 0.0),
+        ];
         assert_eq!(Span::of(&rows), Some(Span { start_s: 100.0, end_s: 227.5, interval_s: 60.0 }));
         assert_eq!(Span::of(&[]), None);
     }
@@ -329,7 +341,13 @@ mod tests {
         let (chosen, skipped) = resolutions(&span);
         let tags: Vec<&str> = chosen.iter().map(|r| r.tag.as_str()).collect();
         assert_eq!(tags, ["native-60s", "5min", "30min"]);
-        assert_eq!(skipped, ["2 h (monthly view): the trace spans 3 h, less than 2 bins", "1 day (yearly view): the trace spans 3 h, less than 2 bins"]);
+        assert_eq!(
+            skipped,
+            [
+                "2 h (monthly view): the trace spans 3 h, less than 2 bins",
+                "1 day (yearly view): the trace spans 3 h, less than 2 bins"
+            ]
+        );
         let span = Span { start_s: 0.0, end_s: 500.0, interval_s: 300.0 };
         let (chosen, skipped) = resolutions(&span);
         assert!(chosen.is_empty());

@@ -85,13 +85,14 @@ pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec
             found_input = true;
             let rows = intervals::read_intervals(&path)?;
             let (time, skipped) = figures::time_figures(&rows, &label);
-            figs.extend(time.into_iter().map(Figure::Time));
+            figs.extend(time.into_iter().map(|f| Figure::Time(Box::new(f))));
             notes.extend(skipped);
         } else {
             notes.push(format!("no time figures: {} not found", path.display()));
         }
     }
     if matches!(selection, Selection::Distributions | Selection::All) {
+        let mut missing = Vec::new();
         let mut read = |name: &str| -> Result<Vec<flows::FlowSample>, PlotError> {
             let path = dir.join(format!("{name}.tsv"));
             if path.is_file() {
@@ -101,11 +102,15 @@ pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec
             if dir.join(format!("{name}.jsonl")).is_file() {
                 notes.push(format!("{name}.jsonl not read: the distributions read the TSV flow logs (--format tsv)"));
             } else {
-                notes.push(format!("{} not found", path.display()));
+                missing.push(format!("{name}.tsv"));
             }
             Ok(Vec::new())
         };
         let (tcp, udp) = (read("tcp_flows")?, read("udp_flows")?);
+        let logs_found = missing.len() < 2;
+        if !missing.is_empty() {
+            notes.push(format!("{} not found in {}", missing.join(" and "), dir.display()));
+        }
         let hist_path = dir.join("histograms.tsv");
         let samples = if hist_path.is_file() {
             found_input = true;
@@ -114,13 +119,16 @@ pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec
             None
         };
         let dists = figures::flow_figures(&tcp, &udp, &label);
-        if dists.is_empty() {
-            notes.push("no flow duration or size figure: no flows".to_string());
+        if dists.is_empty() && logs_found {
+            notes.push("no flow duration or size figure: the flow logs hold no flow".to_string());
         }
         figs.extend(dists.into_iter().map(Figure::Dist));
         match figures::rtt_figure(&tcp, samples.as_deref(), &label) {
             Some(f) => figs.push(Figure::Pdf(f)),
-            None => notes.push("no RTT figure: no TCP flow with RTT samples".to_string()),
+            None if logs_found || samples.is_some() => {
+                notes.push("no RTT figure: no TCP flow with RTT samples, no tcp_rtt_sample histogram".to_string())
+            }
+            None => {}
         }
     }
     if !found_input {

@@ -31,7 +31,7 @@ impl ImageFormat {
 /// A figure ready to draw.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Figure {
-    Time(TimeFigure),
+    Time(Box<TimeFigure>),
     Dist(DistFigure),
     Pdf(PdfFigure),
 }
@@ -100,7 +100,8 @@ fn register_fonts() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         for (style, bytes) in [(FontStyle::Normal, dejavu::sans::regular()), (FontStyle::Bold, dejavu::sans::bold())] {
-            plotters::style::register_font(FONT, style, bytes).map_err(|_| "the embedded font is invalid".to_string())?;
+            plotters::style::register_font(FONT, style, bytes)
+                .map_err(|_| "the embedded font is invalid".to_string())?;
         }
         Ok(())
     })
@@ -139,10 +140,20 @@ fn draw_time<DB: DrawingBackend>(fig: &TimeFigure, root: &DrawingArea<DB, Shift>
     let style = TimeStyle::for_span(x1 - x0);
     let x_desc = format!("time (UTC), from {}", utc_label(x0));
     let present = protos_present(fig);
-    let panels = area.split_evenly((3, 1));
+    let height = area.dim_in_pixel().1;
+    let (plots, legend) = area.split_vertically(height.saturating_sub(30));
+    let panels = plots.split_evenly((3, 1));
     for (i, (panel, panel_area)) in fig.panels.iter().zip(&panels).enumerate() {
         draw_time_panel(fig, panel, panel_area, style, &present, (i == 2).then_some(x_desc.as_str()))?;
     }
+    // One legend for the three panels, under them: the protocols, then the directions.
+    let mut x = 70;
+    for p in (0..4).filter(|&p| present[p]) {
+        legend.draw(&Rectangle::new([(x, 8), (x + 14, 22)], light(PROTO_COLORS[p]).filled())).map_err(text)?;
+        legend.draw(&Text::new(PROTO_LABELS[p], (x + 20, 8), (FONT, 14))).map_err(text)?;
+        x += 30 + 10 * PROTO_LABELS[p].len() as i32;
+    }
+    legend.draw(&Text::new(fig.directions.as_str(), (x + 20, 8), (FONT, 14))).map_err(text)?;
     Ok(())
 }
 
@@ -165,16 +176,16 @@ fn draw_time_panel<DB: DrawingBackend>(
         _ => (top.max(bottom * 0.1), bottom.max(top * 0.1)),
     };
     let directions = match fig.layout {
-        Layout::InOut { .. } => "   in ↑  out ↓",
-        Layout::AllAbove => "   all ↑",
+        Layout::InOut { .. } => "   ↑ in   ↓ out",
+        Layout::AllAbove => "",
     };
     let mut chart = ChartBuilder::on(area)
-        .caption(format!("{} ({}){directions}", panel.caption, panel.unit), (FONT, 16))
+        .caption(format!("{}, {}{directions}", panel.caption, panel.unit), (FONT, 16))
         .margin(6)
         .margin_right(20)
         .x_label_area_size(if x_desc.is_some() { 44 } else { 24 })
         .y_label_area_size(64)
-        .build_cartesian_2d(Scale::linear(x0, x1, time_ticks(x0, x1, 10)), -bottom * 1.08..top * 1.08)
+        .build_cartesian_2d(Scale::linear(x0, x1, time_ticks(x0, x1, 10)), -bottom * 1.05..top * 1.05)
         .map_err(text)?;
     let x_fmt = |t: &f64| style.label(*t);
     let y_fmt = |v: &f64| si(*v);
@@ -193,31 +204,17 @@ fn draw_time_panel<DB: DrawingBackend>(
 
     // Stacked areas, drawn from the whole stack down so each protocol shows its own layer.
     for (sign, values) in [(1.0, &panel.above), (-1.0, &panel.below)] {
-        for p in (0..4).rev() {
-            if !present[p] {
-                continue;
-            }
+        for p in (0..4).rev().filter(|&p| present[p]) {
             let color = PROTO_COLORS[p];
             let cumulative = values.iter().map(|v| sign * v[..=p].iter().sum::<f64>());
-            let series = chart
-                .draw_series(AreaSeries::new(steps(&fig.edges, cumulative), 0.0, color.mix(0.75)).border_style(color))
+            chart
+                .draw_series(
+                    AreaSeries::new(steps(&fig.edges, cumulative), 0.0, light(color).filled()).border_style(color),
+                )
                 .map_err(text)?;
-            if sign > 0.0 {
-                series.label(PROTO_LABELS[p]).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-            }
         }
     }
     chart.draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK))).map_err(text)?;
-    if present.iter().any(|&p| p) {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(text)?;
-    }
     Ok(())
 }
 
@@ -245,11 +242,8 @@ impl Ranged for Scale {
     type ValueType = f64;
 
     fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
-        let (a, b, x) = if self.log {
-            (self.lo.ln(), self.hi.ln(), v.max(self.lo * 1e-3).ln())
-        } else {
-            (self.lo, self.hi, *v)
-        };
+        let (a, b, x) =
+            if self.log { (self.lo.ln(), self.hi.ln(), v.max(self.lo * 1e-3).ln()) } else { (self.lo, self.hi, *v) };
         let f = if b > a { (x - a) / (b - a) } else { 0.5 };
         limit.0 + (f * f64::from(limit.1 - limit.0)).round() as i32
     }
@@ -266,6 +260,12 @@ impl Ranged for Scale {
     }
 }
 
+/// A series colour lightened towards white, opaque: stacked layers keep their own colour.
+fn light(c: RGBColor) -> RGBColor {
+    let mix = |v: u8| ((u16::from(v) * 3 + 255) / 4) as u8;
+    RGBColor(mix(c.0), mix(c.1), mix(c.2))
+}
+
 /// Points of a step curve: each value held from its bin's start to its end.
 fn steps(edges: &[f64], values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
     let mut pts = Vec::new();
@@ -278,6 +278,8 @@ fn steps(edges: &[f64], values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
 
 /// The most points drawn per distribution curve.
 const MAX_CURVE_POINTS: usize = 4000;
+/// A CCDF with no more points than this also marks each one (a single value is a single point).
+const MARKED_POINTS: usize = 50;
 
 fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
     let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
@@ -285,7 +287,13 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
     let xs: Vec<f64> = fig.series.iter().flat_map(|s| positive(&s.cdf)).map(|p| p.0).collect();
     let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = xs.iter().copied().fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo { (lo / 1.5, hi * 1.5) } else if lo.is_finite() { (lo / 10.0, lo * 10.0) } else { (0.1, 10.0) };
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo / 1.5, hi * 1.5)
+    } else if lo.is_finite() {
+        (lo / 10.0, lo * 10.0)
+    } else {
+        (0.1, 10.0)
+    };
     let x_fmt = move |v: &f64| match fig.quantity {
         Quantity::Duration => duration(*v),
         Quantity::Bytes => si(*v),
@@ -345,10 +353,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .margin(10)
         .x_label_area_size(44)
         .y_label_area_size(56)
-        .build_cartesian_2d(
-            Scale::log(lo, hi),
-            Scale::log(y_lo, 1.0),
-        )
+        .build_cartesian_2d(Scale::log(lo, hi), Scale::log(y_lo, 1.0))
         .map_err(text)?;
     ccdf.configure_mesh()
         .x_label_formatter(&x_fmt)
@@ -364,7 +369,11 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         let color = SERIES_COLORS[i % SERIES_COLORS.len()];
         // P(X ≥ x) is c_i at x_i and c_{i+1} just above it: a step down at each value.
         let pts_in = crate::dist::thin(&positive(&s.ccdf), MAX_CURVE_POINTS);
-        let mut pts = Vec::new();
+        // Left of the smallest positive value, P(X ≥ x) is its share: a flat start at the edge.
+        let mut pts: Vec<(f64, f64)> = pts_in.first().map(|&(_, c)| (lo, c)).into_iter().collect();
+        if pts_in.len() <= MARKED_POINTS {
+            ccdf.draw_series(pts_in.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(text)?;
+        }
         for (k, &(x, c)) in pts_in.iter().enumerate() {
             pts.push((x, c));
             if let Some(&(_, next)) = pts_in.get(k + 1) {
@@ -393,7 +402,7 @@ fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) 
     let bins = || fig.series.iter().flat_map(|s| s.bins.iter());
     let lo = bins().map(lo_of).fold(f64::INFINITY, f64::min);
     let hi = bins().map(|b| b.hi).fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo { (lo, hi) } else { (0.1, 10.0) };
+    let (lo, hi) = if lo.is_finite() && hi > lo { (lo / 1.25, hi * 1.25) } else { (0.1, 10.0) };
     let top = bins().map(|b| b.fraction).fold(0.0, f64::max).max(1e-3) * 1.1;
     let mut chart = ChartBuilder::on(&area)
         .margin(12)
@@ -414,13 +423,20 @@ fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) 
         .map_err(text)?;
     for (i, s) in fig.series.iter().enumerate() {
         let color = SERIES_COLORS[(2 * i) % SERIES_COLORS.len()];
-        let mut pts = Vec::new();
+        // One outline: down to 0 only between bins that do not touch (sparse histograms).
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        let mut prev_hi: Option<f64> = None;
         for b in &s.bins {
-            pts.push((lo_of(b), 0.0));
-            pts.push((lo_of(b), b.fraction));
+            let b_lo = lo_of(b);
+            if prev_hi.is_none_or(|h| b_lo > h * (1.0 + 1e-9)) {
+                pts.extend(prev_hi.map(|h| (h, 0.0)));
+                pts.push((b_lo, 0.0));
+            }
+            pts.push((b_lo, b.fraction));
             pts.push((b.hi, b.fraction));
-            pts.push((b.hi, 0.0));
+            prev_hi = Some(b.hi);
         }
+        pts.extend(prev_hi.map(|h| (h, 0.0)));
         chart
             .draw_series(AreaSeries::new(pts, 0.0, color.mix(0.35)).border_style(color.stroke_width(2)))
             .map_err(text)?

@@ -44,7 +44,10 @@ impl<R: BufRead> Tsv<R> {
     }
 
     /// Calls `f` on every non-empty data line, in order; stops at the first error.
-    pub(crate) fn for_each_row(mut self, mut f: impl FnMut(&Row<'_>) -> Result<(), PlotError>) -> Result<(), PlotError> {
+    pub(crate) fn for_each_row(
+        mut self,
+        mut f: impl FnMut(&Row<'_>) -> Result<(), PlotError>,
+    ) -> Result<(), PlotError> {
         let mut buf = Vec::new();
         let columns = self.header.len();
         while let Some(text) = self.next_line(&mut buf)? {
@@ -97,7 +100,8 @@ impl Row<'_> {
 
     /// A finite number, not negative.
     pub(crate) fn number(&self, column: usize, name: &str) -> Result<f64, PlotError> {
-        self.optional_number(column, name)?.ok_or_else(|| self.error(format!("column `{name}`: `-` where a number is needed")))
+        self.optional_number(column, name)?
+            .ok_or_else(|| self.error(format!("column `{name}`: `-` where a number is needed")))
     }
 
     /// As [`Row::number`], but `-` (Tstat's "not measured") gives `None`.
