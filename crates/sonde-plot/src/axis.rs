@@ -78,6 +78,50 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     ticks
 }
 
+/// The largest 1, 2 or 5 × 10^k not above `v` (`v` > 0).
+fn nice_floor(v: f64) -> f64 {
+    let p = 10f64.powf(v.log10().floor());
+    [5.0, 2.0, 1.0].iter().map(|m| m * p).find(|&t| t <= v * (1.0 + 1e-9)).unwrap_or(p)
+}
+
+/// Ticks on a round step (1, 2 or 5 × 10^k) for a value axis over `[lo, hi]` (`lo` ≤ 0 ≤ `hi`),
+/// at most about `max`; a side too short for a whole step still gets one tick, so the values
+/// below the axis can be read too.
+pub fn value_ticks(lo: f64, hi: f64, max: usize) -> Vec<f64> {
+    let span = hi - lo;
+    if !(span > 0.0) {
+        return vec![0.0];
+    }
+    let mut step = nice_floor(span / max.max(1) as f64);
+    if span / step > max as f64 {
+        step = nice_floor(step * 2.5);
+    }
+    let mut ticks: Vec<f64> =
+        ((lo / step).ceil() as i64..=(hi / step).floor() as i64).map(|i| i as f64 * step).collect();
+    if lo < 0.0 && !ticks.iter().any(|&t| t < 0.0) {
+        ticks.insert(0, -nice_floor(-lo * 0.9));
+    }
+    if hi > 0.0 && !ticks.iter().any(|&t| t > 0.0) {
+        ticks.push(nice_floor(hi * 0.9));
+    }
+    ticks
+}
+
+/// Ticks for a log axis of durations in seconds over `[lo, hi]`: decades below a second, then
+/// 1 s, 10 s, 1 min, 10 min, 1 h, 10 h, 1 d, 10 d, 100 d; plain log ticks when fewer than 3 fit.
+pub fn duration_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    const MARKS: [f64; 16] = [
+        1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 60.0, 600.0, 3600.0, 36000.0, 86400.0, 864000.0, 8640000.0,
+        86400000.0,
+    ];
+    let ticks: Vec<f64> = MARKS.iter().copied().filter(|&t| t >= lo * (1.0 - 1e-9) && t <= hi * (1.0 + 1e-9)).collect();
+    if ticks.len() < 3 {
+        log_ticks(lo, hi)
+    } else {
+        ticks
+    }
+}
+
 /// Tick steps for time axes, in seconds.
 const TIME_STEPS: [f64; 24] = [
     1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0,
@@ -179,6 +223,22 @@ mod tests {
         assert_eq!(duration(90.0), "1.5 min");
         assert_eq!(duration(7200.0), "2 h");
         assert_eq!(duration(172800.0), "2 d");
+    }
+
+    #[test]
+    fn duration_tick_choice() {
+        let labels: Vec<String> = duration_ticks(0.005, 5000.0).into_iter().map(duration).collect();
+        assert_eq!(labels, ["10 ms", "100 ms", "1 s", "10 s", "1 min", "10 min", "1 h"]);
+        assert_eq!(duration_ticks(2.0, 50.0), [2.0, 5.0, 10.0, 20.0, 50.0]);
+    }
+
+    #[test]
+    fn value_tick_choice() {
+        assert_eq!(value_ticks(0.0, 53.0, 7), [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]);
+        // The 8 below the axis is shorter than a step: one tick at 5.
+        assert_eq!(value_ticks(-8.0, 53.0, 7), [-5.0, 0.0, 10.0, 20.0, 30.0, 40.0, 50.0]);
+        assert_eq!(value_ticks(-1.0, 1.0, 7), [-1.0, -0.5, 0.0, 0.5, 1.0]);
+        assert_eq!(value_ticks(-3.0, 0.0, 7), [-3.0, -2.5, -2.0, -1.5, -1.0, -0.5, 0.0]);
     }
 
     #[test]

@@ -248,7 +248,7 @@ pub fn duration_label(s: f64) -> String {
         (s, "s")
     } else if s < 7200.0 {
         (s / 60.0, "min")
-    } else if s < 172800.0 {
+    } else if s < 86400.0 {
         (s / 3600.0, "h")
     } else {
         (s / 86400.0, "d")

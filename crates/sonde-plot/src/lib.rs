@@ -74,8 +74,13 @@ pub struct PlotReport {
 
 /// Builds the figures a selection asks for from the files in `dir`; notes say what was left out.
 /// An error when the selection has nothing at all to draw from.
+/// Titles name the directory as given.
 pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec<String>), PlotError> {
-    let label = dir.display().to_string();
+    figures_titled(dir, &dir.display().to_string(), selection)
+}
+
+/// As [`figures_for`], the titles naming the directory `label`.
+pub fn figures_titled(dir: &Path, label: &str, selection: Selection) -> Result<(Vec<Figure>, Vec<String>), PlotError> {
     let mut figs = Vec::new();
     let mut notes = Vec::new();
     let mut found_input = false;
@@ -84,7 +89,7 @@ pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec
         if path.is_file() {
             found_input = true;
             let rows = intervals::read_intervals(&path)?;
-            let (time, skipped) = figures::time_figures(&rows, &label);
+            let (time, skipped) = figures::time_figures(&rows, label);
             figs.extend(time.into_iter().map(|f| Figure::Time(Box::new(f))));
             notes.extend(skipped);
         } else {
@@ -118,12 +123,12 @@ pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec
         } else {
             None
         };
-        let dists = figures::flow_figures(&tcp, &udp, &label);
+        let dists = figures::flow_figures(&tcp, &udp, label);
         if dists.is_empty() && logs_found {
             notes.push("no flow duration or size figure: the flow logs hold no flow".to_string());
         }
         figs.extend(dists.into_iter().map(Figure::Dist));
-        match figures::rtt_figure(&tcp, samples.as_deref(), &label) {
+        match figures::rtt_figure(&tcp, samples.as_deref(), label) {
             Some(f) => figs.push(Figure::Pdf(f)),
             None if logs_found || samples.is_some() => {
                 notes.push("no RTT figure: no TCP flow with RTT samples, no tcp_rtt_sample histogram".to_string())

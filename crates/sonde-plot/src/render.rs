@@ -9,7 +9,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::axis::{duration, log_ticks, si, time_ticks, utc_label, TimeStyle};
+use crate::axis::{duration, duration_ticks, log_ticks, si, time_ticks, utc_label, value_ticks, TimeStyle};
 use crate::figures::{protos_present, DistFigure, Layout, Panel, PdfFigure, Quantity, TimeFigure, PROTO_LABELS};
 
 /// The image formats `sonde plot` writes.
@@ -182,17 +182,19 @@ fn draw_time_panel<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption(format!("{}, {}{directions}", panel.caption, panel.unit), (FONT, 16))
         .margin(6)
-        .margin_right(20)
+        .margin_right(40)
         .x_label_area_size(if x_desc.is_some() { 44 } else { 24 })
         .y_label_area_size(64)
-        .build_cartesian_2d(Scale::linear(x0, x1, time_ticks(x0, x1, 10)), -bottom * 1.05..top * 1.05)
+        .build_cartesian_2d(
+            Scale::linear(x0, x1, time_ticks(x0, x1, 10)),
+            Scale::linear(-bottom * 1.05, top * 1.05, value_ticks(-bottom * 1.05, top * 1.05, 6)),
+        )
         .map_err(text)?;
     let x_fmt = |t: &f64| style.label(*t);
     let y_fmt = |v: &f64| si(*v);
     let mut mesh = chart.configure_mesh();
     mesh.x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt)
-        .y_labels(7)
         .y_desc(panel.unit)
         .label_style((FONT, 12))
         .axis_desc_style((FONT, 13))
@@ -233,7 +235,11 @@ impl Scale {
 
     /// `0 < lo < hi`; values at or below 0 are drawn at the axis' left or bottom end.
     fn log(lo: f64, hi: f64) -> Scale {
-        Scale { lo, hi, log: true, ticks: log_ticks(lo, hi) }
+        Scale::log_with(lo, hi, log_ticks(lo, hi))
+    }
+
+    fn log_with(lo: f64, hi: f64, ticks: Vec<f64>) -> Scale {
+        Scale { lo, hi, log: true, ticks }
     }
 }
 
@@ -299,6 +305,10 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         Quantity::Bytes => si(*v),
     };
     let x_desc = fig.x_desc.as_str();
+    let x_scale = || match fig.quantity {
+        Quantity::Duration => Scale::log_with(lo, hi, duration_ticks(lo, hi)),
+        Quantity::Bytes => Scale::log(lo, hi),
+    };
     let halves = area.split_evenly((1, 2));
 
     // CDF: log x, linear y.
@@ -307,7 +317,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .margin(10)
         .x_label_area_size(44)
         .y_label_area_size(56)
-        .build_cartesian_2d(Scale::log(lo, hi), 0.0..1.0)
+        .build_cartesian_2d(x_scale(), 0.0..1.0)
         .map_err(text)?;
     cdf.configure_mesh()
         .x_label_formatter(&x_fmt)
@@ -321,7 +331,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .draw()
         .map_err(text)?;
     for (i, s) in fig.series.iter().enumerate() {
-        let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+        let color = series_color(i, &s.label);
         // Start from the share of the values at 0 (left of the axis), then step up.
         let zero_share = s.cdf.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1);
         let mut pts = Vec::new();
@@ -353,7 +363,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .margin(10)
         .x_label_area_size(44)
         .y_label_area_size(56)
-        .build_cartesian_2d(Scale::log(lo, hi), Scale::log(y_lo, 1.0))
+        .build_cartesian_2d(x_scale(), Scale::log(y_lo, 1.0))
         .map_err(text)?;
     ccdf.configure_mesh()
         .x_label_formatter(&x_fmt)
@@ -366,7 +376,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .draw()
         .map_err(text)?;
     for (i, s) in fig.series.iter().enumerate() {
-        let color = SERIES_COLORS[i % SERIES_COLORS.len()];
+        let color = series_color(i, &s.label);
         // P(X ≥ x) is c_i at x_i and c_{i+1} just above it: a step down at each value.
         let pts_in = crate::dist::thin(&positive(&s.ccdf), MAX_CURVE_POINTS);
         // Left of the smallest positive value, P(X ≥ x) is its share: a flat start at the edge.
@@ -395,6 +405,18 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
     Ok(())
 }
 
+/// TCP in blues, UDP in reds; the s2c direction in the lighter shade.
+fn series_color(i: usize, label: &str) -> RGBColor {
+    let base = if label.starts_with("TCP") {
+        0
+    } else if label.starts_with("UDP") {
+        2
+    } else {
+        2 * i
+    };
+    SERIES_COLORS[(base + usize::from(label.contains("s2c"))) % SERIES_COLORS.len()]
+}
+
 fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
     let area = root.titled(&fig.title, (FONT, 18)).map_err(text)?;
     // A first bin starting at 0 is drawn from a tenth of its upper edge (log axis).
@@ -403,7 +425,7 @@ fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) 
     let lo = bins().map(lo_of).fold(f64::INFINITY, f64::min);
     let hi = bins().map(|b| b.hi).fold(0.0, f64::max);
     let (lo, hi) = if lo.is_finite() && hi > lo { (lo / 1.25, hi * 1.25) } else { (0.1, 10.0) };
-    let top = bins().map(|b| b.fraction).fold(0.0, f64::max).max(1e-3) * 1.1;
+    let top = bins().map(|b| b.fraction).fold(0.0, f64::max).max(1e-3) * 1.3;
     let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(44)
