@@ -89,7 +89,7 @@ fn nice_floor(v: f64) -> f64 {
 /// below the axis can be read too.
 pub fn value_ticks(lo: f64, hi: f64, max: usize) -> Vec<f64> {
     let span = hi - lo;
-    if !(span > 0.0) {
+    if span.is_nan() || span <= 0.0 {
         return vec![0.0];
     }
     let mut step = nice_floor(span / max.max(1) as f64);

@@ -199,6 +199,10 @@ pub const COARSE_RESOLUTIONS: [(f64, &str); 4] = [
     (86400.0, "1 day (yearly view)"),
 ];
 
+/// The most bins a time figure draws (a year at 5 min is 105,120): a finer resolution over a
+/// longer span is skipped, which also bounds the memory a malformed file can ask for.
+pub const MAX_BINS: usize = 200_000;
+
 /// A resolution to draw, or why not.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolution {
@@ -221,7 +225,14 @@ pub fn resolutions(span: &Span) -> (Vec<Resolution>, Vec<String>) {
         label: format!("{} (native interval)", duration_label(span.interval_s)),
         tag: format!("native-{}", duration_tag(span.interval_s)),
     };
-    if span.length_s() < 2.0 * span.interval_s - 1e-6 {
+    let too_many = |bin_s: f64| span.length_s() / bin_s > MAX_BINS as f64;
+    if too_many(span.interval_s) {
+        skipped.push(format!(
+            "native {}: the trace spans {}, more than {MAX_BINS} intervals",
+            duration_label(span.interval_s),
+            duration_label(span.length_s())
+        ));
+    } else if span.length_s() < 2.0 * span.interval_s - 1e-6 {
         skipped.push(format!(
             "native {}: the trace spans {}, fewer than 2 intervals",
             duration_label(span.interval_s),
@@ -233,6 +244,11 @@ pub fn resolutions(span: &Span) -> (Vec<Resolution>, Vec<String>) {
     for (bin_s, label) in COARSE_RESOLUTIONS {
         if bin_s <= span.interval_s + 1e-6 {
             skipped.push(format!("{label}: not coarser than the native {} interval", duration_label(span.interval_s)));
+        } else if too_many(bin_s) {
+            skipped.push(format!(
+                "{label}: the trace spans {}, more than {MAX_BINS} bins",
+                duration_label(span.length_s())
+            ));
         } else if span.length_s() < 2.0 * bin_s {
             skipped.push(format!("{label}: the trace spans {}, less than 2 bins", duration_label(span.length_s())));
         } else {
@@ -348,6 +364,13 @@ mod tests {
                 "1 day (yearly view): the trace spans 3 h, less than 2 bins"
             ]
         );
+        // A microsecond interval over a day, or a start near the end of time: not a billion bins.
+        let span = Span { start_s: 0.0, end_s: 86400.0, interval_s: 1e-6 };
+        let (chosen, skipped) = resolutions(&span);
+        assert_eq!(chosen.len(), 3);
+        assert_eq!(skipped[0], "native 0.000001 s: the trace spans 1 d, more than 200000 intervals");
+        let span = Span { start_s: 0.0, end_s: 1e300, interval_s: 60.0 };
+        assert!(resolutions(&span).0.is_empty());
         let span = Span { start_s: 0.0, end_s: 500.0, interval_s: 300.0 };
         let (chosen, skipped) = resolutions(&span);
         assert!(chosen.is_empty());

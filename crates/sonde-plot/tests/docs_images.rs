@@ -96,7 +96,7 @@ fn write_flows(dir: &Path, rng: &mut Rng) {
 #[test]
 fn docs_example_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(0x5eed_0f_50de);
+    let mut rng = Rng(0x005e_ed0f_50de);
     write_intervals(dir.path(), &mut rng);
     write_flows(dir.path(), &mut rng);
     let (figs, notes) = figures_titled(dir.path(), "synthetic example", Selection::All).unwrap();
