@@ -30,6 +30,17 @@ pub enum Command {
     /// Read a time-series store (monitoring's round-robin archives): export, dump, info.
     #[command(subcommand)]
     Ts(crate::ts::TsCommand),
+    /// Draw figures (PNG or SVG) from an output directory of `sonde analyze`.
+    ///
+    /// Time plots from intervals.tsv (throughput and flows, inbound above the axis and outbound
+    /// below, at the native interval and at 5 min / 30 min / 2 h / 1 day where the trace is long
+    /// enough), and distributions from the flow logs (CDF and CCDF of flow duration and size,
+    /// RTT pdf). Figures go to DIR/plots unless -o is given.
+    ///
+    /// Example: sonde plot out/ --format svg
+    ///
+    /// Exit status: 0 success; 1 error (an input is malformed, or nothing to plot).
+    Plot(crate::plot::PlotArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

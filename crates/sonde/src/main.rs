@@ -1,6 +1,7 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
 mod flags;
+mod plot;
 mod report;
 mod store;
 mod ts;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(&args),
         Command::Ts(cmd) => ts::run(&cmd),
+        Command::Plot(args) => plot::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,477 @@
+//! Drawing the figures with plotters, into a PNG (bitmap backend + `png`) or an SVG string.
+//!
+//! Text is drawn with DejaVu Sans, embedded in the binary and registered with plotters' ab_glyph
+//! font backend, so no font is looked up on the machine.
+
+use std::sync::OnceLock;
+
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::axis::{duration, duration_ticks, log_ticks, si, time_ticks, utc_label, value_ticks, TimeStyle};
+use crate::figures::{protos_present, DistFigure, Layout, Panel, PdfFigure, Quantity, TimeFigure, PROTO_LABELS};
+
+/// The image formats `sonde plot` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    Png,
+    Svg,
+}
+
+impl ImageFormat {
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Png => "png",
+            ImageFormat::Svg => "svg",
+        }
+    }
+}
+
+/// A figure ready to draw.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Figure {
+    Time(Box<TimeFigure>),
+    Dist(DistFigure),
+    Pdf(PdfFigure),
+}
+
+impl Figure {
+    pub fn file_stem(&self) -> &str {
+        match self {
+            Figure::Time(f) => &f.file_stem,
+            Figure::Dist(f) => &f.file_stem,
+            Figure::Pdf(f) => &f.file_stem,
+        }
+    }
+
+    /// Width and height in pixels.
+    pub fn size(&self) -> (u32, u32) {
+        match self {
+            Figure::Time(_) => (1200, 900),
+            Figure::Dist(_) => (1200, 520),
+            Figure::Pdf(_) => (900, 520),
+        }
+    }
+
+    /// The encoded image.
+    pub fn render(&self, format: ImageFormat) -> Result<Vec<u8>, String> {
+        register_fonts()?;
+        let (w, h) = self.size();
+        match format {
+            ImageFormat::Svg => {
+                let mut svg = String::new();
+                {
+                    let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+                    self.draw(&root)?;
+                    root.present().map_err(text)?;
+                }
+                Ok(svg.into_bytes())
+            }
+            ImageFormat::Png => {
+                let mut rgb = vec![0u8; w as usize * h as usize * 3];
+                {
+                    let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+                    self.draw(&root)?;
+                    root.present().map_err(text)?;
+                }
+                encode_png(&rgb, w, h).map_err(text)
+            }
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        root.fill(&WHITE).map_err(text)?;
+        match self {
+            Figure::Time(f) => draw_time(f, root),
+            Figure::Dist(f) => draw_dist(f, root),
+            Figure::Pdf(f) => draw_pdf(f, root),
+        }
+    }
+}
+
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+const FONT: &str = "sans-serif";
+
+fn register_fonts() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        for (style, bytes) in [(FontStyle::Normal, dejavu::sans::regular()), (FontStyle::Bold, dejavu::sans::bold())] {
+            plotters::style::register_font(FONT, style, bytes)
+                .map_err(|_| "the embedded font is invalid".to_string())?;
+        }
+        Ok(())
+    })
+    .clone()
+}
+
+fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, w, h);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::High);
+    let mut writer = encoder.write_header()?;
+    writer.write_image_data(rgb)?;
+    writer.finish()?;
+    Ok(out)
+}
+
+/// Colours of the protocols (tcp, udp, icmp, other) and of up to four distribution series.
+const PROTO_COLORS: [RGBColor; 4] =
+    [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(127, 127, 127)];
+const SERIES_COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(120, 180, 230),
+    RGBColor(214, 39, 40),
+    RGBColor(250, 150, 120),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+fn draw_time<DB: DrawingBackend>(fig: &TimeFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
+    let (Some(&x0), Some(&x1)) = (fig.edges.first(), fig.edges.last()) else {
+        return Err("no bins".to_string());
+    };
+    let style = TimeStyle::for_span(x1 - x0);
+    let x_desc = format!("time (UTC), from {}", utc_label(x0));
+    let present = protos_present(fig);
+    let height = area.dim_in_pixel().1;
+    let (plots, legend) = area.split_vertically(height.saturating_sub(30));
+    let panels = plots.split_evenly((3, 1));
+    for (i, (panel, panel_area)) in fig.panels.iter().zip(&panels).enumerate() {
+        draw_time_panel(fig, panel, panel_area, style, &present, (i == 2).then_some(x_desc.as_str()))?;
+    }
+    // One legend for the three panels, under them: the protocols, then the directions.
+    let mut x = 70;
+    for p in (0..4).filter(|&p| present[p]) {
+        legend.draw(&Rectangle::new([(x, 8), (x + 14, 22)], light(PROTO_COLORS[p]).filled())).map_err(text)?;
+        legend.draw(&Text::new(PROTO_LABELS[p], (x + 20, 8), (FONT, 14))).map_err(text)?;
+        x += 30 + 10 * PROTO_LABELS[p].len() as i32;
+    }
+    legend.draw(&Text::new(fig.directions.as_str(), (x + 20, 8), (FONT, 14))).map_err(text)?;
+    Ok(())
+}
+
+fn draw_time_panel<DB: DrawingBackend>(
+    fig: &TimeFigure,
+    panel: &Panel,
+    area: &DrawingArea<DB, Shift>,
+    style: TimeStyle,
+    present: &[bool; 4],
+    x_desc: Option<&str>,
+) -> Result<(), String> {
+    let (x0, x1) = (fig.edges[0], fig.edges[fig.edges.len() - 1]);
+    let stacked = |v: &[f64; 4]| v.iter().sum::<f64>();
+    let top = panel.above.iter().map(stacked).fold(0.0, f64::max);
+    let bottom = panel.below.iter().map(stacked).fold(0.0, f64::max);
+    let (top, bottom) = match (top > 0.0, bottom > 0.0, fig.layout == Layout::AllAbove) {
+        (false, false, _) => (1.0, 1.0),
+        (_, _, true) => (top, 0.0),
+        // Each side at least a tenth of the other, so the smaller one stays readable.
+        _ => (top.max(bottom * 0.1), bottom.max(top * 0.1)),
+    };
+    let directions = match fig.layout {
+        Layout::InOut { .. } => "   ↑ in   ↓ out",
+        Layout::AllAbove => "",
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(format!("{}, {}{directions}", panel.caption, panel.unit), (FONT, 16))
+        .margin(6)
+        .margin_right(40)
+        .x_label_area_size(if x_desc.is_some() { 44 } else { 24 })
+        .y_label_area_size(64)
+        .build_cartesian_2d(
+            Scale::linear(x0, x1, time_ticks(x0, x1, 10)),
+            Scale::linear(-bottom * 1.05, top * 1.05, value_ticks(-bottom * 1.05, top * 1.05, 6)),
+        )
+        .map_err(text)?;
+    let x_fmt = |t: &f64| style.label(*t);
+    let y_fmt = |v: &f64| si(*v);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_label_formatter(&x_fmt)
+        .y_label_formatter(&y_fmt)
+        .y_desc(panel.unit)
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .light_line_style(WHITE);
+    if let Some(d) = x_desc {
+        mesh.x_desc(d);
+    }
+    mesh.draw().map_err(text)?;
+
+    // Stacked areas, drawn from the whole stack down so each protocol shows its own layer.
+    for (sign, values) in [(1.0, &panel.above), (-1.0, &panel.below)] {
+        for p in (0..4).rev().filter(|&p| present[p]) {
+            let color = PROTO_COLORS[p];
+            let cumulative = values.iter().map(|v| sign * v[..=p].iter().sum::<f64>());
+            chart
+                .draw_series(
+                    AreaSeries::new(steps(&fig.edges, cumulative), 0.0, light(color).filled()).border_style(color),
+                )
+                .map_err(text)?;
+        }
+    }
+    chart.draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK))).map_err(text)?;
+    Ok(())
+}
+
+/// An axis with the ticks we choose (plotters' own key-point wrapper loses the label formatter).
+struct Scale {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    ticks: Vec<f64>,
+}
+
+impl Scale {
+    fn linear(lo: f64, hi: f64, ticks: Vec<f64>) -> Scale {
+        Scale { lo, hi, log: false, ticks }
+    }
+
+    /// `0 < lo < hi`; values at or below 0 are drawn at the axis' left or bottom end.
+    fn log(lo: f64, hi: f64) -> Scale {
+        Scale::log_with(lo, hi, log_ticks(lo, hi))
+    }
+
+    fn log_with(lo: f64, hi: f64, ticks: Vec<f64>) -> Scale {
+        Scale { lo, hi, log: true, ticks }
+    }
+}
+
+impl Ranged for Scale {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let (a, b, x) =
+            if self.log { (self.lo.ln(), self.hi.ln(), v.max(self.lo * 1e-3).ln()) } else { (self.lo, self.hi, *v) };
+        let f = if b > a { (x - a) / (b - a) } else { 0.5 };
+        limit.0 + (f * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() || hint.max_num_points() == 0 {
+            return Vec::new();
+        }
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// A series colour lightened towards white, opaque: stacked layers keep their own colour.
+fn light(c: RGBColor) -> RGBColor {
+    let mix = |v: u8| ((u16::from(v) * 3 + 255) / 4) as u8;
+    RGBColor(mix(c.0), mix(c.1), mix(c.2))
+}
+
+/// Points of a step curve: each value held from its bin's start to its end.
+fn steps(edges: &[f64], values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
+    let mut pts = Vec::new();
+    for (i, v) in values.enumerate() {
+        pts.push((edges[i], v));
+        pts.push((edges[i + 1], v));
+    }
+    pts
+}
+
+/// The most points drawn per distribution curve.
+const MAX_CURVE_POINTS: usize = 4000;
+/// A CCDF with no more points than this also marks each one (a single value is a single point).
+const MARKED_POINTS: usize = 50;
+
+fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
+    let positive = |pts: &[(f64, f64)]| pts.iter().copied().filter(|p| p.0 > 0.0).collect::<Vec<_>>();
+    let xs: Vec<f64> = fig.series.iter().flat_map(|s| positive(&s.cdf)).map(|p| p.0).collect();
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(0.0, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo / 1.5, hi * 1.5)
+    } else if lo.is_finite() {
+        (lo / 10.0, lo * 10.0)
+    } else {
+        (0.1, 10.0)
+    };
+    let x_fmt = move |v: &f64| match fig.quantity {
+        Quantity::Duration => duration(*v),
+        Quantity::Bytes => si(*v),
+    };
+    let x_desc = fig.x_desc.as_str();
+    let x_scale = || match fig.quantity {
+        Quantity::Duration => Scale::log_with(lo, hi, duration_ticks(lo, hi)),
+        Quantity::Bytes => Scale::log(lo, hi),
+    };
+    let halves = area.split_evenly((1, 2));
+
+    // CDF: log x, linear y.
+    let mut cdf = ChartBuilder::on(&halves[0])
+        .caption("CDF  P(X ≤ x)", (FONT, 16))
+        .margin(10)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x_scale(), 0.0..1.0)
+        .map_err(text)?;
+    cdf.configure_mesh()
+        .x_label_formatter(&x_fmt)
+        .y_labels(11)
+        .y_label_formatter(&|v| format!("{v:.1}"))
+        .x_desc(x_desc)
+        .y_desc("fraction of flows")
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(text)?;
+    for (i, s) in fig.series.iter().enumerate() {
+        let color = series_color(i, &s.label);
+        // Start from the share of the values at 0 (left of the axis), then step up.
+        let zero_share = s.cdf.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1);
+        let mut pts = Vec::new();
+        let mut prev = zero_share;
+        for (x, f) in crate::dist::thin(&positive(&s.cdf), MAX_CURVE_POINTS) {
+            pts.push((x, prev));
+            pts.push((x, f));
+            prev = f;
+        }
+        pts.extend(pts.last().map(|&(_, f)| (hi, f)));
+        cdf.draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(text)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    cdf.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(text)?;
+
+    // CCDF: log-log.
+    let y_min = fig.series.iter().flat_map(|s| s.ccdf.iter().map(|p| p.1)).fold(1.0, f64::min);
+    let y_lo = (y_min / 2.0).min(0.05);
+    let mut ccdf = ChartBuilder::on(&halves[1])
+        .caption("CCDF  P(X ≥ x), log-log", (FONT, 16))
+        .margin(10)
+        .x_label_area_size(44)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x_scale(), Scale::log(y_lo, 1.0))
+        .map_err(text)?;
+    ccdf.configure_mesh()
+        .x_label_formatter(&x_fmt)
+        .y_label_formatter(&|v| crate::axis::trim_number(*v, 2))
+        .x_desc(x_desc)
+        .y_desc("fraction of flows")
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(text)?;
+    for (i, s) in fig.series.iter().enumerate() {
+        let color = series_color(i, &s.label);
+        // P(X ≥ x) is c_i at x_i and c_{i+1} just above it: a step down at each value.
+        let pts_in = crate::dist::thin(&positive(&s.ccdf), MAX_CURVE_POINTS);
+        // Left of the smallest positive value, P(X ≥ x) is its share: a flat start at the edge.
+        let mut pts: Vec<(f64, f64)> = pts_in.first().map(|&(_, c)| (lo, c)).into_iter().collect();
+        if pts_in.len() <= MARKED_POINTS {
+            ccdf.draw_series(pts_in.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(text)?;
+        }
+        for (k, &(x, c)) in pts_in.iter().enumerate() {
+            pts.push((x, c));
+            if let Some(&(_, next)) = pts_in.get(k + 1) {
+                pts.push((x, next));
+            }
+        }
+        ccdf.draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(text)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    ccdf.configure_series_labels()
+        .position(SeriesLabelPosition::LowerLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(text)?;
+    Ok(())
+}
+
+/// TCP in blues, UDP in reds; the s2c direction in the lighter shade.
+fn series_color(i: usize, label: &str) -> RGBColor {
+    let base = if label.starts_with("TCP") {
+        0
+    } else if label.starts_with("UDP") {
+        2
+    } else {
+        2 * i
+    };
+    SERIES_COLORS[(base + usize::from(label.contains("s2c"))) % SERIES_COLORS.len()]
+}
+
+fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    let area = root.titled(&fig.title, (FONT, 18)).map_err(text)?;
+    // A first bin starting at 0 is drawn from a tenth of its upper edge (log axis).
+    let lo_of = |b: &crate::dist::HistBin| if b.lo > 0.0 { b.lo } else { b.hi / 10.0 };
+    let bins = || fig.series.iter().flat_map(|s| s.bins.iter());
+    let lo = bins().map(lo_of).fold(f64::INFINITY, f64::min);
+    let hi = bins().map(|b| b.hi).fold(0.0, f64::max);
+    let (lo, hi) = if lo.is_finite() && hi > lo { (lo / 1.25, hi * 1.25) } else { (0.1, 10.0) };
+    let top = bins().map(|b| b.fraction).fold(0.0, f64::max).max(1e-3) * 1.3;
+    let mut chart = ChartBuilder::on(&area)
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(Scale::log(lo, hi), 0.0..top)
+        .map_err(text)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| si(*v))
+        .y_label_formatter(&|v| crate::axis::trim_number(*v, 2))
+        .x_desc(fig.x_desc.as_str())
+        .y_desc(fig.y_desc.as_str())
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(text)?;
+    for (i, s) in fig.series.iter().enumerate() {
+        let color = SERIES_COLORS[(2 * i) % SERIES_COLORS.len()];
+        // One outline: down to 0 only between bins that do not touch (sparse histograms).
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        let mut prev_hi: Option<f64> = None;
+        for b in &s.bins {
+            let b_lo = lo_of(b);
+            if prev_hi.is_none_or(|h| b_lo > h * (1.0 + 1e-9)) {
+                pts.extend(prev_hi.map(|h| (h, 0.0)));
+                pts.push((b_lo, 0.0));
+            }
+            pts.push((b_lo, b.fraction));
+            pts.push((b.hi, b.fraction));
+            prev_hi = Some(b.hi);
+        }
+        pts.extend(prev_hi.map(|h| (h, 0.0)));
+        chart
+            .draw_series(AreaSeries::new(pts, 0.0, color.mix(0.35)).border_style(color.stroke_width(2)))
+            .map_err(text)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.mix(0.6).filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, 12))
+        .draw()
+        .map_err(text)?;
+    Ok(())
+}

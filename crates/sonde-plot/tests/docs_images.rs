@@ -1,0 +1,121 @@
+//! The example figures of docs/plots.md, drawn from a synthetic output directory this test
+//! writes: three days of 5-minute intervals with a daily cycle, and 20 000 TCP and 8 000 UDP
+//! flows drawn from heavy-tailed distributions (a fixed seed: the same files every run).
+//!
+//! Every run checks the figures are drawn and stay small; `UPDATE_DOCS_IMG=1 cargo test -p
+//! sonde-plot --test docs_images` rewrites docs/img/plot-*.png.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use sonde_plot::{figures_titled, ImageFormat, Selection};
+
+/// xorshift64*: deterministic and good enough for pictures.
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        ((self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    fn lognormal(&mut self, median: f64, sigma: f64) -> f64 {
+        median * (sigma * self.normal()).exp()
+    }
+
+    fn pareto(&mut self, min: f64, alpha: f64) -> f64 {
+        min / self.uniform().powf(1.0 / alpha)
+    }
+}
+
+/// 2026-11-21 00:00:00 UTC.
+const START_S: f64 = 1_795_219_200.0;
+
+fn write_intervals(dir: &Path, rng: &mut Rng) {
+    let mut text = String::from("start\tend\tproto\tnet\tpackets\tbytes\tflows_opened\tflows_closed\tflows_active\n");
+    for k in 0..3 * 288 {
+        let start = START_S + 300.0 * k as f64;
+        let hour = (k % 288) as f64 / 12.0;
+        // Quiet at night, a peak in the evening.
+        let day = ((hour - 7.0) / 16.0 * std::f64::consts::PI).sin().max(0.0);
+        let load = 0.08 + 0.92 * day.powf(1.5) * (1.0 + 0.08 * rng.normal()).max(0.5);
+        let rows = [
+            ("tcp", "in", 45e6, 18.0, 2400.0),
+            ("tcp", "out", 6e6, 9.0, 1300.0),
+            ("udp", "in", 7e6, 6.0, 400.0),
+            ("udp", "out", 3e6, 5.0, 350.0),
+            ("icmp", "in", 2e4, 0.2, 5.0),
+            ("tcp", "loc", 1e6, 1.0, 50.0),
+        ];
+        for (proto, net, bit_rate, opened_per_s, active) in rows {
+            let bytes = (bit_rate * load * 300.0 / 8.0).round();
+            let opened = (opened_per_s * load * 300.0).round();
+            let _ = writeln!(
+                text,
+                "{start:.6}\t{:.6}\t{proto}\t{net}\t{}\t{bytes}\t{opened}\t{opened}\t{}",
+                start + 300.0,
+                (bytes / 900.0).round(),
+                (active * load).round()
+            );
+        }
+    }
+    std::fs::write(dir.join("intervals.tsv"), text).unwrap();
+}
+
+fn write_flows(dir: &Path, rng: &mut Rng) {
+    let mut tcp = String::from("durat\tc_bytes_all\ts_bytes_all\tc_rtt_avg\tc_rtt_cnt\ts_rtt_avg\ts_rtt_cnt\n");
+    for _ in 0..20_000 {
+        let durat_ms = rng.lognormal(2000.0, 1.6);
+        let c2s = if rng.uniform() < 0.05 { 0.0 } else { rng.lognormal(800.0, 1.2).round() };
+        let s2c = if rng.uniform() < 0.03 { 0.0 } else { rng.pareto(500.0, 1.1).min(2e9).round() };
+        // The probe near the clients: the server side (c_rtt) far, 15 or 120 ms; the client side
+        // (s_rtt) near, about 0.5 ms.
+        let far = if rng.uniform() < 0.6 { rng.lognormal(15.0, 0.4) } else { rng.lognormal(120.0, 0.3) };
+        let near = rng.lognormal(0.5, 0.8);
+        let samples = u32::from(rng.uniform() < 0.9) * 5;
+        let _ = writeln!(tcp, "{durat_ms:.3}\t{c2s}\t{s2c}\t{far:.3}\t{samples}\t{near:.3}\t{samples}");
+    }
+    std::fs::write(dir.join("tcp_flows.tsv"), tcp).unwrap();
+    let mut udp = String::from("durat\tc_bytes_all\ts_bytes_all\n");
+    for _ in 0..8_000 {
+        let durat_ms = if rng.uniform() < 0.3 { 0.0 } else { rng.lognormal(50.0, 2.0) };
+        let c2s = rng.lognormal(120.0, 1.0).round().max(1.0);
+        let s2c = if rng.uniform() < 0.4 { 0.0 } else { rng.lognormal(400.0, 1.5).round() };
+        let _ = writeln!(udp, "{durat_ms:.3}\t{c2s}\t{s2c}");
+    }
+    std::fs::write(dir.join("udp_flows.tsv"), udp).unwrap();
+}
+
+#[test]
+fn docs_example_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0x005e_ed0f_50de);
+    write_intervals(dir.path(), &mut rng);
+    write_flows(dir.path(), &mut rng);
+    let (figs, notes) = figures_titled(dir.path(), "synthetic example", Selection::All).unwrap();
+    let stems: Vec<&str> = figs.iter().map(|f| f.file_stem()).collect();
+    assert_eq!(
+        stems,
+        ["time-native-5min", "time-30min", "time-2h", "time-1d", "flow-duration", "flow-size", "rtt-pdf"],
+        "{notes:?}"
+    );
+    // 5-minute data: the 5-minute "daily view" is the native figure.
+    assert_eq!(notes, ["time figure skipped: 5 min (daily view): not coarser than the native 5 min interval"]);
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img");
+    let update = std::env::var_os("UPDATE_DOCS_IMG").is_some();
+    for fig in figs.iter().filter(|f| ["time-30min", "flow-duration", "flow-size", "rtt-pdf"].contains(&f.file_stem()))
+    {
+        let png = fig.render(ImageFormat::Png).unwrap();
+        assert!(png.len() < 200_000, "{}: {} bytes", fig.file_stem(), png.len());
+        if update {
+            std::fs::write(docs.join(format!("plot-{}.png", fig.file_stem())), &png).unwrap();
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `sonde plot`: figures from an output directory of `sonde analyze` (see docs/plots.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::ValueEnum;
+use sonde_plot::{plot_dir, ImageFormat, PlotRequest, Selection};
+
+#[derive(Debug, clap::Args)]
+pub struct PlotArgs {
+    /// Output directory of `sonde analyze` to read.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Where to write the figures (created if missing) [default: DIR/plots].
+    #[arg(short = 'o', long = "out", value_name = "OUTDIR")]
+    pub out: Option<PathBuf>,
+    /// Image format.
+    #[arg(long, value_enum, default_value = "png")]
+    pub format: ImageFormatArg,
+    /// Which figures: time plots (intervals.tsv), distributions (flow logs), or both.
+    #[arg(long, value_enum, default_value = "all")]
+    pub what: WhatArg,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ImageFormatArg {
+    Png,
+    Svg,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum WhatArg {
+    Time,
+    Dist,
+    All,
+}
+
+pub fn run(args: &PlotArgs) -> Result<ExitCode> {
+    let request = PlotRequest {
+        input: args.dir.clone(),
+        output: args.out.clone().unwrap_or_else(|| args.dir.join("plots")),
+        format: match args.format {
+            ImageFormatArg::Png => ImageFormat::Png,
+            ImageFormatArg::Svg => ImageFormat::Svg,
+        },
+        selection: match args.what {
+            WhatArg::Time => Selection::Time,
+            WhatArg::Dist => Selection::Distributions,
+            WhatArg::All => Selection::All,
+        },
+    };
+    let report = plot_dir(&request)?;
+    if !args.quiet {
+        for note in &report.notes {
+            eprintln!("sonde plot: {note}");
+        }
+        for path in &report.written {
+            println!("{}", path.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

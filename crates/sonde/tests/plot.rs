@@ -1,0 +1,81 @@
+//! `sonde plot` end to end: the figures of an analysed trace and of the plot crate's fixtures,
+//! and the exit status and message on bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::sonde;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sonde-plot/tests/fixtures").join(name)
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
+}
+
+#[test]
+fn distributions_of_the_demo_trace() {
+    let (dir, out) = common::analyze(&demo(), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sonde().arg("plot").arg(dir.path()).args(["--what", "dist"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let plots = dir.path().join("plots");
+    let want: Vec<String> = ["flow-duration.png", "flow-size.png", "rtt-pdf.png"]
+        .iter()
+        .map(|f| plots.join(f).display().to_string())
+        .collect();
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), want);
+    for f in &want {
+        let bytes = std::fs::read(f).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+    }
+}
+
+#[test]
+fn time_figures_as_svg_into_the_given_directory() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = sonde()
+        .arg("plot")
+        .arg(fixture("inout"))
+        .arg("-o")
+        .arg(out_dir.path())
+        .args(["--format", "svg", "--what", "time"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(out_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["time-5min.svg", "time-native-60s.svg"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("sonde plot: time figure skipped: 30 min (weekly view): the trace spans 12 min"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_input_exits_1_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("intervals.tsv");
+    std::fs::write(&path, "start\tend\tproto\tnet\tbytes\tflows_opened\tflows_active\n0\t60\ttcp\tsideways\t1\t0\t0\n")
+        .unwrap();
+    let out = sonde().arg("plot").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr.trim(),
+        format!("sonde: {}:2: column `net`: `sideways` is not in, out, loc or ext", path.display())
+    );
+
+    let only_flows = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("dist/tcp_flows.tsv"), only_flows.path().join("tcp_flows.tsv")).unwrap();
+    let out = sonde().arg("plot").arg(only_flows.path()).args(["--what", "time"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no intervals.tsv to plot"));
+}
