@@ -1,4 +1,4 @@
-//! The example figures of docs/plots.md, drawn from a synthetic output directory this test
+//! The example figures of docs/monitoring.md ("Plots"), drawn from a synthetic output directory this test
 //! writes: three days of 5-minute intervals with a daily cycle, and 20 000 TCP and 8 000 UDP
 //! flows drawn from heavy-tailed distributions (a fixed seed: the same files every run).
 //!

@@ -1,4 +1,4 @@
-//! `sonde plot`: figures from an output directory of `sonde analyze` (see docs/plots.md).
+//! `sonde plot`: figures from an output directory of `sonde analyze` (see docs/monitoring.md ("Plots")).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
