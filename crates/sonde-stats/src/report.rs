@@ -420,8 +420,9 @@ impl Report {
         let active = self.active_flows();
         let mut rows = Vec::new();
         let mut open_now = [[0u64; 4]; 2];
+        let width = Self::series_names().len();
         for i in first..=last {
-            let mut values = Vec::with_capacity(Self::series_names().len());
+            let mut values = Vec::with_capacity(width);
             let interval = self.intervals.get(&i);
             for proto in Proto::ALL {
                 for net in Net::ALL {

@@ -46,10 +46,11 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let internal_nets = args.internal_nets()?;
+    let interval_ns = args.interval_ns()?;
     if args.store.is_some() {
-        store::check_interval(args.interval_ns()?)?;
+        store::check_interval(interval_ns)?;
     }
-    let monitor_cfg = args.interval_ns()?.map(|interval_ns| sonde_stats::Config {
+    let monitor_cfg = interval_ns.map(|interval_ns| sonde_stats::Config {
         interval_ns,
         internal_nets: internal_nets.clone(),
         tables: args.tables,
