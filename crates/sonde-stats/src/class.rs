@@ -1,6 +1,7 @@
 //! How traffic is split: Tstat's directions relative to the internal networks, protocols, and
 //! the metrics kept per interval with their units and bins.
 
+use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -133,6 +134,27 @@ impl Unit {
             Unit::Percent => "%",
             Unit::Hops => "hops",
         }
+    }
+}
+
+impl Unit {
+    /// Writes a base-unit value in this unit, exactly (integer arithmetic: float formatting cost
+    /// more than the rest of the report).
+    pub fn format(self, value: u64, out: &mut String) {
+        let _ = match self {
+            Unit::Ms => write!(out, "{}.{:06}", value / 1_000_000, value % 1_000_000),
+            Unit::Percent => write!(out, "{}.{:04}", value / 10_000, value % 10_000),
+            _ => write!(out, "{value}"),
+        };
+    }
+
+    /// Writes a mean (a base-unit value with a fraction) in this unit.
+    pub fn format_mean(self, value: f64, out: &mut String) {
+        let _ = match self {
+            Unit::Ms => write!(out, "{:.6}", value / 1e6),
+            Unit::Percent => write!(out, "{:.4}", value / 1e4),
+            _ => write!(out, "{value:.3}"),
+        };
     }
 }
 

@@ -344,27 +344,6 @@ fn seconds(ns: u64) -> String {
     format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
 }
 
-impl Unit {
-    /// Writes a base-unit value in this unit, exactly (integer arithmetic: float formatting cost
-    /// more than the rest of the report).
-    pub fn format(self, value: u64, out: &mut String) {
-        let _ = match self {
-            Unit::Ms => write!(out, "{}.{:06}", value / 1_000_000, value % 1_000_000),
-            Unit::Percent => write!(out, "{}.{:04}", value / 10_000, value % 10_000),
-            _ => write!(out, "{value}"),
-        };
-    }
-
-    /// Writes a mean (a base-unit value with a fraction) in this unit.
-    pub fn format_mean(self, value: f64, out: &mut String) {
-        let _ = match self {
-            Unit::Ms => write!(out, "{:.6}", value / 1e6),
-            Unit::Percent => write!(out, "{:.4}", value / 1e4),
-            _ => write!(out, "{value:.3}"),
-        };
-    }
-}
-
 /// The distributions kept as time series (their mean and percentiles), all directions merged.
 const SERIES_METRICS: [(Metric, &str); 8] = [
     (Metric::TcpRttAvg, "rtt_avg"),
