@@ -13,33 +13,10 @@ use std::path::Path;
 use crate::error::PlotError;
 use crate::table::Tsv;
 
-/// Protocols, in the order they are stacked.
-pub const PROTOS: [&str; 4] = ["tcp", "udp", "icmp", "other"];
+pub use sonde_stats::{Net, Proto};
 
-/// Tstat's traffic directions, set by the internal networks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Net {
-    /// Towards internal hosts.
-    In,
-    /// From internal hosts.
-    Out,
-    /// Between internal hosts.
-    Loc,
-    /// Neither end internal (everything, when no internal network was given).
-    Ext,
-}
-
-impl Net {
-    fn parse(s: &str) -> Option<Net> {
-        Some(match s {
-            "in" => Net::In,
-            "out" => Net::Out,
-            "loc" => Net::Loc,
-            "ext" => Net::Ext,
-            _ => return None,
-        })
-    }
-}
+/// Protocols, in the order they are stacked: those of `intervals.tsv`.
+pub const PROTOS: [Proto; 4] = Proto::ALL;
 
 /// One row of `intervals.tsv`.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,8 +52,8 @@ pub(crate) fn parse_intervals<R: std::io::BufRead>(tsv: Tsv<R>) -> Result<Vec<In
         rows.push(IntervalRow {
             start_s,
             end_s,
-            proto: PROTOS.iter().position(|&x| x == p).unwrap_or(PROTOS.len() - 1),
-            net: Net::parse(n).ok_or_else(|| r.error(format!("column `net`: `{n}` is not in, out, loc or ext")))?,
+            proto: PROTOS.iter().position(|x| x.name() == p).unwrap_or(PROTOS.len() - 1),
+            net: Net::from_name(n).ok_or_else(|| r.error(format!("column `net`: `{n}` is not in, out, loc or ext")))?,
             bytes: r.number(bytes, "bytes")?,
             flows_opened: r.number(opened, "flows_opened")?,
             flows_active: r.number(active, "flows_active")?,

@@ -36,6 +36,11 @@ impl Net {
     pub fn name(self) -> &'static str {
         ["in", "out", "loc", "ext"][self as usize]
     }
+
+    /// The direction a [`Net::name`] names.
+    pub fn from_name(name: &str) -> Option<Net> {
+        Net::ALL.into_iter().find(|n| n.name() == name)
+    }
 }
 
 /// The internal networks (Tstat's net.conf).
