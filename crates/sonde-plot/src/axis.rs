@@ -181,22 +181,9 @@ pub fn utc_label(t: f64) -> String {
     format!("{y}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}")
 }
 
-/// Epoch seconds to (year, month, day, hour, minute, second), UTC, proleptic Gregorian
-/// (the days-to-civil algorithm of H. Hinnant's "chrono-Compatible Low-Level Date Algorithms").
+/// UTC calendar fields of epoch seconds `t` (the fraction dropped).
 fn utc(t: f64) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = t.floor() as i64;
-    let days = secs.div_euclid(86400);
-    let sod = secs.rem_euclid(86400) as u32;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d, sod / 3600, sod / 60 % 60, sod % 60)
+    sonde_rrd::civil(t.floor() as i64)
 }
 
 #[cfg(test)]

@@ -131,18 +131,24 @@ pub(crate) fn num(v: f64) -> String {
 
 /// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (as the XML export's comments write it).
 pub fn utc(t_s: i64) -> String {
-    let (days, secs) = (t_s.div_euclid(86_400), t_s.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
+    let (year, month, day, h, m, s) = civil(t_s);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
+}
+
+/// Year, month, day, hour, minute and second (UTC) of seconds since the epoch, by Howard
+/// Hinnant's civil_from_days.
+pub fn civil(t_s: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let (days, secs) = (t_s.div_euclid(86_400), t_s.rem_euclid(86_400) as u32);
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", secs / 3600, secs / 60 % 60, secs % 60)
+    (year, month, day, secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 #[cfg(test)]

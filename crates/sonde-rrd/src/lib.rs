@@ -53,7 +53,7 @@ mod spec;
 mod store;
 
 pub use error::Error;
-pub use export::utc;
+pub use export::{civil, utc};
 pub use spec::{check_name, ArchiveSpec, Cf, NameProblem, Spec, SpecError, DEFAULT_XFF, MAX_ARCHIVES, MAX_NAME_LEN};
 pub use spec::{MAX_FILE_BYTES, MAX_SOURCES};
 pub use store::{ArchiveRows, Fetched, Row, Store, MAX_FETCH_ROWS, MAX_TIME_S};
