@@ -102,13 +102,6 @@ impl FlowIntervals {
         self.intervals.entry(t_ns / self.interval_ns).or_default()
     }
 
-    /// Merges `other` (another worker's) into `self`.
-    pub fn merge(&mut self, other: &FlowIntervals) {
-        for (i, f) in &other.intervals {
-            self.intervals.entry(*i).or_default().merge(f);
-        }
-    }
-
     /// Counts the flow opened and closed; returns its direction and the interval it closed in.
     fn open_close(
         &mut self,

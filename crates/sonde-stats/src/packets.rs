@@ -126,8 +126,4 @@ impl PacketIntervals {
         self.close();
         self.done.into_values().collect()
     }
-
-    pub fn interval_ns(&self) -> u64 {
-        self.interval_ns
-    }
 }
