@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use sonde_flow::{EndReason, FlowRecord, FlowSink, TableStats};
+use sonde_flow::{EndReason, FlowRecord, FlowSink, RttSample, TableStats};
 use sonde_wire::{DecodeProblem, Layer, NonIp, PacketSummary, Transport, Tunnel};
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -305,5 +305,8 @@ impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
         let reason: EndReason = record.end();
         *c.end_reasons.entry(reason.name()).or_default() += 1;
         self.inner.flow(record);
+    }
+    fn rtt_sample(&mut self, sample: &RttSample) {
+        self.inner.rtt_sample(sample);
     }
 }

@@ -96,6 +96,15 @@ impl FlowKey {
         (self.lo_ip.ip(self.v6), self.lo_port)
     }
 
+    /// The (client, server) endpoints of a flow whose client is the lower endpoint or not.
+    pub fn client_server(&self, client_is_lo: bool) -> ((IpAddr, u16), (IpAddr, u16)) {
+        if client_is_lo {
+            (self.lo(), self.hi())
+        } else {
+            (self.hi(), self.lo())
+        }
+    }
+
     /// The higher (address, port) endpoint.
     pub fn hi(&self) -> (IpAddr, u16) {
         (self.hi_ip.ip(self.v6), self.hi_port)

@@ -293,7 +293,17 @@ impl FlowTracker {
         let lane = match &transport {
             Transport::Tcp(t) => {
                 let conn = self.tcp.get(flow.conn);
-                conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t);
+                let mut on_rtt = |data_dir: usize, rtt_ns: u64| {
+                    let (client, server) = key.client_server(flow.client_is_lo);
+                    sink.rtt_sample(&RttSample {
+                        ts_ns,
+                        rtt_ns,
+                        client_data: data_dir == 0,
+                        client_ip: client.0,
+                        server_ip: server.0,
+                    })
+                };
+                conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t, &mut on_rtt);
                 if conn.closed.is_some() {
                     Lane::TcpClosed
                 } else {
@@ -366,7 +376,7 @@ impl FlowTracker {
         let key = *self.table.key(slot);
         let cfg = &self.cfg;
         let flow = *self.table.value(slot);
-        let (client, server) = if flow.client_is_lo { (key.lo(), key.hi()) } else { (key.hi(), key.lo()) };
+        let (client, server) = key.client_server(flow.client_is_lo);
         let is_internal = |ip: &std::net::IpAddr| cfg.internal_nets.iter().any(|n| n.contains(ip));
         let endpoints = Endpoints {
             client_ip: client.0,

@@ -228,6 +228,22 @@ impl FlowRecord {
 /// write or forward them.
 pub trait FlowSink {
     fn flow(&mut self, record: &FlowRecord);
+
+    /// One data→ACK RTT sample, as the TCP analyzer takes it (the samples a record's `rtt`
+    /// statistics summarise, one by one). No default: a wrapper must forward it.
+    fn rtt_sample(&mut self, sample: &RttSample);
+}
+
+/// A TCP RTT sample: the time from a data segment to the ACK that acknowledged exactly it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RttSample {
+    /// Time of the ACK.
+    pub ts_ns: u64,
+    pub rtt_ns: u64,
+    /// Whether the timed data went from client to server.
+    pub client_data: bool,
+    pub client_ip: IpAddr,
+    pub server_ip: IpAddr,
 }
 
 /// Both sinks get every record.
@@ -235,6 +251,10 @@ impl<A: FlowSink, B: FlowSink> FlowSink for (A, B) {
     fn flow(&mut self, record: &FlowRecord) {
         self.0.flow(record);
         self.1.flow(record);
+    }
+    fn rtt_sample(&mut self, sample: &RttSample) {
+        self.0.rtt_sample(sample);
+        self.1.rtt_sample(sample);
     }
 }
 
@@ -245,10 +265,16 @@ impl<S: FlowSink> FlowSink for Option<S> {
             s.flow(record);
         }
     }
+    fn rtt_sample(&mut self, sample: &RttSample) {
+        if let Some(s) = self {
+            s.rtt_sample(sample);
+        }
+    }
 }
 
 impl FlowSink for Vec<FlowRecord> {
     fn flow(&mut self, record: &FlowRecord) {
         self.push(record.clone());
     }
+    fn rtt_sample(&mut self, _: &RttSample) {}
 }

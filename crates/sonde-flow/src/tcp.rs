@@ -268,7 +268,17 @@ impl TcpConn {
     }
 
     /// Analyses one packet sent by direction `dir` (0 = client).
-    pub fn on_packet(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
+    /// Analyses one packet sent by `dir`. Each data→ACK RTT sample it takes goes to `on_rtt`
+    /// too, with the direction of the data it times.
+    pub fn on_packet(
+        &mut self,
+        pools: &mut TcpPools,
+        dir: usize,
+        ts_ns: u64,
+        ip: &IpSummary,
+        t: &TcpSummary,
+        on_rtt: &mut impl FnMut(usize, u64),
+    ) {
         let flags = t.flags;
         let payload = u64::from(t.payload_len);
 
@@ -301,7 +311,7 @@ impl TcpConn {
             self.sequence(pools, dir, ts_ns, ip, t, payload, seg_len);
         }
         if flags.ack() {
-            self.acknowledge(pools, dir, ts_ns, t);
+            self.acknowledge(pools, dir, ts_ns, t, on_rtt);
         }
 
         if flags.rst() {
@@ -505,7 +515,14 @@ impl TcpConn {
     }
 
     /// Processes the ACK field of a packet sent by `dir`, which acknowledges the peer's data.
-    fn acknowledge(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, t: &TcpSummary) {
+    fn acknowledge(
+        &mut self,
+        pools: &mut TcpPools,
+        dir: usize,
+        ts_ns: u64,
+        t: &TcpSummary,
+        on_rtt: &mut impl FnMut(usize, u64),
+    ) {
         let sent = &mut pools.sent;
         let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
         let peer = &mut self.half[1 - dir];
@@ -534,7 +551,9 @@ impl TcpConn {
                     // drops segments that were retransmitted.
                     let exact = front.end() == ack || front.end_ctl() == ack;
                     if exact && !front.retransmitted() && front.ts_ns >= latest_sent_ns {
-                        pools.rtt.get(&mut peer.stats.rtt).add_sample(ts_ns.saturating_sub(front.ts_ns));
+                        let sample_ns = ts_ns.saturating_sub(front.ts_ns);
+                        pools.rtt.get(&mut peer.stats.rtt).add_sample(sample_ns);
+                        on_rtt(1 - dir, sample_ns);
                     }
                     latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
                 }

@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use sonde_flow::key::ip_order_key;
-use sonde_flow::{FlowRecord, FlowSink};
+use sonde_flow::{FlowRecord, FlowSink, RttSample};
 
 use crate::columns::{tcp_columns, udp_columns, Column};
 use crate::line::LineFormat;
@@ -220,6 +220,8 @@ impl FlowSink for LineSink {
             FlowRecord::Udp(u) => self.udp.push(key, self.udp_format.format(&mut self.scratch, u)),
         }
     }
+    /// The flow logs hold each record's RTT summary, not its samples.
+    fn rtt_sample(&mut self, _: &RttSample) {}
 }
 
 /// Writes the lines of every sink, sorted by their order keys.

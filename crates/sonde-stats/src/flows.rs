@@ -1,5 +1,5 @@
 //! What the workers count per interval from the flows they end: flows opened, closed and their
-//! metrics' distributions. A flow is counted as opened in the interval of its first packet and
+//! metrics' distributions, and every TCP RTT sample. A flow is counted as opened in the interval of its first packet and
 //! closed — with its metrics — in the interval of its last, so the result depends only on the
 //! records, never on when or in which worker a flow ended.
 
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
-use sonde_flow::{Endpoints, FlowRecord, FlowSink, TcpDirStats, TcpRecord, UdpRecord};
+use sonde_flow::{Endpoints, FlowRecord, FlowSink, RttSample, TcpDirStats, TcpRecord, UdpRecord};
 
 use crate::bins::Dist;
 use crate::class::{Dir, Internal, Metric, Net};
@@ -183,5 +183,12 @@ impl FlowSink for FlowIntervals {
             FlowRecord::Tcp(r) => self.tcp(r),
             FlowRecord::Udp(r) => self.udp(r),
         }
+    }
+
+    /// Unlike a flow's metrics, a sample is charged to the interval it was taken in.
+    fn rtt_sample(&mut self, s: &RttSample) {
+        let net = Net::of(self.internal.contains(&s.client_ip), self.internal.contains(&s.server_ip));
+        let dir = if s.client_data { Dir::C2s } else { Dir::S2c };
+        self.at(s.ts_ns).add(Metric::TcpRttSample, dir, net, s.rtt_ns);
     }
 }

@@ -345,9 +345,10 @@ fn seconds(ns: u64) -> String {
 }
 
 /// The distributions kept as time series (their mean and percentiles), all directions merged.
-const SERIES_METRICS: [(Metric, &str); 8] = [
+const SERIES_METRICS: [(Metric, &str); 9] = [
     (Metric::TcpRttAvg, "rtt_avg"),
     (Metric::TcpRttMin, "rtt_min"),
+    (Metric::TcpRttSample, "rtt_sample"),
     (Metric::TcpHsRtt, "hs_rtt"),
     (Metric::TcpDuration, "tcp_dur"),
     (Metric::TcpBytes, "tcp_bytes"),

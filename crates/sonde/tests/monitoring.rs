@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use sonde_engine::{analyze_monitored, Pipeline};
-use sonde_flow::FlowRecord;
+use sonde_flow::{FlowRecord, FlowSink, RttSample};
 use sonde_stats::{Binning, Config, Dir, FlowIntervals, Metric, Net, PacketIntervals, Report};
 
 fn demo() -> PathBuf {
@@ -143,6 +143,76 @@ fn percentiles_are_within_the_bound_of_the_exact_ones() {
                     Binning::Linear(w) => w / 2,
                 };
                 assert!(est.abs_diff(ex) <= bound, "{} {metric:?} {dir:?} p{p}: {est} vs {ex}", trace.display());
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} percentiles checked");
+}
+
+/// Keeps every RTT sample the TCP analyzer hands the sinks.
+#[derive(Default)]
+struct Samples(Vec<RttSample>);
+
+impl FlowSink for Samples {
+    fn flow(&mut self, _: &FlowRecord) {}
+    fn rtt_sample(&mut self, s: &RttSample) {
+        self.0.push(*s);
+    }
+}
+
+#[test]
+fn the_rtt_sample_histograms_hold_every_sample_of_the_flow_records() {
+    let cfg = Config { interval_ns: 1_000_000_000, ..Config::default() };
+    let mut checked = 0;
+    for trace in traces() {
+        let mut source = sonde_capture::open(&trace).unwrap();
+        let mut packets = PacketIntervals::new(&cfg);
+        let new_sink = || ((Vec::<FlowRecord>::new(), Samples::default()), FlowIntervals::new(&cfg));
+        let pipeline = Pipeline { workers: 2, ..Pipeline::default() };
+        let (_, sinks) =
+            analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), &mut |_| {});
+        let (kept, flows): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
+        let report = Report::new(&cfg, packets.finish(), flows);
+        let (records, samples): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
+        let samples: Vec<RttSample> = samples.into_iter().flat_map(|s| s.0).collect();
+        // The samples handed out are the ones the records summarise: as many, same extremes.
+        for client_data in [true, false] {
+            let of_dir: Vec<u64> = samples.iter().filter(|s| s.client_data == client_data).map(|s| s.rtt_ns).collect();
+            let stats: Vec<_> = records
+                .iter()
+                .flatten()
+                .filter_map(|r| match r {
+                    FlowRecord::Tcp(t) => Some(if client_data { t.client.rtt } else { t.server.rtt }),
+                    FlowRecord::Udp(_) => None,
+                })
+                .filter(|r| r.count > 0)
+                .collect();
+            let what = format!("{} client_data={client_data}", trace.display());
+            assert_eq!(of_dir.len() as u64, stats.iter().map(|r| r.count).sum::<u64>(), "{what}");
+            assert_eq!(of_dir.iter().min(), stats.iter().map(|r| r.min_ns).min().as_ref(), "{what}");
+            assert_eq!(of_dir.iter().max(), stats.iter().map(|r| r.max_ns).max().as_ref(), "{what}");
+        }
+        // Each interval's histogram is exactly the samples taken in it.
+        let mut exact_samples: BTreeMap<(u64, Dir), Vec<u64>> = BTreeMap::new();
+        for s in &samples {
+            let dir = if s.client_data { Dir::C2s } else { Dir::S2c };
+            exact_samples.entry((s.ts_ns / cfg.interval_ns, dir)).or_default().push(s.rtt_ns);
+        }
+        let dists = report.intervals.iter().flat_map(|(i, x)| {
+            [Dir::C2s, Dir::S2c].map(|d| ((*i, d), x.flows.dist(Metric::TcpRttSample, d, Net::Ext).cloned()))
+        });
+        let in_report: BTreeMap<(u64, Dir), _> = dists.filter_map(|(k, d)| Some((k, d?))).collect();
+        assert_eq!(in_report.keys().collect::<Vec<_>>(), exact_samples.keys().collect::<Vec<_>>());
+        for (key, mut values) in exact_samples {
+            values.sort_unstable();
+            let dist = &in_report[&key];
+            assert_eq!(dist.count, values.len() as u64);
+            assert_eq!((dist.min, dist.max), (values[0], *values.last().unwrap()));
+            assert_eq!(dist.sum, values.iter().map(|&v| u128::from(v)).sum::<u128>());
+            for p in [50, 95, 99] {
+                let (est, ex) = (dist.percentile(p).unwrap(), exact(&values, u64::from(p)));
+                assert!(est.abs_diff(ex) <= ex / 128, "{} {key:?} p{p}: {est} vs {ex}", trace.display());
                 checked += 1;
             }
         }
