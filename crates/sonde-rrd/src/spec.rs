@@ -115,6 +115,24 @@ impl Spec {
         Spec { step_s, sources, archives, xff: DEFAULT_XFF }
     }
 
+    /// Archives chosen by resolution: for each `(resolution_s, span_s)`, rows of
+    /// `resolution_s ÷ step_s` primary points covering at least `span_s`, as AVERAGE, MIN and
+    /// MAX (xff 0.5). `None` when a resolution is not a whole multiple of the step (or is 0).
+    pub fn with_resolutions(step_s: u64, sources: Vec<String>, resolutions: &[(u64, u64)]) -> Option<Spec> {
+        let mut archives = Vec::with_capacity(resolutions.len() * 3);
+        for &(resolution_s, span_s) in resolutions {
+            if step_s == 0 || resolution_s == 0 || resolution_s % step_s != 0 {
+                return None;
+            }
+            let steps = u32::try_from(resolution_s / step_s).ok()?;
+            let rows = span_s.div_ceil(resolution_s).clamp(1, u64::from(u32::MAX)) as u32;
+            for cf in [Cf::Average, Cf::Min, Cf::Max] {
+                archives.push(ArchiveSpec { cf, steps, rows });
+            }
+        }
+        Some(Spec { step_s, sources, archives, xff: DEFAULT_XFF })
+    }
+
     /// Checks every rule; the first problem found is returned.
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.step_s == 0 {
@@ -270,6 +288,18 @@ mod tests {
         }
         assert_eq!(shape, want);
         assert_eq!(spec.xff, 0.5);
+    }
+
+    #[test]
+    fn resolutions_give_rows_spanning_at_least_the_span() {
+        let spec =
+            Spec::with_resolutions(300, names(&["a"]), &[(300, 86_400), (1800, 7 * 86_400), (7200, 1000)]).unwrap();
+        let shape: Vec<(u32, u32)> = spec.archives.iter().step_by(3).map(|a| (a.steps, a.rows)).collect();
+        assert_eq!(shape, [(1, 288), (6, 336), (24, 1)]);
+        assert_eq!(spec.archives[..3], Spec::tstat_default(300, names(&["a"])).archives[..3]);
+        assert!(Spec::with_resolutions(300, names(&["a"]), &[(60, 86_400)]).is_none());
+        assert!(Spec::with_resolutions(300, names(&["a"]), &[(450, 86_400)]).is_none());
+        assert!(Spec::with_resolutions(300, names(&["a"]), &[(0, 86_400)]).is_none());
     }
 
     #[test]

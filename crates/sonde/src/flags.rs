@@ -106,6 +106,11 @@ pub struct AnalyzeArgs {
     /// 1-day for a year at the default interval). Needs a whole number of seconds as --interval.
     #[arg(long, value_name = "FILE")]
     pub store: Option<PathBuf>,
+    /// The store's resolutions when it is created, as RESOLUTION:SPAN pairs (durations in s,
+    /// m, h, d, w, y), each kept as AVERAGE, MIN and MAX [default: 5m:1d,30m:1w,2h:31d,1d:1y
+    /// at a 300 s interval].
+    #[arg(long, value_name = "LIST")]
+    pub store_archives: Option<String>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

@@ -47,9 +47,15 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     };
     let internal_nets = args.internal_nets()?;
     let interval_ns = args.interval_ns()?;
-    if args.store.is_some() {
-        store::check_interval(interval_ns)?;
-    }
+    let store_spec = match &args.store {
+        Some(path) => {
+            let spec = store::spec(interval_ns, args.store_archives.as_deref())?;
+            store::check_existing(path, &spec, args.store_archives.is_some())?;
+            Some(spec)
+        }
+        None if args.store_archives.is_some() => anyhow::bail!("--store-archives needs --store"),
+        None => None,
+    };
     let monitor_cfg = interval_ns.map(|interval_ns| sonde_stats::Config {
         interval_ns,
         internal_nets: internal_nets.clone(),
@@ -123,9 +129,9 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         let names =
             report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
         outputs.extend(names.iter().map(|n| n.to_string()));
-        let store = match &args.store {
-            Some(path) => Some(store::add_intervals(path, cfg, &report)?),
-            None => None,
+        let store = match (&args.store, &store_spec) {
+            (Some(path), Some(spec)) => Some(store::add_intervals(path, spec, args.store_archives.is_some(), &report)?),
+            _ => None,
         };
         monitoring = Some(report::Monitoring::new(cfg, &report, store));
     }

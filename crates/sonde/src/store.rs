@@ -20,30 +20,67 @@ pub struct StoreReport {
     pub already_stored: u64,
 }
 
-/// The store's step is the interval: it must be a whole number of seconds.
-pub fn check_interval(interval_ns: Option<u64>) -> Result<()> {
-    match interval_ns {
+/// The layout of a store for this run: its step is the interval (a whole number of seconds),
+/// its archives Tstat's or those of `--store-archives`.
+pub fn spec(interval_ns: Option<u64>, archives: Option<&str>) -> Result<Spec> {
+    let step_s = match interval_ns {
         None => bail!("--store needs the interval outputs (an --interval other than 0)"),
         Some(ns) if ns % SECOND_NS != 0 => {
             bail!("--store needs a whole number of seconds as --interval (its step), not {} s", ns as f64 / 1e9)
         }
-        Some(_) => Ok(()),
-    }
+        Some(ns) => ns / SECOND_NS,
+    };
+    let Some(text) = archives else { return Ok(Spec::tstat_default(step_s, Report::series_names())) };
+    let resolutions = parse_archives(text)?;
+    let Some(spec) = Spec::with_resolutions(step_s, Report::series_names(), &resolutions) else {
+        bail!("--store-archives {text}: every resolution must be a whole multiple of the step (--interval {step_s} s)")
+    };
+    spec.validate().with_context(|| format!("--store-archives {text}"))?;
+    Ok(spec)
 }
 
-/// Adds every interval of `report` after the store's last update (created with the Tstat
-/// resolutions if missing); the intervals it already holds are counted, not written.
-pub fn add_intervals(path: &Path, cfg: &sonde_stats::Config, report: &Report) -> Result<StoreReport> {
-    let step_s = cfg.interval_ns / SECOND_NS;
+/// `RESOLUTION:SPAN,…`, durations as `300`, `300s`, `5m`, `2h`, `1d`, `1w` or `1y` (365 days).
+fn parse_archives(text: &str) -> Result<Vec<(u64, u64)>> {
+    let duration = |d: &str| -> Result<u64> {
+        let (number, unit) = d.split_at(d.find(|c: char| !c.is_ascii_digit()).unwrap_or(d.len()));
+        let scale = match unit {
+            "" | "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "w" => 7 * 86_400,
+            "y" => 365 * 86_400,
+            _ => bail!("--store-archives: {d:?} is not a duration (a number and s, m, h, d, w or y)"),
+        };
+        match number.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+            Some(s) if s > 0 => Ok(s),
+            _ => bail!("--store-archives: {d:?} is not a duration of at least 1 s"),
+        }
+    };
+    text.split(',')
+        .map(|archive| match archive.trim().split_once(':') {
+            Some((resolution, span)) => Ok((duration(resolution.trim())?, duration(span.trim())?)),
+            None => bail!("--store-archives: {archive:?} is not RESOLUTION:SPAN (e.g. 5m:1d)"),
+        })
+        .collect()
+}
+
+/// Adds every interval of `report` after the store's last update (created with `spec` if
+/// missing); the intervals it already holds are counted, not written. An existing store keeps
+/// its archives unless `archives_given` asks for others.
+pub fn add_intervals(path: &Path, spec: &Spec, archives_given: bool, report: &Report) -> Result<StoreReport> {
+    let step_s = spec.step_s;
     let what = || path.display().to_string();
-    let created = !path.exists();
-    let mut result = StoreReport { path: what(), created, updates: 0, already_stored: 0 };
+    let mut result = StoreReport { path: what(), created: false, updates: 0, already_stored: 0 };
     let Some(&first) = report.intervals.keys().next() else { return Ok(result) };
-    let spec = Spec::tstat_default(step_s, Report::series_names());
-    let mut store = Store::open_or_create(path, &spec, first * step_s).with_context(what)?;
-    if store.spec().step_s != step_s {
-        bail!("{}: the store's step is {} s, but --interval is {step_s} s", what(), store.spec().step_s);
-    }
+    let mut store = match Store::open(path) {
+        Err(sonde_rrd::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            result.created = true;
+            Store::create(path, spec, first * step_s).with_context(what)?
+        }
+        opened => opened.with_context(what)?,
+    };
+    check_compatible(path, store.spec(), spec, archives_given)?;
     // A row is the step *ending* at its time.
     let from = store.last_update_s() / step_s;
     let rows = report.series(from);
@@ -54,4 +91,61 @@ pub fn add_intervals(path: &Path, cfg: &sonde_stats::Config, report: &Report) ->
     }
     store.sync().with_context(what)?;
     Ok(result)
+}
+
+/// Refuses, before the analysis, a run whose intervals an existing store cannot take.
+pub fn check_existing(path: &Path, spec: &Spec, archives_given: bool) -> Result<()> {
+    match Store::open(path) {
+        Err(sonde_rrd::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        opened => {
+            check_compatible(path, opened.with_context(|| path.display().to_string())?.spec(), spec, archives_given)
+        }
+    }
+}
+
+fn check_compatible(path: &Path, had: &Spec, spec: &Spec, archives_given: bool) -> Result<()> {
+    if had.step_s != spec.step_s || had.sources != spec.sources || (archives_given && had.archives != spec.archives) {
+        bail!("{}: the store was created with {}; this run asks for {}", path.display(), describe(had), describe(spec))
+    }
+    Ok(())
+}
+
+/// A store's step and resolutions, for an error message.
+fn describe(spec: &Spec) -> String {
+    let mut archives: Vec<String> = Vec::new();
+    for a in &spec.archives {
+        let text = format!("{} s × {}", u64::from(a.steps) * spec.step_s, a.rows);
+        if !archives.contains(&text) {
+            archives.push(text);
+        }
+    }
+    format!("step {} s, {} sources, archives {}", spec.step_s, spec.sources.len(), archives.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archives_parse_as_resolution_and_span() {
+        assert_eq!(
+            parse_archives("5m:1d, 30m:1w,2h:31d,1d:1y").unwrap(),
+            [(300, 86_400), (1800, 604_800), (7200, 31 * 86_400), (86_400, 365 * 86_400)]
+        );
+        assert_eq!(parse_archives("60:3600s").unwrap(), [(60, 3600)]);
+        for bad in ["5m", "5x:1d", "0:1d", "m:1d", "5m:", "", "99999999999999999999y:1d"] {
+            assert!(parse_archives(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_spec_needs_whole_seconds_and_multiples_of_the_step() {
+        assert!(spec(None, None).is_err());
+        assert!(spec(Some(1_500_000_000), None).is_err());
+        assert_eq!(spec(Some(300 * SECOND_NS), None).unwrap().archives.len(), 12);
+        let custom = spec(Some(60 * SECOND_NS), Some("1m:1h,1h:1d")).unwrap();
+        let shape: Vec<(u32, u32)> = custom.archives.iter().step_by(3).map(|a| (a.steps, a.rows)).collect();
+        assert_eq!(shape, [(1, 60), (60, 24)]);
+        assert!(spec(Some(60 * SECOND_NS), Some("90s:1h")).is_err());
+    }
 }

@@ -371,3 +371,35 @@ fn the_store_refuses_an_interval_that_is_not_whole_seconds() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("whole number of seconds"));
 }
+
+#[test]
+fn store_archives_are_chosen_at_creation_and_a_mismatch_is_refused_before_the_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.rrd");
+    let store_arg = store.to_str().unwrap();
+    let (_, o) = analyze(&demo(), &["--interval", "1", "--store", store_arg, "--store-archives", "1s:1h,1m:1d"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let info = sonde().args(["ts", "info"]).arg(&store).output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    let archives: Vec<Vec<&str>> = info
+        .lines()
+        .filter(|l| l.contains("AVERAGE"))
+        .map(|l| l.split_whitespace().skip(2).take(2).collect())
+        .collect();
+    assert_eq!(archives, [["1", "3600"], ["60", "1440"]], "{info}");
+    // Later runs keep the store's archives without being told them again.
+    let (_, o) = analyze(&demo(), &["--interval", "1", "--store", store_arg]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Another step, or other archives asked for, is refused before anything is written.
+    let demo = demo();
+    for extra in [&["--interval", "2"][..], &["--interval", "1", "--store-archives", "1s:2h"]] {
+        let out = dir.path().join("refused");
+        let mut args = vec!["analyze", "-r", demo.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        args.extend(["--store", store_arg]);
+        args.extend(extra);
+        let o = sonde().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{extra:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("the store was created with step 1 s"), "{o:?}");
+        assert!(!out.exists(), "{extra:?}: outputs written although the store refused the run");
+    }
+}
