@@ -293,18 +293,16 @@ impl FlowTracker {
         let lane = match &transport {
             Transport::Tcp(t) => {
                 let conn = self.tcp.get(flow.conn);
-                let mut on_rtt = |data_dir: usize, rtt_ns: u64| {
+                conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t);
+                let closed = conn.closed.is_some();
+                if !self.tcp_pools.new_samples.is_empty() {
                     let (client, server) = key.client_server(flow.client_is_lo);
-                    sink.rtt_sample(&RttSample {
-                        ts_ns,
-                        rtt_ns,
-                        client_data: data_dir == 0,
-                        client_ip: client.0,
-                        server_ip: server.0,
-                    })
-                };
-                conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t, &mut on_rtt);
-                if conn.closed.is_some() {
+                    for (data_dir, rtt_ns) in self.tcp_pools.new_samples.drain(..) {
+                        let (client_ip, server_ip) = (client.0, server.0);
+                        sink.rtt_sample(&RttSample { ts_ns, rtt_ns, client_data: data_dir == 0, client_ip, server_ip });
+                    }
+                }
+                if closed {
                     Lane::TcpClosed
                 } else {
                     Lane::TcpOpen

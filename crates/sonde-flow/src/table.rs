@@ -117,6 +117,7 @@ impl<V> FlowTable<V> {
         self.live >= self.max_flows
     }
 
+    #[inline]
     pub fn find(&mut self, key: &FlowKey, hash: u64) -> Option<u32> {
         let mask = self.index.len() - 1;
         let mut pos = hash as usize & mask;

@@ -40,6 +40,8 @@ pub struct TcpPools {
     pub(crate) ranges: RangePool,
     pub(crate) rare: Pool<Rare>,
     pub(crate) rtt: Pool<Rtt>,
+    /// The RTT samples (data direction, ns) the packet being analysed took.
+    pub new_samples: Vec<(usize, u64)>,
 }
 
 impl TcpPools {
@@ -52,6 +54,7 @@ impl TcpPools {
             ranges: RangePool::default(),
             rare: Pool::with_capacity(flows),
             rtt: Pool::with_capacity(flows),
+            new_samples: Vec::with_capacity(4),
         }
     }
 
@@ -268,17 +271,9 @@ impl TcpConn {
     }
 
     /// Analyses one packet sent by direction `dir` (0 = client).
-    /// Analyses one packet sent by `dir`. Each data→ACK RTT sample it takes goes to `on_rtt`
-    /// too, with the direction of the data it times.
-    pub fn on_packet(
-        &mut self,
-        pools: &mut TcpPools,
-        dir: usize,
-        ts_ns: u64,
-        ip: &IpSummary,
-        t: &TcpSummary,
-        on_rtt: &mut impl FnMut(usize, u64),
-    ) {
+    /// Analyses one packet sent by `dir`. Each data→ACK RTT sample it takes is also left in
+    /// `pools.new_samples`, with the direction of the data it times, for the caller to take.
+    pub fn on_packet(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
         let flags = t.flags;
         let payload = u64::from(t.payload_len);
 
@@ -311,7 +306,7 @@ impl TcpConn {
             self.sequence(pools, dir, ts_ns, ip, t, payload, seg_len);
         }
         if flags.ack() {
-            self.acknowledge(pools, dir, ts_ns, t, on_rtt);
+            self.acknowledge(pools, dir, ts_ns, t);
         }
 
         if flags.rst() {
@@ -515,14 +510,7 @@ impl TcpConn {
     }
 
     /// Processes the ACK field of a packet sent by `dir`, which acknowledges the peer's data.
-    fn acknowledge(
-        &mut self,
-        pools: &mut TcpPools,
-        dir: usize,
-        ts_ns: u64,
-        t: &TcpSummary,
-        on_rtt: &mut impl FnMut(usize, u64),
-    ) {
+    fn acknowledge(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, t: &TcpSummary) {
         let sent = &mut pools.sent;
         let pure = t.payload_len == 0 && !t.flags.syn() && !t.flags.fin() && !t.flags.rst();
         let peer = &mut self.half[1 - dir];
@@ -553,7 +541,7 @@ impl TcpConn {
                     if exact && !front.retransmitted() && front.ts_ns >= latest_sent_ns {
                         let sample_ns = ts_ns.saturating_sub(front.ts_ns);
                         pools.rtt.get(&mut peer.stats.rtt).add_sample(sample_ns);
-                        on_rtt(1 - dir, sample_ns);
+                        pools.new_samples.push((1 - dir, sample_ns));
                     }
                     latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
                 }
