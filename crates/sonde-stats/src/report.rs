@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::net::IpAddr;
 use std::path::Path;
 
 use crate::bins::Dist;
@@ -244,12 +245,14 @@ impl Report {
             rows.sort_unstable_by_key(|(addr, _)| **addr);
             for (addr, h) in rows {
                 out.push_str(&span);
-                let internal = if self.internal.contains(addr) { "1" } else { "0" };
-                host_row(out, &addr.to_string(), internal, h);
+                push_ip(out, *addr);
+                out.push_str(if self.internal.contains(addr) { "\t1" } else { "\t0" });
+                host_counts(out, h);
             }
             if t.hosts.refused > 0 {
                 out.push_str(&span);
-                host_row(out, "overflow", "-", &t.hosts.overflow);
+                out.push_str("overflow\t-");
+                host_counts(out, &t.hosts.overflow);
             }
         }
         Ok(())
@@ -263,7 +266,10 @@ impl Report {
             rows.sort_unstable_by_key(|(pair, _)| **pair);
             for ((src, dst), tr) in rows {
                 out.push_str(&span);
-                let _ = writeln!(out, "{src}\t{dst}\t{}\t{}", tr.packets, tr.bytes);
+                push_ip(out, *src);
+                out.push('\t');
+                push_ip(out, *dst);
+                push_numbers(out, &[tr.packets, tr.bytes]);
             }
             if t.pairs.refused > 0 {
                 out.push_str(&span);
@@ -314,7 +320,9 @@ impl Report {
                 rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
                 for (rank, (v, addr)) in rows.iter().take(self.top_n).enumerate() {
                     out.push_str(&span);
-                    let _ = writeln!(out, "{name}\t{}\t{addr}\t{v}", rank + 1);
+                    let _ = write!(out, "{name}\t{}\t", rank + 1);
+                    push_ip(out, *addr);
+                    push_numbers(out, &[*v]);
                 }
             }
         }
@@ -331,12 +339,37 @@ fn add_flows(t: &mut Tables, f: &FlowInterval) {
     }
 }
 
-fn host_row(out: &mut String, addr: &str, internal: &str, h: &HostRow) {
-    let _ = writeln!(
-        out,
-        "{addr}\t{internal}\t{}\t{}\t{}\t{}\t{}",
-        h.received.packets, h.received.bytes, h.sent.packets, h.sent.bytes, h.flows
-    );
+/// A host row's counts, each after a tab, and the line's end.
+fn host_counts(out: &mut String, h: &HostRow) {
+    push_numbers(out, &[h.received.packets, h.received.bytes, h.sent.packets, h.sent.bytes, h.flows]);
+}
+
+/// Each number after a tab, then the line's end (tables have ~10⁵ rows: no `fmt` machinery).
+fn push_numbers(out: &mut String, numbers: &[u64]) {
+    let mut digits = itoa::Buffer::new();
+    for &n in numbers {
+        out.push('\t');
+        out.push_str(digits.format(n));
+    }
+    out.push('\n');
+}
+
+/// An address as `Display` writes it; the dotted quad by hand (std's is slow).
+fn push_ip(out: &mut String, ip: IpAddr) {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut digits = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                out.push_str(digits.format(octet));
+            }
+        }
+        IpAddr::V6(v6) => {
+            let _ = write!(out, "{v6}");
+        }
+    }
 }
 
 /// Packet time in seconds with microseconds.
@@ -441,5 +474,23 @@ impl Report {
             }
         }
         rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_numbers_are_written_as_display_writes_them() {
+        for text in ["0.0.0.0", "10.0.0.1", "192.168.100.255", "255.255.255.255", "::", "2001:db8::1", "::ffff:1.2.3.4"] {
+            let ip: IpAddr = text.parse().unwrap();
+            let mut out = String::new();
+            push_ip(&mut out, ip);
+            assert_eq!(out, ip.to_string());
+        }
+        let mut out = String::new();
+        push_numbers(&mut out, &[0, 7, u64::MAX]);
+        assert_eq!(out, format!("\t0\t7\t{}\n", u64::MAX));
     }
 }

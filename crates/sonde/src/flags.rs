@@ -91,7 +91,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub interval: f64,
     /// Also keep RMON2-style tables per interval: hosts, host pairs, protocol directory and
-    /// top-N hosts (hosts.tsv, matrix.tsv, protocols.tsv, top.tsv). Costs about a third more
+    /// top-N hosts (hosts.tsv, matrix.tsv, protocols.tsv, top.tsv). Costs about a quarter more
     /// CPU time.
     #[arg(long)]
     pub tables: bool,
