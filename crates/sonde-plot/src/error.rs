@@ -16,6 +16,8 @@ pub enum PlotError {
     MissingColumn { path: PathBuf, column: &'static str },
     /// None of the inputs a selection needs exists in the directory.
     NoInput { dir: PathBuf, wanted: String },
+    /// A time-series store could not be read, or was not made by `sonde analyze`.
+    Store { path: PathBuf, reason: String },
     /// plotters failed to draw or the PNG encoder failed (a bug or a full disk, not bad input).
     Render { path: PathBuf, reason: String },
 }
@@ -29,6 +31,7 @@ impl fmt::Display for PlotError {
                 write!(f, "{}: the header has no column `{column}`", path.display())
             }
             PlotError::NoInput { dir, wanted } => write!(f, "{}: no {wanted} to plot", dir.display()),
+            PlotError::Store { path, reason } => write!(f, "{}: {reason}", path.display()),
             PlotError::Render { path, reason } => write!(f, "{}: cannot draw the figure: {reason}", path.display()),
         }
     }

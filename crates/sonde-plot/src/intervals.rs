@@ -250,7 +250,7 @@ pub fn duration_label(s: f64) -> String {
 }
 
 /// "60s", "5min", "2h", "1d": a file-name-safe [`duration_label`].
-fn duration_tag(s: f64) -> String {
+pub fn duration_tag(s: f64) -> String {
     duration_label(s).replace(' ', "").replace('.', "_")
 }
 

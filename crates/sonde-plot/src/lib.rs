@@ -10,6 +10,9 @@
 //!   bytes per direction, and the RTT pdf (from `histograms.tsv`'s `tcp_rtt_sample` rows when
 //!   present, else from the flows' average RTTs).
 //!
+//! - time figures from a round-robin store (`sonde analyze --store`), one per resolution it
+//!   keeps ([`store`]).
+//!
 //! Reading never panics on a malformed file: errors name the file and line. The series are
 //! computed in [`figures`] as plain numbers and only drawn by [`Figure::render`], which needs no
 //! system library or font (DejaVu Sans is embedded).
@@ -33,6 +36,7 @@ pub mod flows;
 pub mod histograms;
 pub mod intervals;
 mod render;
+pub mod store;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -56,7 +60,9 @@ pub enum Selection {
 #[derive(Debug, Clone)]
 pub struct PlotRequest {
     /// A `sonde analyze` output directory.
-    pub input: PathBuf,
+    pub input: Option<PathBuf>,
+    /// A time-series store (`sonde analyze --store`): one time figure per resolution.
+    pub store: Option<PathBuf>,
     /// Where the figures go (created if missing; figures of the same name are replaced).
     pub output: PathBuf,
     pub format: ImageFormat,
@@ -147,9 +153,18 @@ pub fn figures_titled(dir: &Path, label: &str, selection: Selection) -> Result<(
     Ok((figs, notes))
 }
 
-/// Reads `req.input`, draws the selected figures and writes them into `req.output`.
+/// Reads `req.input` (and `req.store`), draws the selected figures and writes them into
+/// `req.output`.
 pub fn plot_dir(req: &PlotRequest) -> Result<PlotReport, PlotError> {
-    let (figs, notes) = figures_for(&req.input, req.selection)?;
+    let (mut figs, mut notes) = match &req.input {
+        Some(dir) => figures_for(dir, req.selection)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    if let Some(path) = &req.store {
+        let (time, skipped) = store::read_store_figures(path, &path.display().to_string())?;
+        figs.extend(time.into_iter().map(|f| Figure::Time(Box::new(f))));
+        notes.extend(skipped.into_iter().map(|s| format!("{}: {s}", path.display())));
+    }
     std::fs::create_dir_all(&req.output).map_err(|e| io_error(&req.output, e))?;
     let mut report = PlotReport { written: Vec::new(), notes };
     for fig in &figs {

@@ -208,12 +208,13 @@ fn draw_time_panel<DB: DrawingBackend>(
     for (sign, values) in [(1.0, &panel.above), (-1.0, &panel.below)] {
         for p in (0..4).rev().filter(|&p| present[p]) {
             let color = PROTO_COLORS[p];
-            let cumulative = values.iter().map(|v| sign * v[..=p].iter().sum::<f64>());
-            chart
-                .draw_series(
-                    AreaSeries::new(steps(&fig.edges, cumulative), 0.0, light(color).filled()).border_style(color),
-                )
-                .map_err(text)?;
+            let cumulative: Vec<f64> = values.iter().map(|v| sign * v[..=p].iter().sum::<f64>()).collect();
+            // Unknown bins (NaN: a store's rows when the probe was not running) are gaps.
+            for run in known_runs(&cumulative) {
+                let edges = &fig.edges[run.start..=run.end];
+                let area = AreaSeries::new(steps(edges, cumulative[run].iter().copied()), 0.0, light(color).filled());
+                chart.draw_series(area.border_style(color)).map_err(text)?;
+            }
         }
     }
     chart.draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK))).map_err(text)?;
@@ -273,6 +274,24 @@ fn light(c: RGBColor) -> RGBColor {
 }
 
 /// Points of a step curve: each value held from its bin's start to its end.
+/// The runs of consecutive finite values, as index ranges.
+fn known_runs(values: &[f64]) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (i, v) in values.iter().enumerate() {
+        match (v.is_finite(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                runs.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    runs.extend(start.map(|s| s..values.len()));
+    runs
+}
+
 fn steps(edges: &[f64], values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
     let mut pts = Vec::new();
     for (i, v) in values.enumerate() {

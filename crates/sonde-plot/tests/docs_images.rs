@@ -93,6 +93,67 @@ fn write_flows(dir: &Path, rng: &mut Rng) {
     std::fs::write(dir.join("udp_flows.tsv"), udp).unwrap();
 }
 
+/// A store fed the same kind of days as `write_intervals`, with a four-hour outage on the second
+/// day (the probe was stopped: rows unknown), as `sonde analyze --store` fills one.
+fn write_store(path: &Path, rng: &mut Rng) {
+    let mut names = Vec::new();
+    for proto in ["tcp", "udp", "icmp", "other"] {
+        for net in ["in", "out", "loc", "ext"] {
+            names.push(format!("{proto}_{net}_pkts"));
+            names.push(format!("{proto}_{net}_bytes"));
+        }
+    }
+    for proto in ["tcp", "udp"] {
+        for net in ["in", "out", "loc", "ext"] {
+            names.push(format!("{proto}_{net}_flows"));
+        }
+    }
+    let spec = sonde_rrd::Spec::tstat_default(300, names.clone());
+    let mut store = sonde_rrd::Store::create(path, &spec, START_S as u64).unwrap();
+    let at = |name: &str| names.iter().position(|n| n == name).unwrap();
+    for k in 1..=3 * 288u64 {
+        if (288 + 10 * 12..288 + 14 * 12).contains(&k) {
+            continue;
+        }
+        let hour = (k % 288) as f64 / 12.0;
+        let day = ((hour - 7.0) / 16.0 * std::f64::consts::PI).sin().max(0.0);
+        let load = 0.08 + 0.92 * day.powf(1.5) * (1.0 + 0.08 * rng.normal()).max(0.5);
+        let mut values = vec![0.0; names.len()];
+        for (proto, net, bit_rate, active) in [
+            ("tcp", "in", 45e6, 2400.0),
+            ("tcp", "out", 6e6, 1300.0),
+            ("udp", "in", 7e6, 400.0),
+            ("udp", "out", 3e6, 350.0),
+        ] {
+            let bytes = (bit_rate * load * 300.0 / 8.0).round();
+            values[at(&format!("{proto}_{net}_bytes"))] = bytes;
+            values[at(&format!("{proto}_{net}_pkts"))] = (bytes / 900.0).round();
+            values[at(&format!("{proto}_{net}_flows"))] = (active * load).round();
+        }
+        store.update(START_S as u64 + 300 * k, &values).unwrap();
+    }
+    store.sync().unwrap();
+}
+
+#[test]
+fn docs_store_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("link.rrd");
+    write_store(&path, &mut Rng(0x0005_70de));
+    let (figs, notes) = sonde_plot::store::read_store_figures(&path, "synthetic store").unwrap();
+    let stems: Vec<&str> = figs.iter().map(|f| f.file_stem.as_str()).collect();
+    // Three days: the 1-day archive has three rows, every archive draws.
+    assert_eq!(stems, ["store-5min", "store-30min", "store-2h", "store-1d"], "{notes:?}");
+    let week = &figs[1];
+    assert!(week.panels[0].above.iter().any(|v| v[0].is_nan()), "the outage is a gap");
+    let png = sonde_plot::Figure::Time(Box::new(week.clone())).render(ImageFormat::Png).unwrap();
+    assert!(png.len() < 200_000, "{} bytes", png.len());
+    if std::env::var_os("UPDATE_DOCS_IMG").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img");
+        std::fs::write(docs.join("plot-store-30min.png"), &png).unwrap();
+    }
+}
+
 #[test]
 fn docs_example_figures() {
     let dir = tempfile::tempdir().unwrap();

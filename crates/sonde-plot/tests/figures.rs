@@ -166,7 +166,8 @@ fn count_near(rgb: &[u8], color: [u8; 3]) -> usize {
 fn png_figures_decode_at_their_size() {
     let out = tempfile::tempdir().unwrap();
     let req = PlotRequest {
-        input: fixture("inout"),
+        input: Some(fixture("inout")),
+        store: None,
         output: out.path().join("plots"),
         format: ImageFormat::Png,
         selection: Selection::All,

@@ -483,7 +483,8 @@ mod tests {
 
     #[test]
     fn addresses_and_numbers_are_written_as_display_writes_them() {
-        for text in ["0.0.0.0", "10.0.0.1", "192.168.100.255", "255.255.255.255", "::", "2001:db8::1", "::ffff:1.2.3.4"] {
+        for text in ["0.0.0.0", "10.0.0.1", "192.168.100.255", "255.255.255.255", "::", "2001:db8::1", "::ffff:1.2.3.4"]
+        {
             let ip: IpAddr = text.parse().unwrap();
             let mut out = String::new();
             push_ip(&mut out, ip);

@@ -30,14 +30,16 @@ pub enum Command {
     /// Read a time-series store (monitoring's round-robin archives): export, dump, info.
     #[command(subcommand)]
     Ts(crate::ts::TsCommand),
-    /// Draw figures (PNG or SVG) from an output directory of `sonde analyze`.
+    /// Draw figures (PNG or SVG) from an output directory of `sonde analyze` or a store.
     ///
     /// Time plots from intervals.tsv (throughput and flows, inbound above the axis and outbound
     /// below, at the native interval and at 5 min / 30 min / 2 h / 1 day where the trace is long
     /// enough), and distributions from the flow logs (CDF and CCDF of flow duration and size,
-    /// RTT pdf). Figures go to DIR/plots unless -o is given.
+    /// RTT pdf). With --store, one time plot per resolution the store keeps (Tstat's daily,
+    /// weekly, monthly and yearly views; unknown rows are gaps). Figures go to DIR/plots (or
+    /// plots/ next to the store) unless -o is given.
     ///
-    /// Example: sonde plot out/ --format svg
+    /// Examples: sonde plot out/ --format svg; sonde plot --store link.rrd
     ///
     /// Exit status: 0 success; 1 error (an input is malformed, or nothing to plot).
     Plot(crate::plot::PlotArgs),

@@ -10,9 +10,14 @@ use sonde_plot::{plot_dir, ImageFormat, PlotRequest, Selection};
 #[derive(Debug, clap::Args)]
 pub struct PlotArgs {
     /// Output directory of `sonde analyze` to read.
-    #[arg(value_name = "DIR")]
-    pub dir: PathBuf,
-    /// Where to write the figures (created if missing) [default: DIR/plots].
+    #[arg(value_name = "DIR", required_unless_present = "store")]
+    pub dir: Option<PathBuf>,
+    /// Also (or only) draw the time figures of a round-robin store (`sonde analyze --store`),
+    /// one per resolution it keeps.
+    #[arg(long, value_name = "FILE")]
+    pub store: Option<PathBuf>,
+    /// Where to write the figures (created if missing) [default: DIR/plots, or plots/ next to
+    /// the store].
     #[arg(short = 'o', long = "out", value_name = "OUTDIR")]
     pub out: Option<PathBuf>,
     /// Image format.
@@ -40,9 +45,15 @@ pub enum WhatArg {
 }
 
 pub fn run(args: &PlotArgs) -> Result<ExitCode> {
+    let default_out = match (&args.dir, &args.store) {
+        (Some(dir), _) => dir.join("plots"),
+        (None, Some(store)) => store.parent().unwrap_or(std::path::Path::new(".")).join("plots"),
+        (None, None) => anyhow::bail!("give an output directory of sonde analyze, --store FILE, or both"),
+    };
     let request = PlotRequest {
         input: args.dir.clone(),
-        output: args.out.clone().unwrap_or_else(|| args.dir.join("plots")),
+        store: args.store.clone(),
+        output: args.out.clone().unwrap_or(default_out),
         format: match args.format {
             ImageFormatArg::Png => ImageFormat::Png,
             ImageFormatArg::Svg => ImageFormat::Svg,

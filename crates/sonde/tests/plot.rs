@@ -79,3 +79,32 @@ fn bad_input_exits_1_naming_file_and_line() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no intervals.tsv to plot"));
 }
+
+#[test]
+fn a_store_gives_one_time_figure_per_resolution() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = store_dir.path().join("link.rrd");
+    let store_arg = store.to_str().unwrap();
+    let (_, out) =
+        common::analyze(&demo(), &["--interval", "1", "--store", store_arg, "--store-archives", "1s:1m,2s:1m"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sonde().args(["plot", "--store", store_arg, "--format", "svg"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plots = store_dir.path().join("plots");
+    let want: Vec<String> =
+        ["store-1s.svg", "store-2s.svg"].iter().map(|f| plots.join(f).display().to_string()).collect();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().collect::<Vec<_>>(), want);
+    for f in &want {
+        let svg = std::fs::read_to_string(f).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("Throughput"), "{f}");
+    }
+    // Neither a directory nor a store: refused by the argument parser.
+    let out = sonde().arg("plot").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // Not a store: exit 1, naming the file.
+    let junk = store_dir.path().join("junk.rrd");
+    std::fs::write(&junk, b"junk").unwrap();
+    let out = sonde().args(["plot", "--store"]).arg(&junk).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&junk.display().to_string()));
+}
