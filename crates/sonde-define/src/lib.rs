@@ -1,0 +1,41 @@
+//! sonde-define: flows defined on demand, as Kitatsuji et al.'s real-time flow meter defines
+//! them — a named chain of bit patterns over the packet, all of which must match, whose last
+//! pattern's value is the flow identifier (FID).
+//!
+//! ```
+//! use sonde_define::{parse_definitions, Compiled, Layers};
+//! let defs = parse_definitions("web = ip.proto == 6 and tcp.dport in 80..88\nsyn = tcp.flags & 0x12 == 0x02").unwrap();
+//! let set = Compiled::new(&defs);
+//! // An IPv4 TCP SYN to port 80: the transport header at byte 20 of a raw IP frame.
+//! let mut frame = vec![0u8; 40];
+//! frame[20..24].copy_from_slice(&[0x04, 0xd2, 0x00, 0x50]);
+//! frame[33] = 0x02;
+//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0] };
+//! let mut out = Vec::new();
+//! set.matches(&layers, &mut out);
+//! assert_eq!(out.iter().map(|m| (m.def, m.fid)).collect::<Vec<_>>(), [(0, 80), (1, 2)]);
+//! ```
+//!
+//! The language, the fields and the costs: docs/definitions.md.
+
+pub mod fields;
+mod parse;
+pub mod pattern;
+mod trie;
+
+pub use parse::{parse_definition, parse_definitions, Definition, ParseError, MAX_PATTERNS};
+pub use pattern::{Anchor, Pattern};
+pub use trie::{Compiled, Match};
+
+/// A packet as the patterns see it: the captured frame and where its layers start (`None`
+/// when the packet has no such layer or the capture ended before it), plus facts the decoder
+/// found that a fixed offset cannot express (see [`fields::meta`]): IP version, the protocol
+/// after IPv6 extension headers, TTL / hop limit, TOS / traffic class.
+#[derive(Debug, Clone, Copy)]
+pub struct Layers<'a> {
+    pub frame: &'a [u8],
+    pub l3: Option<u32>,
+    pub l4: Option<u32>,
+    pub payload: Option<u32>,
+    pub meta: [u8; fields::meta::LEN],
+}

@@ -1,0 +1,428 @@
+//! The definition language (docs/definitions.md): one definition per line,
+//! `name = condition and condition … [key field]`, `#` starts a comment.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::fields::{self, meta, Field, Needs};
+use crate::pattern::{Anchor, Pattern, MAX_BITS};
+
+/// Most patterns in one definition (the matcher's depth).
+pub const MAX_PATTERNS: usize = 32;
+
+/// A parsed definition: a chain of patterns, all of which must match, and which pattern's value
+/// is the flow identifier (FID).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    pub name: String,
+    /// Checks on the decoder's facts first, then the rest in the order written: chains that
+    /// begin alike share their first tests when compiled.
+    pub patterns: Vec<Pattern>,
+    /// Index into `patterns` of the FID: the `key` field, else the last condition written.
+    pub key: usize,
+    /// The line as written (for listings and errors).
+    pub text: String,
+}
+
+/// Why a definition was refused, and where: `line` and `column` count from 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    /// The line's text, for the caret.
+    pub source_line: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pad: String = self.source_line.chars().take(self.column.saturating_sub(1)).map(|_| ' ').collect();
+        write!(f, "line {}, column {}: {}\n  {}\n  {pad}^", self.line, self.column, self.message, self.source_line)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses a file of definitions. Names must be distinct.
+pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
+    let mut defs: Vec<Definition> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let mut p = Parser { line, at: 0, number: i + 1 };
+        if let Some(def) = p.definition()? {
+            if defs.iter().any(|d| d.name == def.name) {
+                return Err(p.error_at(0, format!("`{}` is defined twice", def.name)));
+            }
+            defs.push(def);
+        }
+    }
+    Ok(defs)
+}
+
+/// Parses one definition (a line without a definition is an error).
+pub fn parse_definition(line: &str) -> Result<Definition, ParseError> {
+    let mut p = Parser { line, at: 0, number: 1 };
+    p.definition()?.ok_or_else(|| p.error_at(0, "no definition on this line".to_string()))
+}
+
+struct Parser<'a> {
+    line: &'a str,
+    /// Byte offset of the next character.
+    at: usize,
+    number: usize,
+}
+
+/// A condition's field: named, or raw bits of a layer.
+struct FieldRef {
+    anchor: Anchor,
+    offset_bits: u32,
+    bits: u32,
+    needs: Needs,
+    address: bool,
+    /// `ip.src` / `ip.dst`: the family comes from the value or the chain.
+    family_pending: Option<&'static str>,
+}
+
+impl<'a> Parser<'a> {
+    fn error_at(&self, byte: usize, message: String) -> ParseError {
+        let column = self.line[..byte.min(self.line.len())].chars().count() + 1;
+        ParseError { line: self.number, column, message, source_line: self.line.to_string() }
+    }
+
+    fn error(&self, message: impl Into<String>) -> ParseError {
+        self.error_at(self.at, message.into())
+    }
+
+    fn rest(&self) -> &'a str {
+        &self.line[self.at..]
+    }
+
+    fn skip_space(&mut self) {
+        let rest = self.rest();
+        self.at += rest.len() - rest.trim_start().len();
+    }
+
+    fn at_end(&mut self) -> bool {
+        self.skip_space();
+        self.rest().is_empty() || self.rest().starts_with('#')
+    }
+
+    fn eat(&mut self, token: &str) -> bool {
+        self.skip_space();
+        if self.rest().starts_with(token) {
+            self.at += token.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A keyword: `token` not followed by a name character.
+    fn eat_word(&mut self, word: &str) -> bool {
+        self.skip_space();
+        let rest = self.rest();
+        let after = rest.get(word.len()..).and_then(|s| s.chars().next());
+        if rest.starts_with(word) && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+            self.at += word.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The longest run of characters allowed by `ok` (possibly empty).
+    fn take(&mut self, ok: impl Fn(char) -> bool) -> &'a str {
+        let rest = self.rest();
+        let len = rest.find(|c: char| !ok(c)).unwrap_or(rest.len());
+        self.at += len;
+        &rest[..len]
+    }
+
+    fn definition(&mut self) -> Result<Option<Definition>, ParseError> {
+        if self.at_end() {
+            return Ok(None);
+        }
+        let start = self.at;
+        let name = self.take(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            return Err(self.error("a definition starts with its name (a letter, then letters, digits, _ or -)"));
+        }
+        if !self.eat("=") {
+            return Err(self.error("expected `=` after the definition's name"));
+        }
+        let mut chain: Vec<Pattern> = Vec::new();
+        let mut last_condition = 0;
+        loop {
+            self.skip_space();
+            let cond_at = self.at;
+            let (needs, pattern) = self.condition()?;
+            push_unique(&mut chain, needs);
+            last_condition = push_unique(&mut chain, Some(pattern)).unwrap_or(last_condition);
+            if chain.len() > MAX_PATTERNS {
+                return Err(self.error_at(cond_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
+            }
+            if !self.eat_word("and") {
+                break;
+            }
+        }
+        let mut key = last_condition;
+        if self.eat_word("key") {
+            self.skip_space();
+            let key_at = self.at;
+            let field = self.field_ref()?;
+            let family = chain_family(&chain);
+            let field = match field.family_pending {
+                Some(name) => {
+                    let Some(v) = family else {
+                        return Err(self.error_at(
+                            key_at,
+                            format!("`{name}` as a key needs the address family: write ip4.* or ip6.*, or add `ip.version == 4` (or 6)"),
+                        ));
+                    };
+                    resolve(name, v).expect("ip.src and ip.dst exist for both families")
+                }
+                None => field,
+            };
+            push_unique(&mut chain, field.needs.pattern());
+            let extract = Pattern {
+                anchor: field.anchor,
+                offset_bits: field.offset_bits,
+                bits: field.bits,
+                mask: Pattern::full_mask(field.bits),
+                lo: 0,
+                hi: Pattern::full_mask(field.bits),
+            };
+            key = push_unique(&mut chain, Some(extract)).unwrap_or(key);
+        }
+        if !self.at_end() {
+            return Err(self.error("expected `and`, `key` or the end of the line"));
+        }
+        // The decoder's facts first (cheap, and what most definitions begin with), stably.
+        let key_pattern = chain[key];
+        chain.sort_by_key(|p| p.anchor != Anchor::Meta);
+        let key = chain.iter().position(|p| *p == key_pattern).expect("the key is in the chain");
+        let text = self.line[start..self.at].trim_end().to_string();
+        Ok(Some(Definition { name: name.to_string(), patterns: chain, key, text }))
+    }
+
+    /// `field [& mask] op value`: the field's precondition and its pattern.
+    fn condition(&mut self) -> Result<(Option<Pattern>, Pattern), ParseError> {
+        let mut field = self.field_ref()?;
+        let mut mask = None;
+        if self.eat("&") {
+            self.skip_space();
+            let mask_at = self.at;
+            if let Some(name) = field.family_pending {
+                return Err(self.error_at(mask_at, format!("`{name}` takes no mask: write ip4.* or ip6.*")));
+            }
+            let m = self.number()?;
+            if m & !Pattern::full_mask(field.bits) != 0 {
+                return Err(self.error_at(mask_at, format!("the mask has bits beyond the field's {}", field.bits)));
+            }
+            mask = Some(m);
+        }
+        self.skip_space();
+        let op_at = self.at;
+        let op = match ["==", "<=", ">=", "<", ">"].into_iter().find(|op| self.rest().starts_with(op)) {
+            Some(op) => {
+                self.at += op.len();
+                op
+            }
+            None if self.eat_word("in") => "in",
+            None if self.rest().starts_with("!=") => {
+                return Err(
+                    self.error("`!=` is not supported: a pattern is one range (write a range, or two definitions)")
+                )
+            }
+            None => return Err(self.error("expected a comparison: ==, in, <, <=, > or >=")),
+        };
+        self.skip_space();
+        let value_at = self.at;
+        let word = self.take(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '_'));
+        if word.is_empty() {
+            return Err(self.error("expected a value"));
+        }
+        let err = |message: String| self.error_at(value_at, message);
+        if let Some(name) = field.family_pending {
+            // ip.src / ip.dst: the family of the address written decides.
+            let family = match word.split("..").next().and_then(|a| a.split('/').next()?.parse::<IpAddr>().ok()) {
+                Some(IpAddr::V4(_)) => 4,
+                Some(IpAddr::V6(_)) => 6,
+                None => return Err(err(format!("`{name}` is compared with an IPv4 or IPv6 address, not `{word}`"))),
+            };
+            field = resolve(name, family).expect("ip.src and ip.dst exist for both families");
+        }
+        let full = Pattern::full_mask(field.bits);
+        let mask = mask.unwrap_or(full);
+        let value = |text: &str| parse_value(text, &field).map_err(&err);
+        let (mask, lo, hi) = match op {
+            "in" => {
+                if let Some((a, b)) = word.split_once("..") {
+                    let (lo, hi) = (value(a)?, value(b)?);
+                    if lo > hi {
+                        return Err(err(format!("the range {word} is empty")));
+                    }
+                    (mask, lo, hi)
+                } else if let Some((net, len)) = word.split_once('/') {
+                    let len: u32 = len.parse().map_err(|_| err(format!("`{len}` is not a prefix length")))?;
+                    if len > field.bits {
+                        return Err(err(format!("a /{len} prefix is longer than the field's {} bits", field.bits)));
+                    }
+                    let prefix = full & !Pattern::full_mask(field.bits - len);
+                    let net = value(net)? & prefix;
+                    (mask & prefix, net, net)
+                } else {
+                    let v = value(word)?;
+                    (mask, v, v)
+                }
+            }
+            "==" => {
+                let v = value(word)?;
+                (mask, v, v)
+            }
+            "<" => match value(word)?.checked_sub(1) {
+                Some(hi) => (mask, 0, hi),
+                None => return Err(err("`< 0` never matches".to_string())),
+            },
+            "<=" => (mask, 0, value(word)?),
+            ">" => (mask, value(word)?.saturating_add(1), mask),
+            _ => (mask, value(word)?, mask),
+        };
+        if lo > hi || (lo == hi && lo & !mask != 0) {
+            return Err(
+                self.error_at(op_at, format!("this comparison can never match: the field is masked with {mask:#x}"))
+            );
+        }
+        let pattern = Pattern { anchor: field.anchor, offset_bits: field.offset_bits, bits: field.bits, mask, lo, hi };
+        Ok((field.needs.pattern(), pattern))
+    }
+
+    /// A named field, `ANCHOR[byte:len]` or `ANCHOR.bits[bit:len]`.
+    fn field_ref(&mut self) -> Result<FieldRef, ParseError> {
+        self.skip_space();
+        let at = self.at;
+        let name = self.take(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_');
+        if name.is_empty() {
+            return Err(self.error("expected a field (e.g. tcp.dport, l4[13:1])"));
+        }
+        if self.rest().starts_with('[') {
+            let (base, in_bits) = match name.strip_suffix(".bits") {
+                Some(base) => (base, true),
+                None => (name, false),
+            };
+            let anchor = match base {
+                "link" => Anchor::Link,
+                "l3" | "ip" => Anchor::Net,
+                "l4" => Anchor::Transport,
+                "payload" => Anchor::Payload,
+                _ => return Err(self.error_at(at, format!("`{base}` is not a layer: link, l3 (or ip), l4 or payload"))),
+            };
+            self.at += 1;
+            let offset = self.small_number("an offset")?;
+            if !self.eat(":") {
+                return Err(self.error("expected `:` between the offset and the length"));
+            }
+            let len = self.small_number("a length")?;
+            if !self.eat("]") {
+                return Err(self.error("expected `]`"));
+            }
+            let scale = if in_bits { 1 } else { 8 };
+            let (offset_bits, bits) = (offset.checked_mul(scale), len.checked_mul(scale));
+            let (Some(offset_bits), Some(bits)) = (offset_bits, bits) else {
+                return Err(self.error_at(at, "the offset or length is too large".to_string()));
+            };
+            if bits == 0 || bits > MAX_BITS {
+                return Err(self.error_at(at, format!("a field is 1 to {MAX_BITS} bits long, not {bits}")));
+            }
+            return Ok(FieldRef {
+                anchor,
+                offset_bits,
+                bits,
+                needs: Needs::Nothing,
+                address: false,
+                family_pending: None,
+            });
+        }
+        if let Some(pending) = ["ip.src", "ip.dst"].into_iter().find(|n| *n == name) {
+            let mut f =
+                FieldRef::from(fields::by_name(&pending.replace("ip.", "ip4."), None).expect("ip4 fields exist"));
+            f.family_pending = Some(pending);
+            return Ok(f);
+        }
+        match fields::by_name(name, None) {
+            Some(f) => Ok(FieldRef::from(f)),
+            None => Err(self.error_at(at, format!("unknown field `{name}` (see docs/definitions.md for the list)"))),
+        }
+    }
+
+    fn small_number(&mut self, what: &str) -> Result<u32, ParseError> {
+        self.skip_space();
+        let digits = self.take(|c| c.is_ascii_digit());
+        digits.parse().map_err(|_| self.error(format!("expected {what} (a number)")))
+    }
+
+    /// A decimal or 0x-hexadecimal number.
+    fn number(&mut self) -> Result<u128, ParseError> {
+        let at = self.at;
+        let word = self.take(|c| c.is_ascii_alphanumeric());
+        parse_number(word).ok_or_else(|| self.error_at(at, format!("expected a number, not `{word}`")))
+    }
+}
+
+impl From<Field> for FieldRef {
+    fn from(f: Field) -> FieldRef {
+        FieldRef {
+            anchor: f.anchor,
+            offset_bits: f.offset_bits,
+            bits: f.bits,
+            needs: f.needs,
+            address: f.address,
+            family_pending: None,
+        }
+    }
+}
+
+fn resolve(name: &str, family: u8) -> Option<FieldRef> {
+    fields::by_name(name, Some(family)).map(FieldRef::from)
+}
+
+fn parse_number(word: &str) -> Option<u128> {
+    match word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
+        Some(hex) => u128::from_str_radix(hex, 16).ok(),
+        None => word.parse().ok(),
+    }
+}
+
+/// A value for `field`: a number, or an address for an address field.
+fn parse_value(text: &str, field: &FieldRef) -> Result<u128, String> {
+    let v = if field.address && text.contains(['.', ':']) {
+        match (text.parse::<IpAddr>(), field.bits) {
+            (Ok(IpAddr::V4(a)), 32) => u128::from(u32::from(a)),
+            (Ok(IpAddr::V6(a)), 128) => u128::from(a),
+            (Ok(_), _) => return Err(format!("{text} is not of the field's address family")),
+            (Err(_), _) => return Err(format!("`{text}` is not an address")),
+        }
+    } else {
+        parse_number(text).ok_or_else(|| format!("`{text}` is not a number"))?
+    };
+    if v > Pattern::full_mask(field.bits) {
+        return Err(format!("{text} does not fit in the field's {} bits", field.bits));
+    }
+    Ok(v)
+}
+
+/// Appends `p` unless the chain has it; returns its index.
+fn push_unique(chain: &mut Vec<Pattern>, p: Option<Pattern>) -> Option<usize> {
+    let p = p?;
+    Some(chain.iter().position(|q| *q == p).unwrap_or_else(|| {
+        chain.push(p);
+        chain.len() - 1
+    }))
+}
+
+/// The IP version the chain requires, if it requires one.
+fn chain_family(chain: &[Pattern]) -> Option<u8> {
+    chain.iter().find_map(|p| {
+        let version = p.anchor == Anchor::Meta && p.offset_bits == meta::IP_VERSION * 8 && p.mask == 0xff;
+        (version && p.lo == p.hi && (p.lo == 4 || p.lo == 6)).then_some(p.lo as u8)
+    })
+}
