@@ -1,0 +1,135 @@
+//! The definition language: what each form compiles to, and where a refused line is wrong.
+
+use sonde_define::fields::meta;
+use sonde_define::{parse_definition, parse_definitions, Anchor, Pattern};
+
+fn pattern(anchor: Anchor, offset_bits: u32, bits: u32, mask: u128, lo: u128, hi: u128) -> Pattern {
+    Pattern { anchor, offset_bits, bits, mask, lo, hi }
+}
+
+fn meta_is(at: u32, v: u128) -> Pattern {
+    pattern(Anchor::Meta, at * 8, 8, 0xff, v, v)
+}
+
+#[test]
+fn the_examples_of_the_issue_compile_to_these_chains() {
+    let defs = parse_definitions(
+        "# the four examples\n\
+         web  = ip.proto == 6 and tcp.dport in 80..88\n\
+         syn  = tcp.flags & 0x12 == 0x02\n\
+         cust = ip.src in 192.0.2.0/24 key ip.src\n\
+         raw  = l4[13:1] & 0x3f == 0x02 key ip[12:4]   # SYN only, keyed by the IPv4 source\n",
+    )
+    .unwrap();
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["web", "syn", "cust", "raw"]);
+    let tcp = meta_is(meta::IP_PROTO, 6);
+    assert_eq!(defs[0].patterns, [tcp, pattern(Anchor::Transport, 16, 16, 0xffff, 80, 88)]);
+    assert_eq!(defs[0].key, 1);
+    assert_eq!(defs[1].patterns, [tcp, pattern(Anchor::Transport, 104, 8, 0x12, 2, 2)]);
+    let v4 = meta_is(meta::IP_VERSION, 4);
+    let net = 0xc000_0200;
+    assert_eq!(
+        defs[2].patterns,
+        [
+            v4,
+            pattern(Anchor::Net, 96, 32, 0xffff_ff00, net, net),
+            pattern(Anchor::Net, 96, 32, 0xffff_ffff, 0, 0xffff_ffff)
+        ]
+    );
+    assert_eq!(defs[2].key, 2);
+    assert_eq!(
+        defs[3].patterns,
+        [
+            pattern(Anchor::Transport, 104, 8, 0x3f, 2, 2),
+            pattern(Anchor::Net, 96, 32, u128::from(u32::MAX), 0, u128::from(u32::MAX))
+        ]
+    );
+    assert_eq!(defs[3].key, 1);
+    assert_eq!(defs[3].text, "raw  = l4[13:1] & 0x3f == 0x02 key ip[12:4]");
+}
+
+#[test]
+fn comparisons_become_ranges() {
+    let chain = |text: &str| parse_definition(text).unwrap().patterns.last().copied().unwrap();
+    let dport = |mask, lo, hi| pattern(Anchor::Transport, 16, 16, mask, lo, hi);
+    assert_eq!(chain("a = tcp.dport < 1024"), dport(0xffff, 0, 1023));
+    assert_eq!(chain("a = tcp.dport <= 1024"), dport(0xffff, 0, 1024));
+    assert_eq!(chain("a = tcp.dport > 1023"), dport(0xffff, 1024, 0xffff));
+    assert_eq!(chain("a = tcp.dport >= 0x400"), dport(0xffff, 1024, 0xffff));
+    assert_eq!(chain("a = tcp.dport in 443"), dport(0xffff, 443, 443));
+    assert_eq!(chain("a = l4.bits[106:6] == 2"), pattern(Anchor::Transport, 106, 6, 0x3f, 2, 2));
+    assert_eq!(
+        chain("a = payload[0:4] == 0x47455420"),
+        pattern(Anchor::Payload, 0, 32, 0xffff_ffff, 0x4745_5420, 0x4745_5420)
+    );
+    let v6 = parse_definition("a = ip.dst in 2001:db8::/32").unwrap();
+    let prefix = u128::from(0x2001_0db8u32) << 96;
+    assert_eq!(v6.patterns, [meta_is(meta::IP_VERSION, 6), pattern(Anchor::Net, 192, 128, !0 << 96, prefix, prefix)]);
+    let range = parse_definition("a = ip.src in 10.0.0.1..10.0.0.9").unwrap();
+    assert_eq!(range.patterns[1], pattern(Anchor::Net, 96, 32, 0xffff_ffff, 0x0a00_0001, 0x0a00_0009));
+    // A key needing the family: given by an earlier condition.
+    let keyed = parse_definition("a = ip.version == 6 and udp.dport == 53 key ip.src").unwrap();
+    assert_eq!(keyed.patterns[keyed.key], pattern(Anchor::Net, 64, 128, u128::MAX, 0, u128::MAX));
+    // The same condition twice is one pattern.
+    assert_eq!(parse_definition("a = tcp.dport == 80 and tcp.dport == 80").unwrap().patterns.len(), 2);
+}
+
+/// The error's line, column and message for `text`.
+fn refused(text: &str) -> (usize, usize, String) {
+    let e = parse_definitions(text).unwrap_err();
+    (e.line, e.column, e.message)
+}
+
+#[test]
+fn a_refused_definition_says_where_it_is_wrong() {
+    let cases: &[(&str, usize, usize, &str)] = &[
+        ("web = ip.prto == 6", 1, 7, "unknown field `ip.prto`"),
+        ("ok = tcp.dport == 80\nbad = tcp.dport == 80 or udp", 2, 23, "expected `and`, `key` or the end"),
+        ("= tcp.dport == 80", 1, 1, "starts with its name"),
+        ("a tcp.dport == 80", 1, 3, "expected `=`"),
+        ("a = tcp.dport", 1, 14, "expected a comparison"),
+        ("a = tcp.dport != 80", 1, 15, "`!=` is not supported"),
+        ("a = tcp.dport == ", 1, 18, "expected a value"),
+        ("a = tcp.dport == 70000", 1, 18, "does not fit in the field's 16 bits"),
+        ("a = tcp.dport in 90..80", 1, 18, "is empty"),
+        ("a = tcp.dport < 0", 1, 17, "never matches"),
+        ("a = tcp.flags & 0x100 == 1", 1, 17, "mask has bits beyond"),
+        ("a = tcp.flags & 0x10 == 0x02", 1, 22, "can never match"),
+        ("a = ip.src == example", 1, 15, "compared with an IPv4 or IPv6 address"),
+        ("a = ip4.src == 2001:db8::1", 1, 16, "not of the field's address family"),
+        ("a = ip4.src in 10.0.0.0/33", 1, 16, "longer than the field's 32 bits"),
+        ("a = l5[0:1] == 1", 1, 5, "`l5` is not a layer"),
+        ("a = l4[0:17] == 1", 1, 5, "1 to 128 bits"),
+        ("a = l4[0 1] == 1", 1, 10, "expected `:`"),
+        ("a = l4[0:1 == 1", 1, 12, "expected `]`"),
+        ("a = tcp.dport == 80 key ip.src", 1, 25, "needs the address family"),
+        ("a = ip.src & 0xff == 1", 1, 14, "takes no mask"),
+        ("a = tcp.dport == 80\na = udp.dport == 53", 2, 1, "defined twice"),
+    ];
+    for (text, line, column, message) in cases {
+        let (l, c, m) = refused(text);
+        assert_eq!((l, c), (*line, *column), "{text:?}: {m}");
+        assert!(m.contains(message), "{text:?}: {m}");
+    }
+    // The message shows the line with a caret under the column.
+    let e = parse_definitions("web = ip.prto == 6").unwrap_err();
+    assert_eq!(e.to_string(), "line 1, column 7: unknown field `ip.prto` (see docs/definitions.md for the list)\n  web = ip.prto == 6\n        ^");
+}
+
+#[test]
+fn any_text_is_parsed_or_refused_without_panicking() {
+    // xorshift: deterministic.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let alphabet: Vec<char> = "abcdeiklnoprstuyw0123456789.:/&=<>![]x# -_\u{e9}".chars().collect();
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % 40) as usize;
+        let text: String = (0..len).map(|i| alphabet[((x >> (i % 50)) as usize + i * 7) % alphabet.len()]).collect();
+        let _ = parse_definitions(&text);
+        let _ = parse_definitions(&format!("a = {text}"));
+        let _ = parse_definitions(&format!("a = tcp.dport {text}"));
+    }
+}

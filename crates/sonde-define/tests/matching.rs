@@ -1,0 +1,157 @@
+//! The compiled tree against evaluating each definition on its own, and the named fields
+//! against sonde-wire's decoder, on real packets.
+
+mod common;
+
+use sonde_define::{parse_definitions, Compiled, Layers};
+use sonde_wire::{decode, LinkType, Transport};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+/// A random definition from conditions that real packets often match, so that chains share
+/// prefixes, values group, and keys vary.
+fn random_definition(rng: &mut Rng, i: usize) -> String {
+    let conditions = [
+        "ip.proto == 6",
+        "ip.proto == 17",
+        "ip.version == 4",
+        "ip.version == 6",
+        "tcp.dport == 80",
+        "tcp.dport == 443",
+        "tcp.sport == 443",
+        "tcp.dport < 1024",
+        "tcp.flags & 0x12 == 0x02",
+        "tcp.flags & 0x10 == 0x10",
+        "udp.dport == 53",
+        "udp.sport == 53",
+        "ip.src in 10.0.0.0/8",
+        "ip.dst in 192.168.0.0/16",
+        "ip.ttl > 60",
+        "l4[13:1] & 0x3f == 0x18",
+        "payload[0:1] in 0x14..0x17",
+        "link[12:2] == 0x0800",
+    ];
+    let keys = ["", "", " key tcp.dport", " key ip.proto", " key l4[0:2]", " key ip.ttl"];
+    let n = 1 + (rng.next() % 4) as usize;
+    let chain: Vec<&str> = (0..n).map(|_| rng.pick(&conditions)).collect();
+    format!("d{i} = {}{}", chain.join(" and "), rng.pick(&keys))
+}
+
+#[test]
+fn the_tree_finds_what_each_definition_finds_alone() {
+    let packets = common::real_packets(3000);
+    assert!(packets.len() > 100);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut tree, mut flat) = (Vec::new(), Vec::new());
+    let mut matched = 0;
+    for round in 0..20 {
+        let text: Vec<String> = (0..1 + round * 12).map(|i| random_definition(&mut rng, i)).collect();
+        let defs = parse_definitions(&text.join("\n")).unwrap();
+        let set = Compiled::new(&defs);
+        for p in &packets {
+            let layers = p.layers();
+            set.matches(&layers, &mut tree);
+            set.matches_flat(&layers, &mut flat);
+            assert_eq!(tree, flat, "round {round}");
+            matched += tree.len();
+        }
+    }
+    assert!(matched > 10_000, "only {matched} matches: the definitions test little");
+}
+
+#[test]
+fn shared_prefixes_are_one_node() {
+    let defs =
+        parse_definitions("a = tcp.dport == 80\nb = tcp.dport == 443\nc = tcp.flags & 0x12 == 2\nd = udp.dport == 53")
+            .unwrap();
+    let set = Compiled::new(&defs);
+    // tcp (shared by a, b, c) and udp at the top; a, b, c and d below.
+    assert_eq!((set.root_width(), set.node_count), (2, 6));
+}
+
+#[test]
+fn named_fields_read_what_the_decoder_reads() {
+    let packets = common::real_packets(5000);
+    let defs = parse_definitions(
+        "sport = ip.proto == 6 key tcp.sport\n\
+         dport = ip.proto == 6 key tcp.dport\n\
+         usport = ip.proto == 17 key udp.sport\n\
+         udport = ip.proto == 17 key udp.dport\n\
+         src4 = ip.version == 4 key ip.src\n\
+         dst6 = ip.version == 6 key ip.dst\n\
+         ttl = ip.ttl >= 0",
+    )
+    .unwrap();
+    let set = Compiled::new(&defs);
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for p in &packets {
+        let Ok(summary) = decode(LinkType(p.link_type), &p.frame, p.frame.len() as u32) else { continue };
+        let Some(ip) = summary.ip else { continue };
+        if summary.tunnel.is_some() {
+            continue; // the small walk in tests/common does not enter tunnels
+        }
+        let layers: Layers = p.layers();
+        if layers.l3.is_none() {
+            continue; // an encapsulation the small walk does not know (PPPoE, …)
+        }
+        set.matches(&layers, &mut out);
+        let fid = |name: &str| out.iter().find(|m| defs[m.def as usize].name == name).map(|m| m.fid);
+        match summary.transport {
+            Some(Transport::Tcp(t)) => {
+                assert_eq!((fid("sport"), fid("dport")), (Some(t.src_port.into()), Some(t.dst_port.into())));
+            }
+            Some(Transport::Udp(u)) => {
+                assert_eq!((fid("usport"), fid("udport")), (Some(u.src_port.into()), Some(u.dst_port.into())));
+            }
+            _ => {}
+        }
+        match (ip.src, ip.dst) {
+            (std::net::IpAddr::V4(s), _) => assert_eq!(fid("src4"), Some(u32::from(s).into())),
+            (_, std::net::IpAddr::V6(d)) => assert_eq!(fid("dst6"), Some(u128::from(d))),
+            _ => {}
+        }
+        assert_eq!(fid("ttl"), Some(ip.ttl.into()));
+        checked += 1;
+    }
+    assert!(checked > 1000, "only {checked} packets checked");
+}
+
+#[test]
+fn random_frames_never_panic_and_match_only_what_they_hold() {
+    let defs = parse_definitions(
+        "a = tcp.dport in 0..65535\nb = payload[0:16] > 0 key l4.bits[3:128]\nc = link[0:16] >= 0 key ip6.src",
+    )
+    .unwrap();
+    let set = Compiled::new(&defs);
+    let mut rng = Rng(7);
+    let mut out = Vec::new();
+    for _ in 0..50_000 {
+        let len = (rng.next() % 80) as usize;
+        let frame: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let at = |r: u64| (r % 100 < 80).then_some((r % 100) as u32);
+        let layers = Layers {
+            frame: &frame,
+            l3: at(rng.next()),
+            l4: at(rng.next()),
+            payload: at(rng.next()),
+            meta: [(rng.next() % 8) as u8, 6, 64, 0],
+        };
+        set.matches(&layers, &mut out);
+        let mut flat = Vec::new();
+        set.matches_flat(&layers, &mut flat);
+        assert_eq!(out, flat);
+    }
+}
