@@ -15,8 +15,8 @@ pub const MAX_PATTERNS: usize = 32;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Definition {
     pub name: String,
-    /// Checks on the decoder's facts first, then the rest in the order written: chains that
-    /// begin alike share their first tests when compiled.
+    /// In a canonical order (the decoder's facts, other tests by layer and offset, key-only
+    /// reads last): chains that begin alike share their first tests when compiled.
     pub patterns: Vec<Pattern>,
     /// Index into `patterns` of the FID: the `key` field, else the last condition written.
     pub key: usize,
@@ -196,9 +196,21 @@ impl<'a> Parser<'a> {
         if !self.at_end() {
             return Err(self.error("expected `and`, `key` or the end of the line"));
         }
-        // The decoder's facts first (cheap, and what most definitions begin with), stably.
+        // AND does not care about order, so the chain is put in one canonical order and chains
+        // with the same conditions share their whole prefix whatever order they were written
+        // in: the decoder's facts first, then the other tests by layer and offset, then the
+        // patterns that only read a key (they filter nothing, and keys differ most).
         let key_pattern = chain[key];
-        chain.sort_by_key(|p| p.anchor != Anchor::Meta);
+        chain.sort_by_key(|p| {
+            let class = if p.anchor == Anchor::Meta {
+                0
+            } else if p.is_extraction() {
+                2
+            } else {
+                1
+            };
+            (class, p.anchor, p.offset_bits, p.bits, p.mask, p.lo, p.hi)
+        });
         let key = chain.iter().position(|p| *p == key_pattern).expect("the key is in the chain");
         let text = self.line[start..self.at].trim_end().to_string();
         Ok(Some(Definition { name: name.to_string(), patterns: chain, key, text }))

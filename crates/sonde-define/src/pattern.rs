@@ -90,6 +90,15 @@ pub fn read_bits(bytes: &[u8], at: u64, bits: u32) -> Option<u128> {
     let end = at.checked_add(u64::from(bits))?;
     let (first, last) = (usize::try_from(at / 8).ok()?, usize::try_from(end.div_ceil(8)).ok()?);
     let span = bytes.get(first..last)?;
+    if span.len() <= 8 {
+        // Most fields: up to 8 bytes, read into a u64.
+        let mut acc = 0u64;
+        for &b in span {
+            acc = (acc << 8) | u64::from(b);
+        }
+        let tail = span.len() as u32 * 8 - (at % 8) as u32 - bits;
+        return Some(u128::from(acc >> tail) & Pattern::full_mask(bits));
+    }
     // At most 17 bytes: 128 bits at a bit offset of up to 7.
     let mut acc: u128 = 0;
     let mut spill: u8 = 0;

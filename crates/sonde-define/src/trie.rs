@@ -130,7 +130,9 @@ impl Compiled {
         out.clear();
         let mut values = [0u128; MAX_PATTERNS];
         self.run(&self.root, 0, layers, &mut values, out);
-        out.sort_unstable();
+        if out.len() > 1 {
+            out.sort_unstable();
+        }
     }
 
     fn run(
