@@ -458,3 +458,41 @@ fn tunnel_depth_is_limited() {
     assert_eq!((s.tunnel, s.problem), (Some(Tunnel::IpInIp), Some(DecodeProblem::Malformed(Layer::Tunnel))));
     assert_eq!(s.transport, Some(Transport::Other { protocol: 4 }));
 }
+
+#[test]
+fn layer_offsets_point_at_the_analysed_headers() {
+    let offsets = |f: &Frame, cut: usize| {
+        let mut s = PacketSummary::EMPTY;
+        let o = crate::decode_with_offsets(LinkType::ETHERNET, &f.bytes()[..cut], f.len as u32, &mut s).unwrap();
+        (o.network, o.transport, o.payload)
+    };
+    let mut f = Frame::new();
+    f.ethernet(0x0800).ipv4(6, 20 + 4, A, B).tcp(5, 6, 7, 0x18, &[]).push(b"data");
+    assert_eq!(offsets(&f, f.len), (Some(14), Some(34), Some(54)));
+    // Cut inside the TCP header: the transport starts, its payload is not captured.
+    assert_eq!(offsets(&f, 40), (Some(14), Some(34), None));
+    // The same decode as without offsets.
+    let mut s = PacketSummary::EMPTY;
+    crate::decode_with_offsets(LinkType::ETHERNET, f.bytes(), f.len as u32, &mut s).unwrap();
+    assert_eq!(s, dec(LinkType::ETHERNET, f.bytes()));
+    // IPv6 with a hop-by-hop header before UDP; UDP's payload after its 8 bytes.
+    let mut f = Frame::new();
+    f.ethernet(0x86dd).ipv6(0, 8 + 8 + 2, 1, 2).push(&[17, 0, 0, 0, 0, 0, 0, 0]).udp(9, 10, 2).zeros(2);
+    assert_eq!(offsets(&f, f.len), (Some(14), Some(62), Some(70)));
+    // ICMP: the transport header, no payload offset.
+    let mut f = Frame::new();
+    f.ethernet(0x0800).ipv4(1, 8, A, B).push(&[8, 0, 0, 0, 0, 1, 0, 1]);
+    assert_eq!(offsets(&f, f.len), (Some(14), Some(34), None));
+    // VXLAN: the inner packet's layers.
+    let mut inner = Frame::new();
+    inner.ethernet(0x0800).ipv4(6, 20 + 4, [172, 16, 0, 1], [172, 16, 0, 2]).tcp(5, 6, 7, 0x18, &[]).push(b"data");
+    let mut f = Frame::new();
+    f.ethernet(0x0800).ipv4(17, 8 + 8 + inner.len, A, B).udp(51234, 4789, 8 + inner.len);
+    f.push(&[0x08, 0, 0, 0, 0, 0, 0x2a, 0]).push(inner.bytes());
+    let outer = 14 + 20 + 8 + 8;
+    assert_eq!(offsets(&f, f.len), (Some(outer + 14), Some(outer + 34), Some(outer + 54)));
+    // Not IP: nothing.
+    let mut f = Frame::new();
+    f.ethernet(0x0806).zeros(28);
+    assert_eq!(offsets(&f, f.len), (None, None, None));
+}

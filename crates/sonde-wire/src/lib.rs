@@ -71,6 +71,28 @@ pub fn decode_into(
     decode::decode_into(link, frame, wire_len, out)
 }
 
+/// Where the analysed packet's layers start in the frame, in bytes: the network header, the
+/// transport header and its payload (for a tunnelled packet, the inner ones). `None` when the
+/// packet has no such layer or the capture ended before it. For TCP and UDP the payload is
+/// after the header; for other protocols it is not known (`None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayerOffsets {
+    pub network: Option<u32>,
+    pub transport: Option<u32>,
+    pub payload: Option<u32>,
+}
+
+/// Like [`decode_into`], also finding where the layers start (for patterns over the frame's
+/// bytes, as flow definitions use). A separate entry so the hot path pays nothing for it.
+pub fn decode_with_offsets(
+    link: LinkType,
+    frame: &[u8],
+    wire_len: u32,
+    out: &mut PacketSummary,
+) -> Result<LayerOffsets, UnsupportedLink> {
+    decode::decode_with_offsets(link, frame, wire_len, out)
+}
+
 /// Big-endian readers that return 0 instead of panicking when out of range. The views check
 /// their length once in `new_checked`, after which these never miss.
 pub(crate) mod bytes {

@@ -1,12 +1,13 @@
-//! Real packets for the tests and the benchmark: frames of a capture from the shared corpus, with
-//! their layers found by a small walk (Ethernet with VLAN tags, Linux cooked, raw IP; IPv4,
-//! IPv6 with its common extension headers; TCP, UDP). The engine takes the offsets from
-//! sonde-wire's decoder; this walk only serves to test the patterns on real bytes.
+//! Real packets for the tests and the benchmark: frames of the demo trace and of captures from
+//! the shared corpus, with their layers as sonde-wire's decoder finds them.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
+use std::net::IpAddr;
+
 use sonde_define::Layers;
+use sonde_wire::{decode_with_offsets, LinkType, PacketSummary};
 
 pub struct Packet {
     pub link_type: u32,
@@ -56,74 +57,19 @@ pub fn real_packets(max_per_trace: usize) -> Vec<Packet> {
     packets
 }
 
+/// The layers of a frame as sonde-wire's decoder finds them, and the decoder's facts.
 pub fn layers(link_type: u32, frame: &[u8]) -> Layers<'_> {
-    let mut l = Layers { frame, l3: None, l4: None, payload: None, meta: [0; 4] };
-    let be16 = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let mut at = match link_type {
-        1 => {
-            let mut at = 12;
-            while let Some(0x8100 | 0x88a8) = be16(at) {
-                at += 4;
-            }
-            match be16(at) {
-                Some(0x0800 | 0x86dd) => at + 2,
-                // MPLS: labels until the bottom of the stack, then IP.
-                Some(0x8847 | 0x8848) => {
-                    at += 2;
-                    while frame.get(at + 2).is_some_and(|b| b & 1 == 0) {
-                        at += 4;
-                    }
-                    at + 4
-                }
-                _ => return l,
-            }
-        }
-        113 => 16,
-        101 | 228 | 229 => 0,
-        _ => return l,
-    };
-    let Some(&first) = frame.get(at) else { return l };
-    l.l3 = Some(at as u32);
-    let proto = match first >> 4 {
-        4 => {
-            let Some(h) = frame.get(at..at + 20) else { return l };
-            l.meta = [4, h[9], h[8], h[1]];
-            if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
-                return l; // a later fragment: no transport header
-            }
-            at += usize::from(h[0] & 0xf) * 4;
-            h[9]
-        }
-        6 => {
-            let Some(h) = frame.get(at..at + 40) else { return l };
-            l.meta = [6, h[6], h[7], (h[0] << 4) | (h[1] >> 4)];
-            let mut next = h[6];
-            at += 40;
-            // Hop-by-hop, routing, destination options; a fragment header.
-            while matches!(next, 0 | 43 | 60 | 44) {
-                let Some(e) = frame.get(at..at + 8) else { return l };
-                let len = if next == 44 { 8 } else { (usize::from(e[1]) + 1) * 8 };
-                next = e[0];
-                at += len;
-            }
-            l.meta[1] = next;
-            next
-        }
-        _ => return l,
-    };
-    if at > frame.len() {
-        return l;
+    let mut summary = PacketSummary::EMPTY;
+    let offsets = decode_with_offsets(LinkType(link_type), frame, frame.len() as u32, &mut summary).unwrap_or_default();
+    let mut meta = [0u8; 4];
+    if let (Some(ip), Some(at)) = (summary.ip, offsets.network) {
+        let at = at as usize;
+        // TOS / traffic class: IPv4's second byte; IPv6's bits 4..12.
+        let tos = match ip.src {
+            IpAddr::V4(_) => frame.get(at + 1).copied().unwrap_or(0),
+            IpAddr::V6(_) => frame.get(at..at + 2).map_or(0, |b| (b[0] << 4) | (b[1] >> 4)),
+        };
+        meta = [if ip.src.is_ipv4() { 4 } else { 6 }, ip.protocol, ip.ttl, tos];
     }
-    l.l4 = Some(at as u32);
-    let header = match proto {
-        6 => frame.get(at + 12).map(|b| usize::from(b >> 4) * 4),
-        17 => Some(8),
-        _ => None,
-    };
-    if let Some(h) = header {
-        if at + h <= frame.len() {
-            l.payload = Some((at + h) as u32);
-        }
-    }
-    l
+    Layers { frame, l3: offsets.network, l4: offsets.transport, payload: offsets.payload, meta }
 }
