@@ -40,22 +40,7 @@ fn ports(n: usize) -> String {
 }
 
 fn mixed(n: usize) -> String {
-    let conditions = [
-        "ip.proto == 6",
-        "ip.proto == 17",
-        "ip.version == 6",
-        "tcp.dport == 80",
-        "tcp.dport == 443",
-        "tcp.sport == 443",
-        "tcp.dport < 1024",
-        "tcp.flags & 0x12 == 0x02",
-        "tcp.flags & 0x10 == 0x10",
-        "udp.dport == 53",
-        "ip.src in 10.0.0.0/8",
-        "ip.dst in 192.168.0.0/16",
-        "ip.ttl > 60",
-        "payload[0:1] in 0x14..0x17",
-    ];
+    let conditions = common::CONDITIONS;
     let keys = ["", " key tcp.dport", " key ip.proto", " key l4[0:2]"];
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     let mut next = move || {

@@ -23,26 +23,9 @@ impl Rng {
 /// A random definition from conditions that real packets often match, so that chains share
 /// prefixes, values group, and keys vary.
 fn random_definition(rng: &mut Rng, i: usize) -> String {
-    let conditions = [
-        "ip.proto == 6",
-        "ip.proto == 17",
-        "ip.version == 4",
-        "ip.version == 6",
-        "tcp.dport == 80",
-        "tcp.dport == 443",
-        "tcp.sport == 443",
-        "tcp.dport < 1024",
-        "tcp.flags & 0x12 == 0x02",
-        "tcp.flags & 0x10 == 0x10",
-        "udp.dport == 53",
-        "udp.sport == 53",
-        "ip.src in 10.0.0.0/8",
-        "ip.dst in 192.168.0.0/16",
-        "ip.ttl > 60",
-        "l4[13:1] & 0x3f == 0x18",
-        "payload[0:1] in 0x14..0x17",
-        "link[12:2] == 0x0800",
-    ];
+    // The benchmark's conditions, and raw patterns and the other family too.
+    let extra = ["ip.version == 4", "udp.sport == 53", "l4[13:1] & 0x3f == 0x18", "link[12:2] == 0x0800"];
+    let conditions: Vec<&str> = common::CONDITIONS.iter().copied().chain(extra).collect();
     let keys = ["", "", " key tcp.dport", " key ip.proto", " key l4[0:2]", " key ip.ttl"];
     let n = 1 + (rng.next() % 4) as usize;
     let chain: Vec<&str> = (0..n).map(|_| rng.pick(&conditions)).collect();

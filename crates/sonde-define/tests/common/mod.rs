@@ -20,6 +20,25 @@ impl Packet {
     }
 }
 
+/// Conditions that real packets often match, for random definitions that share prefixes,
+/// group values and vary keys (the benchmark's `mixed` set draws from these).
+pub const CONDITIONS: &[&str] = &[
+    "ip.proto == 6",
+    "ip.proto == 17",
+    "ip.version == 6",
+    "tcp.dport == 80",
+    "tcp.dport == 443",
+    "tcp.sport == 443",
+    "tcp.dport < 1024",
+    "tcp.flags & 0x12 == 0x02",
+    "tcp.flags & 0x10 == 0x10",
+    "udp.dport == 53",
+    "ip.src in 10.0.0.0/8",
+    "ip.dst in 192.168.0.0/16",
+    "ip.ttl > 60",
+    "payload[0:1] in 0x14..0x17",
+];
+
 /// The shared corpus, if this machine has it.
 pub fn shared() -> Option<PathBuf> {
     let dir = std::env::var_os("SONDE_SHARED")
