@@ -3,16 +3,18 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark
 CARGO ?= cargo
 
 .PHONY: demo test deps build lint
 
-# System packages: libpcap (BPF filters); tcptrace and rrdtool (compared against in the tests).
+# System packages: libpcap (BPF filters); tcptrace, rrdtool and tshark (compared against in the
+# tests; tshark's question about non-root capture is answered up front).
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
+		echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections 2>/dev/null || true; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }

@@ -18,11 +18,13 @@
 //!
 //! The language, the fields and the costs: docs/definitions.md.
 
+mod count;
 pub mod fields;
 mod parse;
 pub mod pattern;
 mod trie;
 
+pub use count::{Counter, DefinitionTotal, Traffic};
 pub use parse::{parse_definition, parse_definitions, Definition, ParseError, MAX_PATTERNS};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};
@@ -38,4 +40,21 @@ pub struct Layers<'a> {
     pub l4: Option<u32>,
     pub payload: Option<u32>,
     pub meta: [u8; fields::meta::LEN],
+}
+
+impl<'a> Layers<'a> {
+    /// The layers of a decoded frame: the decoder's offsets, and its facts (TOS / traffic class
+    /// read from the header at the network offset).
+    pub fn of(frame: &'a [u8], summary: &sonde_wire::PacketSummary, offsets: &sonde_wire::LayerOffsets) -> Self {
+        let mut meta = [0u8; fields::meta::LEN];
+        if let (Some(ip), Some(at)) = (summary.ip, offsets.network) {
+            let at = at as usize;
+            let (version, tos) = match ip.src {
+                std::net::IpAddr::V4(_) => (4, frame.get(at + 1).copied().unwrap_or(0)),
+                std::net::IpAddr::V6(_) => (6, frame.get(at..at + 2).map_or(0, |b| (b[0] << 4) | (b[1] >> 4))),
+            };
+            meta = [version, ip.protocol, ip.ttl, tos];
+        }
+        Layers { frame, l3: offsets.network, l4: offsets.transport, payload: offsets.payload, meta }
+    }
 }

@@ -6,6 +6,7 @@ use std::thread;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
+use sonde_define::{Counter, Layers};
 use sonde_filter::Filter;
 use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
 use sonde_stats::PacketIntervals;
@@ -112,17 +113,19 @@ pub fn analyze_with<S: FlowSink + Send>(
     new_sink: &(dyn Fn() -> S + Sync),
     progress: &mut dyn FnMut(Progress),
 ) -> (Outcome, Vec<S>) {
-    analyze_monitored(source, filter, pipeline, new_sink, None, progress)
+    analyze_monitored(source, filter, pipeline, new_sink, None, None, progress)
 }
 
 /// [`analyze_with`], also feeding every analysed packet to `monitor` (in the reader's thread, in
-/// input order) for the interval statistics.
+/// input order) for the interval statistics, and its frame to `definitions` (the patterns read
+/// the frame's bytes, which only the reader has).
 pub fn analyze_monitored<S: FlowSink + Send>(
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
     pipeline: &Pipeline,
     new_sink: &(dyn Fn() -> S + Sync),
     monitor: Option<&mut PacketIntervals>,
+    definitions: Option<&mut Counter>,
     progress: &mut dyn FnMut(Progress),
 ) -> (Outcome, Vec<S>) {
     let workers = pipeline.workers.max(1);
@@ -131,7 +134,7 @@ pub fn analyze_monitored<S: FlowSink + Send>(
     flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
 
     let mut stats = RunStats::default();
-    let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers, monitor };
+    let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers, monitor, definitions };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
         let mut inline =
@@ -331,6 +334,7 @@ struct Reader<'a> {
     clock_ns: u64,
     workers: usize,
     monitor: Option<&'a mut PacketIntervals>,
+    definitions: Option<&'a mut Counter>,
 }
 
 impl Reader<'_> {
@@ -363,9 +367,16 @@ impl Reader<'_> {
                 }
             }
             let item = dispatch.slot();
-            if let Err(unsupported) =
-                sonde_wire::decode_into(LinkType(frame.link_type), frame.data, frame.wire_len, &mut item.packet)
-            {
+            let link = LinkType(frame.link_type);
+            let decoded = match self.definitions.as_deref_mut() {
+                None => sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet),
+                Some(counter) => sonde_wire::decode_with_offsets(link, frame.data, frame.wire_len, &mut item.packet)
+                    .map(|offsets| {
+                        let layers = Layers::of(frame.data, &item.packet, &offsets);
+                        counter.packet(frame.ts_ns, &layers, frame.wire_len);
+                    }),
+            };
+            if let Err(unsupported) = decoded {
                 stats.count_unsupported(unsupported.0 .0);
                 continue;
             }

@@ -113,6 +113,13 @@ pub struct AnalyzeArgs {
     /// at a 300 s interval].
     #[arg(long, value_name = "LIST")]
     pub store_archives: Option<String>,
+    /// Flow definitions to count (docs/definitions.md): packets and bytes per definition, flow
+    /// identifier and interval, into definitions.tsv.
+    #[arg(long, value_name = "FILE")]
+    pub definitions: Option<PathBuf>,
+    /// Most flow identifiers per definition and interval; the rest are summed in an overflow row.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub definition_fids: usize,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

@@ -1,5 +1,6 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
+mod definitions;
 mod flags;
 mod plot;
 mod report;
@@ -83,8 +84,16 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     // output behind; then check the output directory before reading a single packet.
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
-    let monitor_files: Vec<&str> =
-        sonde_stats::report::FILES.iter().chain(&sonde_stats::report::TABLE_FILES).copied().collect();
+    let mut counter = match &args.definitions {
+        Some(path) => Some(definitions::load(path, interval_ns, args.definition_fids)?),
+        None => None,
+    };
+    let monitor_files: Vec<&str> = sonde_stats::report::FILES
+        .iter()
+        .chain(&sonde_stats::report::TABLE_FILES)
+        .chain(&[definitions::FILE])
+        .copied()
+        .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
 
     let started = Instant::now();
@@ -103,6 +112,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         &pipeline,
         &new_sink,
         packet_intervals.as_mut(),
+        counter.as_mut(),
         &mut |p: Progress| {
             if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
                 return;
@@ -135,7 +145,12 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         };
         monitoring = Some(report::Monitoring::new(cfg, &report, store));
     }
-    let run = report::RunReport::new(
+    let mut defined = None;
+    if let Some(counter) = &counter {
+        defined = Some(definitions::write(counter, &args.out)?);
+        outputs.push(definitions::FILE.to_string());
+    }
+    let mut run = report::RunReport::new(
         &input_name,
         source.format(),
         source.compression(),
@@ -146,6 +161,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         outputs,
         monitoring,
     );
+    run.definitions = defined;
     out.write_summary(&run.to_json())?;
     if !args.quiet {
         report::print_human(&run, &args.out);

@@ -74,6 +74,8 @@ pub struct RunReport {
     pub rates: Rates,
     pub outputs: Vec<String>,
     pub monitoring: Option<Monitoring>,
+    /// What each flow definition (`--definitions`) counted.
+    pub definitions: Option<Vec<crate::definitions::DefinitionSummary>>,
 }
 
 impl RunReport {
@@ -111,6 +113,7 @@ impl RunReport {
             rates,
             outputs,
             monitoring,
+            definitions: None,
         }
     }
 

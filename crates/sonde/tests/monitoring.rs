@@ -101,7 +101,8 @@ fn run(trace: &Path, cfg: &Config, workers: usize) -> (Vec<FlowRecord>, Report) 
     let pipeline = Pipeline { workers, ..Pipeline::default() };
     let mut packets = PacketIntervals::new(cfg);
     let new_sink = || (Vec::<FlowRecord>::new(), FlowIntervals::new(cfg));
-    let (_, sinks) = analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), &mut |_| {});
+    let (_, sinks) =
+        analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), None, &mut |_| {});
     let (records, flows): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
     (records.into_iter().flatten().collect(), Report::new(cfg, packets.finish(), flows))
 }
@@ -171,7 +172,7 @@ fn the_rtt_sample_histograms_hold_every_sample_of_the_flow_records() {
         let new_sink = || ((Vec::<FlowRecord>::new(), Samples::default()), FlowIntervals::new(&cfg));
         let pipeline = Pipeline { workers: 2, ..Pipeline::default() };
         let (_, sinks) =
-            analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), &mut |_| {});
+            analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), None, &mut |_| {});
         let (kept, flows): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
         let report = Report::new(&cfg, packets.finish(), flows);
         let (records, samples): (Vec<_>, Vec<_>) = kept.into_iter().unzip();

@@ -4,8 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use std::net::IpAddr;
-
 use sonde_define::Layers;
 use sonde_wire::{decode_with_offsets, LinkType, PacketSummary};
 
@@ -80,15 +78,5 @@ pub fn real_packets(max_per_trace: usize) -> Vec<Packet> {
 pub fn layers(link_type: u32, frame: &[u8]) -> Layers<'_> {
     let mut summary = PacketSummary::EMPTY;
     let offsets = decode_with_offsets(LinkType(link_type), frame, frame.len() as u32, &mut summary).unwrap_or_default();
-    let mut meta = [0u8; 4];
-    if let (Some(ip), Some(at)) = (summary.ip, offsets.network) {
-        let at = at as usize;
-        // TOS / traffic class: IPv4's second byte; IPv6's bits 4..12.
-        let tos = match ip.src {
-            IpAddr::V4(_) => frame.get(at + 1).copied().unwrap_or(0),
-            IpAddr::V6(_) => frame.get(at..at + 2).map_or(0, |b| (b[0] << 4) | (b[1] >> 4)),
-        };
-        meta = [if ip.src.is_ipv4() { 4 } else { 6 }, ip.protocol, ip.ttl, tos];
-    }
-    Layers { frame, l3: offsets.network, l4: offsets.transport, payload: offsets.payload, meta }
+    Layers::of(frame, &summary, &offsets)
 }

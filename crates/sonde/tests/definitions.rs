@@ -1,0 +1,140 @@
+//! Flow definitions in `sonde analyze` (issue 5): per-definition counts equal tshark's for the
+//! equivalent display filter (tshark is installed by `make deps`), on the demo trace and ground
+//! truth; per-FID counts equal tshark's per-field counts; a refused definition names its file,
+//! line and column, and nothing is written.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// Each definition and the tshark display filter that selects the same packets.
+const DEFINITIONS: &[(&str, &str, &str)] = &[
+    ("web", "ip.proto == 6 and tcp.dport in 80..88", "tcp.dstport >= 80 && tcp.dstport <= 88"),
+    ("syn", "tcp.flags & 0x12 == 0x02", "tcp.flags.syn == 1 && tcp.flags.ack == 0"),
+    ("push", "l4[13:1] & 0x08 == 0x08 and ip.proto == 6", "tcp.flags.push == 1"),
+    ("dns", "udp.dport == 53", "udp.dstport == 53"),
+    ("hiport", "tcp.sport >= 1024 and tcp.dport < 1024", "tcp.srcport >= 1024 && tcp.dstport < 1024"),
+    ("big4", "ip4.len >= 1000", "ip.len >= 1000"),
+    ("v6", "ip.version == 6", "ipv6"),
+    ("net", "ip.src in 10.77.0.0/31", "ip.src == 10.77.0.0/31"),
+    ("ll6", "ip.dst in fe80::/10", "ipv6.dst == fe80::/10"),
+    ("ttl", "ip.ttl <= 63 and ip.version == 4", "ip.ttl <= 63"),
+];
+
+fn traces() -> Vec<PathBuf> {
+    let mut traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")];
+    if let Some(shared) = shared_dir() {
+        for name in ["mixed", "lossy", "ipv6"] {
+            traces.push(shared.join(format!("groundtruth/{name}.pcap")));
+        }
+    }
+    traces
+}
+
+/// The lines tshark prints for `fields` of the packets `filter` selects.
+fn tshark(trace: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-n", "-r"]).arg(trace).args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("tshark: {e} (make deps installs it)"));
+    assert!(out.status.success(), "tshark {filter}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+}
+
+fn run(
+    trace: &Path,
+    defs: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, Vec<std::collections::HashMap<String, String>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("defs.txt");
+    std::fs::write(&file, defs).unwrap();
+    let mut args = vec!["--definitions", file.to_str().unwrap()];
+    args.extend(extra);
+    let (out, o) = analyze(trace, &args);
+    assert!(o.status.success(), "{}: {}", trace.display(), String::from_utf8_lossy(&o.stderr));
+    let rows = read_tsv(&out.path().join("definitions.tsv"));
+    (out, rows)
+}
+
+#[test]
+fn counts_equal_tsharks_for_the_same_filters() {
+    let text: String = DEFINITIONS.iter().map(|(name, def, _)| format!("{name} = {def}\n")).collect();
+    let mut compared = 0;
+    for trace in traces() {
+        let (out, rows) = run(&trace, &text, &["--interval", "1"]);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+        for (i, (name, _, filter)) in DEFINITIONS.iter().enumerate() {
+            let lengths = tshark(&trace, filter, &["frame.len"]);
+            let want = (lengths.len() as u64, lengths.iter().map(|l| l.parse::<u64>().unwrap()).sum::<u64>());
+            let mine = rows.iter().filter(|r| r["definition"] == *name);
+            let got = mine.fold((0, 0), |(p, b), r| (p + int(r, "packets"), b + int(r, "bytes")));
+            assert_eq!(got, want, "{} {name} ({filter})", trace.display());
+            let total = &summary["definitions"][i];
+            assert_eq!((total["packets"].as_u64(), total["bytes"].as_u64()), (Some(want.0), Some(want.1)));
+            compared += usize::from(want.0 > 0);
+        }
+    }
+    assert!(compared >= 12, "only {compared} non-empty comparisons");
+}
+
+#[test]
+fn counts_per_fid_equal_tsharks_per_value() {
+    for trace in traces() {
+        let (_, rows) = run(&trace, "ports = ip.proto == 6 key tcp.dport\nsrc = ip.version == 4 key ip4.src\n", &[]);
+        for (name, field, filter) in [("ports", "tcp.dstport", "tcp"), ("src", "ip.src", "ip")] {
+            let mut want: BTreeMap<String, u64> = BTreeMap::new();
+            for v in tshark(&trace, filter, &[field]) {
+                *want.entry(v).or_default() += 1;
+            }
+            let mut got: BTreeMap<String, u64> = BTreeMap::new();
+            for r in rows.iter().filter(|r| r["definition"] == name) {
+                *got.entry(r["fid"].clone()).or_default() += int(r, "packets");
+            }
+            assert_eq!(got, want, "{} {name}", trace.display());
+        }
+    }
+}
+
+#[test]
+fn a_full_fid_table_counts_the_rest_in_its_overflow_row() {
+    let trace = traces().remove(0);
+    let (out, rows) = run(&trace, "ports = ip.proto == 6 key tcp.dport\n", &["--definition-fids", "3"]);
+    // One 5-minute interval in the demo trace, 16 destination ports: 3 rows and the overflow.
+    assert_eq!(rows.iter().filter(|r| r["fid"] != "overflow").count(), 3);
+    assert_eq!(rows.iter().filter(|r| r["fid"] == "overflow").count(), 1);
+    let all: u64 = rows.iter().map(|r| int(r, "packets")).sum();
+    assert_eq!(all as usize, tshark(&trace, "tcp", &["frame.len"]).len(), "overflow loses nothing");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    assert!(summary["definitions"][0]["overflow_packets"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_refused_definition_names_file_line_and_column_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("defs.txt");
+    std::fs::write(&file, "ok = tcp.dport == 80\nbad = tcp.dprt == 80\n").unwrap();
+    let out = dir.path().join("out");
+    let o = sonde()
+        .args(["analyze", "-r"])
+        .arg(traces().remove(0))
+        .arg("-o")
+        .arg(&out)
+        .arg("--definitions")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains(&format!("{}: line 2, column 7: unknown field `tcp.dprt`", file.display())), "{stderr}");
+    assert!(stderr.contains("bad = tcp.dprt == 80\n        ^"), "{stderr}");
+    assert!(!out.exists());
+}
