@@ -90,6 +90,15 @@ pub fn read_bits(bytes: &[u8], at: u64, bits: u32) -> Option<u128> {
     let end = at.checked_add(u64::from(bits))?;
     let (first, last) = (usize::try_from(at / 8).ok()?, usize::try_from(end.div_ceil(8)).ok()?);
     let span = bytes.get(first..last)?;
+    // Whole bytes, as most header fields are: one load.
+    if at.is_multiple_of(8) {
+        match *span {
+            [a] if bits == 8 => return Some(u128::from(a)),
+            [a, b] if bits == 16 => return Some(u128::from(u16::from_be_bytes([a, b]))),
+            [a, b, c, d] if bits == 32 => return Some(u128::from(u32::from_be_bytes([a, b, c, d]))),
+            _ => {}
+        }
+    }
     if span.len() <= 8 {
         // Most fields: up to 8 bytes, read into a u64.
         let mut acc = 0u64;

@@ -370,11 +370,7 @@ impl Reader<'_> {
             let link = LinkType(frame.link_type);
             let decoded = match self.definitions.as_deref_mut() {
                 None => sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet),
-                Some(counter) => sonde_wire::decode_with_offsets(link, frame.data, frame.wire_len, &mut item.packet)
-                    .map(|offsets| {
-                        let layers = Layers::of(frame.data, &item.packet, &offsets);
-                        counter.packet(frame.ts_ns, &layers, frame.wire_len);
-                    }),
+                Some(counter) => decode_and_count(counter, &frame, &mut item.packet),
             };
             if let Err(unsupported) = decoded {
                 stats.count_unsupported(unsupported.0 .0);
@@ -397,6 +393,19 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// Decodes `frame` with its layer offsets and counts it for the flow definitions. Kept out of
+/// the reader's loop, which runs without definitions at its usual speed.
+#[inline(never)]
+fn decode_and_count(
+    counter: &mut Counter,
+    frame: &sonde_capture::Frame<'_>,
+    out: &mut PacketSummary,
+) -> Result<(), sonde_wire::UnsupportedLink> {
+    let offsets = sonde_wire::decode_with_offsets(LinkType(frame.link_type), frame.data, frame.wire_len, out)?;
+    counter.packet(frame.ts_ns, &Layers::of(frame.data, out, &offsets), frame.wire_len);
+    Ok(())
 }
 
 #[cfg(test)]

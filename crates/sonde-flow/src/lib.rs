@@ -234,6 +234,7 @@ impl FlowTracker {
     }
 
     /// `on_packet_at` for a packet whose key was computed (by `flow_key`) already.
+    #[inline]
     pub fn on_flow_packet(
         &mut self,
         ts_ns: u64,

@@ -162,7 +162,7 @@ fn walk_options(opts: &[u8], out: &mut TcpOptions) {
 /// Summarises a TCP segment from its captured bytes and its declared length (IP payload
 /// length). The error says why the header could not be read whole: `Truncated` when the
 /// captured bytes end inside it, `Malformed` when its length fields are impossible.
-#[inline]
+#[inline(always)]
 pub(crate) fn summarize_into(bytes: &[u8], declared: usize, slot: &mut Option<Transport>) -> Option<WireError> {
     let Ok(h) = TcpHeader::new_checked(bytes) else {
         *slot = Some(Transport::Truncated { protocol: PROTOCOL });
