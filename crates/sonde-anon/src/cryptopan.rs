@@ -59,25 +59,34 @@ impl CryptoPan {
     /// other bits are zero. Only the address's bits `0..to-1` are read.
     pub(crate) fn otp_bits(&self, addr: u128, from: u32, to: u32) -> u128 {
         debug_assert!(from <= to && to <= 128);
+        if from == to {
+            return 0;
+        }
+        // The input for position i: address bits 0..i, then pad bits. `checked_shl` because a
+        // shift by 128 (i = 0) overflows instead of giving zero.
+        let keep = u128::MAX.checked_shl(128 - from).unwrap_or(0);
+        let mut input = (addr & keep) | (self.pad & !keep);
+        // From one position to the next, one bit changes from the pad's to the address's.
+        let diff = addr ^ self.pad;
+        let mut bit = 1u128 << (127 - from);
         let mut otp = 0u128;
         let mut blocks = [Block::default(); BATCH];
-        let mut start = from;
-        while start < to {
-            let end = to.min(start + BATCH as u32);
-            let batch = &mut blocks[..(end - start) as usize];
-            for (block, i) in batch.iter_mut().zip(start..end) {
-                // `checked_shl` because a shift by 128 (i = 0) is an overflow, not zero.
-                let keep = u128::MAX.checked_shl(128 - i).unwrap_or(0);
-                let input = (addr & keep) | (self.pad & !keep);
+        let mut left = (to - from) as usize;
+        while left > 0 {
+            let batch = &mut blocks[..left.min(BATCH)];
+            for block in batch.iter_mut() {
                 *block = input.to_be_bytes().into();
+                input ^= diff & bit;
+                bit >>= 1;
             }
             self.cipher.encrypt_blocks(batch);
-            for (block, i) in batch.iter().zip(start..end) {
-                otp |= u128::from(block[0] >> 7) << (127 - i);
+            for block in batch.iter() {
+                otp = otp << 1 | u128::from(block[0] >> 7);
             }
-            start = end;
+            left -= batch.len();
         }
-        otp
+        // `otp` holds bits from..to in its low bits; move bit `to - 1` to position 127 - (to - 1).
+        otp << (128 - to)
     }
 }
 
