@@ -1,6 +1,12 @@
-//! The `count` measurement: packets and bytes per definition, flow identifier (FID) and
-//! interval of packet time. Each definition keeps at most `cap` FIDs per interval; the packets
-//! of the others are added to an overflow row and counted.
+//! The measurements of the definitions, per flow identifier (FID):
+//! - `count`: packets and bytes per interval of packet time (the definition's `every`, else the
+//!   run's interval); at most `cap` FIDs per interval, the others' packets in an overflow row;
+//! - `gap`: inter-arrival times (count, min, mean, max, standard deviation) and a histogram
+//!   per definition;
+//! - `length`: flows of packets no more than `idle` apart: start, end, packets, bytes.
+//!
+//! `gap` and `length` follow at most `cap` FIDs per definition; packets of the others are
+//! counted as untracked.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,6 +47,47 @@ pub struct DefinitionTotal {
     pub fid_rows: u64,
     /// Packets whose FID found its interval's table full (counted in the overflow row).
     pub overflow_packets: u64,
+    /// Packets `gap` and `length` did not follow (their table of FIDs was full).
+    pub untracked_packets: u64,
+}
+
+/// A FID's flow (`length`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FidFlow {
+    pub fid: u128,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub traffic: Traffic,
+}
+
+/// Inter-arrival times of one FID, in ns.
+#[derive(Debug, Clone, Copy, Default)]
+struct Gaps {
+    n: u64,
+    min: u64,
+    max: u64,
+    sum: u128,
+    sum_sq: f64,
+}
+
+/// What `gap` and `length` keep per FID.
+#[derive(Debug, Clone, Copy)]
+struct FidState {
+    last_ns: u64,
+    gaps: Gaps,
+    flow: FidFlow,
+}
+
+/// Histogram bins of the gaps: bin 0 holds [0, 2) µs, bin k [2^k, 2^(k+1)) µs.
+const GAP_BINS: usize = 48;
+
+/// One definition's `gap` and `length` state.
+#[derive(Debug, Clone)]
+struct Tracked {
+    fids: FxHashMap<u128, FidState>,
+    untracked_packets: u64,
+    flows: Vec<FidFlow>,
+    histogram: [u64; GAP_BINS],
 }
 
 /// Counts the packets each definition matches. Fed in input order by the reader.
@@ -48,23 +95,31 @@ pub struct DefinitionTotal {
 pub struct Counter {
     set: Compiled,
     defs: Vec<Definition>,
-    /// `None`: one interval for the whole run.
-    interval_ns: Option<u64>,
+    /// Per definition: its interval; `None`, one interval for the whole run.
+    interval_ns: Vec<Option<u64>>,
     cap: usize,
     /// By definition, then interval index.
     tables: Vec<BTreeMap<u64, FidTable>>,
+    tracked: Vec<Tracked>,
+    /// Per definition: every packet it matched.
+    matched: Vec<Traffic>,
     matches: Vec<Match>,
     /// First and last packet times seen.
     span_ns: Option<(u64, u64)>,
 }
 
 impl Counter {
+    /// `interval_ns` is the run's interval, for definitions without their own (`every`).
     pub fn new(defs: Vec<Definition>, interval_ns: Option<u64>, cap: usize) -> Counter {
+        let tracked =
+            Tracked { fids: FxHashMap::default(), untracked_packets: 0, flows: Vec::new(), histogram: [0; GAP_BINS] };
         Counter {
             set: Compiled::new(&defs),
             tables: vec![BTreeMap::new(); defs.len()],
+            tracked: vec![tracked; defs.len()],
+            matched: vec![Traffic::default(); defs.len()],
+            interval_ns: defs.iter().map(|d| d.every_ns.or(interval_ns).filter(|&n| n > 0)).collect(),
             defs,
-            interval_ns: interval_ns.filter(|&n| n > 0),
             cap: cap.max(1),
             matches: Vec::new(),
             span_ns: None,
@@ -79,16 +134,94 @@ impl Counter {
     pub fn packet(&mut self, ts_ns: u64, layers: &Layers<'_>, wire_len: u32) {
         self.span_ns = Some(self.span_ns.map_or((ts_ns, ts_ns), |(a, b)| (a.min(ts_ns), b.max(ts_ns))));
         self.set.matches(layers, &mut self.matches);
-        let interval = self.interval_ns.map_or(0, |n| ts_ns / n);
+        let bytes = u64::from(wire_len);
         for m in &self.matches {
-            let table = self.tables[m.def as usize].entry(interval).or_default();
-            let full = table.rows.len() >= self.cap;
-            match table.rows.get_mut(&m.fid) {
-                Some(t) => t.add(u64::from(wire_len)),
-                None if !full => table.rows.entry(m.fid).or_default().add(u64::from(wire_len)),
-                None => table.overflow.add(u64::from(wire_len)),
+            let d = m.def as usize;
+            let def = &self.defs[d];
+            self.matched[d].add(bytes);
+            if def.measures.count {
+                let interval = self.interval_ns[d].map_or(0, |n| ts_ns / n);
+                let table = self.tables[d].entry(interval).or_default();
+                let full = table.rows.len() >= self.cap;
+                match table.rows.get_mut(&m.fid) {
+                    Some(t) => t.add(bytes),
+                    None if !full => table.rows.entry(m.fid).or_default().add(bytes),
+                    None => table.overflow.add(bytes),
+                }
+            }
+            if def.measures.gap || def.measures.length {
+                track(&mut self.tracked[d], self.cap, def.idle_ns, m.fid, ts_ns, bytes);
             }
         }
+    }
+
+    /// `definition_gaps.tsv`: per definition asking for `gap` and FID, the inter-arrival times
+    /// in ms; then, per definition, the untracked packets if any.
+    pub fn write_gaps(&self, out: &mut String) {
+        out.push_str("definition\tfid\tgaps\tmin_ms\tmean_ms\tmax_ms\tstdev_ms\n");
+        for (def, t) in self.defs.iter().zip(&self.tracked).filter(|(d, _)| d.measures.gap) {
+            let mut fids: Vec<_> = t.fids.iter().collect();
+            fids.sort_unstable_by_key(|f| f.0);
+            for (fid, s) in fids {
+                let g = &s.gaps;
+                let _ = write!(out, "{}\t{}\t{}", def.name, fid_text(def, *fid), g.n);
+                if g.n == 0 {
+                    out.push_str("\t-\t-\t-\t-\n");
+                    continue;
+                }
+                let mean = g.sum as f64 / g.n as f64;
+                let variance = (g.sum_sq / g.n as f64 - mean * mean).max(0.0);
+                let ms = |ns: f64| ns / 1e6;
+                let _ = writeln!(
+                    out,
+                    "\t{:.6}\t{:.6}\t{:.6}\t{:.6}",
+                    ms(g.min as f64),
+                    ms(mean),
+                    ms(g.max as f64),
+                    ms(variance.sqrt())
+                );
+            }
+        }
+    }
+
+    /// `definition_gap_histogram.tsv`: per definition asking for `gap`, its gaps (all FIDs) in
+    /// power-of-two bins of microseconds.
+    pub fn write_gap_histogram(&self, out: &mut String) {
+        out.push_str("definition\tbin_lo_ms\tbin_hi_ms\tgaps\n");
+        for (def, t) in self.defs.iter().zip(&self.tracked).filter(|(d, _)| d.measures.gap) {
+            for (k, &n) in t.histogram.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let lo = if k == 0 { 0 } else { 1u64 << k };
+                let _ = writeln!(out, "{}\t{:.3}\t{:.3}\t{n}", def.name, lo as f64 / 1e3, (2u64 << k) as f64 / 1e3);
+            }
+        }
+    }
+
+    /// `definition_flows.tsv`: per definition asking for `length`, each FID's flows (open ones
+    /// end at their last packet), by start time.
+    pub fn write_flows(&self, out: &mut String) {
+        out.push_str("definition\tfid\tstart\tend\tduration_ms\tpackets\tbytes\n");
+        for (def, t) in self.defs.iter().zip(&self.tracked).filter(|(d, _)| d.measures.length) {
+            let mut flows: Vec<FidFlow> = t.flows.iter().copied().chain(t.fids.values().map(|s| s.flow)).collect();
+            flows.sort_unstable_by_key(|f| (f.start_ns, f.fid));
+            for f in flows {
+                let _ = writeln!(
+                    out,
+                    "{}\t{}\t{}\t{}\t{:.6}\t{}\t{}",
+                    def.name,
+                    fid_text(def, f.fid),
+                    seconds(f.start_ns),
+                    seconds(f.end_ns),
+                    (f.end_ns - f.start_ns) as f64 / 1e6,
+                    f.traffic.packets,
+                    f.traffic.bytes
+                );
+            }
+        }
+    }
+
+    /// Whether any definition asks for `gap` / `length`.
+    pub fn wants(&self) -> (bool, bool) {
+        (self.defs.iter().any(|d| d.measures.gap), self.defs.iter().any(|d| d.measures.length))
     }
 
     /// Per definition: its totals.
@@ -96,22 +229,22 @@ impl Counter {
         self.defs
             .iter()
             .zip(&self.tables)
-            .map(|(d, intervals)| {
+            .zip(&self.tracked)
+            .zip(&self.matched)
+            .map(|(((d, intervals), tracked), matched)| {
                 let mut total = DefinitionTotal {
                     name: d.name.clone(),
                     text: d.text.clone(),
-                    traffic: Traffic::default(),
+                    traffic: *matched,
                     fid_rows: 0,
                     overflow_packets: 0,
+                    untracked_packets: 0,
                 };
                 for t in intervals.values() {
-                    for r in t.rows.values().chain([&t.overflow]) {
-                        total.traffic.packets += r.packets;
-                        total.traffic.bytes += r.bytes;
-                    }
                     total.fid_rows += t.rows.len() as u64;
                     total.overflow_packets += t.overflow.packets;
                 }
+                total.untracked_packets = tracked.untracked_packets;
                 total
             })
             .collect()
@@ -121,20 +254,21 @@ impl Counter {
     /// definitions' order, then FID), and an `overflow` row where a table was full.
     pub fn write_tsv(&self, out: &mut String) {
         out.push_str("start\tend\tdefinition\tfid\tpackets\tbytes\n");
-        let mut by_interval: BTreeMap<u64, Vec<(usize, &FidTable)>> = BTreeMap::new();
+        // By interval start, then definition: intervals of different lengths interleave.
+        let mut by_start: BTreeMap<u64, Vec<(usize, u64, &FidTable)>> = BTreeMap::new();
         for (d, intervals) in self.tables.iter().enumerate() {
             for (i, t) in intervals {
-                by_interval.entry(*i).or_default().push((d, t));
+                let (start, end) = match (self.interval_ns[d], self.span_ns) {
+                    (Some(n), _) => (i * n, (i * n).saturating_add(n)),
+                    (None, Some(span)) => span,
+                    (None, None) => (0, 0),
+                };
+                by_start.entry(start).or_default().push((d, end, t));
             }
         }
-        for (i, tables) in by_interval {
-            let (start, end) = match (self.interval_ns, self.span_ns) {
-                (Some(n), _) => (i * n, (i * n).saturating_add(n)),
-                (None, Some(span)) => span,
-                (None, None) => (0, 0),
-            };
-            let span = format!("{}\t{}\t", seconds(start), seconds(end));
-            for (d, t) in tables {
+        for (start, tables) in by_start {
+            for (d, end, t) in tables {
+                let span = format!("{}\t{}\t", seconds(start), seconds(end));
                 let def = &self.defs[d];
                 let mut rows: Vec<_> = t.rows.iter().collect();
                 rows.sort_unstable_by_key(|r| r.0);
@@ -153,6 +287,44 @@ impl Counter {
                 }
             }
         }
+    }
+}
+
+/// Adds a packet of `fid` to its gap statistics and its flow (`length`).
+fn track(t: &mut Tracked, cap: usize, idle_ns: u64, fid: u128, ts_ns: u64, bytes: u64) {
+    let full = t.fids.len() >= cap;
+    let fresh = FidFlow { fid, start_ns: ts_ns, end_ns: ts_ns, traffic: Traffic { packets: 1, bytes } };
+    let state = match t.fids.get_mut(&fid) {
+        Some(s) => s,
+        None if !full => {
+            t.fids.insert(fid, FidState { last_ns: ts_ns, gaps: Gaps::default(), flow: fresh });
+            return;
+        }
+        None => {
+            t.untracked_packets += 1;
+            return;
+        }
+    };
+    // A trace whose time steps back gives a gap of 0, not a huge one.
+    let gap = ts_ns.saturating_sub(state.last_ns);
+    let g = &mut state.gaps;
+    if g.n == 0 || gap < g.min {
+        g.min = gap;
+    }
+    g.max = g.max.max(gap);
+    g.n += 1;
+    g.sum += u128::from(gap);
+    g.sum_sq += (gap as f64) * (gap as f64);
+    let us = gap / 1000;
+    let bin = if us < 2 { 0 } else { (63 - us.leading_zeros()) as usize };
+    t.histogram[bin.min(GAP_BINS - 1)] += 1;
+    state.last_ns = state.last_ns.max(ts_ns);
+    if gap > idle_ns {
+        t.flows.push(state.flow);
+        state.flow = fresh;
+    } else {
+        state.flow.end_ns = state.flow.end_ns.max(ts_ns);
+        state.flow.traffic.add(bytes);
     }
 }
 

@@ -25,7 +25,7 @@ pub mod pattern;
 mod trie;
 
 pub use count::{Counter, DefinitionTotal, Traffic};
-pub use parse::{parse_definition, parse_definitions, Definition, ParseError, MAX_PATTERNS};
+pub use parse::{parse_definition, parse_definitions, Definition, Measures, ParseError, DEFAULT_IDLE_NS, MAX_PATTERNS};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};
 

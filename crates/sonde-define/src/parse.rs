@@ -22,7 +22,27 @@ pub struct Definition {
     pub key: usize,
     /// The line as written (for listings and errors).
     pub text: String,
+    /// What to measure (`measure count,gap,length`; default `count`).
+    pub measures: Measures,
+    /// Interval of the counts (`every 10ms`); `None`: the run's.
+    pub every_ns: Option<u64>,
+    /// A FID's flow ends after this long without a packet (`idle 30s`, for `length`).
+    pub idle_ns: u64,
 }
+
+/// The measurements a definition asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measures {
+    /// Packets and bytes per FID and interval.
+    pub count: bool,
+    /// Inter-arrival times per FID.
+    pub gap: bool,
+    /// Flows per FID (packets, bytes, duration), ended by `idle`.
+    pub length: bool,
+}
+
+/// A FID's flow ends after this long without a packet, unless `idle` says otherwise.
+pub const DEFAULT_IDLE_NS: u64 = 60_000_000_000;
 
 /// Why a definition was refused, and where: `line` and `column` count from 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,8 +213,42 @@ impl<'a> Parser<'a> {
             };
             key = push_unique(&mut chain, Some(extract)).unwrap_or(key);
         }
+        let mut measures = Measures { count: true, gap: false, length: false };
+        let (mut every_ns, mut idle_ns) = (None, DEFAULT_IDLE_NS);
+        loop {
+            if self.eat_word("measure") {
+                measures = Measures { count: false, gap: false, length: false };
+                loop {
+                    self.skip_space();
+                    let at = self.at;
+                    match self.take(|c| c.is_ascii_alphabetic()) {
+                        "count" => measures.count = true,
+                        "gap" => measures.gap = true,
+                        "length" => measures.length = true,
+                        other => {
+                            return Err(
+                                self.error_at(at, format!("`{other}` is not a measurement: count, gap or length"))
+                            )
+                        }
+                    }
+                    if !self.eat(",") {
+                        break;
+                    }
+                }
+            } else if self.eat_word("every") {
+                let ns = self.duration()?;
+                if ns < 1_000_000 {
+                    return Err(self.error("an interval is at least 1ms"));
+                }
+                every_ns = Some(ns);
+            } else if self.eat_word("idle") {
+                idle_ns = self.duration()?;
+            } else {
+                break;
+            }
+        }
         if !self.at_end() {
-            return Err(self.error("expected `and`, `key` or the end of the line"));
+            return Err(self.error("expected `and`, `key`, `measure`, `every`, `idle` or the end of the line"));
         }
         // AND does not care about order, so the chain is put in one canonical order and chains
         // with the same conditions share their whole prefix whatever order they were written
@@ -213,7 +267,7 @@ impl<'a> Parser<'a> {
         });
         let key = chain.iter().position(|p| *p == key_pattern).expect("the key is in the chain");
         let text = self.line[start..self.at].trim_end().to_string();
-        Ok(Some(Definition { name: name.to_string(), patterns: chain, key, text }))
+        Ok(Some(Definition { name: name.to_string(), patterns: chain, key, text, measures, every_ns, idle_ns }))
     }
 
     /// `field [& mask] op value`: the field's precondition and its pattern.
@@ -363,6 +417,26 @@ impl<'a> Parser<'a> {
         match fields::by_name(name, None) {
             Some(f) => Ok(FieldRef::from(f)),
             None => Err(self.error_at(at, format!("unknown field `{name}` (see docs/definitions.md for the list)"))),
+        }
+    }
+
+    /// A duration: a whole number and `us`, `ms`, `s`, `m` or `h`; in nanoseconds, at least 1 µs.
+    fn duration(&mut self) -> Result<u64, ParseError> {
+        self.skip_space();
+        let at = self.at;
+        let digits = self.take(|c| c.is_ascii_digit());
+        let unit = self.take(|c| c.is_ascii_alphabetic());
+        let scale = match unit {
+            "us" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return Err(self.error_at(at, "expected a duration: a number and us, ms, s, m or h".to_string())),
+        };
+        match digits.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+            Some(ns) if ns > 0 => Ok(ns),
+            _ => Err(self.error_at(at, format!("`{digits}{unit}` is not a duration of at least 1us"))),
         }
     }
 

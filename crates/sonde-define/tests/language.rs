@@ -75,6 +75,16 @@ fn comparisons_become_ranges() {
     assert_eq!(parse_definition("a = tcp.dport == 80 and tcp.dport == 80").unwrap().patterns.len(), 2);
 }
 
+#[test]
+fn measurements_intervals_and_timeouts_are_chosen_per_definition() {
+    let d = parse_definition("a = tcp.dport == 80 measure gap, length every 10ms idle 30s").unwrap();
+    assert_eq!((d.measures.count, d.measures.gap, d.measures.length), (false, true, true));
+    assert_eq!((d.every_ns, d.idle_ns), (Some(10_000_000), 30_000_000_000));
+    let d = parse_definition("a = tcp.dport == 80 key tcp.sport idle 2m").unwrap();
+    assert_eq!((d.measures.count, d.measures.gap, d.every_ns, d.idle_ns), (true, false, None, 120_000_000_000));
+    assert_eq!(parse_definition("a = tcp.dport == 80").unwrap().idle_ns, sonde_define::DEFAULT_IDLE_NS);
+}
+
 /// The error's line, column and message for `text`.
 fn refused(text: &str) -> (usize, usize, String) {
     let e = parse_definitions(text).unwrap_err();
@@ -85,7 +95,11 @@ fn refused(text: &str) -> (usize, usize, String) {
 fn a_refused_definition_says_where_it_is_wrong() {
     let cases: &[(&str, usize, usize, &str)] = &[
         ("web = ip.prto == 6", 1, 7, "unknown field `ip.prto`"),
-        ("ok = tcp.dport == 80\nbad = tcp.dport == 80 or udp", 2, 23, "expected `and`, `key` or the end"),
+        ("ok = tcp.dport == 80\nbad = tcp.dport == 80 or udp", 2, 23, "expected `and`, `key`"),
+        ("a = tcp.dport == 80 measure size", 1, 29, "`size` is not a measurement"),
+        ("a = tcp.dport == 80 every 10", 1, 27, "expected a duration"),
+        ("a = tcp.dport == 80 every 500us", 1, 32, "at least 1ms"),
+        ("a = tcp.dport == 80 idle 0s", 1, 26, "not a duration of at least 1us"),
         ("= tcp.dport == 80", 1, 1, "starts with its name"),
         ("a tcp.dport == 80", 1, 3, "expected `=`"),
         ("a = tcp.dport", 1, 14, "expected a comparison"),

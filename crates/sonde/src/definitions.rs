@@ -8,6 +8,9 @@ use serde::Serialize;
 use sonde_define::{parse_definitions, Counter};
 
 pub const FILE: &str = "definitions.tsv";
+/// Written when a definition asks for `gap`, and for `length`.
+pub const GAP_FILES: [&str; 2] = ["definition_gaps.tsv", "definition_gap_histogram.tsv"];
+pub const FLOWS_FILE: &str = "definition_flows.tsv";
 
 /// A definitions file, parsed and compiled; a refused line is an error naming the file, line and
 /// column.
@@ -31,15 +34,32 @@ pub struct DefinitionSummary {
     pub fid_rows: u64,
     /// Packets counted in an overflow row (their FID found the interval's table full).
     pub overflow_packets: u64,
+    /// Packets `gap` and `length` did not follow (their table of FIDs was full).
+    pub untracked_packets: u64,
 }
 
-/// Writes definitions.tsv into `dir`; returns the totals.
-pub fn write(counter: &Counter, dir: &Path) -> Result<Vec<DefinitionSummary>> {
-    let mut text = String::new();
-    counter.write_tsv(&mut text);
-    let path = dir.join(FILE);
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    Ok(counter
+/// Writes definitions.tsv (and the gap and flow files the definitions ask for) into `dir`;
+/// returns the names written and the totals.
+pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<DefinitionSummary>)> {
+    let file = |name: &str, body: &dyn Fn(&mut String)| -> Result<()> {
+        let mut text = String::new();
+        body(&mut text);
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    let mut names = vec![FILE];
+    file(FILE, &|out| counter.write_tsv(out))?;
+    let (gap, length) = counter.wants();
+    if gap {
+        file(GAP_FILES[0], &|out| counter.write_gaps(out))?;
+        file(GAP_FILES[1], &|out| counter.write_gap_histogram(out))?;
+        names.extend(GAP_FILES);
+    }
+    if length {
+        file(FLOWS_FILE, &|out| counter.write_flows(out))?;
+        names.push(FLOWS_FILE);
+    }
+    let totals = counter
         .totals()
         .into_iter()
         .map(|t| DefinitionSummary {
@@ -49,6 +69,8 @@ pub fn write(counter: &Counter, dir: &Path) -> Result<Vec<DefinitionSummary>> {
             bytes: t.traffic.bytes,
             fid_rows: t.fid_rows,
             overflow_packets: t.overflow_packets,
+            untracked_packets: t.untracked_packets,
         })
-        .collect())
+        .collect();
+    Ok((names, totals))
 }

@@ -91,7 +91,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let monitor_files: Vec<&str> = sonde_stats::report::FILES
         .iter()
         .chain(&sonde_stats::report::TABLE_FILES)
-        .chain(&[definitions::FILE])
+        .chain(&[definitions::FILE, definitions::GAP_FILES[0], definitions::GAP_FILES[1], definitions::FLOWS_FILE])
         .copied()
         .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
@@ -147,8 +147,9 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     }
     let mut defined = None;
     if let Some(counter) = &counter {
-        defined = Some(definitions::write(counter, &args.out)?);
-        outputs.push(definitions::FILE.to_string());
+        let (names, totals) = definitions::write(counter, &args.out)?;
+        outputs.extend(names.iter().map(|n| n.to_string()));
+        defined = Some(totals);
     }
     let mut run = report::RunReport::new(
         &input_name,

@@ -138,3 +138,72 @@ fn a_refused_definition_names_file_line_and_column_and_writes_nothing() {
     assert!(stderr.contains("bad = tcp.dprt == 80\n        ^"), "{stderr}");
     assert!(!out.exists());
 }
+
+/// Epoch seconds with up to nine decimals, as tshark prints them, in ns.
+fn epoch_ns(text: &str) -> u64 {
+    let (s, frac) = text.split_once('.').unwrap_or((text, "0"));
+    s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap()
+}
+
+#[test]
+fn gaps_and_flows_per_fid_equal_those_computed_from_tsharks_times() {
+    for trace in traces() {
+        let (out, _) = run(&trace, "ports = ip.proto == 6 key tcp.dport measure gap,length idle 1s\n", &[]);
+        // Packet times and lengths per destination port, in input order, from tshark.
+        let mut per_port: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+        for line in tshark(&trace, "tcp", &["frame.time_epoch", "tcp.dstport", "frame.len"]) {
+            let f: Vec<&str> = line.split('\t').collect();
+            per_port.entry(f[1].to_string()).or_default().push((epoch_ns(f[0]), f[2].parse().unwrap()));
+        }
+        let gaps = read_tsv(&out.path().join("definition_gaps.tsv"));
+        assert_eq!(gaps.len(), per_port.len(), "{}", trace.display());
+        let mut want_flows = Vec::new();
+        for row in &gaps {
+            let times = &per_port[&row["fid"]];
+            let deltas: Vec<u64> = times.windows(2).map(|w| w[1].0.saturating_sub(w[0].0)).collect();
+            let what = format!("{} port {}", trace.display(), row["fid"]);
+            assert_eq!(int(row, "gaps"), deltas.len() as u64, "{what}");
+            if let (Some(min), Some(max)) = (deltas.iter().min(), deltas.iter().max()) {
+                assert_eq!(row["min_ms"], format!("{:.6}", *min as f64 / 1e6), "{what}");
+                assert_eq!(row["max_ms"], format!("{:.6}", *max as f64 / 1e6), "{what}");
+                let mean = deltas.iter().sum::<u64>() as f64 / deltas.len() as f64 / 1e6;
+                assert!((num(row, "mean_ms") - mean).abs() < 1e-5, "{what}");
+            }
+            // Flows: split where packets are more than 1 s apart.
+            let mut flow = (times[0].0, times[0].0, 0u64, 0u64);
+            for (i, &(t, len)) in times.iter().enumerate() {
+                if i > 0 && t.saturating_sub(times[i - 1].0) > 1_000_000_000 {
+                    want_flows.push((row["fid"].clone(), flow.2, flow.3));
+                    flow = (t, t, 0, 0);
+                }
+                flow = (flow.0, flow.1.max(t), flow.2 + 1, flow.3 + len);
+            }
+            want_flows.push((row["fid"].clone(), flow.2, flow.3));
+        }
+        let mut got_flows: Vec<(String, u64, u64)> = read_tsv(&out.path().join("definition_flows.tsv"))
+            .iter()
+            .map(|r| (r["fid"].clone(), int(r, "packets"), int(r, "bytes")))
+            .collect();
+        got_flows.sort();
+        want_flows.sort();
+        assert_eq!(got_flows, want_flows, "{}", trace.display());
+        let histogram: u64 =
+            read_tsv(&out.path().join("definition_gap_histogram.tsv")).iter().map(|r| int(r, "gaps")).sum();
+        assert_eq!(histogram, gaps.iter().map(|r| int(r, "gaps")).sum::<u64>());
+    }
+}
+
+#[test]
+fn a_definition_counts_at_its_own_interval() {
+    let trace = traces().remove(0);
+    let (_, rows) = run(&trace, "fine = ip.proto == 6 every 10ms\ncoarse = ip.proto == 6\n", &["--interval", "60"]);
+    let span = |r: &std::collections::HashMap<String, String>| num(r, "end") - num(r, "start");
+    let fine: Vec<_> = rows.iter().filter(|r| r["definition"] == "fine").collect();
+    let coarse: Vec<_> = rows.iter().filter(|r| r["definition"] == "coarse").collect();
+    assert!(fine.iter().all(|r| (span(r) - 0.01).abs() < 1e-5) && fine.len() > 20);
+    assert!(coarse.iter().all(|r| (span(r) - 60.0).abs() < 1e-5));
+    let total =
+        |rows: &[&std::collections::HashMap<String, String>]| rows.iter().map(|r| int(r, "packets")).sum::<u64>();
+    assert_eq!(total(&fine), total(&coarse));
+    assert_eq!(total(&fine) as usize, tshark(&trace, "tcp", &["frame.len"]).len());
+}
