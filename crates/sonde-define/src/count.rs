@@ -13,22 +13,10 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use rustc_hash::FxHashMap;
+use sonde_stats::report::seconds;
+pub use sonde_stats::Traffic;
 
 use crate::{Anchor, Compiled, Definition, Layers, Match};
-
-/// Packets and bytes (on the wire).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Traffic {
-    pub packets: u64,
-    pub bytes: u64,
-}
-
-impl Traffic {
-    fn add(&mut self, bytes: u64) {
-        self.packets += 1;
-        self.bytes += bytes;
-    }
-}
 
 /// One definition's FIDs in one interval.
 #[derive(Debug, Clone, Default)]
@@ -124,10 +112,6 @@ impl Counter {
             matches: Vec::new(),
             span_ns: None,
         }
-    }
-
-    pub fn definitions(&self) -> &[Definition] {
-        &self.defs
     }
 
     /// Counts one packet of `wire_len` bytes at `ts_ns` for every definition it matches.
@@ -336,11 +320,6 @@ fn fid_text(def: &Definition, fid: u128) -> String {
         (Anchor::Net, 64 | 192, 128, u128::MAX) => Ipv6Addr::from(fid).to_string(),
         _ => fid.to_string(),
     }
-}
-
-/// Packet time in seconds with microseconds.
-fn seconds(ns: u64) -> String {
-    format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
 }
 
 #[cfg(test)]

@@ -372,8 +372,8 @@ fn push_ip(out: &mut String, ip: IpAddr) {
     }
 }
 
-/// Packet time in seconds with microseconds.
-fn seconds(ns: u64) -> String {
+/// Packet time in seconds with microseconds, as every interval file writes it.
+pub fn seconds(ns: u64) -> String {
     format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
 }
 
