@@ -1,5 +1,5 @@
-//! The flow logs and the interval outputs are byte-identical whatever the number of worker
-//! threads.
+//! The flow logs, the interval outputs and the flow definitions' outputs are byte-identical
+//! whatever the number of worker threads.
 
 mod common;
 
@@ -8,13 +8,18 @@ use std::path::{Path, PathBuf};
 use common::*;
 
 fn same_logs_for_any_thread_count(trace: &Path) {
+    let defs = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(defs.path(), "ports = ip.proto == 6 key tcp.dport measure count,gap,length idle 1s\n").unwrap();
+    let defs = defs.path().to_str().unwrap();
     let mut first: Option<Vec<Vec<u8>>> = None;
     for threads in ["1", "2", "3", "8"] {
-        let (out, output) = analyze(trace, &["--threads", threads, "--interval", "0.5", "--tables"]);
+        let args = ["--threads", threads, "--interval", "0.5", "--tables", "--definitions", defs];
+        let (out, output) = analyze(trace, &args);
         assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
         let files = ["tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv", "quantiles.tsv", "histograms.tsv", "hosts.tsv"]
             .into_iter()
-            .chain(["matrix.tsv", "protocols.tsv", "top.tsv"]);
+            .chain(["matrix.tsv", "protocols.tsv", "top.tsv", "definitions.tsv", "definition_gaps.tsv"])
+            .chain(["definition_gap_histogram.tsv", "definition_flows.tsv"]);
         let logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
         match &first {
             None => first = Some(logs),
