@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use sonde_stats::report::seconds;
 pub use sonde_stats::Traffic;
 
-use crate::{Anchor, Compiled, Definition, Layers, Match};
+use crate::{Anchor, Compiled, Definition, Layers, Match, Pattern};
 
 /// One definition's FIDs in one interval.
 #[derive(Debug, Clone, Default)]
@@ -37,6 +37,8 @@ pub struct DefinitionTotal {
     pub overflow_packets: u64,
     /// Packets `gap` and `length` did not follow (their table of FIDs was full).
     pub untracked_packets: u64,
+    /// An association (its figures are in [`Counter::association_totals`]).
+    pub association: bool,
 }
 
 /// A FID's flow (`length`).
@@ -78,6 +80,45 @@ struct Tracked {
     histogram: [u64; GAP_BINS],
 }
 
+/// One association's state and samples.
+#[derive(Debug, Clone)]
+struct Armed {
+    /// Index of the association among the definitions, and of its A and B.
+    def: usize,
+    from: usize,
+    to: usize,
+    within_ns: u64,
+    max_armed: usize,
+    /// FID → time armed.
+    arms: FxHashMap<u128, u64>,
+    samples: Gaps,
+    dist: sonde_stats::Dist,
+    histogram: [u64; GAP_BINS],
+    /// Arms dropped because their FID was armed again before its answer (Karn's rule).
+    ambiguous: u64,
+    /// Arms refused: the table was full of live arms.
+    refused: u64,
+    /// Answers that came after the lifetime.
+    expired: u64,
+}
+
+/// What an association measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AssociationTotal {
+    pub name: String,
+    pub text: String,
+    pub samples: u64,
+    pub min_ns: Option<u64>,
+    pub p50_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    pub ambiguous: u64,
+    pub refused: u64,
+    pub expired: u64,
+    /// Arms left unanswered at the end.
+    pub unanswered: u64,
+}
+
 /// Counts the packets each definition matches. Fed in input order by the reader.
 #[derive(Debug)]
 pub struct Counter {
@@ -91,6 +132,7 @@ pub struct Counter {
     tracked: Vec<Tracked>,
     /// Per definition: every packet it matched.
     matched: Vec<Traffic>,
+    armed: Vec<Armed>,
     matches: Vec<Match>,
     /// First and last packet times seen.
     span_ns: Option<(u64, u64)>,
@@ -106,6 +148,27 @@ impl Counter {
             tables: vec![BTreeMap::new(); defs.len()],
             tracked: vec![tracked; defs.len()],
             matched: vec![Traffic::default(); defs.len()],
+            armed: defs
+                .iter()
+                .enumerate()
+                .filter_map(|(def, d)| {
+                    let a = d.assoc.as_ref()?;
+                    Some(Armed {
+                        def,
+                        from: a.from,
+                        to: a.to,
+                        within_ns: a.within_ns,
+                        max_armed: a.max_armed,
+                        arms: FxHashMap::default(),
+                        samples: Gaps::default(),
+                        dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
+                        histogram: [0; GAP_BINS],
+                        ambiguous: 0,
+                        refused: 0,
+                        expired: 0,
+                    })
+                })
+                .collect(),
             interval_ns: defs.iter().map(|d| d.every_ns.or(interval_ns).filter(|&n| n > 0)).collect(),
             defs,
             cap: cap.max(1),
@@ -137,6 +200,75 @@ impl Counter {
                 track(&mut self.tracked[d], self.cap, def.idle_ns, m.fid, ts_ns, bytes);
             }
         }
+        // Answers first, then arms: a packet that is both (data carrying an ACK) answers the
+        // other direction's arm before it arms its own.
+        for a in &mut self.armed {
+            for m in self.matches.iter().filter(|m| m.def as usize == a.to) {
+                if let Some(armed_ns) = a.arms.remove(&m.fid) {
+                    let gap = ts_ns.saturating_sub(armed_ns);
+                    if gap > a.within_ns {
+                        a.expired += 1;
+                        continue;
+                    }
+                    add_gap(&mut a.samples, &mut a.histogram, gap);
+                    a.dist.add(gap);
+                }
+            }
+            let from = a.from;
+            for m in self.matches.iter().filter(|m| m.def as usize == from) {
+                arm(a, m.fid, ts_ns);
+            }
+        }
+    }
+
+    /// `definition_associations.tsv`: per association, its A→B samples in ms and what became
+    /// of the arms.
+    pub fn write_associations(&self, out: &mut String) {
+        out.push_str(
+            "association\tsamples\tmin_ms\tp50_ms\tmean_ms\tmax_ms\tambiguous\trefused\texpired\tunanswered\n",
+        );
+        for t in self.association_totals() {
+            let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.6}", v / 1e6));
+            let _ = writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                t.name,
+                t.samples,
+                ms(t.min_ns.map(|v| v as f64)),
+                ms(t.p50_ns.map(|v| v as f64)),
+                ms(t.mean_ns),
+                ms(t.max_ns.map(|v| v as f64)),
+                t.ambiguous,
+                t.refused,
+                t.expired,
+                t.unanswered
+            );
+        }
+    }
+
+    /// Per association: its samples and counts.
+    pub fn association_totals(&self) -> Vec<AssociationTotal> {
+        self.armed
+            .iter()
+            .map(|a| {
+                let d = &self.defs[a.def];
+                let g = &a.samples;
+                let known = g.n > 0;
+                AssociationTotal {
+                    name: d.name.clone(),
+                    text: d.text.clone(),
+                    samples: g.n,
+                    min_ns: known.then_some(g.min),
+                    p50_ns: a.dist.percentile(50),
+                    mean_ns: known.then(|| g.sum as f64 / g.n as f64),
+                    max_ns: known.then_some(g.max),
+                    ambiguous: a.ambiguous,
+                    refused: a.refused,
+                    expired: a.expired,
+                    unanswered: a.arms.len() as u64,
+                }
+            })
+            .collect()
     }
 
     /// `definition_gaps.tsv`: per definition asking for `gap` and FID, the inter-arrival times
@@ -203,9 +335,10 @@ impl Counter {
         }
     }
 
-    /// Whether any definition asks for `gap` / `length`.
-    pub fn wants(&self) -> (bool, bool) {
-        (self.defs.iter().any(|d| d.measures.gap), self.defs.iter().any(|d| d.measures.length))
+    /// Whether any definition asks for `gap` / `length`, and whether there are associations.
+    pub fn wants(&self) -> (bool, bool, bool) {
+        let any = |f: fn(&Definition) -> bool| self.defs.iter().any(f);
+        (any(|d| d.measures.gap), any(|d| d.measures.length), !self.armed.is_empty())
     }
 
     /// Per definition: its totals.
@@ -223,6 +356,7 @@ impl Counter {
                     fid_rows: 0,
                     overflow_packets: 0,
                     untracked_packets: 0,
+                    association: d.assoc.is_some(),
                 };
                 for t in intervals.values() {
                     total.fid_rows += t.rows.len() as u64;
@@ -274,6 +408,40 @@ impl Counter {
     }
 }
 
+/// One gap into its statistics and its histogram.
+fn add_gap(g: &mut Gaps, histogram: &mut [u64; GAP_BINS], gap: u64) {
+    if g.n == 0 || gap < g.min {
+        g.min = gap;
+    }
+    g.max = g.max.max(gap);
+    g.n += 1;
+    g.sum += u128::from(gap);
+    g.sum_sq += (gap as f64) * (gap as f64);
+    let us = gap / 1000;
+    let bin = if us < 2 { 0 } else { (63 - us.leading_zeros()) as usize };
+    histogram[bin.min(GAP_BINS - 1)] += 1;
+}
+
+/// Arms `fid` at `ts_ns`: dropped instead if it is armed already (ambiguous); when the table
+/// is full, the arms past their lifetime go first, and if none did, the new one is refused.
+fn arm(a: &mut Armed, fid: u128, ts_ns: u64) {
+    if a.arms.remove(&fid).is_some() {
+        a.ambiguous += 1;
+        return;
+    }
+    if a.arms.len() >= a.max_armed {
+        let within = a.within_ns;
+        let before = a.arms.len();
+        a.arms.retain(|_, t| ts_ns.saturating_sub(*t) <= within);
+        a.expired += (before - a.arms.len()) as u64;
+        if a.arms.len() >= a.max_armed {
+            a.refused += 1;
+            return;
+        }
+    }
+    a.arms.insert(fid, ts_ns);
+}
+
 /// Adds a packet of `fid` to its gap statistics and its flow (`length`).
 fn track(t: &mut Tracked, cap: usize, idle_ns: u64, fid: u128, ts_ns: u64, bytes: u64) {
     let full = t.fids.len() >= cap;
@@ -291,17 +459,7 @@ fn track(t: &mut Tracked, cap: usize, idle_ns: u64, fid: u128, ts_ns: u64, bytes
     };
     // A trace whose time steps back gives a gap of 0, not a huge one.
     let gap = ts_ns.saturating_sub(state.last_ns);
-    let g = &mut state.gaps;
-    if g.n == 0 || gap < g.min {
-        g.min = gap;
-    }
-    g.max = g.max.max(gap);
-    g.n += 1;
-    g.sum += u128::from(gap);
-    g.sum_sq += (gap as f64) * (gap as f64);
-    let us = gap / 1000;
-    let bin = if us < 2 { 0 } else { (63 - us.leading_zeros()) as usize };
-    t.histogram[bin.min(GAP_BINS - 1)] += 1;
+    add_gap(&mut state.gaps, &mut t.histogram, gap);
     state.last_ns = state.last_ns.max(ts_ns);
     if gap > idle_ns {
         t.flows.push(state.flow);
@@ -312,14 +470,22 @@ fn track(t: &mut Tracked, cap: usize, idle_ns: u64, fid: u128, ts_ns: u64, bytes
     }
 }
 
-/// A FID as text: an address when the key is an IPv4 or IPv6 address field, else a number.
+/// A FID as text: each key part an address when it is an IPv4 or IPv6 address field, else a
+/// number; parts joined by `|`.
 fn fid_text(def: &Definition, fid: u128) -> String {
-    let key = def.patterns[def.key];
-    match (key.anchor, key.offset_bits, key.bits, key.mask) {
-        (Anchor::Net, 96 | 128, 32, m) if m == u128::from(u32::MAX) => Ipv4Addr::from(fid as u32).to_string(),
-        (Anchor::Net, 64 | 192, 128, u128::MAX) => Ipv6Addr::from(fid).to_string(),
-        _ => fid.to_string(),
+    let mut rest_bits: u32 = def.keys.iter().map(|&k| def.patterns[k].bits).sum();
+    let mut parts = Vec::with_capacity(def.keys.len());
+    for &k in &def.keys {
+        let p = def.patterns[k];
+        rest_bits -= p.bits;
+        let value = if rest_bits >= 128 { 0 } else { (fid >> rest_bits) & Pattern::full_mask(p.bits) };
+        parts.push(match (p.anchor, p.offset_bits, p.bits, p.mask) {
+            (Anchor::Net, 96 | 128, 32, m) if m == u128::from(u32::MAX) => Ipv4Addr::from(value as u32).to_string(),
+            (Anchor::Net, 64 | 192, 128, u128::MAX) => Ipv6Addr::from(value).to_string(),
+            _ => value.to_string(),
+        });
     }
+    parts.join("|")
 }
 
 #[cfg(test)]
@@ -328,7 +494,7 @@ mod tests {
     use crate::parse_definitions;
 
     fn layers(frame: &[u8]) -> Layers<'_> {
-        Layers { frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0] }
+        Layers { frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0] }
     }
 
     #[test]

@@ -12,7 +12,10 @@ pub mod meta {
     pub const TTL: u32 = 2;
     /// IPv4 type of service or IPv6 traffic class.
     pub const TOS: u32 = 3;
-    pub const LEN: usize = 4;
+    /// TCP: the sequence number after this segment (seq + payload + SYN + FIN, 32 bits): what
+    /// the ACK of exactly this segment carries.
+    pub const TCP_NEXT: u32 = 4;
+    pub const LEN: usize = 8;
 }
 
 /// What a named field needs to be true of the packet before it can be read.
@@ -88,6 +91,7 @@ pub const FIELDS: &[Field] = &[
     field("tcp.dport", Anchor::Transport, 16, 16, TCP),
     field("tcp.seq", Anchor::Transport, 32, 32, TCP),
     field("tcp.ack", Anchor::Transport, 64, 32, TCP),
+    field("tcp.nxt", Anchor::Meta, meta::TCP_NEXT * 8, 32, TCP),
     field("tcp.hlen", Anchor::Transport, 96, 4, TCP),
     field("tcp.flags", Anchor::Transport, 104, 8, TCP),
     field("tcp.win", Anchor::Transport, 112, 16, TCP),

@@ -10,7 +10,7 @@
 //! let mut frame = vec![0u8; 40];
 //! frame[20..24].copy_from_slice(&[0x04, 0xd2, 0x00, 0x50]);
 //! frame[33] = 0x02;
-//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0] };
+//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0] };
 //! let mut out = Vec::new();
 //! set.matches(&layers, &mut out);
 //! assert_eq!(out.iter().map(|m| (m.def, m.fid)).collect::<Vec<_>>(), [(0, 80), (1, 2)]);
@@ -25,14 +25,16 @@ pub mod pattern;
 mod trie;
 
 pub use count::{Counter, DefinitionTotal, Traffic};
-pub use parse::{parse_definition, parse_definitions, Definition, Measures, ParseError, DEFAULT_IDLE_NS, MAX_PATTERNS};
+pub use parse::{parse_definition, parse_definitions, Association, Definition, Measures, ParseError};
+pub use parse::{DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};
 
 /// A packet as the patterns see it: the captured frame and where its layers start (`None`
 /// when the packet has no such layer or the capture ended before it), plus facts the decoder
 /// found that a fixed offset cannot express (see [`fields::meta`]): IP version, the protocol
-/// after IPv6 extension headers, TTL / hop limit, TOS / traffic class.
+/// after IPv6 extension headers, TTL / hop limit, TOS / traffic class, TCP's next sequence
+/// number.
 #[derive(Debug, Clone, Copy)]
 pub struct Layers<'a> {
     pub frame: &'a [u8],
@@ -53,7 +55,12 @@ impl<'a> Layers<'a> {
                 std::net::IpAddr::V4(_) => (4, frame.get(at + 1).copied().unwrap_or(0)),
                 std::net::IpAddr::V6(_) => (6, frame.get(at..at + 2).map_or(0, |b| (b[0] << 4) | (b[1] >> 4))),
             };
-            meta = [version, ip.protocol, ip.ttl, tos];
+            meta[..4].copy_from_slice(&[version, ip.protocol, ip.ttl, tos]);
+        }
+        if let Some(sonde_wire::Transport::Tcp(t)) = summary.transport {
+            let next =
+                t.seq.wrapping_add(t.payload_len).wrapping_add(u32::from(t.flags.syn()) + u32::from(t.flags.fin()));
+            meta[4..].copy_from_slice(&next.to_be_bytes());
         }
         Layers { frame, l3: offsets.network, l4: offsets.transport, payload: offsets.payload, meta }
     }

@@ -18,17 +18,39 @@ pub struct Definition {
     /// In a canonical order (the decoder's facts, other tests by layer and offset, key-only
     /// reads last): chains that begin alike share their first tests when compiled.
     pub patterns: Vec<Pattern>,
-    /// Index into `patterns` of the FID: the `key` field, else the last condition written.
-    pub key: usize,
+    /// Indices into `patterns` of the FID's parts: the `key` fields (their values side by side,
+    /// the first in the highest bits), else the last condition written.
+    pub keys: Vec<usize>,
     /// The line as written (for listings and errors).
     pub text: String,
-    /// What to measure (`measure count,gap,length`; default `count`).
+    /// What to measure (`measure count,gap,length`, or `none`; default `count`).
     pub measures: Measures,
     /// Interval of the counts (`every 10ms`); `None`: the run's.
     pub every_ns: Option<u64>,
     /// A FID's flow ends after this long without a packet (`idle 30s`, for `length`).
     pub idle_ns: u64,
+    /// An association (`name = assoc A -> B …`) instead of patterns: `patterns` is empty.
+    pub assoc: Option<Association>,
 }
+
+/// `name = assoc A -> B [within DURATION] [max N]`: each packet matching definition A arms B
+/// with A's FID; a later packet matching B with the same FID, within the lifetime, gives one
+/// A→B gap sample and disarms. A FID armed again before its answer is dropped as ambiguous
+/// (Karn's rule: a retransmission cannot be told from the original).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Association {
+    /// Indices of A and B among the definitions (both written earlier in the file).
+    pub from: usize,
+    pub to: usize,
+    pub within_ns: u64,
+    /// Most FIDs armed at once; arms beyond are refused and counted.
+    pub max_armed: usize,
+}
+
+/// Default lifetime of an arm.
+pub const DEFAULT_WITHIN_NS: u64 = 10_000_000_000;
+/// Default cap on outstanding arms.
+pub const DEFAULT_MAX_ARMED: usize = 1_000_000;
 
 /// The measurements a definition asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +90,7 @@ pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
     let mut defs: Vec<Definition> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let mut p = Parser { line, at: 0, number: i + 1 };
-        if let Some(def) = p.definition()? {
+        if let Some(def) = p.definition_among(&defs)? {
             if defs.iter().any(|d| d.name == def.name) {
                 return Err(p.error_at(0, format!("`{}` is defined twice", def.name)));
             }
@@ -81,7 +103,7 @@ pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
 /// Parses one definition (a line without a definition is an error).
 pub fn parse_definition(line: &str) -> Result<Definition, ParseError> {
     let mut p = Parser { line, at: 0, number: 1 };
-    p.definition()?.ok_or_else(|| p.error_at(0, "no definition on this line".to_string()))
+    p.definition_among(&[])?.ok_or_else(|| p.error_at(0, "no definition on this line".to_string()))
 }
 
 struct Parser<'a> {
@@ -157,17 +179,27 @@ impl<'a> Parser<'a> {
         &rest[..len]
     }
 
-    fn definition(&mut self) -> Result<Option<Definition>, ParseError> {
-        if self.at_end() {
-            return Ok(None);
-        }
-        let start = self.at;
+    fn name(&mut self) -> Result<&'a str, ParseError> {
+        self.skip_space();
         let name = self.take(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             return Err(self.error("a definition starts with its name (a letter, then letters, digits, _ or -)"));
         }
+        Ok(name)
+    }
+
+    /// One line; `earlier` are the file's definitions above it (an association names two).
+    fn definition_among(&mut self, earlier: &[Definition]) -> Result<Option<Definition>, ParseError> {
+        if self.at_end() {
+            return Ok(None);
+        }
+        let start = self.at;
+        let name = self.name()?;
         if !self.eat("=") {
             return Err(self.error("expected `=` after the definition's name"));
+        }
+        if self.eat_word("assoc") {
+            return self.association(name, start, earlier).map(Some);
         }
         let mut chain: Vec<Pattern> = Vec::new();
         let mut last_condition = 0;
@@ -184,34 +216,49 @@ impl<'a> Parser<'a> {
                 break;
             }
         }
-        let mut key = last_condition;
+        let mut keys = vec![last_condition];
         if self.eat_word("key") {
-            self.skip_space();
-            let key_at = self.at;
-            let field = self.field_ref()?;
-            let family = chain_family(&chain);
-            let field = match field.family_pending {
-                Some(name) => {
-                    let Some(v) = family else {
-                        return Err(self.error_at(
-                            key_at,
-                            format!("`{name}` as a key needs the address family: write ip4.* or ip6.*, or add `ip.version == 4` (or 6)"),
-                        ));
-                    };
-                    resolve(name, v).expect("ip.src and ip.dst exist for both families")
+            keys.clear();
+            let mut bits = 0;
+            loop {
+                self.skip_space();
+                let key_at = self.at;
+                let field = self.field_ref()?;
+                let field = match field.family_pending {
+                    Some(name) => {
+                        let Some(v) = chain_family(&chain) else {
+                            return Err(self.error_at(
+                                key_at,
+                                format!("`{name}` as a key needs the address family: write ip4.* or ip6.*, or add `ip.version == 4` (or 6)"),
+                            ));
+                        };
+                        resolve(name, v).expect("ip.src and ip.dst exist for both families")
+                    }
+                    None => field,
+                };
+                bits += field.bits;
+                if bits > MAX_BITS {
+                    return Err(
+                        self.error_at(key_at, format!("a key is at most {MAX_BITS} bits; these fields make {bits}"))
+                    );
                 }
-                None => field,
-            };
-            push_unique(&mut chain, field.needs.pattern());
-            let extract = Pattern {
-                anchor: field.anchor,
-                offset_bits: field.offset_bits,
-                bits: field.bits,
-                mask: Pattern::full_mask(field.bits),
-                lo: 0,
-                hi: Pattern::full_mask(field.bits),
-            };
-            key = push_unique(&mut chain, Some(extract)).unwrap_or(key);
+                push_unique(&mut chain, field.needs.pattern());
+                let extract = Pattern {
+                    anchor: field.anchor,
+                    offset_bits: field.offset_bits,
+                    bits: field.bits,
+                    mask: Pattern::full_mask(field.bits),
+                    lo: 0,
+                    hi: Pattern::full_mask(field.bits),
+                };
+                keys.extend(push_unique(&mut chain, Some(extract)));
+                if !self.eat(",") {
+                    break;
+                }
+            }
+            if chain.len() > MAX_PATTERNS {
+                return Err(self.error(format!("more than {MAX_PATTERNS} patterns in one definition")));
+            }
         }
         let mut measures = Measures { count: true, gap: false, length: false };
         let (mut every_ns, mut idle_ns) = (None, DEFAULT_IDLE_NS);
@@ -225,10 +272,11 @@ impl<'a> Parser<'a> {
                         "count" => measures.count = true,
                         "gap" => measures.gap = true,
                         "length" => measures.length = true,
+                        // Only an association's end: no output of its own.
+                        "none" => {}
                         other => {
-                            return Err(
-                                self.error_at(at, format!("`{other}` is not a measurement: count, gap or length"))
-                            )
+                            return Err(self
+                                .error_at(at, format!("`{other}` is not a measurement: count, gap, length or none")))
                         }
                     }
                     if !self.eat(",") {
@@ -254,7 +302,7 @@ impl<'a> Parser<'a> {
         // with the same conditions share their whole prefix whatever order they were written
         // in: the decoder's facts first, then the other tests by layer and offset, then the
         // patterns that only read a key (they filter nothing, and keys differ most).
-        let key_pattern = chain[key];
+        let key_patterns: Vec<Pattern> = keys.iter().map(|&k| chain[k]).collect();
         chain.sort_by_key(|p| {
             let class = if p.anchor == Anchor::Meta {
                 0
@@ -265,9 +313,75 @@ impl<'a> Parser<'a> {
             };
             (class, p.anchor, p.offset_bits, p.bits, p.mask, p.lo, p.hi)
         });
-        let key = chain.iter().position(|p| *p == key_pattern).expect("the key is in the chain");
+        let keys: Vec<usize> =
+            key_patterns.iter().map(|k| chain.iter().position(|p| p == k).expect("a key is in the chain")).collect();
         let text = self.line[start..self.at].trim_end().to_string();
-        Ok(Some(Definition { name: name.to_string(), patterns: chain, key, text, measures, every_ns, idle_ns }))
+        Ok(Some(Definition {
+            name: name.to_string(),
+            patterns: chain,
+            keys,
+            text,
+            measures,
+            every_ns,
+            idle_ns,
+            assoc: None,
+        }))
+    }
+
+    /// `assoc A -> B [within DURATION] [max N]`, after `name =`.
+    fn association(&mut self, name: &str, start: usize, earlier: &[Definition]) -> Result<Definition, ParseError> {
+        let end = |p: &mut Self| -> Result<usize, ParseError> {
+            p.skip_space();
+            let at = p.at;
+            let n = p.name()?;
+            match earlier.iter().position(|d| d.name == n) {
+                Some(i) if earlier[i].assoc.is_none() => Ok(i),
+                Some(_) => Err(p.error_at(at, format!("`{n}` is an association, not a definition"))),
+                None => Err(p.error_at(at, format!("no definition `{n}` above this line"))),
+            }
+        };
+        let from = end(self)?;
+        if !self.eat("->") {
+            return Err(self.error("expected `->` between the two definitions"));
+        }
+        let to = end(self)?;
+        let (a, b) = (&earlier[from], &earlier[to]);
+        let bits = |d: &Definition| d.keys.iter().map(|&k| d.patterns[k].bits).sum::<u32>();
+        if bits(a) != bits(b) {
+            return Err(self.error_at(
+                start,
+                format!(
+                    "`{}` and `{}` have keys of {} and {} bits: an association pairs equal FIDs",
+                    a.name,
+                    b.name,
+                    bits(a),
+                    bits(b)
+                ),
+            ));
+        }
+        let mut assoc = Association { from, to, within_ns: DEFAULT_WITHIN_NS, max_armed: DEFAULT_MAX_ARMED };
+        loop {
+            if self.eat_word("within") {
+                assoc.within_ns = self.duration()?;
+            } else if self.eat_word("max") {
+                assoc.max_armed = self.small_number("a number of arms")?.max(1) as usize;
+            } else {
+                break;
+            }
+        }
+        if !self.at_end() {
+            return Err(self.error("expected `within`, `max` or the end of the line"));
+        }
+        Ok(Definition {
+            name: name.to_string(),
+            patterns: Vec::new(),
+            keys: Vec::new(),
+            text: self.line[start..self.at].trim_end().to_string(),
+            measures: Measures { count: false, gap: false, length: false },
+            every_ns: None,
+            idle_ns: DEFAULT_IDLE_NS,
+            assoc: Some(assoc),
+        })
     }
 
     /// `field [& mask] op value`: the field's precondition and its pattern.

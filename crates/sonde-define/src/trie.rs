@@ -19,8 +19,8 @@ pub struct Match {
 struct Node {
     pattern: Pattern,
     children: Vec<u32>,
-    /// Definitions whose chain ends here, with the depth of their key pattern.
-    ends: Vec<(u32, u8)>,
+    /// Definitions whose chain ends here.
+    ends: Vec<u32>,
     /// The children, as tested: single tests and groups.
     tests: Vec<Test>,
 }
@@ -44,7 +44,9 @@ pub struct Compiled {
     /// The root's tests (the root itself has no pattern).
     root: Vec<Test>,
     root_children: Vec<u32>,
-    chains: Vec<(Vec<Pattern>, usize)>,
+    chains: Vec<Vec<Pattern>>,
+    /// Per definition: its key parts, as (depth in the chain, bits).
+    keys: Vec<Vec<(usize, u32)>>,
     /// Nodes in the tree (for reports and tests).
     pub node_count: usize,
 }
@@ -113,7 +115,7 @@ impl Compiled {
                 at = Some(next);
             }
             if let Some(n) = at {
-                nodes[n as usize].ends.push((id as u32, def.key as u8));
+                nodes[n as usize].ends.push(id as u32);
             }
         }
         for n in 0..nodes.len() {
@@ -121,8 +123,9 @@ impl Compiled {
             nodes[n].tests = tests;
         }
         let root = group(&nodes, &root_children);
-        let chains = defs.iter().map(|d| (d.patterns.clone(), d.key)).collect();
-        Compiled { node_count: nodes.len(), nodes, root, root_children, chains }
+        let chains = defs.iter().map(|d| d.patterns.clone()).collect();
+        let keys = defs.iter().map(|d| d.keys.iter().map(|&k| (k, d.patterns[k].bits)).collect()).collect();
+        Compiled { node_count: nodes.len(), nodes, root, root_children, chains, keys }
     }
 
     /// The definitions `layers` matches, in definition order, into `out` (cleared first).
@@ -171,26 +174,34 @@ impl Compiled {
         out: &mut Vec<Match>,
     ) {
         values[depth] = value;
-        for &(def, key) in &node.ends {
-            out.push(Match { def, fid: values[usize::from(key)] });
+        for &def in &node.ends {
+            out.push(Match { def, fid: self.fid(def, values) });
         }
         self.run(&node.tests, depth + 1, layers, values, out);
+    }
+
+    /// The FID of `def` from the values its chain read: its key parts side by side.
+    #[inline]
+    fn fid(&self, def: u32, values: &[u128]) -> u128 {
+        self.keys[def as usize].iter().fold(0u128, |fid, &(depth, bits)| {
+            let high = if bits >= 128 { 0 } else { fid << bits };
+            high | values[depth]
+        })
     }
 
     /// The same result as [`Compiled::matches`], evaluating every definition on its own: the
     /// baseline the tree is measured against, and its test oracle.
     pub fn matches_flat(&self, layers: &Layers<'_>, out: &mut Vec<Match>) {
         out.clear();
-        'defs: for (def, (chain, key)) in self.chains.iter().enumerate() {
-            let mut fid = 0;
+        let mut values = [0u128; MAX_PATTERNS];
+        'defs: for (def, chain) in self.chains.iter().enumerate() {
             for (i, p) in chain.iter().enumerate() {
                 match p.test(layers) {
-                    Some(v) if i == *key => fid = v,
-                    Some(_) => {}
+                    Some(v) => values[i] = v,
                     None => continue 'defs,
                 }
             }
-            out.push(Match { def: def as u32, fid });
+            out.push(Match { def: def as u32, fid: self.fid(def as u32, &values) });
         }
     }
 

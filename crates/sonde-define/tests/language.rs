@@ -25,7 +25,7 @@ fn the_examples_of_the_issue_compile_to_these_chains() {
     assert_eq!(names, ["web", "syn", "cust", "raw"]);
     let tcp = meta_is(meta::IP_PROTO, 6);
     assert_eq!(defs[0].patterns, [tcp, pattern(Anchor::Transport, 16, 16, 0xffff, 80, 88)]);
-    assert_eq!(defs[0].key, 1);
+    assert_eq!(defs[0].keys, [1]);
     assert_eq!(defs[1].patterns, [tcp, pattern(Anchor::Transport, 104, 8, 0x12, 2, 2)]);
     let v4 = meta_is(meta::IP_VERSION, 4);
     let net = 0xc000_0200;
@@ -37,7 +37,7 @@ fn the_examples_of_the_issue_compile_to_these_chains() {
             pattern(Anchor::Net, 96, 32, 0xffff_ffff, 0, 0xffff_ffff)
         ]
     );
-    assert_eq!(defs[2].key, 2);
+    assert_eq!(defs[2].keys, [2]);
     assert_eq!(
         defs[3].patterns,
         [
@@ -45,7 +45,7 @@ fn the_examples_of_the_issue_compile_to_these_chains() {
             pattern(Anchor::Net, 96, 32, u128::from(u32::MAX), 0, u128::from(u32::MAX))
         ]
     );
-    assert_eq!(defs[3].key, 1);
+    assert_eq!(defs[3].keys, [1]);
     assert_eq!(defs[3].text, "raw  = l4[13:1] & 0x3f == 0x02 key ip[12:4]");
 }
 
@@ -70,7 +70,7 @@ fn comparisons_become_ranges() {
     assert_eq!(range.patterns[1], pattern(Anchor::Net, 96, 32, 0xffff_ffff, 0x0a00_0001, 0x0a00_0009));
     // A key needing the family: given by an earlier condition.
     let keyed = parse_definition("a = ip.version == 6 and udp.dport == 53 key ip.src").unwrap();
-    assert_eq!(keyed.patterns[keyed.key], pattern(Anchor::Net, 64, 128, u128::MAX, 0, u128::MAX));
+    assert_eq!(keyed.patterns[keyed.keys[0]], pattern(Anchor::Net, 64, 128, u128::MAX, 0, u128::MAX));
     // The same condition twice is one pattern.
     assert_eq!(parse_definition("a = tcp.dport == 80 and tcp.dport == 80").unwrap().patterns.len(), 2);
 }
@@ -83,6 +83,22 @@ fn measurements_intervals_and_timeouts_are_chosen_per_definition() {
     let d = parse_definition("a = tcp.dport == 80 key tcp.sport idle 2m").unwrap();
     assert_eq!((d.measures.count, d.measures.gap, d.every_ns, d.idle_ns), (true, false, None, 120_000_000_000));
     assert_eq!(parse_definition("a = tcp.dport == 80").unwrap().idle_ns, sonde_define::DEFAULT_IDLE_NS);
+}
+
+#[test]
+fn keys_of_several_fields_and_associations() {
+    let defs = parse_definitions(
+        "data = ip.version == 4 and payload[0:1] >= 0 key ip4.src, ip4.dst, tcp.sport, tcp.dport, tcp.nxt measure none\n\
+         ack = ip.version == 4 and tcp.flags & 0x10 == 0x10 key ip4.dst, ip4.src, tcp.dport, tcp.sport, tcp.ack\n\
+         rtt = assoc data -> ack within 2s max 500",
+    )
+    .unwrap();
+    let bits: Vec<u32> = defs[0].keys.iter().map(|&k| defs[0].patterns[k].bits).collect();
+    assert_eq!(bits, [32, 32, 16, 16, 32]);
+    assert!(!defs[0].measures.count);
+    let a = defs[2].assoc.as_ref().unwrap();
+    assert_eq!((a.from, a.to, a.within_ns, a.max_armed), (0, 1, 2_000_000_000, 500));
+    assert!(defs[2].patterns.is_empty());
 }
 
 /// The error's line, column and message for `text`.
@@ -120,6 +136,11 @@ fn a_refused_definition_says_where_it_is_wrong() {
         ("a = tcp.dport == 80 key ip.src", 1, 25, "needs the address family"),
         ("a = ip.src & 0xff == 1", 1, 14, "takes no mask"),
         ("a = tcp.dport == 80\na = udp.dport == 53", 2, 1, "defined twice"),
+        ("a = tcp.dport == 80\nr = assoc a -> b", 2, 16, "no definition `b` above"),
+        ("a = tcp.dport == 80\nr = assoc a b", 2, 13, "expected `->`"),
+        ("a = tcp.dport == 80\nr = assoc a -> a\ns = assoc r -> a", 3, 11, "`r` is an association"),
+        ("a = tcp.dport == 80\nb = ip.version == 4 key ip4.src\nr = assoc a -> b", 3, 1, "keys of 16 and 32 bits"),
+        ("a = ip.version == 6 key ip6.src, ip6.dst", 1, 34, "at most 128 bits"),
     ];
     for (text, line, column, message) in cases {
         let (l, c, m) = refused(text);

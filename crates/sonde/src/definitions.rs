@@ -11,6 +11,8 @@ pub const FILE: &str = "definitions.tsv";
 /// Written when a definition asks for `gap`, and for `length`.
 pub const GAP_FILES: [&str; 2] = ["definition_gaps.tsv", "definition_gap_histogram.tsv"];
 pub const FLOWS_FILE: &str = "definition_flows.tsv";
+/// Written when the file has associations.
+pub const ASSOC_FILE: &str = "definition_associations.tsv";
 
 /// A definitions file, parsed and compiled; a refused line is an error naming the file, line and
 /// column.
@@ -49,7 +51,7 @@ pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<De
     };
     let mut names = vec![FILE];
     file(FILE, &|out| counter.write_tsv(out))?;
-    let (gap, length) = counter.wants();
+    let (gap, length, associations) = counter.wants();
     if gap {
         file(GAP_FILES[0], &|out| counter.write_gaps(out))?;
         file(GAP_FILES[1], &|out| counter.write_gap_histogram(out))?;
@@ -59,9 +61,14 @@ pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<De
         file(FLOWS_FILE, &|out| counter.write_flows(out))?;
         names.push(FLOWS_FILE);
     }
+    if associations {
+        file(ASSOC_FILE, &|out| counter.write_associations(out))?;
+        names.push(ASSOC_FILE);
+    }
     let totals = counter
         .totals()
         .into_iter()
+        .filter(|t| !t.association)
         .map(|t| DefinitionSummary {
             name: t.name,
             definition: t.text,

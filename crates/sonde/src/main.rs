@@ -92,6 +92,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         .iter()
         .chain(&sonde_stats::report::TABLE_FILES)
         .chain(&[definitions::FILE, definitions::GAP_FILES[0], definitions::GAP_FILES[1], definitions::FLOWS_FILE])
+        .chain(&[definitions::ASSOC_FILE])
         .copied()
         .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;

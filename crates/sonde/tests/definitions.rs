@@ -207,3 +207,74 @@ fn a_definition_counts_at_its_own_interval() {
     assert_eq!(total(&fine), total(&coarse));
     assert_eq!(total(&fine) as usize, tshark(&trace, "tcp", &["frame.len"]).len());
 }
+
+/// The ready-made associations of `definitions/tcp-rtt.defs`, and a client-side variant.
+fn ready_made() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../definitions/tcp-rtt.defs")).unwrap()
+}
+
+/// Client data (to the ground truth's server ports, all below 10000) answered by the server's
+/// ACK: with the probe at the client, one whole round trip.
+const CLIENT_RTT: &str = "\
+cdata = ip.version == 4 and tcp.dport < 10000 and payload[0:1] >= 0 key ip4.src, ip4.dst, tcp.sport, tcp.dport, tcp.nxt
+sack  = ip.version == 4 and tcp.sport < 10000 and tcp.flags & 0x10 == 0x10 key ip4.dst, ip4.src, tcp.dport, tcp.sport, tcp.ack
+crtt  = assoc cdata -> sack within 10s
+";
+
+#[test]
+fn the_data_to_ack_association_agrees_with_the_flow_analyser_and_the_kernel() {
+    let Some(shared) = shared_dir() else { return };
+    for name in ["mixed", "lossy", "clean"] {
+        let trace = shared.join(format!("groundtruth/{name}.pcap"));
+        let (out, _) = run(&trace, &format!("{}\n{CLIENT_RTT}", ready_made()), &[]);
+        let assoc: BTreeMap<String, std::collections::HashMap<String, String>> =
+            read_tsv(&out.path().join("definition_associations.tsv"))
+                .into_iter()
+                .map(|r| (r["association"].clone(), r))
+                .collect();
+        // Every data→ACK sample against the flow analyser's (same rule: the ACK of exactly the
+        // segment, Karn's rule): as many within 5 %, the same minimum, the mean within 5 %.
+        let flows = read_tsv(&out.path().join("tcp_flows.tsv"));
+        let (mut n, mut sum, mut min) = (0u64, 0.0, f64::MAX);
+        for f in &flows {
+            for side in ["c", "s"] {
+                let count = int(f, &format!("{side}_rtt_cnt"));
+                if count > 0 {
+                    n += count;
+                    sum += num(f, &format!("{side}_rtt_avg")) * count as f64;
+                    min = min.min(num(f, &format!("{side}_rtt_min")));
+                }
+            }
+        }
+        let rtt = &assoc["rtt"];
+        let what = format!("{name}: association {rtt:?}, analyser {n} samples, mean {}", sum / n as f64);
+        assert!((int(rtt, "samples") as f64 - n as f64).abs() <= 0.05 * n as f64, "{what}");
+        assert!((num(rtt, "mean_ms") - sum / n as f64).abs() <= 0.05 * sum / n as f64, "{what}");
+        assert!((num(rtt, "min_ms") - min).abs() < 1e-9, "{what}");
+        // The client's round trips against the kernel's smoothed RTT of the same connections.
+        let truth: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(shared.join(format!("groundtruth/{name}.truth.json"))).unwrap(),
+        )
+        .unwrap();
+        let mut srtt: Vec<f64> = truth["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["rtt_ms"]["kernel_client_srtt"].as_f64())
+            .collect();
+        srtt.sort_by(f64::total_cmp);
+        let kernel = srtt[srtt.len() / 2];
+        let crtt = num(&assoc["crtt"], "p50_ms");
+        assert!(
+            (crtt - kernel).abs() <= 0.1 * kernel,
+            "{name}: client data→ACK p50 {crtt} ms, kernel srtt median {kernel} ms"
+        );
+        // SYN→FIN: one sample per connection the client closed.
+        let closed = flows.iter().filter(|f| int(f, "c_fin_cnt") > 0).count() as u64;
+        let connection = &assoc["connection"];
+        assert!(
+            int(connection, "samples") <= closed && int(connection, "samples") * 10 >= closed * 7,
+            "{name}: {connection:?} vs {closed} closed"
+        );
+    }
+}

@@ -9,7 +9,13 @@ use common::*;
 
 fn same_logs_for_any_thread_count(trace: &Path) {
     let defs = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(defs.path(), "ports = ip.proto == 6 key tcp.dport measure count,gap,length idle 1s\n").unwrap();
+    let ready_made = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../definitions/tcp-rtt.defs");
+    let text = std::fs::read_to_string(ready_made).unwrap();
+    std::fs::write(
+        defs.path(),
+        format!("ports = ip.proto == 6 key tcp.dport measure count,gap,length idle 1s\n{text}"),
+    )
+    .unwrap();
     let defs = defs.path().to_str().unwrap();
     let mut first: Option<Vec<Vec<u8>>> = None;
     for threads in ["1", "2", "3", "8"] {
@@ -19,7 +25,7 @@ fn same_logs_for_any_thread_count(trace: &Path) {
         let files = ["tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv", "quantiles.tsv", "histograms.tsv", "hosts.tsv"]
             .into_iter()
             .chain(["matrix.tsv", "protocols.tsv", "top.tsv", "definitions.tsv", "definition_gaps.tsv"])
-            .chain(["definition_gap_histogram.tsv", "definition_flows.tsv"]);
+            .chain(["definition_gap_histogram.tsv", "definition_flows.tsv", "definition_associations.tsv"]);
         let logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
         match &first {
             None => first = Some(logs),
