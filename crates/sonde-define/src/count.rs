@@ -39,6 +39,10 @@ pub struct DefinitionTotal {
     pub untracked_packets: u64,
     /// An association (its figures are in [`Counter::association_totals`]).
     pub association: bool,
+    /// The set's version when the definition was added (1: the starting file).
+    pub version: u64,
+    /// Removed or replaced during the run (its figures cover the time before).
+    pub retired: bool,
 }
 
 /// A FID's flow (`length`).
@@ -102,6 +106,86 @@ struct Armed {
     expired: u64,
 }
 
+impl Armed {
+    fn new(def: usize, a: &crate::Association) -> Armed {
+        Armed {
+            def,
+            from: a.from,
+            to: a.to,
+            within_ns: a.within_ns,
+            max_armed: a.max_armed,
+            arms: FxHashMap::default(),
+            samples: Gaps::default(),
+            dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
+            histogram: [0; GAP_BINS],
+            ambiguous: 0,
+            refused: 0,
+            expired: 0,
+        }
+    }
+}
+
+/// A change to the set of definitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A new definition line (its name must be new).
+    Add(String),
+    /// A definition line whose name exists: the old one stops, with what it counted, and the
+    /// new one starts from nothing.
+    Replace(String),
+    /// Stops the named definition (what it counted stays in the outputs).
+    Remove(String),
+}
+
+/// A change to apply when the packets reach `at_ns`, made against `expected_version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledChange {
+    pub at_ns: u64,
+    pub expected_version: u64,
+    pub change: Change,
+}
+
+/// Why a change was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeError {
+    /// Made against another version than the current one (someone changed the set first).
+    Conflict {
+        expected: u64,
+        current: u64,
+    },
+    Invalid(crate::ParseError),
+    Unknown(String),
+    Exists(String),
+    /// An active association uses the definition.
+    InUse {
+        name: String,
+        by: String,
+    },
+}
+
+impl std::fmt::Display for ChangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChangeError::Conflict { expected, current } => {
+                write!(f, "conflict: the change was made against version {expected}, the set is at version {current}")
+            }
+            ChangeError::Invalid(e) => write!(f, "refused: {e}"),
+            ChangeError::Unknown(name) => write!(f, "no definition `{name}`"),
+            ChangeError::Exists(name) => write!(f, "`{name}` exists already (replace it instead)"),
+            ChangeError::InUse { name, by } => write!(f, "`{name}` is used by the association `{by}`"),
+        }
+    }
+}
+
+/// A scheduled change and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeOutcome {
+    pub at_ns: u64,
+    pub change: Change,
+    /// The new version, or why not.
+    pub result: Result<u64, ChangeError>,
+}
+
 /// What an association measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AssociationTotal {
@@ -123,7 +207,19 @@ pub struct AssociationTotal {
 #[derive(Debug)]
 pub struct Counter {
     set: Compiled,
+    /// Every definition the run has had, in the order added ("slots"); a removed or replaced
+    /// one stays here, inactive, with what it counted.
     defs: Vec<Definition>,
+    active: Vec<bool>,
+    /// The set's version when each slot was added (1: the file the run started with).
+    since: Vec<u64>,
+    /// The compiled set's definition `i` is slot `compiled_slots[i]`.
+    compiled_slots: Vec<usize>,
+    version: u64,
+    run_interval_ns: Option<u64>,
+    /// Changes still to apply, by packet time (earliest last), and what became of the others.
+    schedule: Vec<ScheduledChange>,
+    log: Vec<ChangeOutcome>,
     /// Per definition: its interval; `None`, one interval for the whole run.
     interval_ns: Vec<Option<u64>>,
     cap: usize,
@@ -143,32 +239,20 @@ impl Counter {
     pub fn new(defs: Vec<Definition>, interval_ns: Option<u64>, cap: usize) -> Counter {
         let tracked =
             Tracked { fids: FxHashMap::default(), untracked_packets: 0, flows: Vec::new(), histogram: [0; GAP_BINS] };
+        let n = defs.len();
         Counter {
             set: Compiled::new(&defs),
+            active: vec![true; n],
+            since: vec![1; n],
+            compiled_slots: (0..n).collect(),
+            version: 1,
+            run_interval_ns: interval_ns,
+            schedule: Vec::new(),
+            log: Vec::new(),
             tables: vec![BTreeMap::new(); defs.len()],
             tracked: vec![tracked; defs.len()],
             matched: vec![Traffic::default(); defs.len()],
-            armed: defs
-                .iter()
-                .enumerate()
-                .filter_map(|(def, d)| {
-                    let a = d.assoc.as_ref()?;
-                    Some(Armed {
-                        def,
-                        from: a.from,
-                        to: a.to,
-                        within_ns: a.within_ns,
-                        max_armed: a.max_armed,
-                        arms: FxHashMap::default(),
-                        samples: Gaps::default(),
-                        dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
-                        histogram: [0; GAP_BINS],
-                        ambiguous: 0,
-                        refused: 0,
-                        expired: 0,
-                    })
-                })
-                .collect(),
+            armed: defs.iter().enumerate().filter_map(|(def, d)| Some(Armed::new(def, d.assoc.as_ref()?))).collect(),
             interval_ns: defs.iter().map(|d| d.every_ns.or(interval_ns).filter(|&n| n > 0)).collect(),
             defs,
             cap: cap.max(1),
@@ -177,10 +261,19 @@ impl Counter {
         }
     }
 
-    /// Counts one packet of `wire_len` bytes at `ts_ns` for every definition it matches.
+    /// Counts one packet of `wire_len` bytes at `ts_ns` for every definition it matches; the
+    /// changes scheduled at or before its time are applied first.
     pub fn packet(&mut self, ts_ns: u64, layers: &Layers<'_>, wire_len: u32) {
+        while self.schedule.last().is_some_and(|c| c.at_ns <= ts_ns) {
+            let c = self.schedule.pop().expect("checked");
+            let result = self.apply(c.expected_version, &c.change);
+            self.log.push(ChangeOutcome { at_ns: c.at_ns, change: c.change, result });
+        }
         self.span_ns = Some(self.span_ns.map_or((ts_ns, ts_ns), |(a, b)| (a.min(ts_ns), b.max(ts_ns))));
         self.set.matches(layers, &mut self.matches);
+        for m in &mut self.matches {
+            m.def = self.compiled_slots[m.def as usize] as u32;
+        }
         let bytes = u64::from(wire_len);
         for m in &self.matches {
             let d = m.def as usize;
@@ -219,6 +312,103 @@ impl Counter {
                 arm(a, m.fid, ts_ns);
             }
         }
+    }
+
+    /// Changes to apply when the packets reach their times (a trace's stand-in for an
+    /// operator's edits).
+    /// Changes at the same time apply in the order given.
+    pub fn schedule(&mut self, changes: Vec<ScheduledChange>) {
+        let mut changes: Vec<(usize, ScheduledChange)> = changes.into_iter().enumerate().collect();
+        changes.sort_by_key(|(i, c)| std::cmp::Reverse((c.at_ns, *i)));
+        self.schedule = changes.into_iter().map(|(_, c)| c).collect();
+    }
+
+    /// The set's version: 1 for the definitions the run started with, one more per change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// What became of each scheduled change.
+    pub fn change_log(&self) -> &[ChangeOutcome] {
+        &self.log
+    }
+
+    /// Applies `change`, made against version `expected_version`: validated first, then
+    /// swapped in whole; definitions it leaves alone keep counting without a gap. Returns the
+    /// new version.
+    pub fn apply(&mut self, expected_version: u64, change: &Change) -> Result<u64, ChangeError> {
+        if expected_version != self.version {
+            return Err(ChangeError::Conflict { expected: expected_version, current: self.version });
+        }
+        let active: Vec<usize> = (0..self.defs.len()).filter(|&i| self.active[i]).collect();
+        let find = |name: &str| active.iter().copied().find(|&i| self.defs[i].name == name);
+        let (retire, added) = match change {
+            Change::Remove(name) => {
+                let slot = find(name).ok_or_else(|| ChangeError::Unknown(name.clone()))?;
+                (Some(slot), None)
+            }
+            Change::Add(line) | Change::Replace(line) => {
+                let earlier: Vec<Definition> = active.iter().map(|&i| self.defs[i].clone()).collect();
+                let mut def = crate::parse_definition_among(line, &earlier).map_err(ChangeError::Invalid)?;
+                if let Some(a) = def.assoc.as_mut() {
+                    (a.from, a.to) = (active[a.from], active[a.to]);
+                }
+                let existing = find(&def.name);
+                match (change, existing) {
+                    (Change::Add(_), Some(_)) => return Err(ChangeError::Exists(def.name)),
+                    (Change::Replace(_), None) => return Err(ChangeError::Unknown(def.name)),
+                    _ => (existing, Some(def)),
+                }
+            }
+        };
+        if let Some(slot) = retire {
+            let name = &self.defs[slot].name;
+            let user = active
+                .iter()
+                .copied()
+                .find(|&i| i != slot && self.defs[i].assoc.as_ref().is_some_and(|a| a.from == slot || a.to == slot));
+            if let Some(u) = user {
+                return Err(ChangeError::InUse { name: name.clone(), by: self.defs[u].name.clone() });
+            }
+            self.active[slot] = false;
+        }
+        self.version += 1;
+        if let Some(def) = added {
+            self.push_slot(def);
+        }
+        self.compiled_slots = (0..self.defs.len()).filter(|&i| self.active[i]).collect();
+        let compiled: Vec<Definition> = self
+            .compiled_slots
+            .iter()
+            .map(|&i| {
+                let mut d = self.defs[i].clone();
+                d.assoc = None; // the tree only needs patterns
+                d
+            })
+            .collect();
+        self.set = Compiled::new(&compiled);
+        self.armed.retain(|a| self.active[a.def]);
+        Ok(self.version)
+    }
+
+    /// A new slot for `def`, with empty state.
+    fn push_slot(&mut self, def: Definition) {
+        let slot = self.defs.len();
+        self.tables.push(BTreeMap::new());
+        self.tracked.push(Tracked {
+            fids: FxHashMap::default(),
+            untracked_packets: 0,
+            flows: Vec::new(),
+            histogram: [0; GAP_BINS],
+        });
+        self.matched.push(Traffic::default());
+        self.interval_ns.push(def.every_ns.or(self.run_interval_ns).filter(|&n| n > 0));
+        if let Some(a) = &def.assoc {
+            self.armed.push(Armed::new(slot, a));
+        }
+        self.active.push(true);
+        self.since.push(self.version);
+        self.defs.push(def);
     }
 
     /// `definition_associations.tsv`: per association, its A→B samples in ms and what became
@@ -348,7 +538,8 @@ impl Counter {
             .zip(&self.tables)
             .zip(&self.tracked)
             .zip(&self.matched)
-            .map(|(((d, intervals), tracked), matched)| {
+            .zip(self.since.iter().zip(&self.active))
+            .map(|((((d, intervals), tracked), matched), (&since, &active))| {
                 let mut total = DefinitionTotal {
                     name: d.name.clone(),
                     text: d.text.clone(),
@@ -357,12 +548,15 @@ impl Counter {
                     overflow_packets: 0,
                     untracked_packets: 0,
                     association: d.assoc.is_some(),
+                    version: 0,
+                    retired: false,
                 };
                 for t in intervals.values() {
                     total.fid_rows += t.rows.len() as u64;
                     total.overflow_packets += t.overflow.packets;
                 }
                 total.untracked_packets = tracked.untracked_packets;
+                (total.version, total.retired) = (since, !active);
                 total
             })
             .collect()
@@ -371,7 +565,7 @@ impl Counter {
     /// `definitions.tsv`: one row per interval, definition and FID (by interval, then the
     /// definitions' order, then FID), and an `overflow` row where a table was full.
     pub fn write_tsv(&self, out: &mut String) {
-        out.push_str("start\tend\tdefinition\tfid\tpackets\tbytes\n");
+        out.push_str("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n");
         // By interval start, then definition: intervals of different lengths interleave.
         let mut by_start: BTreeMap<u64, Vec<(usize, u64, &FidTable)>> = BTreeMap::new();
         for (d, intervals) in self.tables.iter().enumerate() {
@@ -393,15 +587,17 @@ impl Counter {
                 for (fid, traffic) in rows {
                     let _ = writeln!(
                         out,
-                        "{span}{}\t{}\t{}\t{}",
+                        "{span}{}\t{}\t{}\t{}\t{}",
                         def.name,
+                        self.since[d],
                         fid_text(def, *fid),
                         traffic.packets,
                         traffic.bytes
                     );
                 }
                 if t.overflow.packets > 0 {
-                    let _ = writeln!(out, "{span}{}\toverflow\t{}\t{}", def.name, t.overflow.packets, t.overflow.bytes);
+                    let (packets, bytes) = (t.overflow.packets, t.overflow.bytes);
+                    let _ = writeln!(out, "{span}{}\t{}\toverflow\t{packets}\t{bytes}", def.name, self.since[d]);
                 }
             }
         }
@@ -511,13 +707,13 @@ mod tests {
         c.write_tsv(&mut out);
         assert_eq!(
             out,
-            "start\tend\tdefinition\tfid\tpackets\tbytes\n\
-             0.000000\t1.000000\tport\t80\t2\t200\n\
-             0.000000\t1.000000\tport\t443\t1\t100\n\
-             0.000000\t1.000000\tport\toverflow\t1\t100\n\
-             0.000000\t1.000000\tsrc\t10.0.0.1\t4\t400\n\
-             1.000000\t2.000000\tport\t22\t1\t100\n\
-             1.000000\t2.000000\tsrc\t10.0.0.1\t1\t100\n"
+            "start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n\
+             0.000000\t1.000000\tport\t1\t80\t2\t200\n\
+             0.000000\t1.000000\tport\t1\t443\t1\t100\n\
+             0.000000\t1.000000\tport\t1\toverflow\t1\t100\n\
+             0.000000\t1.000000\tsrc\t1\t10.0.0.1\t4\t400\n\
+             1.000000\t2.000000\tport\t1\t22\t1\t100\n\
+             1.000000\t2.000000\tsrc\t1\t10.0.0.1\t1\t100\n"
         );
         let totals = c.totals();
         assert_eq!(
@@ -525,5 +721,62 @@ mod tests {
             (Traffic { packets: 5, bytes: 500 }, 3, 1)
         );
         assert_eq!(totals[1].traffic.packets, 5);
+    }
+
+    #[test]
+    fn changes_are_versioned_and_leave_the_other_definitions_counting() {
+        let defs = parse_definitions("port = ip.proto == 6 key tcp.dport\nall = ip.version == 4").unwrap();
+        let mut c = Counter::new(defs, None, 100);
+        let mut frame = [0u8; 40];
+        frame[22..24].copy_from_slice(&80u16.to_be_bytes());
+        c.schedule(vec![
+            ScheduledChange { at_ns: 10, expected_version: 1, change: Change::Add("web = tcp.dport == 80".into()) },
+            // Made against version 1 too: someone else's change came first.
+            ScheduledChange { at_ns: 11, expected_version: 1, change: Change::Remove("port".into()) },
+            ScheduledChange { at_ns: 20, expected_version: 2, change: Change::Replace("port = tcp.sport < 10".into()) },
+            ScheduledChange { at_ns: 30, expected_version: 3, change: Change::Add("bad = tcp.dprt == 1".into()) },
+            ScheduledChange { at_ns: 30, expected_version: 3, change: Change::Remove("nothing".into()) },
+        ]);
+        for ts in [0, 5, 10, 15, 20, 25, 30, 35] {
+            c.packet(ts, &layers(&frame), 100);
+        }
+        let results: Vec<String> = c
+            .change_log()
+            .iter()
+            .map(|o| match &o.result {
+                Ok(v) => format!("v{v}"),
+                Err(e) => e.to_string(),
+            })
+            .collect();
+        assert_eq!(
+            results[..3],
+            ["v2", "conflict: the change was made against version 1, the set is at version 2", "v3"]
+        );
+        assert!(results[3].starts_with("refused: line 1, column 7: unknown field `tcp.dprt`"), "{}", results[3]);
+        assert_eq!(results[4], "no definition `nothing`");
+        assert_eq!(c.version(), 3);
+        let totals: Vec<(String, u64, u64, bool)> =
+            c.totals().into_iter().map(|t| (t.name, t.version, t.traffic.packets, t.retired)).collect();
+        assert_eq!(
+            totals,
+            [
+                ("port".to_string(), 1, 4, true),  // 0 to 15: replaced at 20
+                ("all".to_string(), 1, 8, false),  // never changed: every packet
+                ("web".to_string(), 2, 6, false),  // added at 10
+                ("port".to_string(), 3, 4, false), // the replacement, from 20 (source port 0 < 10)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_definition_an_association_uses_cannot_go() {
+        let defs = parse_definitions("a = tcp.dport == 80\nb = tcp.sport == 80\nr = assoc a -> b").unwrap();
+        let mut c = Counter::new(defs, None, 100);
+        let e = c.apply(1, &Change::Remove("a".into())).unwrap_err();
+        assert_eq!(e.to_string(), "`a` is used by the association `r`");
+        assert_eq!(c.apply(1, &Change::Remove("r".into())), Ok(2));
+        assert_eq!(c.apply(2, &Change::Remove("a".into())), Ok(3));
+        assert_eq!(c.apply(3, &Change::Add("a = udp.dport == 53".into())), Ok(4));
+        assert!(matches!(c.apply(4, &Change::Add("a = udp.dport == 53".into())), Err(ChangeError::Exists(_))));
     }
 }

@@ -24,8 +24,10 @@ mod parse;
 pub mod pattern;
 mod trie;
 
-pub use count::{Counter, DefinitionTotal, Traffic};
-pub use parse::{parse_definition, parse_definitions, Association, Definition, Measures, ParseError};
+pub use count::{Change, ChangeError, ChangeOutcome, Counter, DefinitionTotal, ScheduledChange, Traffic};
+pub use parse::{
+    parse_definition, parse_definition_among, parse_definitions, Association, Definition, Measures, ParseError,
+};
 pub use parse::{DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};

@@ -100,6 +100,13 @@ pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
     Ok(defs)
 }
 
+/// Parses one definition line among `earlier` ones (which an association may name; its `from`
+/// and `to` index that slice).
+pub fn parse_definition_among(line: &str, earlier: &[Definition]) -> Result<Definition, ParseError> {
+    let mut p = Parser { line, at: 0, number: 1 };
+    p.definition_among(earlier)?.ok_or_else(|| p.error_at(0, "no definition on this line".to_string()))
+}
+
 /// Parses one definition (a line without a definition is an error).
 pub fn parse_definition(line: &str) -> Result<Definition, ParseError> {
     let mut p = Parser { line, at: 0, number: 1 };

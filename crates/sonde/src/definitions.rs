@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use sonde_define::{parse_definitions, Counter};
+use sonde_define::{parse_definitions, Change, Counter, ScheduledChange};
 
 pub const FILE: &str = "definitions.tsv";
 /// Written when a definition asks for `gap`, and for `length`.
@@ -25,11 +25,87 @@ pub fn load(path: &Path, interval_ns: Option<u64>, max_fids: usize) -> Result<Co
     Ok(Counter::new(defs, interval_ns, max_fids))
 }
 
+/// `--definition-changes FILE`: one change per line, applied when the packets reach its time:
+/// `TIME VERSION add LINE`, `TIME VERSION replace LINE`, `TIME VERSION remove NAME`, where
+/// TIME is in epoch seconds and VERSION the set's version the change was made against.
+pub fn load_changes(path: &Path) -> Result<Vec<ScheduledChange>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading definition changes {}", path.display()))?;
+    let mut changes = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |what: &str| anyhow::anyhow!("{}: line {}: {what}", path.display(), i + 1);
+        let mut parts = line.splitn(4, char::is_whitespace);
+        let (Some(time), Some(version), Some(op), Some(rest)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad("expected TIME VERSION add|replace|remove WHAT"));
+        };
+        let at_ns = epoch_ns(time).ok_or_else(|| bad("TIME is epoch seconds, up to nine decimals"))?;
+        let version: u64 = version.parse().map_err(|_| bad("VERSION is a whole number"))?;
+        let change = match op {
+            "add" => Change::Add(rest.trim().to_string()),
+            "replace" => Change::Replace(rest.trim().to_string()),
+            "remove" => Change::Remove(rest.trim().to_string()),
+            _ => return Err(bad("the change is add, replace or remove")),
+        };
+        changes.push(ScheduledChange { at_ns, expected_version: version, change });
+    }
+    Ok(changes)
+}
+
+/// `SECONDS[.FRACTION]` in ns, exactly (a float would round it).
+fn epoch_ns(text: &str) -> Option<u64> {
+    let (s, frac) = text.split_once('.').unwrap_or((text, ""));
+    if frac.len() > 9 || !s.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) || s.is_empty() {
+        return None;
+    }
+    let frac_ns: u64 = format!("{frac:0<9}").parse().ok()?;
+    s.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
+/// What became of a scheduled change, for summary.json.
+#[derive(Debug, Serialize)]
+pub struct ChangeSummary {
+    pub at_s: f64,
+    pub change: String,
+    /// `applied` (with the new version) or why not.
+    pub result: String,
+    pub version: Option<u64>,
+}
+
+pub fn change_log(counter: &Counter) -> Vec<ChangeSummary> {
+    counter
+        .change_log()
+        .iter()
+        .map(|o| ChangeSummary {
+            at_s: o.at_ns as f64 / 1e9,
+            change: match &o.change {
+                Change::Add(l) => format!("add {l}"),
+                Change::Replace(l) => format!("replace {l}"),
+                Change::Remove(n) => format!("remove {n}"),
+            },
+            result: match &o.result {
+                Ok(_) => "applied".to_string(),
+                Err(e) => e.to_string(),
+            },
+            version: o.result.as_ref().ok().copied(),
+        })
+        .collect()
+}
+
 /// One definition's totals, for summary.json.
 #[derive(Debug, Serialize)]
 pub struct DefinitionSummary {
     pub name: String,
     pub definition: String,
+    /// The set's version when it was added (1: the file the run started with).
+    pub version: u64,
+    /// Removed or replaced during the run: its figures cover the time before.
+    pub retired: bool,
     pub packets: u64,
     pub bytes: u64,
     /// Rows of definitions.tsv: distinct FIDs summed over the intervals.
@@ -72,6 +148,8 @@ pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<De
         .map(|t| DefinitionSummary {
             name: t.name,
             definition: t.text,
+            version: t.version,
+            retired: t.retired,
             packets: t.traffic.packets,
             bytes: t.traffic.bytes,
             fid_rows: t.fid_rows,

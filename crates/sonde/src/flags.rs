@@ -26,7 +26,7 @@ pub enum Command {
     /// Exit status: 0 success; 1 error (nothing analysed, or outputs could not be written);
     /// 2 bad usage; 3 the input ended early (truncated or corrupt): everything before the damage
     /// was analysed and written.
-    Analyze(AnalyzeArgs),
+    Analyze(Box<AnalyzeArgs>),
     /// Read a time-series store (monitoring's round-robin archives): export, dump, info.
     #[command(subcommand)]
     Ts(crate::ts::TsCommand),
@@ -117,6 +117,10 @@ pub struct AnalyzeArgs {
     /// identifier and interval, into definitions.tsv.
     #[arg(long, value_name = "FILE")]
     pub definitions: Option<PathBuf>,
+    /// Changes to the definitions at given packet times (add, replace, remove, each against a
+    /// version of the set; see docs/definitions.md).
+    #[arg(long, value_name = "FILE")]
+    pub definition_changes: Option<PathBuf>,
     /// Most flow identifiers per definition and interval; the rest are summed in an overflow row.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub definition_fids: usize,

@@ -86,8 +86,12 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
     let mut counter = match &args.definitions {
         Some(path) => Some(definitions::load(path, interval_ns, args.definition_fids)?),
+        None if args.definition_changes.is_some() => anyhow::bail!("--definition-changes needs --definitions"),
         None => None,
     };
+    if let (Some(counter), Some(path)) = (counter.as_mut(), &args.definition_changes) {
+        counter.schedule(definitions::load_changes(path)?);
+    }
     let monitor_files: Vec<&str> = sonde_stats::report::FILES
         .iter()
         .chain(&sonde_stats::report::TABLE_FILES)
@@ -164,6 +168,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         monitoring,
     );
     run.definitions = defined;
+    run.definition_changes =
+        counter.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
     out.write_summary(&run.to_json())?;
     if !args.quiet {
         report::print_human(&run, &args.out);

@@ -76,6 +76,9 @@ pub struct RunReport {
     pub monitoring: Option<Monitoring>,
     /// What each flow definition (`--definitions`) counted.
     pub definitions: Option<Vec<crate::definitions::DefinitionSummary>>,
+    /// What became of each `--definition-changes` entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition_changes: Option<Vec<crate::definitions::ChangeSummary>>,
 }
 
 impl RunReport {
@@ -114,6 +117,7 @@ impl RunReport {
             outputs,
             monitoring,
             definitions: None,
+            definition_changes: None,
         }
     }
 

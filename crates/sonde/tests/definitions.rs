@@ -278,3 +278,54 @@ fn the_data_to_ack_association_agrees_with_the_flow_analyser_and_the_kernel() {
         );
     }
 }
+
+#[test]
+fn changes_at_packet_times_are_versioned_and_lose_no_counts() {
+    let trace = traces().remove(0);
+    let defs = "tcp = ip.proto == 6\nweb = tcp.dport in 80..88\n";
+    // Between two packets of the demo trace (…597.519656 and …597.534378; …599.084357 and
+    // …599.084366).
+    let (t1, t2) = ("1795307597.525", "1795307599.08436");
+    let dir = tempfile::tempdir().unwrap();
+    let changes = dir.path().join("changes.txt");
+    std::fs::write(
+        &changes,
+        format!(
+            "# time version change\n\
+             {t1} 1 add syn = tcp.flags & 0x12 == 0x02\n\
+             {t1} 1 remove web\n\
+             {t2} 2 remove web\n\
+             {t2} 3 add oops = tcp.dprt == 1\n"
+        ),
+    )
+    .unwrap();
+    let (out, rows) = run(&trace, defs, &["--definition-changes", changes.to_str().unwrap()]);
+    let (_, unchanged) = run(&trace, defs, &[]);
+    let of = |rows: &[std::collections::HashMap<String, String>], name: &str| -> Vec<(String, u64)> {
+        rows.iter().filter(|r| r["definition"] == name).map(|r| (r["fid"].clone(), int(r, "packets"))).collect()
+    };
+    // A definition no change touched counts exactly as without changes.
+    assert_eq!(of(&rows, "tcp"), of(&unchanged, "tcp"));
+    let packets = |name: &str| of(&rows, name).iter().map(|r| r.1).sum::<u64>() as usize;
+    let syn = tshark(
+        &trace,
+        &format!("tcp.flags.syn == 1 && tcp.flags.ack == 0 && frame.time_epoch >= {t1}"),
+        &["frame.len"],
+    );
+    assert_eq!(packets("syn"), syn.len());
+    assert!(!syn.is_empty());
+    let web =
+        tshark(&trace, &format!("tcp.dstport >= 80 && tcp.dstport <= 88 && frame.time_epoch < {t2}"), &["frame.len"]);
+    assert_eq!(packets("web"), web.len());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let results: Vec<&str> =
+        summary["definition_changes"].as_array().unwrap().iter().map(|c| c["result"].as_str().unwrap()).collect();
+    assert_eq!(
+        results[..3],
+        ["applied", "conflict: the change was made against version 1, the set is at version 2", "applied"]
+    );
+    assert!(results[3].contains("unknown field `tcp.dprt`"), "{}", results[3]);
+    let web_total = summary["definitions"].as_array().unwrap().iter().find(|d| d["name"] == "web").unwrap().clone();
+    assert_eq!((web_total["retired"].as_bool(), web_total["version"].as_u64()), (Some(true), Some(1)));
+}
