@@ -95,6 +95,10 @@ struct Armed {
     max_armed: usize,
     /// FID → time armed.
     arms: FxHashMap<u128, u64>,
+    /// With `above`: the FID's other parts → (last part, time armed), and how many in all.
+    ranged: FxHashMap<u128, Vec<(u128, u64)>>,
+    ranged_count: usize,
+    lower_bound_bits: Option<u32>,
     samples: Gaps,
     dist: sonde_stats::Dist,
     histogram: [u64; GAP_BINS],
@@ -115,6 +119,9 @@ impl Armed {
             within_ns: a.within_ns,
             max_armed: a.max_armed,
             arms: FxHashMap::default(),
+            ranged: FxHashMap::default(),
+            ranged_count: 0,
+            lower_bound_bits: a.lower_bound_bits,
             samples: Gaps::default(),
             dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
             histogram: [0; GAP_BINS],
@@ -296,16 +303,9 @@ impl Counter {
         // Answers first, then arms: a packet that is both (data carrying an ACK) answers the
         // other direction's arm before it arms its own.
         for a in &mut self.armed {
-            for m in self.matches.iter().filter(|m| m.def as usize == a.to) {
-                if let Some(armed_ns) = a.arms.remove(&m.fid) {
-                    let gap = ts_ns.saturating_sub(armed_ns);
-                    if gap > a.within_ns {
-                        a.expired += 1;
-                        continue;
-                    }
-                    add_gap(&mut a.samples, &mut a.histogram, gap);
-                    a.dist.add(gap);
-                }
+            let to = a.to;
+            for m in self.matches.iter().filter(|m| m.def as usize == to) {
+                answer(a, m.fid, ts_ns);
             }
             let from = a.from;
             for m in self.matches.iter().filter(|m| m.def as usize == from) {
@@ -455,7 +455,7 @@ impl Counter {
                     ambiguous: a.ambiguous,
                     refused: a.refused,
                     expired: a.expired,
-                    unanswered: a.arms.len() as u64,
+                    unanswered: (a.arms.len() + a.ranged_count) as u64,
                 }
             })
             .collect()
@@ -618,24 +618,95 @@ fn add_gap(g: &mut Gaps, histogram: &mut [u64; GAP_BINS], gap: u64) {
     histogram[bin.min(GAP_BINS - 1)] += 1;
 }
 
+/// The sample of an arm made at `armed_ns` and answered at `ts_ns`, unless past its lifetime.
+fn sample(a: &mut Armed, armed_ns: u64, ts_ns: u64) {
+    let gap = ts_ns.saturating_sub(armed_ns);
+    if gap > a.within_ns {
+        a.expired += 1;
+        return;
+    }
+    add_gap(&mut a.samples, &mut a.histogram, gap);
+    a.dist.add(gap);
+}
+
+/// Splits a FID into its other parts and its last `bits`.
+fn split(fid: u128, bits: u32) -> (u128, u128) {
+    (if bits >= 128 { 0 } else { fid >> bits }, fid & Pattern::full_mask(bits))
+}
+
+/// B's packet with `fid` at `ts_ns`: answers its arm, or with `above` every arm it reaches.
+fn answer(a: &mut Armed, fid: u128, ts_ns: u64) {
+    let Some(bits) = a.lower_bound_bits else {
+        if let Some(armed_ns) = a.arms.remove(&fid) {
+            sample(a, armed_ns, ts_ns);
+        }
+        return;
+    };
+    let (high, low) = split(fid, bits);
+    let Some(mut arms) = a.ranged.remove(&high) else { return };
+    let half = 1u128 << (bits - 1);
+    let mask = Pattern::full_mask(bits);
+    let before = arms.len();
+    let mut answered = Vec::new();
+    arms.retain(|&(armed_low, armed_ns)| {
+        let reached = (low.wrapping_sub(armed_low) & mask) < half;
+        if reached {
+            answered.push(armed_ns);
+        }
+        !reached
+    });
+    a.ranged_count -= before - arms.len();
+    for armed_ns in answered {
+        sample(a, armed_ns, ts_ns);
+    }
+    if !arms.is_empty() {
+        a.ranged.insert(high, arms);
+    }
+}
+
 /// Arms `fid` at `ts_ns`: dropped instead if it is armed already (ambiguous); when the table
 /// is full, the arms past their lifetime go first, and if none did, the new one is refused.
 fn arm(a: &mut Armed, fid: u128, ts_ns: u64) {
-    if a.arms.remove(&fid).is_some() {
+    let split_fid = a.lower_bound_bits.map(|bits| split(fid, bits));
+    let armed_already = match split_fid {
+        None => a.arms.remove(&fid).is_some(),
+        Some((high, low)) => a.ranged.get_mut(&high).is_some_and(|v| {
+            let before = v.len();
+            v.retain(|e| e.0 != low);
+            before != v.len()
+        }),
+    };
+    if armed_already {
+        if split_fid.is_some() {
+            a.ranged_count -= 1;
+        }
         a.ambiguous += 1;
         return;
     }
-    if a.arms.len() >= a.max_armed {
+    if a.arms.len() + a.ranged_count >= a.max_armed {
         let within = a.within_ns;
-        let before = a.arms.len();
+        let before = a.arms.len() + a.ranged_count;
         a.arms.retain(|_, t| ts_ns.saturating_sub(*t) <= within);
-        a.expired += (before - a.arms.len()) as u64;
-        if a.arms.len() >= a.max_armed {
+        for v in a.ranged.values_mut() {
+            v.retain(|e| ts_ns.saturating_sub(e.1) <= within);
+        }
+        a.ranged.retain(|_, v| !v.is_empty());
+        a.ranged_count = a.ranged.values().map(Vec::len).sum();
+        a.expired += (before - a.arms.len() - a.ranged_count) as u64;
+        if a.arms.len() + a.ranged_count >= a.max_armed {
             a.refused += 1;
             return;
         }
     }
-    a.arms.insert(fid, ts_ns);
+    match split_fid {
+        None => {
+            a.arms.insert(fid, ts_ns);
+        }
+        Some((high, low)) => {
+            a.ranged.entry(high).or_default().push((low, ts_ns));
+            a.ranged_count += 1;
+        }
+    }
 }
 
 /// Adds a packet of `fid` to its gap statistics and its flow (`length`).
@@ -778,5 +849,27 @@ mod tests {
         assert_eq!(c.apply(2, &Change::Remove("a".into())), Ok(3));
         assert_eq!(c.apply(3, &Change::Add("a = udp.dport == 53".into())), Ok(4));
         assert!(matches!(c.apply(4, &Change::Add("a = udp.dport == 53".into())), Err(ChangeError::Exists(_))));
+    }
+
+    #[test]
+    fn above_answers_every_arm_it_reaches_in_sequence_arithmetic() {
+        let assoc = crate::Association { from: 0, to: 1, within_ns: 1_000, max_armed: 10, lower_bound_bits: Some(32) };
+        let mut a = Armed::new(2, &assoc);
+        let fid = |conn: u128, seq: u32| (conn << 32) | u128::from(seq);
+        for (ts, seq) in [(0, 100), (1, 200), (2, 300)] {
+            arm(&mut a, fid(1, seq), ts);
+        }
+        arm(&mut a, fid(2, 100), 4);
+        answer(&mut a, fid(1, 250), 10); // reaches 100 and 200, not 300, not the other connection
+        assert_eq!((a.samples.n, a.samples.min, a.samples.max), (2, 9, 10));
+        answer(&mut a, fid(1, 250), 11); // nothing left at or below 250
+        assert_eq!(a.samples.n, 2);
+        arm(&mut a, fid(1, 0xffff_fff0), 12);
+        answer(&mut a, fid(1, 0x10), 14); // past 0xfffffff0 by wrapping; 300 is still ahead
+        assert_eq!((a.samples.n, a.samples.min), (3, 2));
+        arm(&mut a, fid(1, 300), 15); // armed again before its answer: ambiguous, dropped
+        assert_eq!((a.ambiguous, a.ranged_count), (1, 1));
+        answer(&mut a, fid(2, 5000), 2_000); // past the lifetime: expired, not a sample
+        assert_eq!((a.samples.n, a.expired, a.ranged_count), (3, 1, 0));
     }
 }

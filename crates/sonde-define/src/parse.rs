@@ -45,6 +45,10 @@ pub struct Association {
     pub within_ns: u64,
     /// Most FIDs armed at once; arms beyond are refused and counted.
     pub max_armed: usize,
+    /// `above`: the last key part (this many bits) of B answers every arm whose last part it
+    /// reaches or passes, in sequence-number arithmetic (B − A mod 2^bits below half the
+    /// range), the other parts equal — as ACK ≥ seq + len answers every segment it covers.
+    pub lower_bound_bits: Option<u32>,
 }
 
 /// Default lifetime of an arm.
@@ -366,9 +370,26 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
-        let mut assoc = Association { from, to, within_ns: DEFAULT_WITHIN_NS, max_armed: DEFAULT_MAX_ARMED };
+        let mut assoc = Association {
+            from,
+            to,
+            within_ns: DEFAULT_WITHIN_NS,
+            max_armed: DEFAULT_MAX_ARMED,
+            lower_bound_bits: None,
+        };
         loop {
-            if self.eat_word("within") {
+            if self.eat_word("above") {
+                let last = |d: &Definition| d.keys.last().map(|&k| d.patterns[k].bits);
+                match (last(a), last(b)) {
+                    (Some(x), Some(y)) if x == y && x >= 2 => assoc.lower_bound_bits = Some(x),
+                    _ => {
+                        return Err(self.error(format!(
+                            "`above` needs the last key fields of `{}` and `{}` of one width (2 bits or more)",
+                            a.name, b.name
+                        )))
+                    }
+                }
+            } else if self.eat_word("within") {
                 assoc.within_ns = self.duration()?;
             } else if self.eat_word("max") {
                 assoc.max_armed = self.small_number("a number of arms")?.max(1) as usize;
@@ -377,7 +398,7 @@ impl<'a> Parser<'a> {
             }
         }
         if !self.at_end() {
-            return Err(self.error("expected `within`, `max` or the end of the line"));
+            return Err(self.error("expected `above`, `within`, `max` or the end of the line"));
         }
         Ok(Definition {
             name: name.to_string(),

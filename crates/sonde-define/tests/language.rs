@@ -141,6 +141,12 @@ fn a_refused_definition_says_where_it_is_wrong() {
         ("a = tcp.dport == 80\nr = assoc a -> a\ns = assoc r -> a", 3, 11, "`r` is an association"),
         ("a = tcp.dport == 80\nb = ip.version == 4 key ip4.src\nr = assoc a -> b", 3, 1, "keys of 16 and 32 bits"),
         ("a = ip.version == 6 key ip6.src, ip6.dst", 1, 34, "at most 128 bits"),
+        (
+            "a = tcp.dport == 80 key tcp.sport, tcp.dport\nb = ip.version == 4 key ip4.src\nr = assoc a -> b above",
+            3,
+            23,
+            "`above` needs the last key fields",
+        ),
     ];
     for (text, line, column, message) in cases {
         let (l, c, m) = refused(text);

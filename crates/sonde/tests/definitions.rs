@@ -269,6 +269,13 @@ fn the_data_to_ack_association_agrees_with_the_flow_analyser_and_the_kernel() {
             (crtt - kernel).abs() <= 0.1 * kernel,
             "{name}: client data→ACK p50 {crtt} ms, kernel srtt median {kernel} ms"
         );
+        // `above`: every segment an ACK reaches is answered, so (the transfers completed) no
+        // arm is left, there are more samples than exact ones, and the least is the same.
+        let cumulative = &assoc["rtt_cumulative"];
+        assert!(int(cumulative, "unanswered") * 100 <= int(cumulative, "samples"), "{name}: {cumulative:?}");
+        assert!(int(cumulative, "samples") > int(rtt, "samples"), "{name}: {cumulative:?}");
+        assert_eq!(cumulative["min_ms"], rtt["min_ms"], "{name}");
+        assert!(num(cumulative, "mean_ms") >= num(rtt, "mean_ms"), "{name}: delayed ACKs only add");
         // SYN→FIN: one sample per connection the client closed.
         let closed = flows.iter().filter(|f| int(f, "c_fin_cnt") > 0).count() as u64;
         let connection = &assoc["connection"];
