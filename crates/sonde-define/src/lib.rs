@@ -18,13 +18,18 @@
 //!
 //! The language, the fields and the costs: docs/definitions.md.
 
+mod assoc;
+mod change;
 mod count;
 pub mod fields;
+mod gaps;
 mod parse;
 pub mod pattern;
 mod trie;
 
-pub use count::{Change, ChangeError, ChangeOutcome, Counter, DefinitionTotal, ScheduledChange, Traffic};
+pub use assoc::AssociationTotal;
+pub use change::{Change, ChangeError, ChangeOutcome, ScheduledChange};
+pub use count::{Counter, DefinitionTotal, Traffic};
 pub use parse::{
     parse_definition, parse_definition_among, parse_definitions, Association, Definition, Measures, ParseError,
 };
