@@ -21,6 +21,7 @@
 mod assoc;
 mod change;
 mod count;
+mod definition;
 pub mod fields;
 mod gaps;
 mod parse;
@@ -30,10 +31,10 @@ mod trie;
 pub use assoc::AssociationTotal;
 pub use change::{Change, ChangeError, ChangeOutcome, ScheduledChange};
 pub use count::{Counter, DefinitionTotal, Traffic};
-pub use parse::{
-    parse_definition, parse_definition_among, parse_definitions, Association, Definition, Measures, ParseError,
+pub use definition::{
+    Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS,
 };
-pub use parse::{DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS};
+pub use parse::{parse_definition, parse_definition_among, parse_definitions};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};
 

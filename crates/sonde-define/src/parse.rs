@@ -1,93 +1,13 @@
 //! The definition language (docs/definitions.md): one definition per line,
 //! `name = condition and condition … [key field]`, `#` starts a comment.
 
-use std::fmt;
 use std::net::IpAddr;
 
+use crate::definition::{
+    Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS,
+};
 use crate::fields::{self, meta, Field, Needs};
 use crate::pattern::{Anchor, Pattern, MAX_BITS};
-
-/// Most patterns in one definition (the matcher's depth).
-pub const MAX_PATTERNS: usize = 32;
-
-/// A parsed definition: a chain of patterns, all of which must match, and which pattern's value
-/// is the flow identifier (FID).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Definition {
-    pub name: String,
-    /// In a canonical order (the decoder's facts, other tests by layer and offset, key-only
-    /// reads last): chains that begin alike share their first tests when compiled.
-    pub patterns: Vec<Pattern>,
-    /// Indices into `patterns` of the FID's parts: the `key` fields (their values side by side,
-    /// the first in the highest bits), else the last condition written.
-    pub keys: Vec<usize>,
-    /// The line as written (for listings and errors).
-    pub text: String,
-    /// What to measure (`measure count,gap,length`, or `none`; default `count`).
-    pub measures: Measures,
-    /// Interval of the counts (`every 10ms`); `None`: the run's.
-    pub every_ns: Option<u64>,
-    /// A FID's flow ends after this long without a packet (`idle 30s`, for `length`).
-    pub idle_ns: u64,
-    /// An association (`name = assoc A -> B …`) instead of patterns: `patterns` is empty.
-    pub assoc: Option<Association>,
-}
-
-/// `name = assoc A -> B [within DURATION] [max N]`: each packet matching definition A arms B
-/// with A's FID; a later packet matching B with the same FID, within the lifetime, gives one
-/// A→B gap sample and disarms. A FID armed again before its answer is dropped as ambiguous
-/// (Karn's rule: a retransmission cannot be told from the original).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Association {
-    /// Indices of A and B among the definitions (both written earlier in the file).
-    pub from: usize,
-    pub to: usize,
-    pub within_ns: u64,
-    /// Most FIDs armed at once; arms beyond are refused and counted.
-    pub max_armed: usize,
-    /// `above`: the last key part (this many bits) of B answers every arm whose last part it
-    /// reaches or passes, in sequence-number arithmetic (B − A mod 2^bits below half the
-    /// range), the other parts equal — as ACK ≥ seq + len answers every segment it covers.
-    pub lower_bound_bits: Option<u32>,
-}
-
-/// Default lifetime of an arm.
-pub const DEFAULT_WITHIN_NS: u64 = 10_000_000_000;
-/// Default cap on outstanding arms.
-pub const DEFAULT_MAX_ARMED: usize = 1_000_000;
-
-/// The measurements a definition asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Measures {
-    /// Packets and bytes per FID and interval.
-    pub count: bool,
-    /// Inter-arrival times per FID.
-    pub gap: bool,
-    /// Flows per FID (packets, bytes, duration), ended by `idle`.
-    pub length: bool,
-}
-
-/// A FID's flow ends after this long without a packet, unless `idle` says otherwise.
-pub const DEFAULT_IDLE_NS: u64 = 60_000_000_000;
-
-/// Why a definition was refused, and where: `line` and `column` count from 1.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-    /// The line's text, for the caret.
-    pub source_line: String,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let pad: String = self.source_line.chars().take(self.column.saturating_sub(1)).map(|_| ' ').collect();
-        write!(f, "line {}, column {}: {}\n  {}\n  {pad}^", self.line, self.column, self.message, self.source_line)
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 /// Parses a file of definitions. Names must be distinct.
 pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
@@ -263,12 +183,12 @@ impl<'a> Parser<'a> {
                     hi: Pattern::full_mask(field.bits),
                 };
                 keys.extend(push_unique(&mut chain, Some(extract)));
+                if chain.len() > MAX_PATTERNS {
+                    return Err(self.error_at(key_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
+                }
                 if !self.eat(",") {
                     break;
                 }
-            }
-            if chain.len() > MAX_PATTERNS {
-                return Err(self.error(format!("more than {MAX_PATTERNS} patterns in one definition")));
             }
         }
         let mut measures = Measures { count: true, gap: false, length: false };

@@ -3,7 +3,7 @@
 //! field with single values (`tcp.dport == 80`, `== 443`, …) are grouped: the field is read once
 //! and the matching child found by binary search, so 256 port definitions cost about one test.
 
-use crate::parse::{Definition, MAX_PATTERNS};
+use crate::definition::{Definition, MAX_PATTERNS};
 use crate::pattern::{Anchor, Pattern};
 use crate::Layers;
 

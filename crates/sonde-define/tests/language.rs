@@ -135,7 +135,16 @@ fn a_refused_definition_says_where_it_is_wrong() {
         ("a = l4[0:1 == 1", 1, 12, "expected `]`"),
         ("a = tcp.dport == 80 key ip.src", 1, 25, "needs the address family"),
         ("a = ip.src & 0xff == 1", 1, 14, "takes no mask"),
+        ("a = == 1", 1, 5, "expected a field"),
+        ("a = l4[x:1] == 1", 1, 8, "expected an offset"),
+        ("a = l4[4294967295:1] == 1", 1, 5, "offset or length is too large"),
+        ("a = tcp.flags & zz == 1", 1, 17, "expected a number, not `zz`"),
+        ("a = ip4.src == 1.2.3", 1, 16, "`1.2.3` is not an address"),
+        ("a = tcp.dport == abc", 1, 18, "`abc` is not a number"),
+        ("a = ip4.src in 10.0.0.0/x", 1, 16, "`x` is not a prefix length"),
         ("a = tcp.dport == 80\na = udp.dport == 53", 2, 1, "defined twice"),
+        ("a = tcp.dport == 80\nr = assoc a -> a soon", 2, 18, "expected `above`, `within`, `max`"),
+        ("a = tcp.dport == 80\nr = assoc a -> a max lots", 2, 22, "expected a number of arms"),
         ("a = tcp.dport == 80\nr = assoc a -> b", 2, 16, "no definition `b` above"),
         ("a = tcp.dport == 80\nr = assoc a b", 2, 13, "expected `->`"),
         ("a = tcp.dport == 80\nr = assoc a -> a\ns = assoc r -> a", 3, 11, "`r` is an association"),
@@ -156,6 +165,27 @@ fn a_refused_definition_says_where_it_is_wrong() {
     // The message shows the line with a caret under the column.
     let e = parse_definitions("web = ip.prto == 6").unwrap_err();
     assert_eq!(e.to_string(), "line 1, column 7: unknown field `ip.prto` (see docs/definitions.md for the list)\n  web = ip.prto == 6\n        ^");
+}
+
+#[test]
+fn too_many_patterns_are_refused_at_the_one_that_overflows() {
+    // 33 conditions: the 33rd is refused.
+    let long = (0..33).map(|i| format!("l4[{i}:1] == 1")).collect::<Vec<_>>().join(" and ");
+    let text = format!("a = {long}");
+    let column = text.find("l4[32:1]").unwrap() + 1;
+    assert_eq!(refused(&text), (1, column, "more than 32 patterns in one definition".to_string()));
+    // Three patterns, then one-bit keys: the 30th key makes 33.
+    let keys = (0..31).map(|i| format!("l4.bits[{i}:1]")).collect::<Vec<_>>().join(", ");
+    let text = format!("a = tcp.dport == 80 and ip.version == 4 key {keys}");
+    let column = text.find("l4.bits[29:1]").unwrap() + 1;
+    assert_eq!(refused(&text), (1, column, "more than 32 patterns in one definition".to_string()));
+    // One line, parsed alone, must hold a definition.
+    for empty in ["", "   ", "# only a comment"] {
+        let e = parse_definition(empty).unwrap_err();
+        assert_eq!((e.line, e.column, e.message.as_str()), (1, 1, "no definition on this line"));
+    }
+    // A file of nothing but comments is an empty set, not an error.
+    assert_eq!(parse_definitions("# nothing\n\n   # here\n").unwrap(), []);
 }
 
 #[test]
