@@ -4,7 +4,8 @@ use crate::pattern::{Anchor, Pattern};
 
 /// Offsets into [`crate::Layers::meta`].
 pub mod meta {
-    /// IP version of the (inner) packet: 4, 6, or 0 when it is not IP.
+    /// IP version of the (inner) packet: 4, 6, or 0 when it is not IP (the decoder writes no
+    /// other value). The other IP facts are 0 when it is not IP.
     pub const IP_VERSION: u32 = 0;
     /// The IP protocol: IPv4's protocol field, or IPv6's last next-header after extensions.
     pub const IP_PROTO: u32 = 1;
@@ -15,15 +16,23 @@ pub mod meta {
     /// TCP: the sequence number after this segment (seq + payload + SYN + FIN, 32 bits): what
     /// the ACK of exactly this segment carries.
     pub const TCP_NEXT: u32 = 4;
-    pub const LEN: usize = 8;
+    /// The IP packet's length as its header declares it (32 bits): IPv4's total length, IPv6's
+    /// payload length + 40.
+    pub const IP_LEN: u32 = 8;
+    pub const LEN: usize = 12;
 }
 
 /// What a named field needs to be true of the packet before it can be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Needs {
     Nothing,
+    /// The packet is IP (either version): the decoder's facts are zeros otherwise, which a
+    /// condition admitting 0 would match.
+    Ip,
     IpVersion(u8),
     IpProto(u8),
+    /// The Ethernet type at link offset 12 (an 802.1Q tag: 0x8100).
+    EthType(u16),
 }
 
 impl Needs {
@@ -39,8 +48,17 @@ impl Needs {
         };
         match self {
             Needs::Nothing => None,
+            Needs::Ip => Some(Pattern { hi: 6, ..byte(meta::IP_VERSION, 4) }),
             Needs::IpVersion(v) => Some(byte(meta::IP_VERSION, v)),
             Needs::IpProto(p) => Some(byte(meta::IP_PROTO, p)),
+            Needs::EthType(t) => Some(Pattern {
+                anchor: Anchor::Link,
+                offset_bits: 96,
+                bits: 16,
+                mask: 0xffff,
+                lo: u128::from(t),
+                hi: u128::from(t),
+            }),
         }
     }
 }
@@ -66,6 +84,8 @@ const fn addr(name: &'static str, offset_bits: u32, bits: u32, version: u8) -> F
 }
 
 const TCP: Needs = Needs::IpProto(6);
+const VLAN: Needs = Needs::EthType(0x8100);
+const IP: Needs = Needs::Ip;
 const UDP: Needs = Needs::IpProto(17);
 
 /// Every named field. `ip.src` and `ip.dst` are not here: they stand for the IPv4 or the IPv6
@@ -74,11 +94,17 @@ pub const FIELDS: &[Field] = &[
     field("eth.dst", Anchor::Link, 0, 48, Needs::Nothing),
     field("eth.src", Anchor::Link, 48, 48, Needs::Nothing),
     field("eth.type", Anchor::Link, 96, 16, Needs::Nothing),
+    // The first (outer) 802.1Q tag, right after the addresses.
+    field("vlan.pcp", Anchor::Link, 112, 3, VLAN),
+    field("vlan.id", Anchor::Link, 116, 12, VLAN),
+    field("vlan.type", Anchor::Link, 128, 16, VLAN),
     field("ip.version", Anchor::Meta, meta::IP_VERSION * 8, 8, Needs::Nothing),
-    field("ip.proto", Anchor::Meta, meta::IP_PROTO * 8, 8, Needs::Nothing),
-    field("ip.ttl", Anchor::Meta, meta::TTL * 8, 8, Needs::Nothing),
-    field("ip.tos", Anchor::Meta, meta::TOS * 8, 8, Needs::Nothing),
-    field("ip.dscp", Anchor::Meta, meta::TOS * 8, 6, Needs::Nothing),
+    field("ip.proto", Anchor::Meta, meta::IP_PROTO * 8, 8, IP),
+    field("ip.ttl", Anchor::Meta, meta::TTL * 8, 8, IP),
+    field("ip.hlim", Anchor::Meta, meta::TTL * 8, 8, IP),
+    field("ip.tos", Anchor::Meta, meta::TOS * 8, 8, IP),
+    field("ip.dscp", Anchor::Meta, meta::TOS * 8, 6, IP),
+    field("ip.len", Anchor::Meta, meta::IP_LEN * 8, 32, IP),
     field("ip4.len", Anchor::Net, 16, 16, Needs::IpVersion(4)),
     field("ip4.id", Anchor::Net, 32, 16, Needs::IpVersion(4)),
     addr("ip4.src", 96, 32, 4),

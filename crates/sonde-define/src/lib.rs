@@ -10,7 +10,7 @@
 //! let mut frame = vec![0u8; 40];
 //! frame[20..24].copy_from_slice(&[0x04, 0xd2, 0x00, 0x50]);
 //! frame[33] = 0x02;
-//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0] };
+//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0, 0, 0, 0, 40] };
 //! let mut out = Vec::new();
 //! set.matches(&layers, &mut out);
 //! assert_eq!(out.iter().map(|m| (m.def, m.fid)).collect::<Vec<_>>(), [(0, 80), (1, 2)]);
@@ -42,7 +42,7 @@ pub use trie::{Compiled, Match};
 /// when the packet has no such layer or the capture ended before it), plus facts the decoder
 /// found that a fixed offset cannot express (see [`fields::meta`]): IP version, the protocol
 /// after IPv6 extension headers, TTL / hop limit, TOS / traffic class, TCP's next sequence
-/// number.
+/// number, the IP length.
 #[derive(Debug, Clone, Copy)]
 pub struct Layers<'a> {
     pub frame: &'a [u8],
@@ -64,11 +64,12 @@ impl<'a> Layers<'a> {
                 std::net::IpAddr::V6(_) => (6, frame.get(at..at + 2).map_or(0, |b| (b[0] << 4) | (b[1] >> 4))),
             };
             meta[..4].copy_from_slice(&[version, ip.protocol, ip.ttl, tos]);
+            meta[8..].copy_from_slice(&ip.total_len.to_be_bytes());
         }
         if let Some(sonde_wire::Transport::Tcp(t)) = summary.transport {
             let next =
                 t.seq.wrapping_add(t.payload_len).wrapping_add(u32::from(t.flags.syn()) + u32::from(t.flags.fin()));
-            meta[4..].copy_from_slice(&next.to_be_bytes());
+            meta[4..8].copy_from_slice(&next.to_be_bytes());
         }
         Layers { frame, l3: offsets.network, l4: offsets.transport, payload: offsets.payload, meta }
     }

@@ -234,6 +234,11 @@ impl<'a> Parser<'a> {
         // in: the decoder's facts first, then the other tests by layer and offset, then the
         // patterns that only read a key (they filter nothing, and keys differ most).
         let key_patterns: Vec<Pattern> = keys.iter().map(|&k| chain[k]).collect();
+        // `ip.version == 4` (or 6) implies the packet is IP: the weaker check goes.
+        if chain_family(&chain).is_some() {
+            let ip = Needs::Ip.pattern();
+            chain.retain(|p| Some(*p) != ip || key_patterns.contains(p));
+        }
         chain.sort_by_key(|p| {
             let class = if p.anchor == Anchor::Meta {
                 0
@@ -421,7 +426,10 @@ impl<'a> Parser<'a> {
             );
         }
         let pattern = Pattern { anchor: field.anchor, offset_bits: field.offset_bits, bits: field.bits, mask, lo, hi };
-        Ok((field.needs.pattern(), pattern))
+        // A decoder fact is 0 on a packet that is not IP: only a condition admitting 0 needs
+        // the IP check (`ip.proto == 6` does not, and shares its node with `tcp.dport`).
+        let needs = if field.needs == Needs::Ip && lo != 0 { Needs::Nothing } else { field.needs };
+        Ok((needs.pattern(), pattern))
     }
 
     /// A named field, `ANCHOR[byte:len]` or `ANCHOR.bits[bit:len]`.

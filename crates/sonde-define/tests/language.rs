@@ -76,6 +76,30 @@ fn comparisons_become_ranges() {
 }
 
 #[test]
+fn facts_that_are_zero_off_ip_check_for_ip_only_when_zero_would_match() {
+    let chain = |text: &str| parse_definition(text).unwrap().patterns;
+    let ip = pattern(Anchor::Meta, meta::IP_VERSION * 8, 8, 0xff, 4, 6);
+    let ttl = |lo, hi| pattern(Anchor::Meta, meta::TTL * 8, 8, 0xff, lo, hi);
+    // A non-IP packet's facts are zeros: `< 5` would match it, `> 60` cannot.
+    assert_eq!(chain("a = ip.ttl < 5"), [ip, ttl(0, 4)]);
+    assert_eq!(chain("a = ip.hlim > 60"), [ttl(61, 255)]);
+    assert_eq!(chain("a = ip.dscp == 0"), [ip, pattern(Anchor::Meta, meta::TOS * 8, 6, 0x3f, 0, 0)]);
+    // An explicit version already says IP.
+    assert_eq!(chain("a = ip.ttl < 5 and ip.version == 6"), [meta_is(meta::IP_VERSION, 6), ttl(0, 4)]);
+    // `ip.proto == 6` alone is the node `tcp.dport` needs: shared.
+    assert_eq!(chain("a = ip.proto == 6"), [meta_is(meta::IP_PROTO, 6)]);
+    // A key admits every value, 0 too.
+    let d = parse_definition("a = ip.version in 0..6 key ip.len").unwrap();
+    let len = pattern(Anchor::Meta, meta::IP_LEN * 8, 32, 0xffff_ffff, 0, 0xffff_ffff);
+    assert_eq!(d.patterns, [pattern(Anchor::Meta, meta::IP_VERSION * 8, 8, 0xff, 0, 6), ip, len]);
+    assert_eq!(d.keys, [2]);
+    // 802.1Q: the tag's fields need the tag's Ethernet type.
+    let tagged = pattern(Anchor::Link, 96, 16, 0xffff, 0x8100, 0x8100);
+    assert_eq!(chain("a = vlan.id == 100"), [tagged, pattern(Anchor::Link, 116, 12, 0xfff, 100, 100)]);
+    assert_eq!(chain("a = eth.type == 0x8100 and vlan.pcp >= 5"), [tagged, pattern(Anchor::Link, 112, 3, 7, 5, 7)]);
+}
+
+#[test]
 fn measurements_intervals_and_timeouts_are_chosen_per_definition() {
     let d = parse_definition("a = tcp.dport == 80 measure gap, length every 10ms idle 30s").unwrap();
     assert_eq!((d.measures.count, d.measures.gap, d.measures.length), (false, true, true));

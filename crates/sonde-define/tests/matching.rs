@@ -74,18 +74,26 @@ fn named_fields_read_what_the_decoder_reads() {
          udport = ip.proto == 17 key udp.dport\n\
          src4 = ip.version == 4 key ip.src\n\
          dst6 = ip.version == 6 key ip.dst\n\
-         ttl = ip.ttl >= 0",
+         ttl = ip.ttl >= 0\n\
+         len = ip.len >= 0\n\
+         proto = ip.proto >= 0",
     )
     .unwrap();
     let set = Compiled::new(&defs);
     let mut out = Vec::new();
-    let mut checked = 0;
+    let (mut checked, mut non_ip) = (0, 0);
     for p in &packets {
         let Ok(summary) = decode(LinkType(p.link_type), &p.frame, p.frame.len() as u32) else { continue };
-        let Some(ip) = summary.ip else { continue };
         let layers: Layers = p.layers();
         set.matches(&layers, &mut out);
         let fid = |name: &str| out.iter().find(|m| defs[m.def as usize].name == name).map(|m| m.fid);
+        let Some(ip) = summary.ip else {
+            // The facts are zeros off IP: conditions that admit 0 still need IP.
+            assert_eq!((fid("ttl"), fid("len"), fid("proto")), (None, None, None));
+            non_ip += 1;
+            continue;
+        };
+        assert_eq!((fid("len"), fid("proto")), (Some(ip.total_len.into()), Some(ip.protocol.into())));
         match summary.transport {
             Some(Transport::Tcp(t)) => {
                 assert_eq!((fid("sport"), fid("dport")), (Some(t.src_port.into()), Some(t.dst_port.into())));
@@ -104,6 +112,30 @@ fn named_fields_read_what_the_decoder_reads() {
         checked += 1;
     }
     assert!(checked > 1000, "only {checked} packets checked");
+    assert!(non_ip > 0, "no packet without IP");
+}
+
+#[test]
+fn vlan_fields_read_the_first_tag() {
+    // Ethernet, 802.1Q (priority 5, VLAN 100), IPv4, UDP 1234 -> 53.
+    let mut frame = vec![0u8; 12];
+    frame.extend([0x81, 0x00, 0xa0, 0x64, 0x08, 0x00]);
+    frame.extend([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    frame.extend([0x04, 0xd2, 0, 53, 0, 8, 0, 0]);
+    let defs = parse_definitions(
+        "id = vlan.id >= 0\npcp = vlan.pcp == 5 key vlan.type\ndns = udp.dport == 53 and vlan.id == 100 key ip.len",
+    )
+    .unwrap();
+    let set = Compiled::new(&defs);
+    let mut out = Vec::new();
+    set.matches(&common::layers(1, &frame), &mut out);
+    let got: Vec<(u32, u128)> = out.iter().map(|m| (m.def, m.fid)).collect();
+    assert_eq!(got, [(0, 100), (1, 0x0800), (2, 28)]);
+    // Untagged: no VLAN fields.
+    let mut untagged = frame[..12].to_vec();
+    untagged.extend_from_slice(&frame[16..]);
+    set.matches(&common::layers(1, &untagged), &mut out);
+    assert_eq!(out, []);
 }
 
 #[test]
@@ -124,7 +156,7 @@ fn random_frames_never_panic_and_match_only_what_they_hold() {
             l3: at(rng.next()),
             l4: at(rng.next()),
             payload: at(rng.next()),
-            meta: [(rng.next() % 8) as u8, 6, 64, 0, 1, 2, 3, 4],
+            meta: [(rng.next() % 8) as u8, 6, 64, 0, 1, 2, 3, 4, 0, 0, 5, 220],
         };
         set.matches(&layers, &mut out);
         let mut flat = Vec::new();
