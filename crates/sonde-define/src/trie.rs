@@ -2,6 +2,8 @@
 //! share those nodes, so each shared test runs once per packet. Siblings that compare the same
 //! field with single values (`tcp.dport == 80`, `== 443`, …) are grouped: the field is read once
 //! and the matching child found by binary search, so 256 port definitions cost about one test.
+//! A set that shares nothing (one definition, or chains with no common start) is matched chain
+//! by chain: the same tests without the walk.
 
 use crate::definition::{Definition, MAX_PATTERNS};
 use crate::pattern::{Anchor, Pattern};
@@ -49,6 +51,10 @@ pub struct Compiled {
     keys: Vec<Vec<(usize, u32)>>,
     /// Nodes in the tree (for reports and tests).
     pub node_count: usize,
+    /// Whether any test is shared: a node two definitions pass through, or a group of values.
+    /// Without either the tree runs exactly the flat tests, slower (its walk and value stack),
+    /// so [`Compiled::matches`] walks the chains directly.
+    shares: bool,
 }
 
 /// Same field, same mask: what a group of exact tests shares.
@@ -123,13 +129,25 @@ impl Compiled {
             nodes[n].tests = tests;
         }
         let root = group(&nodes, &root_children);
-        let chains = defs.iter().map(|d| d.patterns.clone()).collect();
+        let chains: Vec<Vec<Pattern>> = defs.iter().map(|d| d.patterns.clone()).collect();
         let keys = defs.iter().map(|d| d.keys.iter().map(|&k| (k, d.patterns[k].bits)).collect()).collect();
-        Compiled { node_count: nodes.len(), nodes, root, root_children, chains, keys }
+        let grouped = |tests: &[Test]| tests.iter().any(|t| matches!(t, Test::Exact { .. }));
+        let shares = nodes.len() < chains.iter().map(Vec::len).sum::<usize>()
+            || grouped(&root)
+            || nodes.iter().any(|n| grouped(&n.tests));
+        Compiled { node_count: nodes.len(), nodes, root, root_children, chains, keys, shares }
+    }
+
+    /// Whether the tree shares any test between definitions (else matching walks the chains).
+    pub fn shares_tests(&self) -> bool {
+        self.shares
     }
 
     /// The definitions `layers` matches, in definition order, into `out` (cleared first).
     pub fn matches(&self, layers: &Layers<'_>, out: &mut Vec<Match>) {
+        if !self.shares {
+            return self.matches_flat(layers, out);
+        }
         out.clear();
         let mut values = [0u128; MAX_PATTERNS];
         self.run(&self.root, 0, layers, &mut values, out);

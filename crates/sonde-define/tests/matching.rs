@@ -38,11 +38,12 @@ fn the_tree_finds_what_each_definition_finds_alone() {
     assert!(packets.len() > 100);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut tree, mut flat) = (Vec::new(), Vec::new());
-    let mut matched = 0;
+    let (mut matched, mut walked) = (0, 0);
     for round in 0..20 {
         let text: Vec<String> = (0..1 + round * 12).map(|i| random_definition(&mut rng, i)).collect();
         let defs = parse_definitions(&text.join("\n")).unwrap();
         let set = Compiled::new(&defs);
+        walked += usize::from(set.shares_tests());
         for p in &packets {
             let layers = p.layers();
             set.matches(&layers, &mut tree);
@@ -52,6 +53,7 @@ fn the_tree_finds_what_each_definition_finds_alone() {
         }
     }
     assert!(matched > 10_000, "only {matched} matches: the definitions test little");
+    assert!(walked >= 19, "only {walked} of 20 sets walked the tree");
 }
 
 #[test]
@@ -62,6 +64,13 @@ fn shared_prefixes_are_one_node() {
     let set = Compiled::new(&defs);
     // tcp (shared by a, b, c) and udp at the top; a, b, c and d below.
     assert_eq!((set.root_width(), set.node_count), (2, 6));
+    assert!(set.shares_tests());
+    // Nothing in common: one definition, or chains that start apart.
+    for text in ["a = tcp.dport == 80", "a = tcp.dport == 80\nb = ip.version == 6"] {
+        assert!(!Compiled::new(&parse_definitions(text).unwrap()).shares_tests(), "{text}");
+    }
+    // Exact values of one field form a group even with no common node.
+    assert!(Compiled::new(&parse_definitions("a = ip.proto == 6\nb = ip.proto == 17").unwrap()).shares_tests());
 }
 
 #[test]
@@ -141,10 +150,12 @@ fn vlan_fields_read_the_first_tag() {
 #[test]
 fn random_frames_never_panic_and_match_only_what_they_hold() {
     let defs = parse_definitions(
-        "a = tcp.dport in 0..65535\nb = payload[0:16] > 0 key l4.bits[3:128]\nc = link[0:16] >= 0 key ip6.src",
+        "a = tcp.dport in 0..65535\nb = payload[0:16] > 0 key l4.bits[3:128]\nc = link[0:16] >= 0 key ip6.src\n\
+         d = tcp.dport == 80 key l4.bits[5:128]\ne = tcp.dport == 443 and ip.ttl < 3",
     )
     .unwrap();
     let set = Compiled::new(&defs);
+    assert!(set.shares_tests(), "the tree's walk is what is tested");
     let mut rng = Rng(7);
     let mut out = Vec::new();
     for _ in 0..50_000 {
