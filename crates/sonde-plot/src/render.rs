@@ -10,7 +10,11 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::axis::{duration, duration_ticks, log_ticks, si, time_ticks, utc_label, value_ticks, TimeStyle};
-use crate::figures::{protos_present, DistFigure, Layout, Panel, PdfFigure, Quantity, TimeFigure, PROTO_LABELS};
+use crate::figures::{
+    protos_present, DistFigure, Layout, LineFigure, Panel, PdfFigure, Quantity, TimeFigure, PROTO_LABELS,
+};
+
+mod lines;
 
 /// The image formats `sonde plot` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +36,8 @@ impl ImageFormat {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Figure {
     Time(Box<TimeFigure>),
+    /// Percentiles over time.
+    Lines(Box<LineFigure>),
     Dist(DistFigure),
     Pdf(PdfFigure),
 }
@@ -40,6 +46,7 @@ impl Figure {
     pub fn file_stem(&self) -> &str {
         match self {
             Figure::Time(f) => &f.file_stem,
+            Figure::Lines(f) => &f.file_stem,
             Figure::Dist(f) => &f.file_stem,
             Figure::Pdf(f) => &f.file_stem,
         }
@@ -49,6 +56,7 @@ impl Figure {
     pub fn size(&self) -> (u32, u32) {
         match self {
             Figure::Time(_) => (1200, 900),
+            Figure::Lines(f) => (1200, 80 + 300 * f.panels.len().max(1) as u32),
             Figure::Dist(_) => (1200, 520),
             Figure::Pdf(_) => (900, 520),
         }
@@ -84,6 +92,7 @@ impl Figure {
         root.fill(&WHITE).map_err(text)?;
         match self {
             Figure::Time(f) => draw_time(f, root),
+            Figure::Lines(f) => lines::draw_lines(f, root),
             Figure::Dist(f) => draw_dist(f, root),
             Figure::Pdf(f) => draw_pdf(f, root),
         }

@@ -77,7 +77,7 @@ fn bad_input_exits_1_naming_file_and_line() {
     std::fs::copy(fixture("dist/tcp_flows.tsv"), only_flows.path().join("tcp_flows.tsv")).unwrap();
     let out = sonde().arg("plot").arg(only_flows.path()).args(["--what", "time"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no intervals.tsv to plot"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no intervals.tsv or quantiles.tsv to plot"));
 }
 
 #[test]
