@@ -165,7 +165,7 @@ fn rtt_figure(
             .zip(columns)
             .enumerate()
             .map(|(k, (pct, &col))| Line {
-                label: format!("{pct}, mean of the row's steps"),
+                label: format!("{pct} (mean of the row's steps)"),
                 color: k,
                 weight: k,
                 values: rows.iter().map(|r| r.1[col]).collect(),

@@ -4,8 +4,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{known_runs, light, steps, text, Scale, FONT, PROTO_COLORS, SERIES_COLORS};
-use crate::axis::{time_ticks, trim_number, utc_label, TimeStyle};
+use super::time::{known_runs, steps, time_chart, TimeFrame};
+use super::{light, text, Scale, FONT, PROTO_COLORS, SERIES_COLORS};
+use crate::axis::{log_ticks, trim_number, value_ticks, TimeStyle};
 use crate::figures::{LineFigure, LinePanel};
 
 /// Colours of the line groups: distinct hues, none a lighter shade of another.
@@ -15,24 +16,39 @@ const LINE_COLORS: [RGBColor; 6] =
 const WIDTHS: [u32; 3] = [3, 2, 1];
 
 pub(super) fn draw_lines<DB: DrawingBackend>(fig: &LineFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-    let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
-    let (Some(&x0), Some(&x1)) = (fig.edges.first(), fig.edges.last()) else {
-        return Err("no bins".to_string());
-    };
-    if fig.panels.is_empty() {
-        return Err("no panel".to_string());
+    let frame = TimeFrame::new(root, &fig.title, &fig.edges, fig.panels.len(), 48)?;
+    for (i, (panel, panel_area)) in fig.panels.iter().zip(&frame.panels).enumerate() {
+        draw_panel(fig, panel, panel_area, frame.style, frame.x_desc(i))?;
     }
-    let style = TimeStyle::for_span(x1 - x0);
-    let x_desc = format!("time (UTC), from {}", utc_label(x0));
-    let height = area.dim_in_pixel().1;
-    let (plots, legend) = area.split_vertically(height.saturating_sub(30));
-    let areas = plots.split_evenly((fig.panels.len(), 1));
-    for (i, (panel, panel_area)) in fig.panels.iter().zip(&areas).enumerate() {
-        let last = i + 1 == fig.panels.len();
-        draw_panel(fig, panel, panel_area, style, last.then_some(x_desc.as_str()))?;
+    // One legend under the panels, where it hides no line: each series once, then the note.
+    let mut seen: Vec<(&str, usize, usize)> = Vec::new();
+    for l in fig.panels.iter().flat_map(|p| &p.lines) {
+        if !seen.contains(&(l.label.as_str(), l.color, l.weight)) {
+            seen.push((l.label.as_str(), l.color, l.weight));
+        }
     }
-    legend.draw(&Text::new(fig.legend.as_str(), (70, 8), (FONT, 14))).map_err(text)?;
+    let mut x = 70;
+    for (label, color, weight) in seen {
+        frame.legend.draw(&PathElement::new(vec![(x, 10), (x + 20, 10)], stroke(color, weight))).map_err(text)?;
+        frame.legend.draw(&Text::new(label, (x + 26, 3), (FONT, 14))).map_err(text)?;
+        x += 46 + 8 * label.chars().count() as i32;
+    }
+    frame.legend.draw(&Text::new(fig.legend.as_str(), (70, 26), (FONT, 14))).map_err(text)?;
     Ok(())
+}
+
+/// A log axis; one spanning less than a decade or so gets round linear steps as ticks, which
+/// the 1-2-5 ticks would leave nearly bare.
+fn log_scale(lo: f64, hi: f64) -> Scale {
+    let ticks = log_ticks(lo, hi);
+    if ticks.len() >= 3 {
+        return Scale::log_with(lo, hi, ticks);
+    }
+    Scale::log_with(lo, hi, value_ticks(lo, hi, 5).into_iter().filter(|&t| t > 0.0).collect())
+}
+
+fn stroke(color: usize, weight: usize) -> ShapeStyle {
+    LINE_COLORS[color % LINE_COLORS.len()].stroke_width(WIDTHS[weight.min(WIDTHS.len() - 1)])
 }
 
 /// The smallest and largest positive values of a panel, lines and bands.
@@ -56,27 +72,9 @@ fn draw_panel<DB: DrawingBackend>(
         (lo, _) if lo.is_finite() => (lo / 10.0, lo * 10.0),
         _ => (0.1, 10.0),
     };
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("{}, {} (log)", panel.caption, panel.unit), (FONT, 16))
-        .margin(6)
-        .margin_right(40)
-        .x_label_area_size(if x_desc.is_some() { 44 } else { 24 })
-        .y_label_area_size(64)
-        .build_cartesian_2d(Scale::linear(x0, x1, time_ticks(x0, x1, 10)), Scale::log(lo, hi))
-        .map_err(text)?;
-    let x_fmt = |t: &f64| style.label(*t);
+    let caption = format!("{}, {} (log)", panel.caption, panel.unit);
     let y_fmt = |v: &f64| trim_number(*v, 3);
-    let mut mesh = chart.configure_mesh();
-    mesh.x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .y_desc(panel.unit)
-        .label_style((FONT, 12))
-        .axis_desc_style((FONT, 13))
-        .light_line_style(WHITE);
-    if let Some(d) = x_desc {
-        mesh.x_desc(d);
-    }
-    mesh.draw().map_err(text)?;
+    let mut chart = time_chart(area, &caption, (x0, x1), log_scale(lo, hi), &y_fmt, panel.unit, style, x_desc)?;
 
     // Bands first, under every line.
     for line in &panel.lines {
@@ -92,26 +90,11 @@ fn draw_panel<DB: DrawingBackend>(
         }
     }
     for line in &panel.lines {
-        let color = LINE_COLORS[line.color % LINE_COLORS.len()];
-        let stroke = color.stroke_width(WIDTHS[line.weight.min(WIDTHS.len() - 1)]);
+        let stroke = stroke(line.color, line.weight);
         for run in known_runs(&line.values) {
             let edges = &fig.edges[run.start..=run.end];
             chart.draw_series(LineSeries::new(steps(edges, line.values[run].iter().copied()), stroke)).map_err(text)?;
         }
-        // An empty series carries the legend entry, whatever the runs.
-        chart
-            .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())
-            .map_err(text)?
-            .label(line.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], stroke));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font((FONT, 12))
-        .draw()
-        .map_err(text)?;
     Ok(())
 }
