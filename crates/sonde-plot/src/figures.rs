@@ -39,6 +39,40 @@ pub struct TimeFigure {
     pub panels: [Panel; 3],
 }
 
+/// Values over time drawn as lines (percentiles), in panels sharing the time axis; unlike a
+/// [`TimeFigure`] nothing is stacked, as percentiles do not add up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineFigure {
+    pub title: String,
+    pub file_stem: String,
+    /// Bin edges, as [`TimeFigure::edges`].
+    pub edges: Vec<f64>,
+    pub panels: Vec<LinePanel>,
+    /// Under the panels: what the lines and bands are.
+    pub legend: String,
+}
+
+/// One quantity of a [`LineFigure`], on a log axis (RTTs span decades).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinePanel {
+    pub caption: String,
+    pub unit: &'static str,
+    pub lines: Vec<Line>,
+}
+
+/// One series of a [`LinePanel`]: a value per bin, NaN where unknown (drawn as a gap).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub label: String,
+    /// Lines of one colour belong together (one direction and net).
+    pub color: usize,
+    /// Thicker for the central percentile: 0 is p50, 1 p95, 2 p99.
+    pub weight: usize,
+    pub values: Vec<f64>,
+    /// A shaded range per bin around the line (the lowest and highest of a coarse row's steps).
+    pub band: Option<Vec<(f64, f64)>>,
+}
+
 /// Builds the time figures: the native resolution and the coarser ones the span fills; the
 /// notes say which resolutions were skipped and why.
 pub fn time_figures(rows: &[IntervalRow], dir_label: &str) -> (Vec<TimeFigure>, Vec<String>) {

@@ -74,11 +74,16 @@ pub struct Span {
 
 impl Span {
     pub fn of(rows: &[IntervalRow]) -> Option<Span> {
-        let start_s = rows.iter().map(|r| r.start_s).reduce(f64::min)?;
-        let end_s = rows.iter().map(|r| r.end_s).reduce(f64::max)?;
+        Span::of_intervals(rows.iter().map(|r| (r.start_s, r.end_s)))
+    }
+
+    /// The span of any rows with a start and an end, e.g. those of `quantiles.tsv`.
+    pub fn of_intervals(intervals: impl Iterator<Item = (f64, f64)> + Clone) -> Option<Span> {
+        let start_s = intervals.clone().map(|r| r.0).reduce(f64::min)?;
+        let end_s = intervals.clone().map(|r| r.1).reduce(f64::max)?;
         // Lengths in whole microseconds (the file's precision), the most frequent wins; ties go
         // to the longer.
-        let mut lengths: Vec<i64> = rows.iter().map(|r| ((r.end_s - r.start_s) * 1e6).round() as i64).collect();
+        let mut lengths: Vec<i64> = intervals.map(|(start, end)| ((end - start) * 1e6).round() as i64).collect();
         lengths.sort_unstable();
         let (mut best, mut best_n, mut i) = (lengths[0], 0, 0);
         while i < lengths.len() {

@@ -5,13 +5,13 @@
 //! - time figures from `intervals.tsv`: throughput, new flows and active flows per protocol,
 //!   inbound above the axis and outbound below (as Tstat's RRD plots), at the file's own
 //!   interval and re-aggregated to 5 min, 30 min, 2 h and 1 day where the trace spans at least
-//!   two such bins;
+//!   two such bins; and TCP RTT percentiles per interval from `quantiles.tsv` ([`quantiles`]);
 //! - distributions from the flow logs: CDF and log-log CCDF of flow duration and of payload
 //!   bytes per direction, and the RTT pdf (from `histograms.tsv`'s `tcp_rtt_sample` rows when
 //!   present, else from the flows' average RTTs).
 //!
-//! - time figures from a round-robin store (`sonde analyze --store`), one per resolution it
-//!   keeps ([`store`]).
+//! - time figures from a round-robin store (`sonde analyze --store`): traffic and RTT
+//!   percentiles, one of each per resolution it keeps ([`store`]).
 //!
 //! Reading never panics on a malformed file: errors name the file and line. The series are
 //! computed in [`figures`] as plain numbers and only drawn by [`Figure::render`], which needs no
@@ -35,6 +35,7 @@ pub mod figures;
 pub mod flows;
 pub mod histograms;
 pub mod intervals;
+pub mod quantiles;
 mod render;
 pub mod store;
 mod table;
@@ -49,7 +50,7 @@ use error::io_error;
 /// Which figures to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selection {
-    /// Time figures (from `intervals.tsv`).
+    /// Time figures (from `intervals.tsv` and `quantiles.tsv`).
     Time,
     /// Distributions (from the flow logs and `histograms.tsv`).
     Distributions,
@@ -101,6 +102,14 @@ pub fn figures_titled(dir: &Path, label: &str, selection: Selection) -> Result<(
         } else {
             notes.push(format!("no time figures: {} not found", path.display()));
         }
+        let path = dir.join("quantiles.tsv");
+        if path.is_file() {
+            found_input = true;
+            match quantiles::rtt_time_figure(&quantiles::read_quantiles(&path, &quantiles::RTT_METRIC_NAMES)?, label) {
+                Ok(fig) => figs.push(Figure::Lines(Box::new(fig))),
+                Err(note) => notes.push(note),
+            }
+        }
     }
     if matches!(selection, Selection::Distributions | Selection::All) {
         let mut missing = Vec::new();
@@ -144,9 +153,9 @@ pub fn figures_titled(dir: &Path, label: &str, selection: Selection) -> Result<(
     }
     if !found_input {
         let wanted = match selection {
-            Selection::Time => "intervals.tsv",
+            Selection::Time => "intervals.tsv or quantiles.tsv",
             Selection::Distributions => "flow log (tcp_flows.tsv, udp_flows.tsv) or histograms.tsv",
-            Selection::All => "intervals.tsv, flow log or histograms.tsv",
+            Selection::All => "intervals.tsv, quantiles.tsv, flow log or histograms.tsv",
         };
         return Err(PlotError::NoInput { dir: dir.to_path_buf(), wanted: wanted.to_string() });
     }
@@ -162,7 +171,7 @@ pub fn plot_dir(req: &PlotRequest) -> Result<PlotReport, PlotError> {
     };
     if let Some(path) = &req.store {
         let (time, skipped) = store::read_store_figures(path, &path.display().to_string())?;
-        figs.extend(time.into_iter().map(|f| Figure::Time(Box::new(f))));
+        figs.extend(time);
         notes.extend(skipped.into_iter().map(|s| format!("{}: {s}", path.display())));
     }
     std::fs::create_dir_all(&req.output).map_err(|e| io_error(&req.output, e))?;

@@ -9,8 +9,11 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::axis::{duration, duration_ticks, log_ticks, si, time_ticks, utc_label, value_ticks, TimeStyle};
-use crate::figures::{protos_present, DistFigure, Layout, Panel, PdfFigure, Quantity, TimeFigure, PROTO_LABELS};
+use crate::axis::{duration, duration_ticks, log_ticks, si};
+use crate::figures::{DistFigure, LineFigure, PdfFigure, Quantity, TimeFigure};
+
+mod lines;
+mod time;
 
 /// The image formats `sonde plot` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +35,8 @@ impl ImageFormat {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Figure {
     Time(Box<TimeFigure>),
+    /// Percentiles over time.
+    Lines(Box<LineFigure>),
     Dist(DistFigure),
     Pdf(PdfFigure),
 }
@@ -40,6 +45,7 @@ impl Figure {
     pub fn file_stem(&self) -> &str {
         match self {
             Figure::Time(f) => &f.file_stem,
+            Figure::Lines(f) => &f.file_stem,
             Figure::Dist(f) => &f.file_stem,
             Figure::Pdf(f) => &f.file_stem,
         }
@@ -49,6 +55,7 @@ impl Figure {
     pub fn size(&self) -> (u32, u32) {
         match self {
             Figure::Time(_) => (1200, 900),
+            Figure::Lines(f) => (1200, 80 + 300 * f.panels.len().max(1) as u32),
             Figure::Dist(_) => (1200, 520),
             Figure::Pdf(_) => (900, 520),
         }
@@ -83,7 +90,8 @@ impl Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         root.fill(&WHITE).map_err(text)?;
         match self {
-            Figure::Time(f) => draw_time(f, root),
+            Figure::Time(f) => time::draw_time(f, root),
+            Figure::Lines(f) => lines::draw_lines(f, root),
             Figure::Dist(f) => draw_dist(f, root),
             Figure::Pdf(f) => draw_pdf(f, root),
         }
@@ -131,95 +139,6 @@ const SERIES_COLORS: [RGBColor; 6] = [
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
 ];
-
-fn draw_time<DB: DrawingBackend>(fig: &TimeFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-    let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
-    let (Some(&x0), Some(&x1)) = (fig.edges.first(), fig.edges.last()) else {
-        return Err("no bins".to_string());
-    };
-    let style = TimeStyle::for_span(x1 - x0);
-    let x_desc = format!("time (UTC), from {}", utc_label(x0));
-    let present = protos_present(fig);
-    let height = area.dim_in_pixel().1;
-    let (plots, legend) = area.split_vertically(height.saturating_sub(30));
-    let panels = plots.split_evenly((3, 1));
-    for (i, (panel, panel_area)) in fig.panels.iter().zip(&panels).enumerate() {
-        draw_time_panel(fig, panel, panel_area, style, &present, (i == 2).then_some(x_desc.as_str()))?;
-    }
-    // One legend for the three panels, under them: the protocols, then the directions.
-    let mut x = 70;
-    for p in (0..4).filter(|&p| present[p]) {
-        legend.draw(&Rectangle::new([(x, 8), (x + 14, 22)], light(PROTO_COLORS[p]).filled())).map_err(text)?;
-        legend.draw(&Text::new(PROTO_LABELS[p], (x + 20, 8), (FONT, 14))).map_err(text)?;
-        x += 30 + 10 * PROTO_LABELS[p].len() as i32;
-    }
-    legend.draw(&Text::new(fig.directions.as_str(), (x + 20, 8), (FONT, 14))).map_err(text)?;
-    Ok(())
-}
-
-fn draw_time_panel<DB: DrawingBackend>(
-    fig: &TimeFigure,
-    panel: &Panel,
-    area: &DrawingArea<DB, Shift>,
-    style: TimeStyle,
-    present: &[bool; 4],
-    x_desc: Option<&str>,
-) -> Result<(), String> {
-    let (x0, x1) = (fig.edges[0], fig.edges[fig.edges.len() - 1]);
-    let stacked = |v: &[f64; 4]| v.iter().sum::<f64>();
-    let top = panel.above.iter().map(stacked).fold(0.0, f64::max);
-    let bottom = panel.below.iter().map(stacked).fold(0.0, f64::max);
-    let (top, bottom) = match (top > 0.0, bottom > 0.0, fig.layout == Layout::AllAbove) {
-        (false, false, _) => (1.0, 1.0),
-        (_, _, true) => (top, 0.0),
-        // Each side at least a tenth of the other, so the smaller one stays readable.
-        _ => (top.max(bottom * 0.1), bottom.max(top * 0.1)),
-    };
-    let directions = match fig.layout {
-        Layout::InOut { .. } => "   ↑ in   ↓ out",
-        Layout::AllAbove => "",
-    };
-    let mut chart = ChartBuilder::on(area)
-        .caption(format!("{}, {}{directions}", panel.caption, panel.unit), (FONT, 16))
-        .margin(6)
-        .margin_right(40)
-        .x_label_area_size(if x_desc.is_some() { 44 } else { 24 })
-        .y_label_area_size(64)
-        .build_cartesian_2d(
-            Scale::linear(x0, x1, time_ticks(x0, x1, 10)),
-            Scale::linear(-bottom * 1.05, top * 1.05, value_ticks(-bottom * 1.05, top * 1.05, 6)),
-        )
-        .map_err(text)?;
-    let x_fmt = |t: &f64| style.label(*t);
-    let y_fmt = |v: &f64| si(*v);
-    let mut mesh = chart.configure_mesh();
-    mesh.x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .y_desc(panel.unit)
-        .label_style((FONT, 12))
-        .axis_desc_style((FONT, 13))
-        .light_line_style(WHITE);
-    if let Some(d) = x_desc {
-        mesh.x_desc(d);
-    }
-    mesh.draw().map_err(text)?;
-
-    // Stacked areas, drawn from the whole stack down so each protocol shows its own layer.
-    for (sign, values) in [(1.0, &panel.above), (-1.0, &panel.below)] {
-        for p in (0..4).rev().filter(|&p| present[p]) {
-            let color = PROTO_COLORS[p];
-            let cumulative: Vec<f64> = values.iter().map(|v| sign * v[..=p].iter().sum::<f64>()).collect();
-            // Unknown bins (NaN: a store's rows when the probe was not running) are gaps.
-            for run in known_runs(&cumulative) {
-                let edges = &fig.edges[run.start..=run.end];
-                let area = AreaSeries::new(steps(edges, cumulative[run].iter().copied()), 0.0, light(color).filled());
-                chart.draw_series(area.border_style(color)).map_err(text)?;
-            }
-        }
-    }
-    chart.draw_series(std::iter::once(PathElement::new(vec![(x0, 0.0), (x1, 0.0)], BLACK))).map_err(text)?;
-    Ok(())
-}
 
 /// An axis with the ticks we choose (plotters' own key-point wrapper loses the label formatter).
 struct Scale {
@@ -271,34 +190,6 @@ impl Ranged for Scale {
 fn light(c: RGBColor) -> RGBColor {
     let mix = |v: u8| ((u16::from(v) * 3 + 255) / 4) as u8;
     RGBColor(mix(c.0), mix(c.1), mix(c.2))
-}
-
-/// Points of a step curve: each value held from its bin's start to its end.
-/// The runs of consecutive finite values, as index ranges.
-fn known_runs(values: &[f64]) -> Vec<std::ops::Range<usize>> {
-    let mut runs = Vec::new();
-    let mut start = None;
-    for (i, v) in values.iter().enumerate() {
-        match (v.is_finite(), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                runs.push(s..i);
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    runs.extend(start.map(|s| s..values.len()));
-    runs
-}
-
-fn steps(edges: &[f64], values: impl Iterator<Item = f64>) -> Vec<(f64, f64)> {
-    let mut pts = Vec::new();
-    for (i, v) in values.enumerate() {
-        pts.push((edges[i], v));
-        pts.push((edges[i + 1], v));
-    }
-    pts
 }
 
 /// The most points drawn per distribution curve.

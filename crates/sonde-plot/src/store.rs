@@ -12,23 +12,27 @@ use std::path::Path;
 use sonde_rrd::{Cf, Store};
 
 use crate::error::PlotError;
-use crate::figures::{Layout, Panel, TimeFigure};
+use crate::figures::{Layout, Line, LineFigure, LinePanel, Panel, TimeFigure};
 use crate::intervals::{duration_label, duration_tag, Net, PROTOS};
+use crate::Figure;
 
-/// The figures of the store at `path`, and notes on the archives left out.
-pub fn read_store_figures(path: &Path, label: &str) -> Result<(Vec<TimeFigure>, Vec<String>), PlotError> {
+/// The figures of the store at `path` (per resolution, the traffic figure then the RTT one),
+/// and notes on what was left out.
+pub fn read_store_figures(path: &Path, label: &str) -> Result<(Vec<Figure>, Vec<String>), PlotError> {
     let error = |reason: String| PlotError::Store { path: path.to_path_buf(), reason };
     let store = Store::open(path).map_err(|e| error(e.to_string()))?;
-    let columns = Columns::find(&store.spec().sources).map_err(error)?;
+    let spec = store.spec();
+    let columns = Columns::find(&spec.sources).map_err(error)?;
+    let sources = spec.sources.len();
+    let read = |i: usize| store.archive_rows(i).map_err(|e| error(e.to_string()));
     let mut figures = Vec::new();
     let mut notes = Vec::new();
-    for (i, archive) in store.spec().archives.iter().enumerate() {
+    for (i, archive) in spec.archives.iter().enumerate() {
         if archive.cf != Cf::Average {
             continue;
         }
-        let rows = store.archive_rows(i).map_err(|e| error(e.to_string()))?;
-        let resolution_s = store.spec().resolution_s(i) as f64;
-        let sources = store.spec().sources.len();
+        let rows = read(i)?;
+        let resolution_s = spec.resolution_s(i) as f64;
         let all: Vec<(f64, &[f64])> =
             rows.times_s.iter().zip(rows.values.chunks_exact(sources)).map(|(t, v)| (*t as f64, v)).collect();
         let known = |v: &[f64]| columns.bytes.iter().flatten().any(|&c| !v[c].is_nan());
@@ -41,7 +45,22 @@ pub fn read_store_figures(path: &Path, label: &str) -> Result<(Vec<TimeFigure>, 
             notes.push(format!("store figure {}: the archive holds one known row", duration_label(resolution_s)));
             continue;
         }
-        figures.push(figure(&all[first..=last], resolution_s, store.spec().step_s as f64, &columns, label));
+        let traffic = figure(&all[first..=last], resolution_s, spec.step_s as f64, &columns, label);
+        // The MIN and MAX archives of the same rows give the bands, when rows hold several steps.
+        let partner = |cf: Cf| {
+            spec.archives.iter().position(|a| a.cf == cf && a.steps == archive.steps && a.rows == archive.rows)
+        };
+        let bands = match (archive.steps > 1, partner(Cf::Min), partner(Cf::Max)) {
+            (true, Some(lo), Some(hi)) => Some((read(lo)?.values, read(hi)?.values)),
+            _ => None,
+        };
+        let bands = bands.as_ref().map(|(lo, hi)| (&lo[first * sources..], &hi[first * sources..]));
+        let rtt = rtt_figure(&all[first..=last], bands, sources, &traffic, &columns);
+        figures.push(Figure::Time(Box::new(traffic)));
+        match rtt {
+            Some(f) => figures.push(Figure::Lines(Box::new(f))),
+            None => notes.push(format!("store RTT figure {}: no RTT in the rows", duration_label(resolution_s))),
+        }
     }
     Ok((figures, notes))
 }
@@ -52,7 +71,13 @@ struct Columns {
     packets: [[usize; 4]; 4],
     /// Active flows; only TCP and UDP have them.
     flows: [[Option<usize>; 4]; 4],
+    /// p50 and p95 of each of [`RTT_PANELS`]; a store from before they were kept has none.
+    rtt: [Option<[usize; 2]>; 2],
 }
+
+/// The RTT series of the store (all directions and nets merged, in ms), with the panel captions.
+const RTT_PANELS: [(&str, &str); 2] =
+    [("rtt_avg", "Per-flow average RTT (rtt_avg)"), ("hs_rtt", "Handshake RTT (hs_rtt)")];
 
 impl Columns {
     fn find(sources: &[String]) -> Result<Columns, String> {
@@ -62,7 +87,9 @@ impl Columns {
                 .position(|s| *s == name)
                 .ok_or(format!("no data source `{name}`: not a store of sonde analyze"))
         };
-        let mut c = Columns { bytes: [[0; 4]; 4], packets: [[0; 4]; 4], flows: [[None; 4]; 4] };
+        let rtt =
+            RTT_PANELS.map(|(metric, _)| Some([at(format!("{metric}_p50")).ok()?, at(format!("{metric}_p95")).ok()?]));
+        let mut c = Columns { bytes: [[0; 4]; 4], packets: [[0; 4]; 4], flows: [[None; 4]; 4], rtt };
         for (p, proto) in PROTOS.iter().enumerate() {
             for net in Net::ALL {
                 let n = net as usize;
@@ -121,45 +148,85 @@ fn figure(rows: &[(f64, &[f64])], resolution_s: f64, step_s: f64, c: &Columns, l
     }
 }
 
+/// RTT p50 and p95 over the rows of the traffic figure `traffic` (same bins), each with the
+/// band from the MIN to the MAX archive when given; `None` when no row has an RTT.
+fn rtt_figure(
+    rows: &[(f64, &[f64])],
+    bands: Option<(&[f64], &[f64])>,
+    sources: usize,
+    traffic: &TimeFigure,
+    c: &Columns,
+) -> Option<LineFigure> {
+    let mut panels = Vec::new();
+    for ((_, caption), columns) in RTT_PANELS.iter().zip(&c.rtt) {
+        let Some(columns) = columns else { continue };
+        let lines: Vec<Line> = ["p50", "p95"]
+            .iter()
+            .zip(columns)
+            .enumerate()
+            .map(|(k, (pct, &col))| Line {
+                label: format!("{pct} (mean of the row's steps)"),
+                color: k,
+                weight: k,
+                values: rows.iter().map(|r| r.1[col]).collect(),
+                band: bands
+                    .map(|(lo, hi)| (0..rows.len()).map(|i| (lo[i * sources + col], hi[i * sources + col])).collect()),
+            })
+            .collect();
+        if lines.iter().any(|l| l.values.iter().any(|v| v.is_finite())) {
+            panels.push(LinePanel { caption: caption.to_string(), unit: "ms", lines });
+        }
+    }
+    let band = if bands.is_some() { "shaded: lowest to highest step in the row (MIN, MAX archives); " } else { "" };
+    (!panels.is_empty()).then(|| LineFigure {
+        title: traffic.title.replace("traffic per", "TCP RTT percentiles per"),
+        file_stem: traffic.file_stem.replacen("store-", "store-rtt-", 1),
+        edges: traffic.edges.clone(),
+        panels,
+        legend: format!("all directions and nets; {band}gaps: no RTT or not monitored"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sonde_rrd::Spec;
 
-    fn sources() -> Vec<String> {
-        let mut names = Vec::new();
-        for proto in PROTOS {
-            for net in Net::ALL {
-                names.push(format!("{}_{}_pkts", proto.name(), net.name()));
-                names.push(format!("{}_{}_bytes", proto.name(), net.name()));
-            }
+    /// Step `k`'s rtt_avg p50 and p95 (ms); steps 5 to 7 had no RTT.
+    fn rtt(k: u64) -> (f64, f64) {
+        if (5..=7).contains(&k) {
+            (f64::NAN, f64::NAN)
+        } else {
+            (10.0 + k as f64, 100.0 + k as f64)
         }
-        for proto in &PROTOS[..2] {
-            for net in Net::ALL {
-                names.push(format!("{}_{}_flows", proto.name(), net.name()));
-            }
-        }
-        names
     }
 
-    /// A store with 60 s steps kept at 1 min and 10 min: 30 steps of known traffic, 10 unknown
-    /// (a restart), 20 more.
+    /// A store of sonde's sources with 60 s steps kept at 1 min and 10 min: 30 steps of known
+    /// traffic, 10 unknown (a restart), 20 more. No handshake RTT at all.
     fn store(dir: &Path) -> std::path::PathBuf {
-        let names = sources();
+        let names = sonde_stats::Report::series_names();
         let spec = Spec::with_resolutions(60, names.clone(), &[(60, 3600), (600, 86_400)]).unwrap();
         let path = dir.join("s.rrd");
         let mut store = Store::create(&path, &spec, 6000).unwrap();
         let at = |name: &str| names.iter().position(|s| s == name).unwrap();
         for step in (1..=30).chain(41..=60) {
-            let mut values = vec![0.0; names.len()];
+            let mut values = vec![f64::NAN; names.len()];
+            values[..at("rtt_avg_mean")].fill(0.0);
             values[at("tcp_in_bytes")] = 6000.0 * step as f64;
             values[at("tcp_out_bytes")] = 600.0;
             values[at("udp_in_pkts")] = 120.0;
             values[at("tcp_in_flows")] = 3.0;
+            (values[at("rtt_avg_p50")], values[at("rtt_avg_p95")]) = rtt(step);
             store.update(6000 + 60 * step, &values).unwrap();
         }
         store.sync().unwrap();
         path
+    }
+
+    fn split(figs: &[Figure]) -> (Vec<&TimeFigure>, Vec<&LineFigure>) {
+        let time = figs.iter().filter_map(|f| if let Figure::Time(t) = f { Some(&**t) } else { None });
+        let lines = figs.iter().filter_map(|f| if let Figure::Lines(l) = f { Some(&**l) } else { None });
+        (time.collect(), lines.collect())
     }
 
     #[test]
@@ -167,9 +234,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (figs, notes) = read_store_figures(&store(dir.path()), "t").unwrap();
         assert!(notes.is_empty(), "{notes:?}");
-        let stems: Vec<&str> = figs.iter().map(|f| f.file_stem.as_str()).collect();
-        assert_eq!(stems, ["store-60s", "store-10min"]);
-        let minute = &figs[0];
+        let stems: Vec<&str> = figs.iter().map(|f| f.file_stem()).collect();
+        assert_eq!(stems, ["store-60s", "store-rtt-60s", "store-10min", "store-rtt-10min"]);
+        let (time, _) = split(&figs);
+        let minute = time[0];
         // Rows 1..=60 minutes after the start: 60 bins, edges from the first row's start.
         assert_eq!(minute.edges.len(), 61);
         assert_eq!((minute.edges[0], minute.edges[60]), (6000.0, 6000.0 + 3600.0));
@@ -183,10 +251,39 @@ mod tests {
         // ICMP and other have no flow series: zero, not unknown.
         assert_eq!(minute.panels[2].above[0][2], 0.0);
         // Ten-minute rows consolidate ten steps: the first holds steps 1..=10.
-        let ten = &figs[1];
+        let ten = time[1];
         let mean: f64 = (1..=10).map(|s| 6000.0 * s as f64).sum::<f64>() / 10.0;
         assert_eq!(ten.panels[0].above[0][0], mean * 8.0 / 60.0);
         assert!(matches!(ten.layout, Layout::InOut { .. }));
+    }
+
+    #[test]
+    fn rtt_figures_show_the_stored_percentiles_with_min_max_bands_and_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (figs, _) = read_store_figures(&store(dir.path()), "t").unwrap();
+        let (time, rtt_figs) = split(&figs);
+        let minute = rtt_figs[0];
+        assert_eq!(minute.edges, time[0].edges, "the bins of the traffic figure");
+        // No handshake RTT stored: its panel is left out.
+        assert_eq!(minute.panels.len(), 1);
+        assert_eq!(minute.panels[0].caption, "Per-flow average RTT (rtt_avg)");
+        let [p50, p95] = &minute.panels[0].lines[..] else { panic!("p50 and p95") };
+        for k in 1..=60u64 {
+            let i = k as usize - 1;
+            let want = if (31..=40).contains(&k) { (f64::NAN, f64::NAN) } else { rtt(k) };
+            assert_eq!(p50.values[i].to_bits(), want.0.to_bits(), "step {k}");
+            assert_eq!(p95.values[i].to_bits(), want.1.to_bits(), "step {k}");
+        }
+        assert!(p50.band.is_none(), "one step per row: MIN = MAX = AVERAGE, no band");
+        // Ten-minute rows: the mean of the known steps, the band their lowest and highest.
+        let ten = &rtt_figs[1].panels[0];
+        let known: Vec<f64> = (1..=10).filter(|k| !(5..=7).contains(k)).map(|k| rtt(k).0).collect();
+        assert_eq!(ten.lines[0].values[0], known.iter().sum::<f64>() / known.len() as f64);
+        assert_eq!(ten.lines[0].band.as_ref().unwrap()[0], (11.0, 20.0));
+        assert_eq!(ten.lines[1].band.as_ref().unwrap()[0], (101.0, 110.0));
+        // Steps 31..=40 were not monitored: the fourth row is a gap, line and band.
+        assert!(ten.lines[1].values[3].is_nan() && ten.lines[1].band.as_ref().unwrap()[3].1.is_nan());
+        assert_eq!(ten.lines[1].values[4], (41..=50).map(|k| rtt(k).1).sum::<f64>() / 10.0);
     }
 
     #[test]
@@ -201,6 +298,13 @@ mod tests {
         Store::create(&other, &spec, 0).unwrap();
         let e = read_store_figures(&other, "t").unwrap_err().to_string();
         assert!(e.contains("not a store of sonde analyze"), "{e}");
-        assert!(read_store_figures(&dir.path().join("missing.rrd"), "t").is_err());
+        let e = read_store_figures(&dir.path().join("missing.rrd"), "t").unwrap_err().to_string();
+        assert!(e.contains("missing.rrd"), "{e}");
+        // A store cut short (a partial copy): an error naming it, not a panic.
+        let cut = dir.path().join("cut.rrd");
+        let whole = std::fs::read(store(dir.path())).unwrap();
+        std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+        let e = read_store_figures(&cut, "t").unwrap_err().to_string();
+        assert!(e.starts_with(&cut.display().to_string()), "{e}");
     }
 }

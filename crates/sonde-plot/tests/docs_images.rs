@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use sonde_plot::{figures_titled, ImageFormat, Selection};
+use sonde_plot::{figures_titled, Figure, ImageFormat, Selection};
 
 /// xorshift64*: deterministic and good enough for pictures.
 struct Rng(u64);
@@ -94,20 +94,10 @@ fn write_flows(dir: &Path, rng: &mut Rng) {
 }
 
 /// A store fed the same kind of days as `write_intervals`, with a four-hour outage on the second
-/// day (the probe was stopped: rows unknown), as `sonde analyze --store` fills one.
+/// day (the probe was stopped: rows unknown), as `sonde analyze --store` fills one. RTTs: most
+/// flows 15 ms away, the tail (p95) growing with the load, a handshake a little shorter.
 fn write_store(path: &Path, rng: &mut Rng) {
-    let mut names = Vec::new();
-    for proto in ["tcp", "udp", "icmp", "other"] {
-        for net in ["in", "out", "loc", "ext"] {
-            names.push(format!("{proto}_{net}_pkts"));
-            names.push(format!("{proto}_{net}_bytes"));
-        }
-    }
-    for proto in ["tcp", "udp"] {
-        for net in ["in", "out", "loc", "ext"] {
-            names.push(format!("{proto}_{net}_flows"));
-        }
-    }
+    let names = sonde_stats::Report::series_names();
     let spec = sonde_rrd::Spec::tstat_default(300, names.clone());
     let mut store = sonde_rrd::Store::create(path, &spec, START_S as u64).unwrap();
     let at = |name: &str| names.iter().position(|n| n == name).unwrap();
@@ -118,7 +108,8 @@ fn write_store(path: &Path, rng: &mut Rng) {
         let hour = (k % 288) as f64 / 12.0;
         let day = ((hour - 7.0) / 16.0 * std::f64::consts::PI).sin().max(0.0);
         let load = 0.08 + 0.92 * day.powf(1.5) * (1.0 + 0.08 * rng.normal()).max(0.5);
-        let mut values = vec![0.0; names.len()];
+        let mut values = vec![f64::NAN; names.len()];
+        values[..at("rtt_avg_mean")].fill(0.0);
         for (proto, net, bit_rate, active) in [
             ("tcp", "in", 45e6, 2400.0),
             ("tcp", "out", 6e6, 1300.0),
@@ -129,6 +120,10 @@ fn write_store(path: &Path, rng: &mut Rng) {
             values[at(&format!("{proto}_{net}_bytes"))] = bytes;
             values[at(&format!("{proto}_{net}_pkts"))] = (bytes / 900.0).round();
             values[at(&format!("{proto}_{net}_flows"))] = (active * load).round();
+        }
+        for (metric, base) in [("rtt_avg", 16.0), ("hs_rtt", 14.0)] {
+            values[at(&format!("{metric}_p50"))] = rng.lognormal(base * (1.0 + 0.3 * load), 0.05);
+            values[at(&format!("{metric}_p95"))] = rng.lognormal(base * (6.0 + 10.0 * load), 0.25);
         }
         store.update(START_S as u64 + 300 * k, &values).unwrap();
     }
@@ -141,16 +136,21 @@ fn docs_store_figure() {
     let path = dir.path().join("link.rrd");
     write_store(&path, &mut Rng(0x0005_70de));
     let (figs, notes) = sonde_plot::store::read_store_figures(&path, "synthetic store").unwrap();
-    let stems: Vec<&str> = figs.iter().map(|f| f.file_stem.as_str()).collect();
+    let stems: Vec<&str> = figs.iter().map(|f| f.file_stem()).collect();
     // Three days: the 1-day archive has three rows, every archive draws.
-    assert_eq!(stems, ["store-5min", "store-30min", "store-2h", "store-1d"], "{notes:?}");
-    let week = &figs[1];
+    let want = ["5min", "30min", "2h", "1d"].map(|r| [format!("store-{r}"), format!("store-rtt-{r}")]).concat();
+    assert_eq!(stems, want, "{notes:?}");
+    let Figure::Time(week) = &figs[2] else { panic!("{:?}", figs[2].file_stem()) };
     assert!(week.panels[0].above.iter().any(|v| v[0].is_nan()), "the outage is a gap");
-    let png = sonde_plot::Figure::Time(Box::new(week.clone())).render(ImageFormat::Png).unwrap();
-    assert!(png.len() < 200_000, "{} bytes", png.len());
-    if std::env::var_os("UPDATE_DOCS_IMG").is_some() {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img");
-        std::fs::write(docs.join("plot-store-30min.png"), &png).unwrap();
+    let update = std::env::var_os("UPDATE_DOCS_IMG").is_some();
+    for fig in &figs[2..4] {
+        let png = fig.render(ImageFormat::Png).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
+        assert!((10_000..200_000).contains(&png.len()), "{}: {} bytes", fig.file_stem(), png.len());
+        if update {
+            let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img");
+            std::fs::write(docs.join(format!("plot-{}.png", fig.file_stem())), &png).unwrap();
+        }
     }
 }
 

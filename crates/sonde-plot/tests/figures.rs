@@ -254,7 +254,7 @@ fn malformed_inputs_name_file_and_line() {
     assert_eq!(e, format!("{}:3: 2 fields, but the header has 3 columns", flows.display()));
     let empty = tempfile::tempdir().unwrap();
     let e = figures_for(empty.path(), Selection::All).unwrap_err().to_string();
-    assert!(e.ends_with("no intervals.tsv, flow log or histograms.tsv to plot"), "{e}");
+    assert!(e.ends_with("no intervals.tsv, quantiles.tsv, flow log or histograms.tsv to plot"), "{e}");
 }
 
 #[test]

@@ -77,26 +77,35 @@ fn bad_input_exits_1_naming_file_and_line() {
     std::fs::copy(fixture("dist/tcp_flows.tsv"), only_flows.path().join("tcp_flows.tsv")).unwrap();
     let out = sonde().arg("plot").arg(only_flows.path()).args(["--what", "time"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no intervals.tsv to plot"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no intervals.tsv or quantiles.tsv to plot"));
 }
 
-#[test]
-fn a_store_gives_one_time_figure_per_resolution() {
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = store_dir.path().join("link.rrd");
+/// A store of the demo trace at 1 s and 2 s, in a directory of its own.
+fn demo_store() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("link.rrd");
     let store_arg = store.to_str().unwrap();
     let (_, out) =
         common::analyze(&demo(), &["--interval", "1", "--store", store_arg, "--store-archives", "1s:1m,2s:1m"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (dir, store)
+}
+
+#[test]
+fn a_store_gives_one_time_figure_per_resolution() {
+    let (store_dir, store) = demo_store();
+    let store_arg = store.to_str().unwrap();
     let out = sonde().args(["plot", "--store", store_arg, "--format", "svg"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let plots = store_dir.path().join("plots");
-    let want: Vec<String> =
-        ["store-1s.svg", "store-2s.svg"].iter().map(|f| plots.join(f).display().to_string()).collect();
+    let want: Vec<String> = ["store-1s.svg", "store-rtt-1s.svg", "store-2s.svg", "store-rtt-2s.svg"]
+        .iter()
+        .map(|f| plots.join(f).display().to_string())
+        .collect();
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().collect::<Vec<_>>(), want);
-    for f in &want {
+    for (f, text) in want.iter().zip(["Throughput", "Per-flow average RTT", "Throughput", "Handshake RTT"]) {
         let svg = std::fs::read_to_string(f).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("Throughput"), "{f}");
+        assert!(svg.starts_with("<svg") && svg.contains(text) && svg.len() > 10_000, "{f}");
     }
     // Neither a directory nor a store: refused by the argument parser.
     let out = sonde().arg("plot").output().unwrap();
@@ -107,4 +116,65 @@ fn a_store_gives_one_time_figure_per_resolution() {
     let out = sonde().args(["plot", "--store"]).arg(&junk).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains(&junk.display().to_string()));
+}
+
+/// The RTT lines drawn from a store hold the values `sonde ts dump` prints for the same rows
+/// (empty, unknown, where the line has a gap), at each resolution.
+#[test]
+fn store_rtt_lines_are_the_dumped_values() {
+    let (_dir, store) = demo_store();
+    let store_arg = store.to_str().unwrap();
+    let dump = sonde().args(["ts", "dump", store_arg]).output().unwrap();
+    assert!(dump.status.success());
+    let text = String::from_utf8(dump.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let (figs, _) = sonde_plot::store::read_store_figures(&store, "t").unwrap();
+    let mut checked = 0;
+    for (resolution, stem) in [("1", "store-rtt-1s"), ("2", "store-rtt-2s")] {
+        let Some(sonde_plot::Figure::Lines(fig)) = figs.iter().find(|f| f.file_stem() == stem) else {
+            panic!("no {stem}")
+        };
+        for (metric, panel) in [("rtt_avg", 0), ("hs_rtt", 1)] {
+            for (k, pct) in ["p50", "p95"].iter().enumerate() {
+                let values = &fig.panels[panel].lines[k].values;
+                for (i, end) in fig.edges[1..].iter().enumerate() {
+                    let row = rows
+                        .iter()
+                        .find(|r| {
+                            r[col("cf")] == "AVERAGE"
+                                && r[col("resolution_s")] == resolution
+                                && r[col("time_s")] == end.to_string()
+                        })
+                        .unwrap_or_else(|| panic!("no dumped row at {end}"));
+                    let dumped = row[col(&format!("{metric}_{pct}"))];
+                    let drawn = values[i];
+                    if dumped.is_empty() {
+                        assert!(drawn.is_nan(), "{stem} {metric} {pct} at {end}: drawn {drawn}, stored unknown");
+                    } else {
+                        assert_eq!(drawn, dumped.parse::<f64>().unwrap(), "{stem} {metric} {pct} at {end}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 8, "{checked} values checked");
+}
+
+#[test]
+fn rtt_percentiles_over_time_from_quantiles() {
+    let (dir, out) = common::analyze(&demo(), &["--interval", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sonde().arg("plot").arg(dir.path()).args(["--what", "time", "--format", "svg"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rtt = dir.path().join("plots/time-rtt-native-1s.svg");
+    assert!(stdout.lines().any(|l| l == rtt.display().to_string()), "{stdout}");
+    let svg = std::fs::read_to_string(&rtt).unwrap();
+    for want in ["Handshake RTT (tcp_hs_rtt), c2s", "Per-flow average RTT (tcp_rtt_avg), s2c", "ext p95"] {
+        assert!(svg.contains(want), "no {want:?} in {}", rtt.display());
+    }
 }

@@ -1,0 +1,176 @@
+//! `quantiles.tsv` and the figure of TCP RTT percentiles over time made from it: per interval,
+//! the p50, p95 and p99 of the handshake RTT (`tcp_hs_rtt`) and of the per-flow average RTT
+//! (`tcp_rtt_avg`), one panel per metric and direction, one colour per `net`.
+//!
+//! Percentiles of different nets cannot be merged from this file, so each net keeps its own
+//! lines. They cannot be re-binned either: the figure is drawn at the file's own interval only.
+//! An interval with no row (no flow with that RTT closed in it) is a gap, not a zero.
+
+use std::path::Path;
+
+use crate::error::PlotError;
+use crate::figures::{Line, LineFigure, LinePanel};
+use crate::intervals::{resolutions, Align, Net, Span};
+use crate::table::Tsv;
+
+/// One row of `quantiles.tsv`: the percentiles of one metric, direction and net in one interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantileRow {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub metric: String,
+    pub dir: String,
+    pub net: Net,
+    /// p50, p95, p99 (NaN for `-`).
+    pub percentiles: [f64; 3],
+}
+
+/// The metrics of the RTT figure, with the panel captions.
+pub const RTT_METRICS: [(&str, &str); 2] =
+    [("tcp_hs_rtt", "Handshake RTT (tcp_hs_rtt)"), ("tcp_rtt_avg", "Per-flow average RTT (tcp_rtt_avg)")];
+/// The names of [`RTT_METRICS`], for [`read_quantiles`].
+pub const RTT_METRIC_NAMES: [&str; 2] = [RTT_METRICS[0].0, RTT_METRICS[1].0];
+const PERCENTILES: [&str; 3] = ["p50", "p95", "p99"];
+
+/// Reads the rows of `metrics` from `quantiles.tsv` (any column order; other rows skipped).
+pub fn read_quantiles(path: &Path, metrics: &[&str]) -> Result<Vec<QuantileRow>, PlotError> {
+    parse_quantiles(Tsv::open(path)?, metrics)
+}
+
+pub(crate) fn parse_quantiles<R: std::io::BufRead>(
+    tsv: Tsv<R>,
+    metrics: &[&str],
+) -> Result<Vec<QuantileRow>, PlotError> {
+    let (start, end, metric, dir, net) =
+        (tsv.column("start")?, tsv.column("end")?, tsv.column("metric")?, tsv.column("dir")?, tsv.column("net")?);
+    let pcts = [tsv.column("p50")?, tsv.column("p95")?, tsv.column("p99")?];
+    let mut rows = Vec::new();
+    tsv.for_each_row(|r| {
+        if !metrics.contains(&r.text(metric)) {
+            return Ok(());
+        }
+        let (start_s, end_s) = (r.number(start, "start")?, r.number(end, "end")?);
+        if end_s <= start_s {
+            return Err(r.error(format!("end {end_s} is not after start {start_s}")));
+        }
+        let n = r.text(net);
+        let mut percentiles = [f64::NAN; 3];
+        for (v, (&c, name)) in percentiles.iter_mut().zip(pcts.iter().zip(PERCENTILES)) {
+            *v = r.optional_number(c, name)?.unwrap_or(f64::NAN);
+        }
+        rows.push(QuantileRow {
+            start_s,
+            end_s,
+            metric: r.text(metric).to_string(),
+            dir: r.text(dir).to_string(),
+            net: Net::from_name(n).ok_or_else(|| r.error(format!("column `net`: `{n}` is not in, out, loc or ext")))?,
+            percentiles,
+        });
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// The RTT percentiles at the file's interval, or why there is no such figure.
+pub fn rtt_time_figure(rows: &[QuantileRow], dir_label: &str) -> Result<LineFigure, String> {
+    let Some(span) = Span::of_intervals(rows.iter().map(|r| (r.start_s, r.end_s))) else {
+        return Err("no RTT time figure: quantiles.tsv has no tcp_hs_rtt or tcp_rtt_avg row".to_string());
+    };
+    let (chosen, skipped) = resolutions(&span);
+    let Some(native) = chosen.into_iter().find(|r| r.align == Align::TraceStart) else {
+        return Err(format!("no RTT time figure: {}", skipped.first().map_or("", String::as_str)));
+    };
+    let bins = (span.length_s() / native.bin_s).round().max(1.0) as usize;
+    let edges: Vec<f64> = (0..=bins).map(|i| (span.start_s + i as f64 * native.bin_s).min(span.end_s)).collect();
+    // A microsecond of slack (the file's precision), as the traffic bins.
+    let bin_of = |t: f64| (((t - span.start_s) / native.bin_s) + 1e-6 / native.bin_s).floor() as usize;
+    let mut panels = Vec::new();
+    for (metric, caption) in RTT_METRICS {
+        for dir in ["c2s", "s2c"] {
+            let of = |r: &&QuantileRow| r.metric == metric && r.dir == dir;
+            let mut lines = Vec::new();
+            for net in Net::ALL.into_iter().filter(|n| rows.iter().filter(of).any(|r| r.net == *n)) {
+                for (k, pct) in PERCENTILES.iter().enumerate() {
+                    let mut values = vec![f64::NAN; bins];
+                    for r in rows.iter().filter(of).filter(|r| r.net == net) {
+                        if let Some(v) = values.get_mut(bin_of(r.start_s)) {
+                            *v = r.percentiles[k];
+                        }
+                    }
+                    let label = format!("{} {pct}", net.name());
+                    lines.push(Line { label, color: net as usize, weight: k, values, band: None });
+                }
+            }
+            if !lines.is_empty() {
+                panels.push(LinePanel { caption: format!("{caption}, {dir}"), unit: "ms", lines });
+            }
+        }
+    }
+    Ok(LineFigure {
+        title: format!(
+            "{dir_label}: TCP RTT percentiles per {} interval",
+            crate::intervals::duration_label(native.bin_s)
+        ),
+        file_stem: format!("time-rtt-{}", native.tag),
+        edges,
+        panels,
+        legend: "quantiles.tsv; one colour per net; thick p50, medium p95, thin p99; gaps: no value in the interval"
+            .to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = "start\tend\tmetric\tdir\tnet\tunit\tcount\tmean\tmin\tp50\tp95\tp99\tmax\n";
+
+    fn parse(text: &str) -> Result<Vec<QuantileRow>, PlotError> {
+        parse_quantiles(Tsv::new(Path::new("q.tsv"), text.as_bytes()).unwrap(), &RTT_METRIC_NAMES)
+    }
+
+    #[test]
+    fn rows_of_the_rtt_metrics_give_lines_per_net_with_gaps() {
+        // Intervals of 60 s from 600: 600 and 720 have RTTs, 660 none (a gap), 780 only ip_len.
+        let text = format!(
+            "{HEADER}600\t660\ttcp_rtt_avg\tc2s\tout\tms\t3\t20\t10\t15\t30\t40\t40\n\
+             600\t660\ttcp_rtt_avg\tc2s\tin\tms\t1\t1\t1\t1\t1\t1\t1\n\
+             600\t660\tip_len\t-\tout\tbytes\t9\t60\t40\t52\t1500\t1500\t1500\n\
+             720\t780\ttcp_rtt_avg\tc2s\tout\tms\t2\t22\t11\t16\t31\t41\t41\n\
+             720\t780\ttcp_hs_rtt\ts2c\tout\tms\t2\t2\t1\t2\t3\t-\t3\n\
+             780\t840\tip_len\t-\tout\tbytes\t9\t60\t40\t52\t1500\t1500\t1500\n"
+        );
+        let rows = parse(&text).unwrap();
+        assert_eq!(rows.len(), 4, "ip_len rows skipped");
+        let fig = rtt_time_figure(&rows, "t").unwrap();
+        assert_eq!(fig.file_stem, "time-rtt-native-60s");
+        // The RTT rows span 600..780: three bins.
+        assert_eq!(fig.edges, [600.0, 660.0, 720.0, 780.0]);
+        let captions: Vec<&str> = fig.panels.iter().map(|p| p.caption.as_str()).collect();
+        assert_eq!(captions, ["Handshake RTT (tcp_hs_rtt), s2c", "Per-flow average RTT (tcp_rtt_avg), c2s"]);
+        let avg = &fig.panels[1];
+        let labels: Vec<&str> = avg.lines.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(labels, ["in p50", "in p95", "in p99", "out p50", "out p95", "out p99"]);
+        let out_p95 = &avg.lines[4].values;
+        assert_eq!((out_p95[0], out_p95[2]), (30.0, 31.0));
+        assert!(out_p95[1].is_nan(), "an interval without a row is a gap");
+        assert!(avg.lines[0].values[2].is_nan());
+        // `-` is unknown, not zero.
+        assert!(fig.panels[0].lines[2].values[2].is_nan());
+        assert_eq!(fig.panels[0].lines[1].values[2], 3.0);
+    }
+
+    #[test]
+    fn no_rtt_rows_or_one_interval_is_no_figure_and_bad_rows_are_errors() {
+        let only_len = format!("{HEADER}600\t660\tip_len\t-\tout\tbytes\t9\t60\t40\t52\t1500\t1500\t1500\n");
+        let e = rtt_time_figure(&parse(&only_len).unwrap(), "t").unwrap_err();
+        assert!(e.contains("no tcp_hs_rtt or tcp_rtt_avg row"), "{e}");
+        let one = format!("{HEADER}600\t660\ttcp_rtt_avg\tc2s\tout\tms\t3\t20\t10\t15\t30\t40\t40\n");
+        let e = rtt_time_figure(&parse(&one).unwrap(), "t").unwrap_err();
+        assert!(e.contains("fewer than 2 intervals"), "{e}");
+        let bad = format!("{HEADER}600\t660\ttcp_rtt_avg\tc2s\tout\tms\t3\t20\t10\tx\t30\t40\t40\n");
+        assert_eq!(parse(&bad).unwrap_err().to_string(), "q.tsv:2: column `p50`: `x` is not a non-negative number");
+        let e = parse("start\tend\tmetric\tdir\tnet\n").unwrap_err().to_string();
+        assert_eq!(e, "q.tsv: the header has no column `p50`");
+    }
+}
