@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use sonde_stats::report::seconds;
@@ -19,7 +20,7 @@ pub use sonde_stats::Traffic;
 use crate::assoc::{answer, arm, Armed, AssociationTotal};
 use crate::gaps::{add_gap, Gaps, GAP_BINS};
 use crate::{
-    Anchor, Change, ChangeError, ChangeOutcome, Compiled, Definition, Layers, Match, Pattern, ScheduledChange,
+    Anchor, Change, ChangeError, ChangeOutcome, Compiled, Definition, Layers, Match, Matcher, Pattern, ScheduledChange,
 };
 
 /// One definition's FIDs in one interval.
@@ -75,18 +76,38 @@ struct Tracked {
     histogram: [u64; GAP_BINS],
 }
 
+/// What a change to the set means for the measurements: a slot to start, one whose
+/// association stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetChange {
+    pub added: Option<usize>,
+    pub retired: Option<usize>,
+}
+
+/// The active slots of `defs`, compiled (the tree only needs their patterns).
+fn compile(defs: &[Definition], active: &[bool]) -> Arc<Matcher> {
+    let slots: Vec<u32> = (0..defs.len()).filter(|&i| active[i]).map(|i| i as u32).collect();
+    let patterns: Vec<Definition> = slots
+        .iter()
+        .map(|&i| {
+            let mut d = defs[i as usize].clone();
+            d.assoc = None;
+            d
+        })
+        .collect();
+    Matcher::new(Compiled::new(&patterns), slots)
+}
+
 /// Counts the packets each definition matches. Fed in input order by the reader.
 #[derive(Debug)]
 pub struct Counter {
-    set: Compiled,
+    matcher: Arc<Matcher>,
     /// Every definition the run has had, in the order added ("slots"); a removed or replaced
     /// one stays here, inactive, with what it counted.
     defs: Vec<Definition>,
     active: Vec<bool>,
     /// The set's version when each slot was added (1: the file the run started with).
     since: Vec<u64>,
-    /// The compiled set's definition `i` is slot `compiled_slots[i]`.
-    compiled_slots: Vec<usize>,
     version: u64,
     run_interval_ns: Option<u64>,
     /// Changes still to apply, by packet time (earliest last), and what became of the others.
@@ -109,45 +130,79 @@ pub struct Counter {
 impl Counter {
     /// `interval_ns` is the run's interval, for definitions without their own (`every`).
     pub fn new(defs: Vec<Definition>, interval_ns: Option<u64>, cap: usize) -> Counter {
-        let tracked =
-            Tracked { fids: FxHashMap::default(), untracked_packets: 0, flows: Vec::new(), histogram: [0; GAP_BINS] };
         let n = defs.len();
-        Counter {
-            set: Compiled::new(&defs),
-            active: vec![true; n],
+        let active = vec![true; n];
+        let mut counter = Counter {
+            matcher: compile(&defs, &active),
+            active,
             since: vec![1; n],
-            compiled_slots: (0..n).collect(),
             version: 1,
             run_interval_ns: interval_ns,
             schedule: Vec::new(),
             log: Vec::new(),
-            tables: vec![BTreeMap::new(); defs.len()],
-            tracked: vec![tracked; defs.len()],
-            matched: vec![Traffic::default(); defs.len()],
-            armed: defs.iter().enumerate().filter_map(|(def, d)| Some(Armed::new(def, d.assoc.as_ref()?))).collect(),
-            interval_ns: defs.iter().map(|d| d.every_ns.or(interval_ns).filter(|&n| n > 0)).collect(),
+            tables: Vec::new(),
+            tracked: Vec::new(),
+            matched: Vec::new(),
+            armed: Vec::new(),
+            interval_ns: Vec::new(),
             defs,
             cap: cap.max(1),
             matches: Vec::new(),
             span_ns: None,
+        };
+        for slot in 0..n {
+            counter.push_state(slot);
         }
+        counter
     }
 
     /// Counts one packet of `wire_len` bytes at `ts_ns` for every definition it matches; the
     /// changes scheduled at or before its time are applied first.
     pub fn packet(&mut self, ts_ns: u64, layers: &Layers<'_>, wire_len: u32) {
+        while let Some(change) = self.next_due(ts_ns) {
+            self.settle(change);
+        }
+        self.observe(ts_ns);
+        let mut matches = std::mem::take(&mut self.matches);
+        self.matcher.matches(layers, &mut matches);
+        self.count(ts_ns, wire_len, &matches);
+        self.matches = matches;
+    }
+
+    /// The active definitions, compiled: what [`Counter::count`] expects matches from.
+    pub fn matcher(&self) -> Arc<Matcher> {
+        Arc::clone(&self.matcher)
+    }
+
+    /// Notes a packet's time (the span of the intervals of definitions without one); every
+    /// packet, matched or not, in input order.
+    pub fn observe(&mut self, ts_ns: u64) {
+        self.span_ns = Some(self.span_ns.map_or((ts_ns, ts_ns), |(a, b)| (a.min(ts_ns), b.max(ts_ns))));
+    }
+
+    /// Applies the next scheduled change due at `ts_ns` to the set — its version and
+    /// [`Counter::matcher`] — logging what became of it; returns an accepted one, for
+    /// [`Counter::settle`] when the measurements reach this packet.
+    pub fn next_due(&mut self, ts_ns: u64) -> Option<SetChange> {
         while self.schedule.last().is_some_and(|c| c.at_ns <= ts_ns) {
             let c = self.schedule.pop().expect("checked");
-            let result = self.apply(c.expected_version, &c.change);
-            self.log.push(ChangeOutcome { at_ns: c.at_ns, change: c.change, result });
+            let result = self.change_set(c.expected_version, &c.change);
+            let version = self.version;
+            let outcome = result.as_ref().map(|_| version).map_err(Clone::clone);
+            self.log.push(ChangeOutcome { at_ns: c.at_ns, change: c.change, result: outcome });
+            if let Ok(change) = result {
+                return Some(change);
+            }
         }
-        self.span_ns = Some(self.span_ns.map_or((ts_ns, ts_ns), |(a, b)| (a.min(ts_ns), b.max(ts_ns))));
-        self.set.matches(layers, &mut self.matches);
-        for m in &mut self.matches {
-            m.def = self.compiled_slots[m.def as usize] as u32;
-        }
+        None
+    }
+
+    /// Measures one packet of `wire_len` bytes at `ts_ns` that matched `matches` (from
+    /// [`Counter::matcher`], in slot order). Packets come in input order, every change settled
+    /// before the first packet after it.
+    pub fn count(&mut self, ts_ns: u64, wire_len: u32, matches: &[Match]) {
         let bytes = u64::from(wire_len);
-        for m in &self.matches {
+        for m in matches {
             let d = m.def as usize;
             let def = &self.defs[d];
             self.matched[d].add(bytes);
@@ -169,11 +224,11 @@ impl Counter {
         // other direction's arm before it arms its own.
         for a in &mut self.armed {
             let to = a.to;
-            for m in self.matches.iter().filter(|m| m.def as usize == to) {
+            for m in matches.iter().filter(|m| m.def as usize == to) {
                 answer(a, m.fid, ts_ns);
             }
             let from = a.from;
-            for m in self.matches.iter().filter(|m| m.def as usize == from) {
+            for m in matches.iter().filter(|m| m.def as usize == from) {
                 arm(a, m.fid, ts_ns);
             }
         }
@@ -202,6 +257,13 @@ impl Counter {
     /// swapped in whole; definitions it leaves alone keep counting without a gap. Returns the
     /// new version.
     pub fn apply(&mut self, expected_version: u64, change: &Change) -> Result<u64, ChangeError> {
+        let change = self.change_set(expected_version, change)?;
+        self.settle(change);
+        Ok(self.version)
+    }
+
+    /// The set's half of [`Counter::apply`]: the definitions, their version and the matcher.
+    fn change_set(&mut self, expected_version: u64, change: &Change) -> Result<SetChange, ChangeError> {
         if expected_version != self.version {
             return Err(ChangeError::Conflict { expected: expected_version, current: self.version });
         }
@@ -238,27 +300,31 @@ impl Counter {
             self.active[slot] = false;
         }
         self.version += 1;
-        if let Some(def) = added {
-            self.push_slot(def);
-        }
-        self.compiled_slots = (0..self.defs.len()).filter(|&i| self.active[i]).collect();
-        let compiled: Vec<Definition> = self
-            .compiled_slots
-            .iter()
-            .map(|&i| {
-                let mut d = self.defs[i].clone();
-                d.assoc = None; // the tree only needs patterns
-                d
-            })
-            .collect();
-        self.set = Compiled::new(&compiled);
-        self.armed.retain(|a| self.active[a.def]);
-        Ok(self.version)
+        let added = added.map(|def| {
+            self.active.push(true);
+            self.since.push(self.version);
+            self.defs.push(def);
+            self.defs.len() - 1
+        });
+        self.matcher = compile(&self.defs, &self.active);
+        Ok(SetChange { added, retired: retire })
     }
 
-    /// A new slot for `def`, with empty state.
-    fn push_slot(&mut self, def: Definition) {
-        let slot = self.defs.len();
+    /// The measurements' half of a change: state for the added definition, none any more for
+    /// the arms of a retired association.
+    pub fn settle(&mut self, change: SetChange) {
+        if let Some(slot) = change.retired {
+            self.armed.retain(|a| a.def != slot);
+        }
+        if let Some(slot) = change.added {
+            debug_assert_eq!(slot, self.tables.len(), "changes settle in order");
+            self.push_state(slot);
+        }
+    }
+
+    /// Empty measurement state for slot `slot` (the next one).
+    fn push_state(&mut self, slot: usize) {
+        let def = &self.defs[slot];
         self.tables.push(BTreeMap::new());
         self.tracked.push(Tracked {
             fids: FxHashMap::default(),
@@ -271,9 +337,6 @@ impl Counter {
         if let Some(a) = &def.assoc {
             self.armed.push(Armed::new(slot, a));
         }
-        self.active.push(true);
-        self.since.push(self.version);
-        self.defs.push(def);
     }
 
     /// `definition_associations.tsv`: per association, its A→B samples in ms and what became

@@ -24,16 +24,18 @@ mod count;
 mod definition;
 pub mod fields;
 mod gaps;
+mod matcher;
 mod parse;
 pub mod pattern;
 mod trie;
 
 pub use assoc::AssociationTotal;
 pub use change::{Change, ChangeError, ChangeOutcome, ScheduledChange};
-pub use count::{Counter, DefinitionTotal, Traffic};
+pub use count::{Counter, DefinitionTotal, SetChange, Traffic};
 pub use definition::{
     Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS,
 };
+pub use matcher::Matcher;
 pub use parse::{parse_definition, parse_definition_among, parse_definitions};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};

@@ -223,6 +223,11 @@ impl Compiled {
         }
     }
 
+    /// Every pattern of every definition.
+    pub fn patterns(&self) -> impl Iterator<Item = &Pattern> {
+        self.chains.iter().flatten()
+    }
+
     /// Patterns tested at the first level (for reports and tests).
     pub fn root_width(&self) -> usize {
         self.root_children.len()

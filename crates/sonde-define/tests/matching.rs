@@ -3,7 +3,7 @@
 
 mod common;
 
-use sonde_define::{parse_definitions, Compiled, Layers};
+use sonde_define::{parse_definitions, Compiled, Counter, Layers};
 use sonde_wire::{decode, LinkType, Transport};
 
 struct Rng(u64);
@@ -54,6 +54,31 @@ fn the_tree_finds_what_each_definition_finds_alone() {
     }
     assert!(matched > 10_000, "only {matched} matches: the definitions test little");
     assert!(walked >= 19, "only {walked} of 20 sets walked the tree");
+}
+
+/// Workers are sent only the frame prefix the patterns can read: it must match as the whole
+/// frame does.
+#[test]
+fn the_prefix_a_worker_gets_matches_as_the_whole_frame() {
+    let packets = common::real_packets(3000);
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let deep = ["payload[0:1] >= 0", "payload[6:2] > 5", "link[40:4] > 0", "l4[30:1] == 0", "ip.src in 10.0.0.0/8"];
+    let (mut whole, mut cut) = (Vec::new(), Vec::new());
+    let mut shorter = 0;
+    for round in 0..10 {
+        let mut text: Vec<String> = (0..1 + round * 5).map(|i| random_definition(&mut rng, i)).collect();
+        text.push(format!("deep = {}", rng.pick(&deep)));
+        let matcher = Counter::new(parse_definitions(&text.join("\n")).unwrap(), None, 10).matcher();
+        for p in &packets {
+            let layers = p.layers();
+            let prefix = matcher.prefix_len(&layers);
+            shorter += usize::from(prefix < layers.frame.len());
+            matcher.matches(&layers, &mut whole);
+            matcher.matches(&Layers { frame: &layers.frame[..prefix], ..layers }, &mut cut);
+            assert_eq!(whole, cut, "round {round}: {} of {} bytes", prefix, layers.frame.len());
+        }
+    }
+    assert!(shorter > packets.len(), "the prefixes are rarely shorter than the frames ({shorter})");
 }
 
 #[test]

@@ -21,6 +21,7 @@
 //! assert!(outcome.input_error.is_none());
 //! ```
 
+mod defined;
 mod pipeline;
 pub mod resources;
 mod stats;

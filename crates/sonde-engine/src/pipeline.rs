@@ -1,17 +1,20 @@
 //! The reader → workers pipeline. The reader (the calling thread) reads, filters, decodes and
-//! counts; workers track flows. Batches travel in bounded channels and come back empty to be
-//! refilled, so steady state allocates nothing per packet.
+//! counts; workers track flows and match flow definitions. Batches travel in bounded channels
+//! and come back to be refilled (bringing the definitions' matches), so steady state allocates
+//! nothing per packet.
 
+use std::sync::Arc;
 use std::thread;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
-use sonde_define::{Counter, Layers};
+use sonde_define::{Counter, Layers, Matcher};
 use sonde_filter::Filter;
 use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
 use sonde_stats::PacketIntervals;
 use sonde_wire::{LinkType, PacketSummary};
 
+use crate::defined::{DefBatch, Reorder};
 use crate::stats::{CountingSink, FlowCounts, RunStats};
 
 /// How the work is split.
@@ -74,8 +77,27 @@ impl Item {
     const EMPTY: Item = Item { ts_ns: 0, clock_ns: 0, key: PacketKey::EMPTY, packet: PacketSummary::EMPTY };
 }
 
+/// What travels to a worker and back: flow packets, and packets for the definitions' matcher.
+#[derive(Default)]
+struct Batch {
+    items: Vec<Item>,
+    defs: DefBatch,
+}
+
+impl Batch {
+    fn with_capacity(n: usize) -> Batch {
+        Batch { items: Vec::with_capacity(n), defs: DefBatch::default() }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.items.is_empty() && self.defs.is_empty()
+    }
+}
+
 enum Message {
-    Batch(Vec<Item>),
+    Batch(Batch),
+    /// The definitions changed: packets from here on are matched with this.
+    Matcher(Arc<Matcher>),
     /// End of input; the clock is the input's last packet time.
     End {
         clock_ns: u64,
@@ -117,8 +139,8 @@ pub fn analyze_with<S: FlowSink + Send>(
 }
 
 /// [`analyze_with`], also feeding every analysed packet to `monitor` (in the reader's thread, in
-/// input order) for the interval statistics, and its frame to `definitions` (the patterns read
-/// the frame's bytes, which only the reader has).
+/// input order) for the interval statistics, and to `definitions` (matched in the workers,
+/// counted in input order).
 pub fn analyze_monitored<S: FlowSink + Send>(
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
@@ -177,48 +199,74 @@ fn run_threads<S: FlowSink + Send>(
     let workers = reader.workers;
     thread::scope(|scope| {
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
-        let (recycle_tx, recycle_rx) = bounded::<Vec<Item>>(workers * (BATCHES_PER_WORKER + 1));
+        // Every batch there is fits in the recycling channel: a worker never waits to return one.
+        let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (BATCHES_PER_WORKER + 1));
+        let matcher = reader.definitions.as_deref().map(Counter::matcher);
         let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let (tx, rx) = bounded::<Message>(BATCHES_PER_WORKER);
             to_workers.push(tx);
             let cfg = flow_cfg.clone();
             let recycle = recycle_tx.clone();
+            let matcher = matcher.clone();
             let worker = thread::Builder::new()
                 .name(format!("sonde-worker-{i}"))
-                .spawn_scoped(scope, move || work(Worker::new(cfg, new_sink()), rx, recycle))
+                .spawn_scoped(scope, move || work(Worker::new(cfg, new_sink()), matcher, rx, recycle))
                 .expect("spawn a worker thread");
             handles.push(worker);
         }
         for _ in 0..workers * BATCHES_PER_WORKER {
-            let _ = recycle_tx.send(Vec::with_capacity(batch_len));
+            let _ = recycle_tx.send(Batch::with_capacity(batch_len));
         }
         let mut threads = ToThreads {
             staged: Item::EMPTY,
-            batches: (0..workers).map(|_| Vec::with_capacity(batch_len)).collect(),
+            batches: (0..workers).map(|_| Batch::with_capacity(batch_len)).collect(),
             batch_len,
             to_workers: &to_workers,
             recycle: &recycle_rx,
+            defs: matcher.map(|matcher| ThreadDefs {
+                matcher,
+                reorder: Reorder::new(workers),
+                next_seq: 0,
+                sent: vec![0; workers],
+                next_worker: 0,
+            }),
         };
         let input_error = reader.read(source, filter, progress, &mut threads);
         let clock_ns = reader.clock_ns;
-        for (worker, batch) in threads.batches.into_iter().enumerate() {
-            if !batch.is_empty() {
-                let _ = to_workers[worker].send(Message::Batch(batch));
+        for (worker, to_worker) in to_workers.iter().enumerate() {
+            if !threads.batches[worker].is_empty() {
+                threads.send(worker);
             }
-            let _ = to_workers[worker].send(Message::End { clock_ns });
+            let _ = to_worker.send(Message::End { clock_ns });
+        }
+        let results = handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
+        // Every batch is back: count the matches still out of order.
+        if let (Some(defs), Some(counter)) = (threads.defs.as_mut(), reader.definitions.as_deref_mut()) {
+            while let Ok(mut batch) = recycle_rx.try_recv() {
+                defs.reorder.receive(&mut batch.defs);
+            }
+            defs.reorder.finish(counter);
         }
         drop(to_workers);
-        let results = handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect();
         (input_error, results)
     })
 }
 
 /// Where the reader puts packets: it decodes each into `slot()` and hands a flow packet on with
-/// `commit(worker)`; a slot not committed is overwritten by the next packet.
+/// `commit(worker)`; a slot not committed is overwritten by the next packet. With definitions,
+/// every analysed packet goes to `define` first (`flow_worker`: its flow's worker, if any).
 trait Dispatch {
     fn slot(&mut self) -> &mut Item;
     fn commit(&mut self, worker: usize);
+    fn define(
+        &mut self,
+        counter: &mut Counter,
+        ts_ns: u64,
+        wire_len: u32,
+        layers: &Layers<'_>,
+        flow_worker: Option<usize>,
+    );
 }
 
 /// The one worker, in the reader's thread: packets are decoded straight into its batch (no
@@ -241,16 +289,56 @@ impl<S: FlowSink> Dispatch for Inline<S> {
             self.len = 0;
         }
     }
+
+    fn define(&mut self, counter: &mut Counter, ts_ns: u64, wire_len: u32, layers: &Layers<'_>, _: Option<usize>) {
+        counter.packet(ts_ns, layers, wire_len);
+    }
 }
 
 /// Worker threads: a packet is staged, then copied into its worker's batch, which is sent when
 /// full.
 struct ToThreads<'a> {
     staged: Item,
-    batches: Vec<Vec<Item>>,
+    batches: Vec<Batch>,
     batch_len: usize,
     to_workers: &'a [Sender<Message>],
-    recycle: &'a Receiver<Vec<Item>>,
+    recycle: &'a Receiver<Batch>,
+    defs: Option<ThreadDefs>,
+}
+
+/// The reader's side of definitions matched in the workers.
+struct ThreadDefs {
+    /// The set the workers match with now.
+    matcher: Arc<Matcher>,
+    reorder: Reorder,
+    /// Sequence numbers count the packets defined so far.
+    next_seq: u64,
+    /// Per worker: `next_seq` when its last batch went.
+    sent: Vec<u64>,
+    /// Where the next packet of no flow goes (they go round).
+    next_worker: usize,
+}
+
+/// Packets between checks for a worker whose answers lag; a worker lagging more than
+/// `LAG_BATCHES` of everyone's batches gets its batch however full (a worker with little
+/// traffic would hold the other workers' answers back, and their memory, without end).
+const LAG_CHECK: u64 = 256;
+const LAG_BATCHES: u64 = 4;
+
+impl ToThreads<'_> {
+    /// Sends `worker` its batch, taking an empty one (and the answers it brings) in its place.
+    fn send(&mut self, worker: usize) {
+        let mut empty = self.recycle.recv().unwrap_or_else(|_| Batch::with_capacity(self.batch_len));
+        let full = &mut self.batches[worker];
+        if let Some(defs) = self.defs.as_mut() {
+            defs.reorder.receive(&mut empty.defs);
+            full.defs.address(worker, defs.next_seq);
+            defs.sent[worker] = defs.next_seq;
+        }
+        let full = std::mem::replace(full, empty);
+        // A worker that died (panicked) drops its receiver; its join reports it.
+        let _ = self.to_workers[worker].send(Message::Batch(full));
+    }
 }
 
 impl Dispatch for ToThreads<'_> {
@@ -260,12 +348,62 @@ impl Dispatch for ToThreads<'_> {
 
     fn commit(&mut self, worker: usize) {
         let batch = &mut self.batches[worker];
-        batch.push(self.staged);
-        if batch.len() >= self.batch_len {
-            let empty = self.recycle.recv().unwrap_or_else(|_| Vec::with_capacity(self.batch_len));
-            let full = std::mem::replace(batch, empty);
-            // A worker that died (panicked) drops its receiver; its join reports it.
-            let _ = self.to_workers[worker].send(Message::Batch(full));
+        batch.items.push(self.staged);
+        if batch.items.len() >= self.batch_len {
+            self.send(worker);
+        }
+    }
+
+    fn define(
+        &mut self,
+        counter: &mut Counter,
+        ts_ns: u64,
+        wire_len: u32,
+        layers: &Layers<'_>,
+        flow_worker: Option<usize>,
+    ) {
+        let Some(defs) = self.defs.as_mut() else { return counter.packet(ts_ns, layers, wire_len) };
+        let seq = defs.next_seq;
+        let mut changed = false;
+        while let Some(change) = counter.next_due(ts_ns) {
+            defs.reorder.change(seq, change);
+            changed = true;
+        }
+        if changed {
+            // Packets before this one are matched with the set they came under.
+            defs.matcher = counter.matcher();
+            let matcher = Arc::clone(&defs.matcher);
+            for worker in 0..self.batches.len() {
+                self.send(worker);
+                let _ = self.to_workers[worker].send(Message::Matcher(Arc::clone(&matcher)));
+            }
+        }
+        let defs = self.defs.as_mut().expect("checked");
+        counter.observe(ts_ns);
+        let workers = self.batches.len();
+        let worker = flow_worker.unwrap_or_else(|| {
+            defs.next_worker = (defs.next_worker + 1) % workers;
+            defs.next_worker
+        });
+        let prefix = defs.matcher.prefix_len(layers);
+        let batch = &mut self.batches[worker].defs;
+        batch.push(seq, ts_ns, wire_len, layers, prefix);
+        defs.next_seq += 1;
+        let full = batch.is_full(self.batch_len);
+        let lag_check = defs.next_seq.is_multiple_of(LAG_CHECK);
+        if defs.reorder.has_fresh() {
+            defs.reorder.drain(counter);
+        }
+        if full {
+            self.send(worker);
+        }
+        if lag_check {
+            let defs = self.defs.as_ref().expect("checked");
+            let max_lag = LAG_BATCHES * (self.batch_len * workers) as u64;
+            let late: Vec<usize> = (0..workers).filter(|&w| defs.next_seq - defs.sent[w] > max_lag).collect();
+            for w in late {
+                self.send(w);
+            }
         }
     }
 }
@@ -306,14 +444,23 @@ impl<S: FlowSink> Worker<S> {
 }
 
 /// A worker thread: tracks the flows of the batches it is sent, returning each for reuse.
-fn work<S: FlowSink>(mut worker: Worker<S>, rx: Receiver<Message>, recycle: Sender<Vec<Item>>) -> WorkerResult<S> {
+fn work<S: FlowSink>(
+    mut worker: Worker<S>,
+    mut matcher: Option<Arc<Matcher>>,
+    rx: Receiver<Message>,
+    recycle: Sender<Batch>,
+) -> WorkerResult<S> {
     while let Ok(message) = rx.recv() {
         match message {
             Message::Batch(mut batch) => {
-                worker.packets(&batch);
-                batch.clear();
+                worker.packets(&batch.items);
+                batch.items.clear();
+                if let Some(m) = &matcher {
+                    batch.defs.match_all(m);
+                }
                 let _ = recycle.send(batch);
             }
+            Message::Matcher(m) => matcher = Some(m),
             Message::End { clock_ns } => return worker.finish(clock_ns),
         }
     }
@@ -368,14 +515,17 @@ impl Reader<'_> {
             }
             let item = dispatch.slot();
             let link = LinkType(frame.link_type);
-            let decoded = match self.definitions.as_deref_mut() {
-                None => sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet),
-                Some(counter) => decode_and_count(counter, &frame, &mut item.packet),
+            let decoded = match self.definitions {
+                None => sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet).map(|()| None),
+                Some(_) => decode_layers(&frame, &mut item.packet).map(Some),
             };
-            if let Err(unsupported) = decoded {
-                stats.count_unsupported(unsupported.0 .0);
-                continue;
-            }
+            let layers = match decoded {
+                Ok(layers) => layers,
+                Err(unsupported) => {
+                    stats.count_unsupported(unsupported.0 .0);
+                    continue;
+                }
+            };
             stats.packets.analysed += 1;
             stats.count_packet(&item.packet, frame.wire_len);
             // Timers only move forward, even when the trace's timestamps step back.
@@ -385,27 +535,31 @@ impl Reader<'_> {
             if let Some(m) = self.monitor.as_deref_mut() {
                 m.packet(frame.ts_ns, &item.packet, key.is_ok(), frame.wire_len);
             }
-            if let Ok(key) = key {
+            let worker = key.ok().map(|key| {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
                 item.key = key;
-                dispatch.commit(worker_of(key.hash(), workers));
+                worker_of(key.hash(), workers)
+            });
+            if let (Some(layers), Some(counter)) = (layers, self.definitions.as_deref_mut()) {
+                dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker);
+            }
+            if let Some(worker) = worker {
+                dispatch.commit(worker);
             }
         }
     }
 }
 
-/// Decodes `frame` with its layer offsets and counts it for the flow definitions. Kept out of
-/// the reader's loop, which runs without definitions at its usual speed.
+/// Decodes `frame` with its layer offsets, for the flow definitions. Kept out of the reader's
+/// loop, which runs without definitions at its usual speed.
 #[inline(never)]
-fn decode_and_count(
-    counter: &mut Counter,
-    frame: &sonde_capture::Frame<'_>,
+fn decode_layers<'f>(
+    frame: &sonde_capture::Frame<'f>,
     out: &mut PacketSummary,
-) -> Result<(), sonde_wire::UnsupportedLink> {
+) -> Result<Layers<'f>, sonde_wire::UnsupportedLink> {
     let offsets = sonde_wire::decode_with_offsets(LinkType(frame.link_type), frame.data, frame.wire_len, out)?;
-    counter.packet(frame.ts_ns, &Layers::of(frame.data, out, &offsets), frame.wire_len);
-    Ok(())
+    Ok(Layers::of(frame.data, out, &offsets))
 }
 
 #[cfg(test)]

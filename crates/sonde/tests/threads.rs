@@ -8,25 +8,62 @@ use std::path::{Path, PathBuf};
 use common::*;
 
 fn same_logs_for_any_thread_count(trace: &Path) {
-    let defs = tempfile::NamedTempFile::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let ready_made = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../definitions/tcp-rtt.defs");
     let text = std::fs::read_to_string(ready_made).unwrap();
+    // FIDs that span workers (ports, sources), packets of no flow (ICMP, ARP), tables that
+    // fill (`--definition-fids 8`), and changes at a third and two thirds of the trace.
+    let defs = dir.path().join("defs");
     std::fs::write(
-        defs.path(),
-        format!("ports = ip.proto == 6 key tcp.dport measure count,gap,length idle 1s\n{text}"),
+        &defs,
+        format!(
+            "ports = ip.proto == 6 key tcp.dport measure count,gap,length idle 1s\n\
+             sources = ip.version == 4 key ip.src measure count,gap,length idle 100ms every 10ms\n\
+             other = ip.proto in 1..5 key ip.proto measure count,gap\n\
+             arp = eth.type == 0x0806 measure count,gap,length\n{text}"
+        ),
     )
     .unwrap();
-    let defs = defs.path().to_str().unwrap();
+    let (out, _) = analyze(trace, &["--threads", "1"]);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let (first, last) = (summary["first_ts_ns"].as_u64().unwrap(), summary["last_ts_ns"].as_u64().unwrap());
+    let at = |k: u64| {
+        let ns = first + (last - first) * k / 3;
+        format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    };
+    let changes = dir.path().join("changes");
+    std::fs::write(
+        &changes,
+        format!(
+            "{t1} 1 add udp = ip.proto == 17 key udp.dport measure count,gap,length idle 1s\n\
+             {t1} 2 replace ports = tcp.sport < 1024 key tcp.sport measure count,gap\n\
+             {t1} 3 add opening = ip.version == 4 and tcp.flags & 0x12 == 0x02 key ip4.src, ip4.dst, tcp.sport, tcp.dport, tcp.nxt\n\
+             {t2} 4 add handshake = assoc opening -> ack\n\
+             {t2} 5 remove rtt\n\
+             {t2} 6 remove udp\n",
+            t1 = at(1),
+            t2 = at(2)
+        ),
+    )
+    .unwrap();
     let mut first: Option<Vec<Vec<u8>>> = None;
     for threads in ["1", "2", "3", "8"] {
-        let args = ["--threads", threads, "--interval", "0.5", "--tables", "--definitions", defs];
+        let args = ["--threads", threads, "--interval", "0.5", "--tables", "--definitions"];
+        let args = args.into_iter().chain([defs.to_str().unwrap(), "--definition-fids", "8"]);
+        let args: Vec<&str> = args.chain(["--definition-changes", changes.to_str().unwrap()]).collect();
         let (out, output) = analyze(trace, &args);
         assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
         let files = ["tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv", "quantiles.tsv", "histograms.tsv", "hosts.tsv"]
             .into_iter()
             .chain(["matrix.tsv", "protocols.tsv", "top.tsv", "definitions.tsv", "definition_gaps.tsv"])
             .chain(["definition_gap_histogram.tsv", "definition_flows.tsv", "definition_associations.tsv"]);
-        let logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
+        let mut logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+        let results = summary["definition_changes"].to_string();
+        assert!(!results.contains("conflict") && !results.contains("refused"), "{results}");
+        logs.push(summary["definitions"].to_string().into_bytes());
         match &first {
             None => first = Some(logs),
             Some(one) => assert!(one == &logs, "{}: --threads {threads} differs from --threads 1", trace.display()),
