@@ -219,12 +219,16 @@ const CLIENT_RTT: &str = "\
 cdata = ip.version == 4 and tcp.dport < 10000 and payload[0:1] >= 0 key ip4.src, ip4.dst, tcp.sport, tcp.dport, tcp.nxt
 sack  = ip.version == 4 and tcp.sport < 10000 and tcp.flags & 0x10 == 0x10 key ip4.dst, ip4.src, tcp.dport, tcp.sport, tcp.ack
 crtt  = assoc cdata -> sack within 10s
+cdata6 = ip.version == 6 and tcp.dport < 10000 and payload[0:1] >= 0 key l3[20:4], l3[36:4], tcp.sport, tcp.dport, tcp.nxt
+sack6  = ip.version == 6 and tcp.sport < 10000 and tcp.flags & 0x10 == 0x10 key l3[36:4], l3[20:4], tcp.dport, tcp.sport, tcp.ack
+crtt6  = assoc cdata6 -> sack6 within 10s
 ";
 
 #[test]
 fn the_data_to_ack_association_agrees_with_the_flow_analyser_and_the_kernel() {
     let Some(shared) = shared_dir() else { return };
-    for name in ["mixed", "lossy", "clean"] {
+    // The IPv6 trace through the IPv6 associations (names ending in 6).
+    for (name, v) in [("mixed", ""), ("lossy", ""), ("clean", ""), ("ipv6", "6")] {
         let trace = shared.join(format!("groundtruth/{name}.pcap"));
         let (out, _) = run(&trace, &format!("{}\n{CLIENT_RTT}", ready_made()), &[]);
         let assoc: BTreeMap<String, std::collections::HashMap<String, String>> =
@@ -246,7 +250,7 @@ fn the_data_to_ack_association_agrees_with_the_flow_analyser_and_the_kernel() {
                 }
             }
         }
-        let rtt = &assoc["rtt"];
+        let rtt = &assoc[&format!("rtt{v}")];
         let what = format!("{name}: association {rtt:?}, analyser {n} samples, mean {}", sum / n as f64);
         assert!((int(rtt, "samples") as f64 - n as f64).abs() <= 0.05 * n as f64, "{what}");
         assert!((num(rtt, "mean_ms") - sum / n as f64).abs() <= 0.05 * sum / n as f64, "{what}");
@@ -264,21 +268,21 @@ fn the_data_to_ack_association_agrees_with_the_flow_analyser_and_the_kernel() {
             .collect();
         srtt.sort_by(f64::total_cmp);
         let kernel = srtt[srtt.len() / 2];
-        let crtt = num(&assoc["crtt"], "p50_ms");
+        let crtt = num(&assoc[&format!("crtt{v}")], "p50_ms");
         assert!(
             (crtt - kernel).abs() <= 0.1 * kernel,
             "{name}: client data→ACK p50 {crtt} ms, kernel srtt median {kernel} ms"
         );
         // `above`: every segment an ACK reaches is answered, so (the transfers completed) no
         // arm is left, there are more samples than exact ones, and the least is the same.
-        let cumulative = &assoc["rtt_cumulative"];
+        let cumulative = &assoc[&format!("rtt{v}_cumulative")];
         assert!(int(cumulative, "unanswered") * 100 <= int(cumulative, "samples"), "{name}: {cumulative:?}");
         assert!(int(cumulative, "samples") > int(rtt, "samples"), "{name}: {cumulative:?}");
         assert_eq!(cumulative["min_ms"], rtt["min_ms"], "{name}");
         assert!(num(cumulative, "mean_ms") >= num(rtt, "mean_ms"), "{name}: delayed ACKs only add");
         // SYN→FIN: one sample per connection the client closed.
         let closed = flows.iter().filter(|f| int(f, "c_fin_cnt") > 0).count() as u64;
-        let connection = &assoc["connection"];
+        let connection = &assoc[&format!("connection{v}")];
         assert!(
             int(connection, "samples") <= closed && int(connection, "samples") * 10 >= closed * 7,
             "{name}: {connection:?} vs {closed} closed"
