@@ -8,10 +8,13 @@
 //! `gap` and `length` follow at most `cap` FIDs per definition; packets of the others are
 //! counted as untracked.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+
+use sonde_anon::Anonymizer;
 
 use rustc_hash::FxHashMap;
 use sonde_stats::report::seconds;
@@ -125,6 +128,8 @@ pub struct Counter {
     matches: Vec<Match>,
     /// First and last packet times seen.
     span_ns: Option<(u64, u64)>,
+    /// Shows the FIDs' address parts anonymised (a cell: writing takes `&self`).
+    anon: Option<RefCell<Anonymizer>>,
 }
 
 impl Counter {
@@ -149,6 +154,7 @@ impl Counter {
             cap: cap.max(1),
             matches: Vec::new(),
             span_ns: None,
+            anon: None,
         };
         for slot in 0..n {
             counter.push_state(slot);
@@ -167,6 +173,38 @@ impl Counter {
         self.matcher.matches(layers, &mut matches);
         self.count(ts_ns, wire_len, &matches);
         self.matches = matches;
+    }
+
+    /// Writes the address parts of FIDs (keys on `ip4.src`, `ip6.dst`, or a prefix of one as
+    /// `l3[12:3]`) through `anon`; rows go in the order of the FIDs shown. Refused, naming the
+    /// definition, when a written FID reads other address bits (`l3[15:1]`, an address's last
+    /// byte), which no anonymised value could stand for consistently.
+    pub fn anonymize(&mut self, anon: Anonymizer) -> Result<(), String> {
+        let writes_fids = |d: &Definition| d.measures.count || d.measures.gap || d.measures.length;
+        if let Some(d) = self
+            .defs
+            .iter()
+            .filter(|d| writes_fids(d))
+            .find(|d| d.keys.iter().any(|&k| reads_address_bits(&d.patterns[k])))
+        {
+            return Err(format!(
+                "definition `{}` keys on part of an address that --anonymize cannot map: key on the whole \
+                 address or a prefix of it (`{}`)",
+                d.name, d.text
+            ));
+        }
+        self.anon = Some(RefCell::new(anon));
+        Ok(())
+    }
+
+    /// The FID written for `fid` of `def`.
+    fn shown(&self, def: &Definition, fid: u128) -> u128 {
+        match &self.anon {
+            Some(anon) if def.keys.iter().any(|&k| address_field(&def.patterns[k]).is_some()) => {
+                anonymized_fid(def, fid, &mut anon.borrow_mut())
+            }
+            _ => fid,
+        }
     }
 
     /// The active definitions, compiled: what [`Counter::count`] expects matches from.
@@ -394,11 +432,11 @@ impl Counter {
     pub fn write_gaps(&self, out: &mut String) {
         out.push_str("definition\tfid\tgaps\tmin_ms\tmean_ms\tmax_ms\tstdev_ms\n");
         for (def, t) in self.defs.iter().zip(&self.tracked).filter(|(d, _)| d.measures.gap) {
-            let mut fids: Vec<_> = t.fids.iter().collect();
-            fids.sort_unstable_by_key(|f| f.0);
-            for (fid, s) in fids {
+            let mut fids: Vec<_> = t.fids.iter().map(|(fid, s)| (self.shown(def, *fid), *fid, s)).collect();
+            fids.sort_unstable_by_key(|f| (f.0, f.1));
+            for (fid, _, s) in fids {
                 let g = &s.gaps;
-                let _ = write!(out, "{}\t{}\t{}", def.name, fid_text(def, *fid), g.n);
+                let _ = write!(out, "{}\t{}\t{}", def.name, fid_text(def, fid), g.n);
                 if g.n == 0 {
                     out.push_str("\t-\t-\t-\t-\n");
                     continue;
@@ -436,7 +474,10 @@ impl Counter {
         out.push_str("definition\tfid\tstart\tend\tduration_ms\tpackets\tbytes\n");
         for (def, t) in self.defs.iter().zip(&self.tracked).filter(|(d, _)| d.measures.length) {
             let mut flows: Vec<FidFlow> = t.flows.iter().copied().chain(t.fids.values().map(|s| s.flow)).collect();
-            flows.sort_unstable_by_key(|f| (f.start_ns, f.fid));
+            for f in &mut flows {
+                f.fid = self.shown(def, f.fid);
+            }
+            flows.sort_unstable_by_key(|f| (f.start_ns, f.fid, f.end_ns));
             for f in flows {
                 let _ = writeln!(
                     out,
@@ -510,15 +551,16 @@ impl Counter {
             for (d, end, t) in tables {
                 let span = format!("{}\t{}\t", seconds(start), seconds(end));
                 let def = &self.defs[d];
-                let mut rows: Vec<_> = t.rows.iter().collect();
-                rows.sort_unstable_by_key(|r| r.0);
-                for (fid, traffic) in rows {
+                let mut rows: Vec<_> =
+                    t.rows.iter().map(|(fid, traffic)| (self.shown(def, *fid), *fid, traffic)).collect();
+                rows.sort_unstable_by_key(|r| (r.0, r.1));
+                for (fid, _, traffic) in rows {
                     let _ = writeln!(
                         out,
                         "{span}{}\t{}\t{}\t{}\t{}",
                         def.name,
                         self.since[d],
-                        fid_text(def, *fid),
+                        fid_text(def, fid),
                         traffic.packets,
                         traffic.bytes
                     );
@@ -560,22 +602,76 @@ fn track(t: &mut Tracked, cap: usize, idle_ns: u64, fid: u128, ts_ns: u64, bytes
     }
 }
 
-/// A FID as text: each key part an address when it is an IPv4 or IPv6 address field, else a
-/// number; parts joined by `|`.
-fn fid_text(def: &Definition, fid: u128) -> String {
+/// A FID's key parts: each part's pattern and value.
+fn key_parts(def: &Definition, fid: u128) -> Vec<(Pattern, u128)> {
     let mut rest_bits: u32 = def.keys.iter().map(|&k| def.patterns[k].bits).sum();
-    let mut parts = Vec::with_capacity(def.keys.len());
-    for &k in &def.keys {
-        let p = def.patterns[k];
-        rest_bits -= p.bits;
-        let value = if rest_bits >= 128 { 0 } else { (fid >> rest_bits) & Pattern::full_mask(p.bits) };
-        parts.push(match (p.anchor, p.offset_bits, p.bits, p.mask) {
-            (Anchor::Net, 96 | 128, 32, m) if m == u128::from(u32::MAX) => Ipv4Addr::from(value as u32).to_string(),
-            (Anchor::Net, 64 | 192, 128, u128::MAX) => Ipv6Addr::from(value).to_string(),
-            _ => value.to_string(),
-        });
+    def.keys
+        .iter()
+        .map(|&k| {
+            let p = def.patterns[k];
+            rest_bits -= p.bits;
+            let value = if rest_bits >= 128 { 0 } else { (fid >> rest_bits) & Pattern::full_mask(p.bits) };
+            (p, value)
+        })
+        .collect()
+}
+
+/// The address fields of a network header: (offset in bits, width, family). The IPv4 ones
+/// lie inside the IPv6 ones' bytes; a definition's preconditions say which family it reads.
+const ADDRESS_FIELDS: [(u32, u32, u8); 4] = [(96, 32, 4), (128, 32, 4), (64, 128, 6), (192, 128, 6)];
+
+/// The address field a key part is, or is a prefix of: (its width, the family).
+fn address_field(p: &Pattern) -> Option<(u32, u8)> {
+    if p.anchor != Anchor::Net {
+        return None;
     }
+    ADDRESS_FIELDS
+        .iter()
+        .find(|&&(at, width, _)| p.offset_bits == at && p.bits <= width)
+        .map(|&(_, width, family)| (width, family))
+}
+
+/// Whether a key part reads address bits without being an address or a prefix of one (its
+/// value could not be anonymised consistently).
+fn reads_address_bits(p: &Pattern) -> bool {
+    let (start, end) = (p.offset_bits, p.offset_bits + p.bits);
+    p.anchor == Anchor::Net && start < 320 && end > 64 && address_field(p).is_none()
+}
+
+/// A FID as text: each key part an address when it is a whole IPv4 or IPv6 address field,
+/// else a number; parts joined by `|`.
+fn fid_text(def: &Definition, fid: u128) -> String {
+    let parts: Vec<String> = key_parts(def, fid)
+        .into_iter()
+        .map(|(p, value)| match address_field(&p) {
+            Some((32, _)) if p.bits == 32 => Ipv4Addr::from(value as u32).to_string(),
+            Some((128, _)) if p.bits == 128 => Ipv6Addr::from(value).to_string(),
+            _ => value.to_string(),
+        })
+        .collect();
     parts.join("|")
+}
+
+/// `fid` with each address part anonymised: a whole address as an address, a prefix as the
+/// same bits of its anonymised address (under Crypto-PAn, a /24 key stays the /24 of the
+/// anonymised addresses).
+fn anonymized_fid(def: &Definition, fid: u128, anon: &mut Anonymizer) -> u128 {
+    key_parts(def, fid).into_iter().fold(0u128, |out, (p, value)| {
+        let shown = match address_field(&p) {
+            Some((width, family)) => {
+                let unused = width - p.bits;
+                let address = value << unused;
+                let mapped = match family {
+                    4 => u128::from(u32::from_be_bytes(anon.ipv4((address as u32).to_be_bytes()))),
+                    _ => u128::from_be_bytes(anon.ipv6(address.to_be_bytes())),
+                };
+                (mapped >> unused) & p.mask
+            }
+            None => value,
+        };
+        let high = if p.bits >= 128 { 0 } else { out << p.bits };
+        high | shown
+    })
 }
 
 #[cfg(test)]

@@ -216,6 +216,12 @@ impl FlowRecord {
             FlowRecord::Udp(r) => &r.endpoints,
         }
     }
+    pub fn endpoints_mut(&mut self) -> &mut Endpoints {
+        match self {
+            FlowRecord::Tcp(r) => &mut r.endpoints,
+            FlowRecord::Udp(r) => &mut r.endpoints,
+        }
+    }
     pub fn end(&self) -> EndReason {
         match self {
             FlowRecord::Tcp(r) => r.end,

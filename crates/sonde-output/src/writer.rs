@@ -4,6 +4,7 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use sonde_anon::Anonymizer;
 use sonde_flow::key::ip_order_key;
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
 
@@ -188,6 +189,9 @@ pub struct LineSink {
     tcp: Lines,
     udp: Lines,
     scratch: Vec<u8>,
+    /// Replaces the addresses before a line is formatted and ordered (one per worker: its
+    /// prefix cache is the worker's own).
+    anon: Option<Anonymizer>,
 }
 
 impl LineSink {
@@ -198,7 +202,14 @@ impl LineSink {
             tcp: Lines::default(),
             udp: Lines::default(),
             scratch: Vec::new(),
+            anon: None,
         }
+    }
+
+    /// Writes every address through `anon`: the logs hold no original address, and are in the
+    /// order of the addresses they show.
+    pub fn anonymized(self, anon: Option<Anonymizer>) -> LineSink {
+        LineSink { anon, ..self }
     }
 
     /// Flows formatted so far.
@@ -213,6 +224,18 @@ impl LineSink {
 
 impl FlowSink for LineSink {
     fn flow(&mut self, record: &FlowRecord) {
+        let Some(anon) = self.anon.as_mut() else { return self.push(record) };
+        let mut shown = record.clone();
+        let e = shown.endpoints_mut();
+        (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
+        self.push(&shown);
+    }
+    /// The flow logs hold each record's RTT summary, not its samples.
+    fn rtt_sample(&mut self, _: &RttSample) {}
+}
+
+impl LineSink {
+    fn push(&mut self, record: &FlowRecord) {
         let key = order_key(record);
         // Formatted in a reused buffer, then appended to the log's text.
         match record {
@@ -220,8 +243,6 @@ impl FlowSink for LineSink {
             FlowRecord::Udp(u) => self.udp.push(key, self.udp_format.format(&mut self.scratch, u)),
         }
     }
-    /// The flow logs hold each record's RTT summary, not its samples.
-    fn rtt_sample(&mut self, _: &RttSample) {}
 }
 
 /// Writes the lines of every sink, sorted by their order keys.

@@ -8,6 +8,9 @@ use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
 use std::path::Path;
 
+use rustc_hash::FxHashMap;
+use sonde_anon::Anonymizer;
+
 use crate::bins::Dist;
 use crate::class::{Dir, Internal, Metric, Net, Proto, Unit};
 use crate::flows::{FlowInterval, FlowIntervals};
@@ -57,6 +60,8 @@ pub struct Report {
     pub intervals: BTreeMap<u64, Interval>,
     top_n: usize,
     internal: Internal,
+    /// The address the tables show for each one counted, when anonymised.
+    shown: Option<FxHashMap<IpAddr, IpAddr>>,
 }
 
 /// Totals for the run summary.
@@ -91,6 +96,7 @@ impl Report {
             intervals,
             top_n: cfg.top_n,
             internal: Internal::new(cfg.internal_nets.clone()),
+            shown: None,
         }
     }
 
@@ -233,6 +239,25 @@ impl Report {
         Ok(())
     }
 
+    /// Shows every address of the tables through `anon` (rows stay as counted: under `hash`
+    /// or `zero` two hosts may show the same address in two rows). Whether a host is internal
+    /// is still decided on its real address.
+    pub fn anonymize(&mut self, anon: &mut Anonymizer) {
+        let mut shown = FxHashMap::default();
+        for (_, t) in self.tables() {
+            let pairs = t.pairs.rows.keys().flat_map(|&(a, b)| [a, b]);
+            for addr in t.hosts.rows.keys().copied().chain(pairs) {
+                shown.entry(addr).or_insert_with(|| anon.ip(addr));
+            }
+        }
+        self.shown = Some(shown);
+    }
+
+    /// The address a table shows for `addr`.
+    fn show(&self, addr: IpAddr) -> IpAddr {
+        self.shown.as_ref().and_then(|m| m.get(&addr).copied()).unwrap_or(addr)
+    }
+
     fn tables(&self) -> impl Iterator<Item = (u64, &Tables)> {
         self.intervals.iter().filter_map(|(i, x)| Some((*i, x.packets.as_ref()?.tables.as_ref()?)))
     }
@@ -241,11 +266,12 @@ impl Report {
         out.push_str("start\tend\taddr\tinternal\tpkts_in\tbytes_in\tpkts_out\tbytes_out\tflows\n");
         for (i, t) in self.tables() {
             let span = self.span(i);
-            let mut rows: Vec<_> = t.hosts.rows.iter().collect();
-            rows.sort_unstable_by_key(|(addr, _)| **addr);
-            for (addr, h) in rows {
+            // In the order of the addresses shown (the real ones' order would leak through).
+            let mut rows: Vec<_> = t.hosts.rows.iter().map(|(addr, h)| (self.show(*addr), addr, h)).collect();
+            rows.sort_unstable_by_key(|&(shown, addr, _)| (shown, *addr));
+            for (shown, addr, h) in rows {
                 out.push_str(&span);
-                push_ip(out, *addr);
+                push_ip(out, shown);
                 out.push_str(if self.internal.contains(addr) { "\t1" } else { "\t0" });
                 host_counts(out, h);
             }
@@ -262,13 +288,18 @@ impl Report {
         out.push_str("start\tend\tsrc\tdst\tpackets\tbytes\n");
         for (i, t) in self.tables() {
             let span = self.span(i);
-            let mut rows: Vec<_> = t.pairs.rows.iter().collect();
-            rows.sort_unstable_by_key(|(pair, _)| **pair);
-            for ((src, dst), tr) in rows {
+            let mut rows: Vec<_> = t
+                .pairs
+                .rows
+                .iter()
+                .map(|(&(src, dst), tr)| ((self.show(src), self.show(dst)), (src, dst), tr))
+                .collect();
+            rows.sort_unstable_by_key(|&(shown, pair, _)| (shown, pair));
+            for ((src, dst), _, tr) in rows {
                 out.push_str(&span);
-                push_ip(out, *src);
+                push_ip(out, src);
                 out.push('\t');
-                push_ip(out, *dst);
+                push_ip(out, dst);
                 push_numbers(out, &[tr.packets, tr.bytes]);
             }
             if t.pairs.refused > 0 {
@@ -315,7 +346,8 @@ impl Report {
             let by_bytes = |h: &HostRow| h.sent.bytes + h.received.bytes;
             let by_flows = |h: &HostRow| h.flows;
             for (name, value) in [("bytes", &by_bytes as &dyn Fn(&HostRow) -> u64), ("flows", &by_flows)] {
-                let mut rows: Vec<_> = t.hosts.rows.iter().map(|(a, h)| (value(h), *a)).filter(|r| r.0 > 0).collect();
+                let mut rows: Vec<_> =
+                    t.hosts.rows.iter().map(|(a, h)| (value(h), self.show(*a))).filter(|r| r.0 > 0).collect();
                 // Largest first; equal values by address, so the order is the same in every run.
                 rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
                 for (rank, (v, addr)) in rows.iter().take(self.top_n).enumerate() {

@@ -124,6 +124,15 @@ pub struct AnalyzeArgs {
     /// Most flow identifiers per definition and interval; the rest are summed in an overflow row.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub definition_fids: usize,
+    /// Anonymise every address the outputs hold (flow logs, tables, definitions' address FIDs):
+    /// cryptopan (prefix preserving), hash or zero (docs/anonymization.md).
+    #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode)]
+    pub anonymize: Option<sonde_anon::Mode>,
+    /// The 32-byte key for --anonymize cryptopan or hash: 64 hex digits or 32 raw bytes; created
+    /// with a new random key (mode 600) if absent. The same key maps addresses the same way in
+    /// every run, so outputs join.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

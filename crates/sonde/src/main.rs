@@ -1,5 +1,6 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
+mod anon;
 mod definitions;
 mod flags;
 mod plot;
@@ -92,6 +93,15 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     if let (Some(counter), Some(path)) = (counter.as_mut(), &args.definition_changes) {
         counter.schedule(definitions::load_changes(path)?);
     }
+    anyhow::ensure!(args.key.is_none() || args.anonymize.is_some(), "--key needs --anonymize");
+    let anonymization = match args.anonymize {
+        Some(mode) => Some(anon::anonymizer(mode, args.key.as_deref(), args.quiet)?),
+        None => None,
+    };
+    let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
+    if let (Some(counter), Some(anon)) = (counter.as_mut(), &anonymizer) {
+        counter.anonymize(anon.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
     let monitor_files: Vec<&str> = sonde_stats::report::FILES
         .iter()
         .chain(&sonde_stats::report::TABLE_FILES)
@@ -109,7 +119,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let pipeline = Pipeline { flow: flow_cfg, workers, ..Pipeline::default() };
     // Each worker formats its flows' lines as they end (the lines are sorted and written after)
     // and adds the flows to its interval statistics.
-    let new_sink = || (LineSink::new(format), monitor_cfg.as_ref().map(FlowIntervals::new));
+    let new_sink =
+        || (LineSink::new(format).anonymized(anonymizer.clone()), monitor_cfg.as_ref().map(FlowIntervals::new));
     let mut packet_intervals = monitor_cfg.as_ref().map(PacketIntervals::new);
     let (outcome, sinks) = analyze_monitored(
         source.as_mut(),
@@ -140,7 +151,10 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let mut outputs = OutputDir::file_names(format).to_vec();
     let mut monitoring = None;
     if let (Some(cfg), Some(packets)) = (&monitor_cfg, packet_intervals) {
-        let report = Report::new(cfg, packets.finish(), flow_intervals.into_iter().flatten().collect());
+        let mut report = Report::new(cfg, packets.finish(), flow_intervals.into_iter().flatten().collect());
+        if let Some(anon) = &anonymizer {
+            report.anonymize(&mut anon.clone());
+        }
         let names =
             report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
         outputs.extend(names.iter().map(|n| n.to_string()));
@@ -168,6 +182,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         monitoring,
     );
     run.definitions = defined;
+    run.anonymization = anonymization.map(|a| a.1);
     run.definition_changes =
         counter.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
     out.write_summary(&run.to_json())?;

@@ -79,6 +79,9 @@ pub struct RunReport {
     /// What became of each `--definition-changes` entry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub definition_changes: Option<Vec<crate::definitions::ChangeSummary>>,
+    /// How addresses were anonymised (`--anonymize`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anonymization: Option<crate::anon::AnonSummary>,
 }
 
 impl RunReport {
@@ -118,6 +121,7 @@ impl RunReport {
             monitoring,
             definitions: None,
             definition_changes: None,
+            anonymization: None,
         }
     }
 

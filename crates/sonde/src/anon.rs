@@ -1,0 +1,47 @@
+//! `--anonymize MODE --key FILE`: the anonymizer every output's addresses go through (flow
+//! logs, tables, definitions' address FIDs), and what summary.json says about it.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use sonde_anon::{Anonymizer, Key, Mode};
+
+/// How the run's outputs were anonymised (never the key itself).
+#[derive(Debug, Clone, Serialize)]
+pub struct AnonSummary {
+    pub mode: &'static str,
+    pub key_file: Option<String>,
+    /// The key file did not exist: a new random key was made (outputs of earlier runs under
+    /// another key do not join with these).
+    pub key_created: bool,
+}
+
+/// The anonymizer `mode` asks for, under the key in `key` (created 0600 if absent).
+pub fn anonymizer(mode: Mode, key: Option<&Path>, quiet: bool) -> Result<(Anonymizer, AnonSummary)> {
+    let Some(path) = key.filter(|_| mode.needs_key()) else {
+        anyhow::ensure!(!mode.needs_key(), "--anonymize {mode} needs --key FILE (created with a new key if absent)");
+        let summary = AnonSummary { mode: mode.name(), key_file: None, key_created: false };
+        return Ok((Anonymizer::zero(), summary));
+    };
+    let loaded = Key::load_or_create(path).with_context(|| format!("key file {}", path.display()))?;
+    if !quiet {
+        if loaded.created {
+            eprintln!("sonde: created key file {} (mode 600): keep it to join later runs' outputs", path.display());
+        }
+        if let Some(bits) = loaded.loose_mode {
+            eprintln!(
+                "sonde: warning: key file {} is readable by others (mode {bits:o}): chmod 600 it",
+                path.display()
+            );
+        }
+    }
+    let summary =
+        AnonSummary { mode: mode.name(), key_file: Some(path.display().to_string()), key_created: loaded.created };
+    Ok((Anonymizer::new(mode, &loaded.key), summary))
+}
+
+/// Parses `--anonymize`'s value.
+pub fn parse_mode(text: &str) -> Result<Mode, String> {
+    text.parse().map_err(|e: sonde_anon::UnknownMode| e.to_string())
+}
