@@ -81,6 +81,82 @@ impl Pattern {
     }
 }
 
+/// A pattern compiled for the packet path. A field of up to 64 bits (most header fields) is
+/// read with one bounded load of its bytes, a shift and a mask, in u64; wider ones go through
+/// [`read_bits`]. Measured in `sonde analyze`, the general reader was ~40 % of matching.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe {
+    pub pattern: Pattern,
+    narrow: bool,
+    /// The field's first byte past its anchor, how many bytes hold it, and the shift that
+    /// drops the bits after it.
+    byte: u32,
+    len: u32,
+    shift: u32,
+    /// The field's width and the pattern's mask together.
+    mask: u64,
+    lo: u64,
+    hi: u64,
+}
+
+impl Probe {
+    pub fn new(pattern: Pattern) -> Probe {
+        let p = pattern;
+        let first_bit = p.offset_bits % 8;
+        let len = (first_bit + p.bits).div_ceil(8);
+        let mask = p.mask & Pattern::full_mask(p.bits);
+        let narrow = len <= 8 && p.bits <= 64 && p.hi <= u128::from(u64::MAX) && p.lo <= p.hi;
+        Probe {
+            pattern,
+            narrow,
+            byte: p.offset_bits / 8,
+            len,
+            shift: len * 8 - first_bit - p.bits,
+            mask: mask as u64,
+            lo: p.lo as u64,
+            hi: p.hi as u64,
+        }
+    }
+
+    /// The masked field, if the packet has it (as [`Pattern::value`]).
+    #[inline]
+    pub fn value(&self, layers: &Layers<'_>) -> Option<u128> {
+        if !self.narrow {
+            return self.pattern.value(layers);
+        }
+        self.narrow_value(layers).map(u128::from)
+    }
+
+    /// The masked field if it matches (as [`Pattern::test`]).
+    #[inline]
+    pub fn test(&self, layers: &Layers<'_>) -> Option<u128> {
+        if !self.narrow {
+            return self.pattern.test(layers);
+        }
+        let v = self.narrow_value(layers)?;
+        (self.lo <= v && v <= self.hi).then_some(u128::from(v))
+    }
+
+    #[inline(always)]
+    fn narrow_value(&self, layers: &Layers<'_>) -> Option<u64> {
+        let (bytes, start) = match self.pattern.anchor {
+            Anchor::Link => (layers.frame, 0),
+            Anchor::Net => (layers.frame, layers.l3?),
+            Anchor::Transport => (layers.frame, layers.l4?),
+            Anchor::Payload => (layers.frame, layers.payload?),
+            Anchor::Meta => (&layers.meta[..], 0),
+        };
+        let at = start as usize + self.byte as usize;
+        let raw = match *bytes.get(at..at + self.len as usize)? {
+            [a] => u64::from(a),
+            [a, b] => u64::from(u16::from_be_bytes([a, b])),
+            [a, b, c, d] => u64::from(u32::from_be_bytes([a, b, c, d])),
+            ref span => span.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)),
+        };
+        Some((raw >> self.shift) & self.mask)
+    }
+}
+
 /// The `bits`-bit big-endian field starting `at` bits into `bytes`, or `None` past the end.
 #[inline]
 pub fn read_bits(bytes: &[u8], at: u64, bits: u32) -> Option<u128> {
@@ -133,6 +209,51 @@ pub fn read_bits(bytes: &[u8], at: u64, bits: u32) -> Option<u128> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The compiled probe reads and tests exactly as the pattern does, at every offset and width,
+    /// on frames long enough or cut short.
+    #[test]
+    fn probes_read_as_their_patterns() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let frame: Vec<u8> = (0..64).map(|_| next() as u8).collect();
+        let anchors = [Anchor::Link, Anchor::Net, Anchor::Transport, Anchor::Payload, Anchor::Meta];
+        let (mut narrow, mut matched) = (0, 0);
+        for _ in 0..20_000 {
+            let bits = 1 + (next() % 128) as u32;
+            let field = Pattern::full_mask(bits);
+            let mask = if next() % 2 == 0 { field } else { (u128::from(next()) << 64 | u128::from(next())) & field };
+            let (a, b) = ((u128::from(next()) << 64 | u128::from(next())) & field, u128::from(next()) & field);
+            let p = Pattern {
+                anchor: anchors[(next() % 5) as usize],
+                offset_bits: (next() % 300) as u32,
+                bits,
+                mask,
+                lo: a.min(b),
+                hi: if next() % 4 == 0 { mask } else { a.max(b) },
+            };
+            let cut = (next() % 65) as usize;
+            let l3 = (next() % 20) as u32;
+            let layers = Layers {
+                frame: &frame[..cut],
+                l3: Some(l3),
+                l4: (next() % 3 > 0).then_some(l3 + 20),
+                payload: Some(40),
+                meta: [7, 6, 64, 0, 1, 2, 3, 4, 0, 0, 5, 220],
+            };
+            let probe = Probe::new(p);
+            narrow += usize::from(probe.narrow);
+            assert_eq!(probe.value(&layers), p.value(&layers), "{p:?} on {cut} bytes");
+            assert_eq!(probe.test(&layers), p.test(&layers), "{p:?} on {cut} bytes");
+            matched += usize::from(p.test(&layers).is_some());
+        }
+        assert!(narrow > 5_000 && matched > 1_000, "{narrow} narrow, {matched} matched");
+    }
 
     #[test]
     fn bit_fields_read_big_endian_at_any_offset() {

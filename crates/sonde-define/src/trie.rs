@@ -6,7 +6,7 @@
 //! by chain: the same tests without the walk.
 
 use crate::definition::{Definition, MAX_PATTERNS};
-use crate::pattern::{Anchor, Pattern};
+use crate::pattern::{Anchor, Pattern, Probe};
 use crate::Layers;
 
 /// A definition that matched a packet, with its flow identifier.
@@ -20,6 +20,7 @@ pub struct Match {
 #[derive(Debug, Clone)]
 struct Node {
     pattern: Pattern,
+    probe: Probe,
     children: Vec<u32>,
     /// Definitions whose chain ends here.
     ends: Vec<u32>,
@@ -34,7 +35,7 @@ enum Test {
     /// Children that each compare the same field (anchor, offset, length, mask) with one
     /// value: read the field once, find the value.
     Exact {
-        probe: Pattern,
+        probe: Probe,
         by_value: Vec<(u128, u32)>,
     },
 }
@@ -46,7 +47,7 @@ pub struct Compiled {
     /// The root's tests (the root itself has no pattern).
     root: Vec<Test>,
     root_children: Vec<u32>,
-    chains: Vec<Vec<Pattern>>,
+    chains: Vec<Vec<Probe>>,
     /// Per definition: its key parts, as (depth in the chain, bits).
     keys: Vec<Vec<(usize, u32)>>,
     /// Nodes in the tree (for reports and tests).
@@ -86,7 +87,7 @@ fn group(nodes: &[Node], children: &[u32]) -> Vec<Test> {
             tests.push(Test::One(c));
         } else {
             by_value.sort_unstable();
-            let probe = Pattern { lo: 0, hi: p.mask, ..p };
+            let probe = Probe::new(Pattern { lo: 0, hi: p.mask, ..p });
             tests.push(Test::Exact { probe, by_value });
         }
     }
@@ -110,7 +111,13 @@ impl Compiled {
                     Some(c) => c,
                     None => {
                         let c = nodes.len() as u32;
-                        nodes.push(Node { pattern: *p, children: Vec::new(), ends: Vec::new(), tests: Vec::new() });
+                        nodes.push(Node {
+                            pattern: *p,
+                            probe: Probe::new(*p),
+                            children: Vec::new(),
+                            ends: Vec::new(),
+                            tests: Vec::new(),
+                        });
                         match at {
                             None => root_children.push(c),
                             Some(n) => nodes[n as usize].children.push(c),
@@ -129,7 +136,8 @@ impl Compiled {
             nodes[n].tests = tests;
         }
         let root = group(&nodes, &root_children);
-        let chains: Vec<Vec<Pattern>> = defs.iter().map(|d| d.patterns.clone()).collect();
+        let chains: Vec<Vec<Probe>> =
+            defs.iter().map(|d| d.patterns.iter().copied().map(Probe::new).collect()).collect();
         let keys = defs.iter().map(|d| d.keys.iter().map(|&k| (k, d.patterns[k].bits)).collect()).collect();
         let grouped = |tests: &[Test]| tests.iter().any(|t| matches!(t, Test::Exact { .. }));
         let shares = nodes.len() < chains.iter().map(Vec::len).sum::<usize>()
@@ -151,9 +159,7 @@ impl Compiled {
         out.clear();
         let mut values = [0u128; MAX_PATTERNS];
         self.run(&self.root, 0, layers, &mut values, out);
-        if out.len() > 1 {
-            out.sort_unstable();
-        }
+        sort_few(out);
     }
 
     fn run(
@@ -168,7 +174,7 @@ impl Compiled {
             match test {
                 Test::One(c) => {
                     let node = &self.nodes[*c as usize];
-                    if let Some(v) = node.pattern.test(layers) {
+                    if let Some(v) = node.probe.test(layers) {
                         self.enter(node, depth, v, layers, values, out);
                     }
                 }
@@ -195,7 +201,9 @@ impl Compiled {
         for &def in &node.ends {
             out.push(Match { def, fid: self.fid(def, values) });
         }
-        self.run(&node.tests, depth + 1, layers, values, out);
+        if !node.tests.is_empty() {
+            self.run(&node.tests, depth + 1, layers, values, out);
+        }
     }
 
     /// The FID of `def` from the values its chain read: its key parts side by side.
@@ -225,11 +233,24 @@ impl Compiled {
 
     /// Every pattern of every definition.
     pub fn patterns(&self) -> impl Iterator<Item = &Pattern> {
-        self.chains.iter().flatten()
+        self.chains.iter().flatten().map(|p| &p.pattern)
     }
 
     /// Patterns tested at the first level (for reports and tests).
     pub fn root_width(&self) -> usize {
         self.root_children.len()
+    }
+}
+
+/// Sorts a packet's matches, a handful at most as a rule: insertion sort, without the general
+/// sort's call and set-up.
+#[inline]
+fn sort_few(out: &mut [Match]) {
+    for i in 1..out.len() {
+        let mut j = i;
+        while j > 0 && out[j - 1] > out[j] {
+            out.swap(j - 1, j);
+            j -= 1;
+        }
     }
 }
