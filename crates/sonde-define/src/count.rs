@@ -680,7 +680,7 @@ mod tests {
     use crate::parse_definitions;
 
     fn layers(frame: &[u8]) -> Layers<'_> {
-        Layers { frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0, 0, 0, 0, 40] }
+        Layers { frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0, 0, 0, 0, 40, 0] }
     }
 
     #[test]

@@ -19,7 +19,10 @@ pub mod meta {
     /// The IP packet's length as its header declares it (32 bits): IPv4's total length, IPv6's
     /// payload length + 40.
     pub const IP_LEN: u32 = 8;
-    pub const LEN: usize = 12;
+    /// 1 when the captured frame starts with an Ethernet header (link type 1), else 0: the
+    /// link fields are read only then.
+    pub const ETHERNET: u32 = 12;
+    pub const LEN: usize = 13;
 }
 
 /// What a named field needs to be true of the packet before it can be read.
@@ -31,12 +34,21 @@ pub enum Needs {
     Ip,
     IpVersion(u8),
     IpProto(u8),
-    /// The Ethernet type at link offset 12 (an 802.1Q tag: 0x8100).
+    /// The frame starts with an Ethernet header (not Linux cooked, raw IP, …).
+    Ethernet,
+    /// An Ethernet frame with this type at link offset 12 (an 802.1Q tag: 0x8100).
     EthType(u16),
 }
 
 impl Needs {
-    /// The pattern that checks it.
+    /// The patterns that check it.
+    pub fn patterns(self) -> impl Iterator<Item = Pattern> {
+        let ethernet = matches!(self, Needs::EthType(_)).then(|| Needs::Ethernet.pattern()).flatten();
+        ethernet.into_iter().chain(self.pattern())
+    }
+
+    /// The pattern that checks it (an Ethernet type also needs [`Needs::Ethernet`]: see
+    /// [`Needs::patterns`]).
     pub fn pattern(self) -> Option<Pattern> {
         let byte = |at: u32, v: u8| Pattern {
             anchor: Anchor::Meta,
@@ -51,6 +63,7 @@ impl Needs {
             Needs::Ip => Some(Pattern { hi: 6, ..byte(meta::IP_VERSION, 4) }),
             Needs::IpVersion(v) => Some(byte(meta::IP_VERSION, v)),
             Needs::IpProto(p) => Some(byte(meta::IP_PROTO, p)),
+            Needs::Ethernet => Some(byte(meta::ETHERNET, 1)),
             Needs::EthType(t) => Some(Pattern {
                 anchor: Anchor::Link,
                 offset_bits: 96,
@@ -91,9 +104,9 @@ const UDP: Needs = Needs::IpProto(17);
 /// Every named field. `ip.src` and `ip.dst` are not here: they stand for the IPv4 or the IPv6
 /// field by the family of the address they are compared with (see [`by_name`]).
 pub const FIELDS: &[Field] = &[
-    field("eth.dst", Anchor::Link, 0, 48, Needs::Nothing),
-    field("eth.src", Anchor::Link, 48, 48, Needs::Nothing),
-    field("eth.type", Anchor::Link, 96, 16, Needs::Nothing),
+    field("eth.dst", Anchor::Link, 0, 48, Needs::Ethernet),
+    field("eth.src", Anchor::Link, 48, 48, Needs::Ethernet),
+    field("eth.type", Anchor::Link, 96, 16, Needs::Ethernet),
     // The first (outer) 802.1Q tag, right after the addresses.
     field("vlan.pcp", Anchor::Link, 112, 3, VLAN),
     field("vlan.id", Anchor::Link, 116, 12, VLAN),

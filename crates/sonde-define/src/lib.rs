@@ -10,7 +10,7 @@
 //! let mut frame = vec![0u8; 40];
 //! frame[20..24].copy_from_slice(&[0x04, 0xd2, 0x00, 0x50]);
 //! frame[33] = 0x02;
-//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0, 0, 0, 0, 40] };
+//! let layers = Layers { frame: &frame, l3: Some(0), l4: Some(20), payload: Some(40), meta: [4, 6, 64, 0, 0, 0, 0, 0, 0, 0, 0, 40, 0] };
 //! let mut out = Vec::new();
 //! set.matches(&layers, &mut out);
 //! assert_eq!(out.iter().map(|m| (m.def, m.fid)).collect::<Vec<_>>(), [(0, 80), (1, 2)]);
@@ -57,8 +57,14 @@ pub struct Layers<'a> {
 impl<'a> Layers<'a> {
     /// The layers of a decoded frame: the decoder's offsets, and its facts (TOS / traffic class
     /// read from the header at the network offset).
-    pub fn of(frame: &'a [u8], summary: &sonde_wire::PacketSummary, offsets: &sonde_wire::LayerOffsets) -> Self {
+    pub fn of(
+        link: sonde_wire::LinkType,
+        frame: &'a [u8],
+        summary: &sonde_wire::PacketSummary,
+        offsets: &sonde_wire::LayerOffsets,
+    ) -> Self {
         let mut meta = [0u8; fields::meta::LEN];
+        meta[fields::meta::ETHERNET as usize] = u8::from(link.0 == 1);
         if let (Some(ip), Some(at)) = (summary.ip, offsets.network) {
             let at = at as usize;
             let (version, tos) = match ip.src {
@@ -66,7 +72,7 @@ impl<'a> Layers<'a> {
                 std::net::IpAddr::V6(_) => (6, frame.get(at..at + 2).map_or(0, |b| (b[0] << 4) | (b[1] >> 4))),
             };
             meta[..4].copy_from_slice(&[version, ip.protocol, ip.ttl, tos]);
-            meta[8..].copy_from_slice(&ip.total_len.to_be_bytes());
+            meta[8..12].copy_from_slice(&ip.total_len.to_be_bytes());
         }
         if let Some(sonde_wire::Transport::Tcp(t)) = summary.transport {
             let next =

@@ -138,7 +138,9 @@ impl<'a> Parser<'a> {
             self.skip_space();
             let cond_at = self.at;
             let (needs, pattern) = self.condition()?;
-            push_unique(&mut chain, needs);
+            for p in needs.patterns() {
+                push_unique(&mut chain, Some(p));
+            }
             last_condition = push_unique(&mut chain, Some(pattern)).unwrap_or(last_condition);
             if chain.len() > MAX_PATTERNS {
                 return Err(self.error_at(cond_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
@@ -173,7 +175,9 @@ impl<'a> Parser<'a> {
                         self.error_at(key_at, format!("a key is at most {MAX_BITS} bits; these fields make {bits}"))
                     );
                 }
-                push_unique(&mut chain, field.needs.pattern());
+                for p in field.needs.patterns() {
+                    push_unique(&mut chain, Some(p));
+                }
                 let extract = Pattern {
                     anchor: field.anchor,
                     offset_bits: field.offset_bits,
@@ -338,7 +342,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `field [& mask] op value`: the field's precondition and its pattern.
-    fn condition(&mut self) -> Result<(Option<Pattern>, Pattern), ParseError> {
+    fn condition(&mut self) -> Result<(Needs, Pattern), ParseError> {
         let mut field = self.field_ref()?;
         let mut mask = None;
         if self.eat("&") {
@@ -429,7 +433,7 @@ impl<'a> Parser<'a> {
         // A decoder fact is 0 on a packet that is not IP: only a condition admitting 0 needs
         // the IP check (`ip.proto == 6` does not, and shares its node with `tcp.dport`).
         let needs = if field.needs == Needs::Ip && lo != 0 { Needs::Nothing } else { field.needs };
-        Ok((needs.pattern(), pattern))
+        Ok((needs, pattern))
     }
 
     /// A named field, `ANCHOR[byte:len]` or `ANCHOR.bits[bit:len]`.

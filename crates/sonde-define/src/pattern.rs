@@ -244,7 +244,7 @@ mod tests {
                 l3: Some(l3),
                 l4: (next() % 3 > 0).then_some(l3 + 20),
                 payload: Some(40),
-                meta: [7, 6, 64, 0, 1, 2, 3, 4, 0, 0, 5, 220],
+                meta: [7, 6, 64, 0, 1, 2, 3, 4, 0, 0, 5, 220, 1],
             };
             let probe = Probe::new(p);
             narrow += usize::from(probe.narrow);

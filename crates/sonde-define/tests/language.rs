@@ -93,10 +93,14 @@ fn facts_that_are_zero_off_ip_check_for_ip_only_when_zero_would_match() {
     let len = pattern(Anchor::Meta, meta::IP_LEN * 8, 32, 0xffff_ffff, 0, 0xffff_ffff);
     assert_eq!(d.patterns, [pattern(Anchor::Meta, meta::IP_VERSION * 8, 8, 0xff, 0, 6), ip, len]);
     assert_eq!(d.keys, [2]);
-    // 802.1Q: the tag's fields need the tag's Ethernet type.
+    // 802.1Q: the tag's fields need an Ethernet frame and the tag's Ethernet type.
+    let ethernet = meta_is(meta::ETHERNET, 1);
     let tagged = pattern(Anchor::Link, 96, 16, 0xffff, 0x8100, 0x8100);
-    assert_eq!(chain("a = vlan.id == 100"), [tagged, pattern(Anchor::Link, 116, 12, 0xfff, 100, 100)]);
-    assert_eq!(chain("a = eth.type == 0x8100 and vlan.pcp >= 5"), [tagged, pattern(Anchor::Link, 112, 3, 7, 5, 7)]);
+    assert_eq!(chain("a = vlan.id == 100"), [ethernet, tagged, pattern(Anchor::Link, 116, 12, 0xfff, 100, 100)]);
+    let pcp = pattern(Anchor::Link, 112, 3, 7, 5, 7);
+    assert_eq!(chain("a = eth.type == 0x8100 and vlan.pcp >= 5"), [ethernet, tagged, pcp]);
+    // The link fields read only Ethernet frames (not Linux cooked or raw IP captures).
+    assert_eq!(chain("a = eth.type == 0x0806"), [ethernet, pattern(Anchor::Link, 96, 16, 0xffff, 0x806, 0x806)]);
 }
 
 #[test]

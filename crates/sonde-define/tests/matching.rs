@@ -192,7 +192,7 @@ fn random_frames_never_panic_and_match_only_what_they_hold() {
             l3: at(rng.next()),
             l4: at(rng.next()),
             payload: at(rng.next()),
-            meta: [(rng.next() % 8) as u8, 6, 64, 0, 1, 2, 3, 4, 0, 0, 5, 220],
+            meta: [(rng.next() % 8) as u8, 6, 64, 0, 1, 2, 3, 4, 0, 0, 5, 220, (rng.next() % 2) as u8],
         };
         set.matches(&layers, &mut out);
         let mut flat = Vec::new();

@@ -559,7 +559,7 @@ fn decode_layers<'f>(
     out: &mut PacketSummary,
 ) -> Result<Layers<'f>, sonde_wire::UnsupportedLink> {
     let offsets = sonde_wire::decode_with_offsets(LinkType(frame.link_type), frame.data, frame.wire_len, out)?;
-    Ok(Layers::of(frame.data, out, &offsets))
+    Ok(Layers::of(LinkType(frame.link_type), frame.data, out, &offsets))
 }
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ const DEFINITIONS: &[(&str, &str, &str)] = &[
     ("net", "ip.src in 10.77.0.0/31", "ip.src == 10.77.0.0/31"),
     ("ll6", "ip.dst in fe80::/10", "ipv6.dst == fe80::/10"),
     ("ttl", "ip.ttl <= 63 and ip.version == 4", "ip.ttl <= 63"),
+    // Link fields read Ethernet frames only: none on a Linux cooked capture.
+    ("arp", "eth.type == 0x0806", "eth.type == 0x0806"),
+    ("eth4", "eth.type == 0x0800", "eth.type == 0x0800"),
 ];
 
 fn traces() -> Vec<PathBuf> {
@@ -30,6 +33,14 @@ fn traces() -> Vec<PathBuf> {
     if let Some(shared) = shared_dir() {
         for name in ["mixed", "lossy", "ipv6"] {
             traces.push(shared.join(format!("groundtruth/{name}.pcap")));
+        }
+        // A Linux cooked capture (no Ethernet header) and one with ARP.
+        let real = shared.join("traces/realistic");
+        for rel in [
+            "CESNET+ipfixprobe/tests/functional/inputs/mqtt.pcap",
+            "CESNET+ipfixprobe/tests/functional/inputs/arp.pcap",
+        ] {
+            traces.push(real.join(rel));
         }
     }
     traces

@@ -78,5 +78,5 @@ pub fn real_packets(max_per_trace: usize) -> Vec<Packet> {
 pub fn layers(link_type: u32, frame: &[u8]) -> Layers<'_> {
     let mut summary = PacketSummary::EMPTY;
     let offsets = decode_with_offsets(LinkType(link_type), frame, frame.len() as u32, &mut summary).unwrap_or_default();
-    Layers::of(frame, &summary, &offsets)
+    Layers::of(LinkType(link_type), frame, &summary, &offsets)
 }
