@@ -231,6 +231,7 @@ fn run_threads<S: FlowSink + Send>(
                 sent: vec![0; workers],
                 next_worker: 0,
             }),
+            dead: false,
         };
         let input_error = reader.read(source, filter, progress, &mut threads);
         let clock_ns = reader.clock_ns;
@@ -257,6 +258,10 @@ fn run_threads<S: FlowSink + Send>(
 /// `commit(worker)`; a slot not committed is overwritten by the next packet. With definitions,
 /// every analysed packet goes to `define` first (`flow_worker`: its flow's worker, if any).
 trait Dispatch {
+    /// A worker died (it panicked): reading on would only lose packets; its join reports it.
+    fn failed(&self) -> bool {
+        false
+    }
     fn slot(&mut self) -> &mut Item;
     fn commit(&mut self, worker: usize);
     fn define(
@@ -304,6 +309,8 @@ struct ToThreads<'a> {
     to_workers: &'a [Sender<Message>],
     recycle: &'a Receiver<Batch>,
     defs: Option<ThreadDefs>,
+    /// A worker's channel closed: it died.
+    dead: bool,
 }
 
 /// The reader's side of definitions matched in the workers.
@@ -337,11 +344,15 @@ impl ToThreads<'_> {
         }
         let full = std::mem::replace(full, empty);
         // A worker that died (panicked) drops its receiver; its join reports it.
-        let _ = self.to_workers[worker].send(Message::Batch(full));
+        self.dead |= self.to_workers[worker].send(Message::Batch(full)).is_err();
     }
 }
 
 impl Dispatch for ToThreads<'_> {
+    fn failed(&self) -> bool {
+        self.dead
+    }
+
     fn slot(&mut self) -> &mut Item {
         &mut self.staged
     }
@@ -500,6 +511,9 @@ impl Reader<'_> {
         loop {
             if stats.packets.read.is_multiple_of(PROGRESS_EVERY) && stats.packets.read > 0 {
                 progress(Progress { packets: stats.packets.read, position: source.position(), size });
+            }
+            if dispatch.failed() {
+                return None;
             }
             let frame = match source.next_frame() {
                 Ok(Some(f)) => f,
