@@ -145,6 +145,8 @@ impl RunStats {
         self.last_ts_ns.saturating_sub(self.first_ts_ns) as f64 / 1e9
     }
 
+    /// Every frame: kept inline in the reader's loop.
+    #[inline(always)]
     pub(crate) fn count_frame(&mut self, link_type: u32, captured: usize, wire_len: u32, ts_ns: u64) {
         let p = &mut self.packets;
         p.read += 1;

@@ -224,17 +224,28 @@ impl LineSink {
 
 impl FlowSink for LineSink {
     fn flow(&mut self, record: &FlowRecord) {
-        let Some(anon) = self.anon.as_mut() else { return self.push(record) };
-        let mut shown = record.clone();
-        let e = shown.endpoints_mut();
-        (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
-        self.push(&shown);
+        if self.anon.is_some() {
+            return self.push_anonymized(record);
+        }
+        self.push(record)
     }
     /// The flow logs hold each record's RTT summary, not its samples.
     fn rtt_sample(&mut self, _: &RttSample) {}
 }
 
 impl LineSink {
+    /// Out of line: the copy of the wide record stays off the plain path.
+    #[inline(never)]
+    fn push_anonymized(&mut self, record: &FlowRecord) {
+        let mut shown = record.clone();
+        if let Some(anon) = self.anon.as_mut() {
+            let e = shown.endpoints_mut();
+            (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
+        }
+        self.push(&shown);
+    }
+
+    #[inline]
     fn push(&mut self, record: &FlowRecord) {
         let key = order_key(record);
         // Formatted in a reused buffer, then appended to the log's text.
