@@ -6,7 +6,8 @@
 //! original length, link type and a borrowed view of the bytes. Uncompressed files are
 //! memory-mapped; streams are read through one reusable buffer, so steady-state reading does not
 //! allocate. A damaged file yields every frame before the damage, then reports where it stopped.
-//! Sun snoop files are read too (Ethernet, FDDI and SunATM datalinks).
+//! Sun snoop files are read too (Ethernet, FDDI and SunATM datalinks). [`TraceWriter`] writes
+//! frames back out as pcap or pcapng, for the commands that rewrite traces.
 //!
 //! Entry points: [`open`] (a path, `-` for standard input), [`open_stdin`], [`open_reader`]
 //! (any byte stream) and [`open_bytes`] (a buffer in memory). Each returns a boxed
@@ -39,10 +40,12 @@ mod stream;
 #[cfg(test)]
 mod tests;
 mod util;
+mod write;
 
 pub use detect::BoxedSource;
 use detect::{capture, compression, decompressed, MAGIC_PEEK};
 use stream::{SliceInput, StreamInput};
+pub use write::{TraceFormat, TraceWriter, WriteError};
 
 /// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet.
 pub const LINKTYPE_ETHERNET: u32 = 1;
