@@ -43,6 +43,16 @@ pub enum Command {
     ///
     /// Exit status: 0 success; 1 error (an input is malformed, or nothing to plot).
     Plot(crate::plot::PlotArgs),
+    /// Compare two runs' flow logs: per field, the share of flows whose value changed; the RTT
+    /// distributions of each.
+    ///
+    /// A and B are output directories of `sonde analyze` (their tcp_flows and udp_flows, TSV or
+    /// JSONL) or two flow log files. Flows are paired by their endpoints (and among those by
+    /// their first packet's time); fields are compared as numbers where they are numbers. Made
+    /// to measure what ACK thinning changes: `sonde compare full/ thinned/`.
+    ///
+    /// Exit status: 0 compared; 1 error (a log is missing or malformed).
+    Compare(crate::compare::CompareArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
