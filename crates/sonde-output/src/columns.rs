@@ -193,6 +193,15 @@ fn udp_first_abs(d: &UdpDirStats) -> Value {
 }
 
 /// The UDP flow log's columns, in output order.
+/// `columns` with `*_iscrypto` set to 1, as Tstat sets it for an address it anonymised: for the
+/// logs of a run whose every address went through the anonymizer.
+pub fn mark_anonymized<R>(mut columns: Vec<Column<R>>) -> Vec<Column<R>> {
+    for c in columns.iter_mut().filter(|c| c.name.ends_with("_iscrypto")) {
+        c.value = |_| Value::Bool(true);
+    }
+    columns
+}
+
 pub fn udp_columns() -> Vec<Column<UdpRecord>> {
     let mut cols: Vec<Column<UdpRecord>> = Vec::new();
     cols.extend(udp_dir_columns!("c", client, client_ip, client_port, client_internal));

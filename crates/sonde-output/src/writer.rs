@@ -8,7 +8,7 @@ use sonde_anon::Anonymizer;
 use sonde_flow::key::ip_order_key;
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
 
-use crate::columns::{tcp_columns, udp_columns, Column};
+use crate::columns::{mark_anonymized, tcp_columns, udp_columns, Column};
 use crate::line::LineFormat;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +192,7 @@ pub struct LineSink {
     /// Replaces the addresses before a line is formatted and ordered (one per worker: its
     /// prefix cache is the worker's own).
     anon: Option<Anonymizer>,
+    format: Format,
 }
 
 impl LineSink {
@@ -203,13 +204,22 @@ impl LineSink {
             udp: Lines::default(),
             scratch: Vec::new(),
             anon: None,
+            format,
         }
     }
 
     /// Writes every address through `anon`: the logs hold no original address, and are in the
-    /// order of the addresses they show.
+    /// order of the addresses they show, with `*_iscrypto` set.
     pub fn anonymized(self, anon: Option<Anonymizer>) -> LineSink {
-        LineSink { anon, ..self }
+        if anon.is_none() {
+            return self;
+        }
+        LineSink {
+            tcp_format: LineFormat::new(self.format, &mark_anonymized(tcp_columns())),
+            udp_format: LineFormat::new(self.format, &mark_anonymized(udp_columns())),
+            anon,
+            ..self
+        }
     }
 
     /// Flows formatted so far.

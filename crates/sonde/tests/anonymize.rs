@@ -37,9 +37,15 @@ fn traces() -> Vec<PathBuf> {
     traces
 }
 
-/// `row` with the address columns `columns` mapped through `anon`.
+/// `row` with the address columns `columns` mapped through `anon`, and marked anonymised
+/// (`*_iscrypto`) where the row says so.
 fn mapped(row: &Row, columns: &[&str], anon: &mut Anonymizer) -> Row {
     let mut row = row.clone();
+    for c in ["c_iscrypto", "s_iscrypto"] {
+        if let Some(v) = row.get_mut(c) {
+            *v = "1".to_string();
+        }
+    }
     for c in columns {
         if let Ok(ip) = row[*c].parse::<IpAddr>() {
             row.insert(c.to_string(), anon.ip(ip).to_string());
