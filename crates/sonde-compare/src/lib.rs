@@ -93,6 +93,9 @@ pub struct Comparison {
     pub matched: u64,
     pub only_a: u64,
     pub only_b: u64,
+    /// Unpaired flows of A whose endpoints an unpaired flow of B has the other way round: the
+    /// client and server roles swapped (a flow without handshake whose first packet B lacks).
+    pub swapped_roles: u64,
     /// Every column both logs have, but the endpoints, in A's order.
     pub fields: Vec<FieldChange>,
     pub columns_only_a: Vec<String>,
@@ -208,6 +211,7 @@ pub fn compare(a: &FlowLog, b: &FlowLog) -> Result<Comparison, CompareError> {
         matched,
         only_a: (a.rows.len() - pairs.len()) as u64,
         only_b: (b.rows.len() - pairs.len()) as u64,
+        swapped_roles: swapped_roles(a, b, &pairs)?,
         fields,
         columns_only_a,
         columns_only_b,
@@ -267,6 +271,38 @@ pub fn pair(a: &FlowLog, b: &FlowLog) -> Result<Vec<(usize, usize)>, CompareErro
     }
     pairs.sort_unstable();
     Ok(pairs)
+}
+
+/// Counts the unpaired flows of A that an unpaired flow of B mirrors (each B flow once).
+fn swapped_roles(a: &FlowLog, b: &FlowLog, pairs: &[(usize, usize)]) -> Result<u64, CompareError> {
+    let endpoints = |log: &FlowLog, row: usize, reversed: bool| -> Result<Vec<String>, CompareError> {
+        let order = if reversed { [2, 3, 0, 1] } else { [0, 1, 2, 3] };
+        order
+            .iter()
+            .map(|&i| {
+                let column = log
+                    .column(KEY_COLUMNS[i])
+                    .ok_or(CompareError::MissingColumn { path: log.path.clone(), column: KEY_COLUMNS[i] })?;
+                Ok(cell_text(&log.rows[row][column]))
+            })
+            .collect()
+    };
+    let (mut paired_a, mut paired_b) = (vec![false; a.rows.len()], vec![false; b.rows.len()]);
+    for &(ra, rb) in pairs {
+        (paired_a[ra], paired_b[rb]) = (true, true);
+    }
+    let mut mirrored: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    for rb in (0..b.rows.len()).filter(|&r| !paired_b[r]) {
+        *mirrored.entry(endpoints(b, rb, true)?).or_default() += 1;
+    }
+    let mut swapped = 0;
+    for ra in (0..a.rows.len()).filter(|&r| !paired_a[r]) {
+        if let Some(n) = mirrored.get_mut(&endpoints(a, ra, false)?).filter(|n| **n > 0) {
+            *n -= 1;
+            swapped += 1;
+        }
+    }
+    Ok(swapped)
 }
 
 fn cell_text(v: &Value) -> String {

@@ -14,6 +14,13 @@ pub fn render_text(title: &str, c: &Comparison, all_fields: bool) -> String {
         "{title}: A {} flows, B {} flows; paired {}, only in A {}, only in B {}",
         c.flows_a, c.flows_b, c.matched, c.only_a, c.only_b
     );
+    if c.swapped_roles > 0 {
+        let _ = writeln!(
+            out,
+            "  of those unpaired, {} flows of A are in B with client and server swapped",
+            c.swapped_roles
+        );
+    }
     let mut fields: Vec<_> = c.fields.iter().filter(|f| all_fields || f.changed > 0).collect();
     fields.sort_by_key(|f| std::cmp::Reverse(f.changed));
     if fields.is_empty() {

@@ -71,6 +71,15 @@ fn flows_pair_by_endpoints_then_first_time_then_order() {
 }
 
 #[test]
+fn flows_seen_the_other_way_round_are_counted_as_swapped() {
+    let a = log(&["10.0.0.1\t1\t10.0.0.2\t80\t1.0\t1\t0\t0\t-", "10.0.0.3\t3\t10.0.0.2\t80\t1.0\t1\t0\t0\t-"]);
+    let b = log(&["10.0.0.2\t80\t10.0.0.1\t1\t2.0\t1\t0\t0\t-", "10.0.0.2\t80\t10.0.0.1\t1\t9.0\t1\t0\t0\t-"]);
+    let c = compare(&a, &b).unwrap();
+    assert_eq!((c.matched, c.only_a, c.only_b, c.swapped_roles), (0, 2, 2, 1));
+    assert!(render_text("TCP flows", &c, false).contains("1 flows of A are in B with client and server swapped"));
+}
+
+#[test]
 fn quantiles_are_nearest_rank() {
     let values: Vec<f64> = (1..=100).map(f64::from).collect();
     let q = quantiles(&values);

@@ -1,6 +1,7 @@
 //! `sonde compare A B`: two runs' flow logs side by side — per field, the share of flows whose
 //! value changed, and the RTT distributions of each (docs/thinning.md, "Accuracy").
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -52,17 +53,24 @@ pub fn run(args: &CompareArgs) -> Result<ExitCode> {
         let comparison = compare(&read(&a)?, &read(&b)?)?;
         results.push((kind, comparison));
     }
-    if args.json {
+    let text = if args.json {
         let object: serde_json::Map<String, serde_json::Value> = results
             .into_iter()
             .map(|(kind, c)| Ok((kind.to_string(), serde_json::to_value(c)?)))
             .collect::<Result<_>>()?;
-        println!("{}", serde_json::to_string_pretty(&object)?);
+        format!("{}\n", serde_json::to_string_pretty(&object)?)
     } else {
-        println!("A: {}\nB: {}", args.a.display(), args.b.display());
+        let mut text = format!("A: {}\nB: {}\n", args.a.display(), args.b.display());
         for (kind, c) in &results {
-            print!("\n{}", render_text(&format!("{} flows", kind.to_uppercase()), c, args.all));
+            text.push('\n');
+            text.push_str(&render_text(&format!("{} flows", kind.to_uppercase()), c, args.all));
         }
+        text
+    };
+    // A reader that stops early (`| head`) is not an error.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing to standard output"),
+        _ => {}
     }
     Ok(ExitCode::SUCCESS)
 }
