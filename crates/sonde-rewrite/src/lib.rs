@@ -47,7 +47,7 @@ mod ip;
 mod transport;
 
 use sonde_anon::Anonymizer;
-use sonde_wire::LinkType;
+pub use sonde_wire::LinkType;
 
 /// What a frame turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
 mod anon;
+mod anon_trace;
 mod definitions;
 mod flags;
 mod plot;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(&args),
         Command::Ts(cmd) => ts::run(&cmd),
         Command::Plot(args) => plot::run(&args),
+        Command::Anon(args) => anon_trace::run(&args),
     };
     match result {
         Ok(code) => code,
