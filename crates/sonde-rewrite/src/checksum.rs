@@ -11,25 +11,32 @@ pub(crate) fn add(a: u16, b: u16) -> u16 {
 
 /// The one's-complement sum of `bytes` as big-endian 16-bit words (an odd last byte is padded
 /// with zero, RFC 1071 §4.1).
+///
+/// Summed 64 bits at a time in the machine's byte order with end-around carry, then folded and
+/// put in network order: RFC 1071 §2 (B), the sum does not depend on byte order but for a final
+/// swap. (Payload bytes dominate the cost of rewriting a frame.)
 pub(crate) fn sum(bytes: &[u8]) -> u16 {
     let mut acc: u64 = 0;
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
-        // Four words at once: the carries land in the high bits and are folded below.
-        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        acc += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
+        let w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let (s, carry) = acc.overflowing_add(w);
+        acc = s + u64::from(carry);
     }
     let mut words = chunks.remainder().chunks_exact(2);
+    // At most three more words: no overflow of the folded accumulator below.
+    let mut tail: u64 = 0;
     for w in &mut words {
-        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
+        tail += u64::from(u16::from_ne_bytes([w[0], w[1]]));
     }
     if let [last] = words.remainder() {
-        acc += u64::from(*last) << 8;
+        tail += u64::from(u16::from_ne_bytes([*last, 0]));
     }
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
+    let mut folded = (acc & 0xffff_ffff) + (acc >> 32) + tail;
+    while folded >> 16 != 0 {
+        folded = (folded & 0xffff) + (folded >> 16);
     }
-    acc as u16
+    u16::from_be(folded as u16)
 }
 
 /// The sum of a pseudo-header's words other than the addresses: the protocol and the

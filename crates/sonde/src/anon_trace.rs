@@ -76,6 +76,14 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     if !args.quiet {
         print_summary(&rewriter.stats(), &copied, args, elapsed_s);
     }
+    let stats = rewriter.stats();
+    if stats.unsupported_link_frames > 0 {
+        // Not a summary detail: these frames keep their real addresses.
+        eprintln!(
+            "sonde: warning: {} frames of a link type sonde does not decode were copied unchanged: their addresses are not anonymised",
+            stats.unsupported_link_frames
+        );
+    }
     if let Some(e) = &copied.input_error {
         eprintln!(
             "sonde: warning: {input_name}: {e}; the output holds the {} frames before that point",
