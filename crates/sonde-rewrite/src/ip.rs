@@ -10,17 +10,21 @@ use crate::frame::sub;
 use crate::transport::Segment;
 use crate::{FrameKind, Rewriter};
 
+/// IPv4 fields, from sonde-wire's view.
 mod v4 {
-    pub const CHECKSUM: usize = 10;
-    pub const SRC: usize = 12;
-    pub const DST: usize = 16;
-    pub const ADDRS: core::ops::Range<usize> = 12..20;
+    use sonde_wire::ipv4::Ipv4Header;
+    pub const CHECKSUM: usize = Ipv4Header::CHECKSUM_OFFSET;
+    pub const SRC: usize = Ipv4Header::SRC_OFFSET;
+    pub const DST: usize = Ipv4Header::DST_OFFSET;
+    /// Source and destination, contiguous.
+    pub const ADDRS: core::ops::Range<usize> = SRC..DST + 4;
 }
 
 mod v6 {
-    pub const SRC: usize = 8;
-    pub const DST: usize = 24;
-    pub const HEADER_LEN: usize = 40;
+    use sonde_wire::ipv6::Ipv6Header;
+    pub const SRC: usize = Ipv6Header::SRC_OFFSET;
+    pub const DST: usize = Ipv6Header::DST_OFFSET;
+    pub const HEADER_LEN: usize = Ipv6Header::LEN;
     // Routing header (RFC 8200 §4.4): type and segments left, then type-specific data.
     pub const RH_TYPE: usize = 2;
     pub const RH_SEGMENTS_LEFT: usize = 3;

@@ -1,9 +1,11 @@
 //! The transport layer: TCP, UDP, ICMP, ICMPv6 and GRE checksums, what ICMP messages carry
 //! (quoted packets, redirect and neighbour-discovery addresses) and the tunnels' inner packets.
 
+use sonde_wire::icmp::{self, IcmpHeader};
 use sonde_wire::link::Net;
+use sonde_wire::tcp::{self, TcpHeader};
 use sonde_wire::tunnel::{self, walk_gre, walk_gtpu, walk_vxlan, GreHeader};
-use sonde_wire::{icmp, tcp, udp};
+use sonde_wire::udp::{self, UdpHeader};
 
 use crate::checksum::{self, field, set_field, sum};
 use crate::frame::{self, sub};
@@ -39,6 +41,9 @@ struct Check {
     whole: bool,
 }
 
+/// Where an ICMP error's quote starts: after type, code, checksum and four bytes (unused, or a
+/// pointer, an MTU, a gateway).
+const QUOTE_OFFSET: usize = 8;
 /// ICMPv4 types quoting the datagram that caused them (RFC 792, RFC 1812 §4.3.2.3).
 const ICMP4_ERRORS: [u8; 5] = [3, 4, 5, 11, 12];
 const ICMP4_REDIRECT: u8 = 5;
@@ -49,20 +54,32 @@ const ICMP6_ERRORS: std::ops::RangeInclusive<u8> = 1..=4;
 const ICMP6_NS: u8 = 135;
 const ICMP6_NA: u8 = 136;
 const ICMP6_REDIRECT: u8 = 137;
+/// Their target address, and a redirect's destination.
+const ND_TARGET: usize = 8;
+const ND_REDIRECT_DESTINATION: usize = 24;
+/// RFC 792: a redirect's gateway, in place of the unused word.
+const REDIRECT_GATEWAY: usize = 4;
 
 impl Rewriter {
     pub(crate) fn transport(&mut self, buf: &mut [u8], seg: Segment) {
         let full = |at, pseudo, udp| Check { at, len: seg.declared, pseudo, udp, whole: seg.whole };
         match seg.protocol {
-            tcp::PROTOCOL => self.checksum(buf, &seg, full(16, Some(tcp::PROTOCOL), false), None),
+            tcp::PROTOCOL => {
+                self.checksum(buf, &seg, full(TcpHeader::CHECKSUM_OFFSET, Some(tcp::PROTOCOL), false), None)
+            }
             udp::PROTOCOL => self.udp(buf, &seg),
             icmp::PROTOCOL_V4 if !seg.pseudo.v6 => {
                 let old_body = (!seg.quoted).then(|| self.icmp_body(buf, &seg));
-                self.checksum(buf, &seg, full(2, None, false), old_body.flatten());
+                self.checksum(buf, &seg, full(IcmpHeader::CHECKSUM_OFFSET, None, false), old_body.flatten());
             }
             icmp::PROTOCOL_V6 if seg.pseudo.v6 => {
                 let old_body = (!seg.quoted).then(|| self.icmp_body(buf, &seg));
-                self.checksum(buf, &seg, full(2, Some(icmp::PROTOCOL_V6), false), old_body.flatten());
+                self.checksum(
+                    buf,
+                    &seg,
+                    full(IcmpHeader::CHECKSUM_OFFSET, Some(icmp::PROTOCOL_V6), false),
+                    old_body.flatten(),
+                );
             }
             _ if seg.quoted => {}
             tunnel::IPIP_PROTOCOL => frame::tunnel(self, Net::Ipv4(0), buf, seg.declared, seg.depth),
@@ -74,7 +91,7 @@ impl Rewriter {
                 let net = walk_gre(buf);
                 frame::tunnel(self, net, buf, seg.declared, seg.depth);
                 if checked {
-                    self.checksum(buf, &seg, full(4, None, false), old_body);
+                    self.checksum(buf, &seg, full(GreHeader::CHECKSUM_OFFSET, None, false), old_body);
                 }
             }
             _ => {}
@@ -82,7 +99,7 @@ impl Rewriter {
     }
 
     fn udp(&mut self, buf: &mut [u8], seg: &Segment) {
-        let Some(udp_len) = field(buf, 4) else {
+        let Some(udp_len) = field(buf, UdpHeader::LENGTH_OFFSET) else {
             self.stats.checksums_not_captured += 1;
             self.stats.headers_unreadable += 1;
             return;
@@ -90,13 +107,14 @@ impl Rewriter {
         // The pseudo-header and the checksum use the UDP length; 0 is a jumbogram or GSO.
         let (len, sane) = match usize::from(udp_len) {
             0 => (seg.declared, true),
-            n if (udp::UdpHeader::LEN..=seg.declared).contains(&n) => (n, true),
+            n if (UdpHeader::LEN..=seg.declared).contains(&n) => (n, true),
             _ => (seg.declared, false),
         };
         let mut old_body = None;
-        if !seg.quoted && sane && buf.len() >= udp::UdpHeader::LEN {
-            let (src_port, dst_port) = (field(buf, 0).unwrap_or(0), field(buf, 2).unwrap_or(0));
-            let inner = &buf[udp::UdpHeader::LEN..len.min(buf.len())];
+        if !seg.quoted && sane && buf.len() >= UdpHeader::LEN {
+            let src_port = field(buf, UdpHeader::SRC_PORT_OFFSET).unwrap_or(0);
+            let dst_port = field(buf, UdpHeader::DST_PORT_OFFSET).unwrap_or(0);
+            let inner = &buf[UdpHeader::LEN..len.min(buf.len())];
             let net = if dst_port == tunnel::VXLAN_PORT {
                 Some(walk_vxlan(inner))
             } else if dst_port == tunnel::GTPU_PORT || src_port == tunnel::GTPU_PORT {
@@ -107,11 +125,17 @@ impl Rewriter {
             if let Some(net) = net {
                 old_body = Some(sum(&buf[..len.min(buf.len())]));
                 let end = len.min(buf.len());
-                let inner = &mut buf[udp::UdpHeader::LEN..end];
-                frame::tunnel(self, net, inner, len - udp::UdpHeader::LEN, seg.depth);
+                let inner = &mut buf[UdpHeader::LEN..end];
+                frame::tunnel(self, net, inner, len - UdpHeader::LEN, seg.depth);
             }
         }
-        let check = Check { at: 6, len, pseudo: Some(udp::PROTOCOL), udp: true, whole: seg.whole && sane };
+        let check = Check {
+            at: UdpHeader::CHECKSUM_OFFSET,
+            len,
+            pseudo: Some(udp::PROTOCOL),
+            udp: true,
+            whole: seg.whole && sane,
+        };
         self.checksum(buf, seg, check, old_body);
     }
 
@@ -126,12 +150,12 @@ impl Rewriter {
         let quote_len = if seg.pseudo.v6 {
             match icmp_type {
                 ICMP6_NS | ICMP6_NA => {
-                    self.map_v6(buf, 8);
+                    self.map_v6(buf, ND_TARGET);
                     return Some(old_body);
                 }
                 ICMP6_REDIRECT => {
-                    self.map_v6(buf, 8);
-                    self.map_v6(buf, 24);
+                    self.map_v6(buf, ND_TARGET);
+                    self.map_v6(buf, ND_REDIRECT_DESTINATION);
                     return Some(old_body);
                 }
                 // RFC 4884 §4.2: a length (in 64-bit words) when extensions follow the quote.
@@ -141,8 +165,7 @@ impl Rewriter {
             }
         } else {
             if icmp_type == ICMP4_REDIRECT {
-                // RFC 792: the gateway to use instead.
-                self.map_v4(buf, 4);
+                self.map_v4(buf, REDIRECT_GATEWAY);
             }
             match icmp_type {
                 // RFC 4884 §4.1: a length (in 32-bit words) when extensions follow the quote.
@@ -151,9 +174,9 @@ impl Rewriter {
                 _ => return None,
             }
         };
-        let declared = seg.declared.saturating_sub(icmp::IcmpHeader::LEN + 4);
+        let declared = seg.declared.saturating_sub(QUOTE_OFFSET);
         let declared = if quote_len > 0 { quote_len.min(declared) } else { declared };
-        let quote = sub(buf, 8);
+        let quote = sub(buf, QUOTE_OFFSET);
         let end = declared.min(quote.len());
         if self.ip_any(&mut quote[..end], declared, seg.depth, true) == crate::FrameKind::Ip {
             self.stats.icmp_quotes += 1;

@@ -46,6 +46,9 @@ pub struct Ipv6Header<'a> {
 
 impl<'a> Ipv6Header<'a> {
     pub const LEN: usize = field::HEADER_LEN;
+    // Where fields are, for code that rewrites them in place (sonde-rewrite).
+    pub const SRC_OFFSET: usize = field::SRC;
+    pub const DST_OFFSET: usize = field::DST;
 
     pub fn new_unchecked(buf: &'a [u8]) -> Self {
         Ipv6Header { buf }
