@@ -59,13 +59,7 @@ impl Rewriter {
     /// tunnels or further quotes).
     pub(crate) fn ipv4(&mut self, buf: &mut [u8], declared: usize, depth: u8, quoted: bool) -> FrameKind {
         let Ok(h) = Ipv4Header::new_checked(buf) else {
-            // Cut inside the fixed header: what is there of the addresses is still mapped.
-            if buf.first().is_some_and(|b| b >> 4 == 4) {
-                self.map_v4(buf, v4::SRC);
-                self.map_v4(buf, v4::DST);
-            }
-            self.stats.headers_unreadable += 1;
-            return FrameKind::Ip;
+            return self.cut_fixed_header(buf, false);
         };
         let header_len = h.header_len();
         if h.version() != 4 || header_len < Ipv4Header::MIN_LEN {
@@ -121,12 +115,7 @@ impl Rewriter {
 
     pub(crate) fn ipv6(&mut self, buf: &mut [u8], declared: usize, depth: u8, quoted: bool) -> FrameKind {
         let Ok(h) = Ipv6Header::new_checked(buf) else {
-            if buf.first().is_some_and(|b| b >> 4 == 6) {
-                self.map_v6(buf, v6::SRC);
-                self.map_v6(buf, v6::DST);
-            }
-            self.stats.headers_unreadable += 1;
-            return FrameKind::Ip;
+            return self.cut_fixed_header(buf, true);
         };
         if h.version() != 6 {
             self.stats.headers_unreadable += 1;
@@ -170,6 +159,23 @@ impl Rewriter {
             depth,
         };
         self.transport(sub(payload, walk.offset), segment);
+        FrameKind::Ip
+    }
+
+    /// An IP header cut inside its fixed part: what is there of the addresses is still mapped.
+    fn cut_fixed_header(&mut self, buf: &mut [u8], is_v6: bool) -> FrameKind {
+        match buf.first().map(|b| b >> 4) {
+            Some(6) if is_v6 => {
+                self.map_v6(buf, v6::SRC);
+                self.map_v6(buf, v6::DST);
+            }
+            Some(4) if !is_v6 => {
+                self.map_v4(buf, v4::SRC);
+                self.map_v4(buf, v4::DST);
+            }
+            _ => {}
+        }
+        self.stats.headers_unreadable += 1;
         FrameKind::Ip
     }
 
