@@ -360,7 +360,7 @@ fn clear(out: &mut PacketSummary) {
 /// Inlined into each walk (the hot one lost 40 M instructions on the benchmark trace when a
 /// second caller made the compiler keep it apart).
 #[inline(always)]
-fn link_walk(link: LinkType, frame: &[u8]) -> Result<Net, UnsupportedLink> {
+pub(crate) fn link_walk(link: LinkType, frame: &[u8]) -> Result<Net, UnsupportedLink> {
     Ok(match link {
         LinkType::ETHERNET => ethernet::walk(frame),
         LinkType::LINUX_SLL => linux_sll::walk_sll(frame),

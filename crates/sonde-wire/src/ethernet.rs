@@ -213,33 +213,46 @@ pub fn walk(buf: &[u8]) -> Net {
 
 /// Follows `ethertype`, whose payload starts at `offset` in `buf`, through VLAN tags, MPLS and
 /// PPPoE to the network layer.
-pub fn walk_ethertype(buf: &[u8], mut offset: usize, mut ty: u16) -> Net {
-    for _ in 0..MAX_TAGS {
-        match ty {
-            ethertype::IPV4 => return Net::Ipv4(offset),
-            ethertype::IPV6 => return Net::Ipv6(offset),
-            ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_OLD => {
-                let Ok(tag) = VlanTag::new_checked(crate::bytes::tail(buf, offset)) else {
-                    return Net::Cut;
-                };
-                ty = tag.next_ethertype();
-                offset += VlanTag::LEN;
+pub fn walk_ethertype(buf: &[u8], offset: usize, ty: u16) -> Net {
+    let (ty, offset) = match skip_vlan_tags(buf, offset, ty) {
+        Ok(found) => found,
+        Err(net) => return net,
+    };
+    match ty {
+        ethertype::IPV4 => Net::Ipv4(offset),
+        ethertype::IPV6 => Net::Ipv6(offset),
+        ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => walk_mpls(buf, offset),
+        ethertype::PPPOE_SESSION => {
+            let Ok(s) = PppoeSession::new_checked(crate::bytes::tail(buf, offset)) else {
+                return Net::Cut;
+            };
+            match ppp_net(s.ppp_protocol(), buf, offset + PppoeSession::LEN) {
+                Net::NonIp(_) => Net::NonIp(NonIp::EtherType(ethertype::PPPOE_SESSION)),
+                net => net,
             }
-            ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => return walk_mpls(buf, offset),
-            ethertype::PPPOE_SESSION => {
-                let Ok(s) = PppoeSession::new_checked(crate::bytes::tail(buf, offset)) else {
-                    return Net::Cut;
-                };
-                return match ppp_net(s.ppp_protocol(), buf, offset + PppoeSession::LEN) {
-                    Net::NonIp(_) => Net::NonIp(NonIp::EtherType(ethertype::PPPOE_SESSION)),
-                    net => net,
-                };
-            }
-            t if t <= ethertype::MAX_8023_LEN => return Net::NonIp(NonIp::Other),
-            t => return Net::NonIp(NonIp::EtherType(t)),
         }
+        t if t <= ethertype::MAX_8023_LEN => Net::NonIp(NonIp::Other),
+        t => Net::NonIp(NonIp::EtherType(t)),
     }
-    Net::Malformed
+}
+
+/// Follows 802.1Q / 802.1ad tags from `ethertype` (whose payload starts at `offset`) to the
+/// first EtherType that is not a tag, and where its payload starts; `Err` holds the walk's
+/// result when the tags are cut or too many. (Callers that rewrite a non-IP payload, such as
+/// ARP, need its offset, which [`Net::NonIp`] does not carry.)
+#[inline]
+pub fn skip_vlan_tags(buf: &[u8], mut offset: usize, mut ty: u16) -> Result<(u16, usize), Net> {
+    for _ in 0..MAX_TAGS {
+        if !matches!(ty, ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_OLD) {
+            return Ok((ty, offset));
+        }
+        let Ok(tag) = VlanTag::new_checked(crate::bytes::tail(buf, offset)) else {
+            return Err(Net::Cut);
+        };
+        ty = tag.next_ethertype();
+        offset += VlanTag::LEN;
+    }
+    Err(Net::Malformed)
 }
 
 /// Walks an MPLS label stack starting at `offset` and guesses the payload from its first nibble,

@@ -23,6 +23,8 @@ pub struct IcmpHeader<'a> {
 
 impl<'a> IcmpHeader<'a> {
     pub const LEN: usize = field::HEADER_LEN;
+    // Where fields are, for code that rewrites them in place (sonde-rewrite).
+    pub const CHECKSUM_OFFSET: usize = field::CHECKSUM;
 
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, WireError> {
         if buf.len() < field::HEADER_LEN {

@@ -31,6 +31,10 @@ pub struct Ipv4Header<'a> {
 impl<'a> Ipv4Header<'a> {
     /// Length of the fixed part.
     pub const MIN_LEN: usize = field::HEADER_LEN;
+    // Where fields are, for code that rewrites them in place (sonde-rewrite).
+    pub const CHECKSUM_OFFSET: usize = field::CHECKSUM;
+    pub const SRC_OFFSET: usize = field::SRC;
+    pub const DST_OFFSET: usize = field::DST;
 
     pub fn new_unchecked(buf: &'a [u8]) -> Self {
         Ipv4Header { buf }

@@ -46,6 +46,9 @@ pub struct Ipv6Header<'a> {
 
 impl<'a> Ipv6Header<'a> {
     pub const LEN: usize = field::HEADER_LEN;
+    // Where fields are, for code that rewrites them in place (sonde-rewrite).
+    pub const SRC_OFFSET: usize = field::SRC;
+    pub const DST_OFFSET: usize = field::DST;
 
     pub fn new_unchecked(buf: &'a [u8]) -> Self {
         Ipv6Header { buf }
@@ -161,6 +164,22 @@ impl<'a> FragmentHeader<'a> {
     }
 }
 
+/// Whether the walk treats `next` as an extension header (and steps over it).
+#[inline]
+pub fn is_extension(next: u8) -> bool {
+    matches!(
+        next,
+        next_header::HOP_BY_HOP
+            | next_header::ROUTING
+            | next_header::DEST_OPTS
+            | next_header::MOBILITY
+            | next_header::HIP
+            | next_header::SHIM6
+            | next_header::AH
+            | next_header::FRAGMENT
+    )
+}
+
 /// How an extension-header walk ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExtEnd {
@@ -190,16 +209,8 @@ pub struct ExtWalk {
 pub fn walk_extensions(next: u8, payload: &[u8], declared: usize) -> ExtWalk {
     let mut w = ExtWalk { protocol: next, offset: 0, fragment: Fragment::No, ident: 0, end: ExtEnd::Done };
     for _ in 0..MAX_EXT_HEADERS {
-        match w.protocol {
-            next_header::HOP_BY_HOP
-            | next_header::ROUTING
-            | next_header::DEST_OPTS
-            | next_header::MOBILITY
-            | next_header::HIP
-            | next_header::SHIM6
-            | next_header::AH
-            | next_header::FRAGMENT => {}
-            _ => return w,
+        if !is_extension(w.protocol) {
+            return w;
         }
         let rest = tail(payload, w.offset);
         let Ok(ext) = ExtHeader::new_checked(w.protocol, rest) else {

@@ -71,6 +71,14 @@ pub fn decode_into(
     decode::decode_into(link, frame, wire_len, out)
 }
 
+pub use decode::MAX_TUNNEL_DEPTH;
+
+/// Walks the link layer of `frame` to where its network layer starts (the first step of
+/// [`decode`]), for callers that work on the bytes themselves (rewriting a trace).
+pub fn link_network(link: LinkType, frame: &[u8]) -> Result<link::Net, UnsupportedLink> {
+    decode::link_walk(link, frame)
+}
+
 /// Where the analysed packet's layers start in the frame, in bytes: the network header, the
 /// transport header and its payload (for a tunnelled packet, the inner ones). `None` when the
 /// packet has no such layer or the capture ended before it. For TCP and UDP the payload is

@@ -37,6 +37,8 @@ pub struct TcpHeader<'a> {
 
 impl<'a> TcpHeader<'a> {
     pub const MIN_LEN: usize = field::HEADER_LEN;
+    // Where fields are, for code that rewrites them in place (sonde-rewrite).
+    pub const CHECKSUM_OFFSET: usize = field::CHECKSUM;
 
     pub fn new_unchecked(buf: &'a [u8]) -> Self {
         TcpHeader { buf }

@@ -57,6 +57,8 @@ pub struct GreHeader<'a> {
 
 impl<'a> GreHeader<'a> {
     pub const MIN_LEN: usize = field::GRE_LEN;
+    /// Where the checksum is when the C bit says it is present (RFC 2784 §2.5).
+    pub const CHECKSUM_OFFSET: usize = field::GRE_LEN;
 
     pub fn new_checked(buf: &'a [u8]) -> Result<Self, WireError> {
         if buf.len() < field::GRE_LEN {

@@ -22,6 +22,11 @@ pub struct UdpHeader<'a> {
 
 impl<'a> UdpHeader<'a> {
     pub const LEN: usize = field::HEADER_LEN;
+    // Where fields are, for code that rewrites them in place (sonde-rewrite).
+    pub const SRC_PORT_OFFSET: usize = field::SRC_PORT;
+    pub const DST_PORT_OFFSET: usize = field::DST_PORT;
+    pub const LENGTH_OFFSET: usize = field::LENGTH;
+    pub const CHECKSUM_OFFSET: usize = field::CHECKSUM;
 
     pub fn new_unchecked(buf: &'a [u8]) -> Self {
         UdpHeader { buf }

@@ -53,6 +53,18 @@ pub enum Command {
     ///
     /// Exit status: 0 compared; 1 error (a log is missing or malformed).
     Compare(crate::compare::CompareArgs),
+    /// Write a copy of a trace with every address anonymised and the checksums fixed.
+    ///
+    /// Rewrites the addresses of IPv4/IPv6 headers, ARP, ICMP-quoted headers and tunnels' inner
+    /// headers (the same mapping as `analyze --anonymize` under the same key), recomputes or
+    /// updates the IP/TCP/UDP/ICMP checksums and leaves every other byte as it was. The output
+    /// has the input's format (pcap stays pcap, others become pcapng); see docs/anonymization.md.
+    ///
+    /// Example: sonde anon -r trace.pcap -w anon.pcap --key site.key
+    ///
+    /// Exit status: 0 success; 1 error (nothing written); 2 bad usage; 3 the input ended early:
+    /// the frames before the damage were rewritten and written.
+    Anon(crate::anon_trace::AnonTraceArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

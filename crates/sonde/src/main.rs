@@ -1,6 +1,7 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
 mod anon;
+mod anon_trace;
 mod compare;
 mod definitions;
 mod flags;
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
         Command::Ts(cmd) => ts::run(&cmd),
         Command::Plot(args) => plot::run(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Anon(args) => anon_trace::run(&args),
     };
     match result {
         Ok(code) => code,

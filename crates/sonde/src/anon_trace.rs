@@ -1,0 +1,205 @@
+//! `sonde anon -r IN -w OUT`: a copy of a trace with every address anonymised and the checksums
+//! fixed (sonde-rewrite), in the input's format (docs/anonymization.md, "`sonde anon`").
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use sonde_capture::{TraceFormat, TraceWriter, WriteError};
+use sonde_rewrite::{LinkType, RewriteStats, Rewriter};
+
+use crate::EXIT_INPUT_DAMAGED;
+
+#[derive(Debug, clap::Args)]
+pub struct AnonTraceArgs {
+    /// Trace to read; `-` reads standard input.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub read: PathBuf,
+    /// Trace to write (pcap or pcapng, as the input); `-` writes standard output.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: PathBuf,
+    /// How addresses are replaced: cryptopan (prefix preserving), hash or zero.
+    #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode, default_value = "cryptopan")]
+    pub anonymize: sonde_anon::Mode,
+    /// The 32-byte key for cryptopan or hash (created with a new random key, mode 600, if
+    /// absent). The same key maps addresses as `sonde analyze --anonymize` does with it.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Keep at most N bytes of each frame (after the checksums are computed); the length on
+    /// the wire is kept.
+    #[arg(long, value_name = "N")]
+    pub snaplen: Option<u32>,
+    /// Overwrite the output file if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// No summary on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Frames read and written, and why the input ended early if it did.
+struct Copied {
+    frames_written: u64,
+    frames_cut: u64,
+    input_error: Option<String>,
+}
+
+pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
+    if args.snaplen == Some(0) {
+        bail!("--snaplen must be at least 1");
+    }
+    let input_name = args.read.display().to_string();
+    let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
+    let (anon, _) = crate::anon::anonymizer(args.anonymize, args.key.as_deref(), args.quiet)?;
+    let format = TraceFormat::matching(source.format());
+    let mut rewriter = Rewriter::new(anon);
+    let started = Instant::now();
+
+    let copied = if args.write.as_os_str() == "-" {
+        let stdout = io::stdout().lock();
+        match copy(source.as_mut(), &mut rewriter, args.snaplen, TraceWriter::new(BufWriter::new(stdout), format)) {
+            Err(WriteError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            other => other.context("writing standard output")?,
+        }
+    } else {
+        let out = PendingFile::create(&args.write, args.force)?;
+        let writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
+        let copied = copy(source.as_mut(), &mut rewriter, args.snaplen, writer)
+            .with_context(|| format!("writing {}", args.write.display()))?;
+        out.commit(args.force)?;
+        copied
+    };
+    let elapsed_s = started.elapsed().as_secs_f64();
+    if !args.quiet {
+        print_summary(&rewriter.stats(), &copied, args, elapsed_s);
+    }
+    let stats = rewriter.stats();
+    if stats.unsupported_link_frames > 0 {
+        // Not a summary detail: these frames keep their real addresses.
+        eprintln!(
+            "sonde: warning: {} frames of a link type sonde does not decode were copied unchanged: their addresses are not anonymised",
+            stats.unsupported_link_frames
+        );
+    }
+    if let Some(e) = &copied.input_error {
+        eprintln!(
+            "sonde: warning: {input_name}: {e}; the output holds the {} frames before that point",
+            copied.frames_written
+        );
+        return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads every frame, rewrites it, cuts it to the snaplen and writes it.
+fn copy<W: Write>(
+    source: &mut dyn sonde_capture::PacketSource,
+    rewriter: &mut Rewriter,
+    snaplen: Option<u32>,
+    mut writer: TraceWriter<W>,
+) -> Result<Copied, WriteError> {
+    let snaplen = snaplen.map_or(usize::MAX, |n| n as usize);
+    let mut frame_bytes = Vec::new();
+    let mut frames_cut = 0;
+    let input_error = loop {
+        let frame = match source.next_frame() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break None,
+            Err(e) => break Some(e.to_string()),
+        };
+        frame_bytes.clear();
+        frame_bytes.extend_from_slice(frame.data);
+        rewriter.rewrite(LinkType(frame.link_type), &mut frame_bytes, frame.wire_len);
+        if frame_bytes.len() > snaplen {
+            frame_bytes.truncate(snaplen);
+            frames_cut += 1;
+        }
+        // The wire length stays what the input said (never below the captured length).
+        let wire_len = frame.wire_len.max(u32::try_from(frame.data.len()).unwrap_or(u32::MAX));
+        writer.write(frame.ts_ns, wire_len, frame.link_type, &frame_bytes)?;
+    };
+    let frames_written = writer.frames();
+    writer.finish()?;
+    Ok(Copied { frames_written, frames_cut, input_error })
+}
+
+/// The output, written under a temporary name in the same directory and renamed into place
+/// once complete: a failed run leaves no half-written trace (the temporary file is removed).
+struct PendingFile {
+    file: File,
+    tmp: PathBuf,
+    dest: PathBuf,
+    committed: bool,
+}
+
+impl PendingFile {
+    fn create(dest: &Path, force: bool) -> Result<PendingFile> {
+        if !force && dest.symlink_metadata().is_ok() {
+            bail!("{} exists (use --force to overwrite it)", dest.display());
+        }
+        let name = dest.file_name().with_context(|| format!("{}: not a file name", dest.display()))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".sonde-anon-{}.tmp", std::process::id()));
+        let tmp = dest.with_file_name(tmp_name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        Ok(PendingFile { file, tmp, dest: dest.to_path_buf(), committed: false })
+    }
+
+    /// Moves the complete file into place; without `force`, never over a file that appeared
+    /// meanwhile (a hard link fails if the name exists).
+    fn commit(mut self, force: bool) -> Result<()> {
+        self.file.sync_all().with_context(|| format!("writing {}", self.tmp.display()))?;
+        if force {
+            std::fs::rename(&self.tmp, &self.dest)
+        } else {
+            std::fs::hard_link(&self.tmp, &self.dest).and_then(|()| std::fs::remove_file(&self.tmp))
+        }
+        .with_context(|| format!("moving the output into place as {}", self.dest.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for PendingFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn print_summary(s: &RewriteStats, copied: &Copied, args: &AnonTraceArgs, elapsed_s: f64) {
+    let per_frame_ns = if s.frames > 0 { elapsed_s * 1e9 / s.frames as f64 } else { 0.0 };
+    eprintln!(
+        "sonde anon ({}): {} frames read, {} written to {} in {:.2} s ({:.0} ns/frame)",
+        args.anonymize,
+        s.frames,
+        copied.frames_written,
+        args.write.display(),
+        elapsed_s,
+        per_frame_ns
+    );
+    if let Some(n) = args.snaplen {
+        eprintln!("  snaplen {n}: {} frames cut", copied.frames_cut);
+    }
+    eprintln!(
+        "  addresses mapped: {} IPv4, {} IPv6, {} partial (cut by the capture); {} ARP, {} ICMP quotes, {} tunnelled packets, {} IPv6 routing headers",
+        s.ipv4_addresses, s.ipv6_addresses, s.partial_addresses, s.arp_packets, s.icmp_quotes, s.tunnels, s.routing_headers
+    );
+    eprintln!(
+        "  checksums: {} recomputed ({} were wrong and are fixed), {} updated incrementally, {} not captured",
+        s.checksums_recomputed, s.checksums_fixed, s.checksums_adjusted, s.checksums_not_captured
+    );
+    eprintln!(
+        "  left unchanged: {} non-IP frames, {} of an unsupported link type, {} with an unreadable link header; {} headers cut or malformed (rewritten as far as readable)",
+        s.non_ip_frames, s.unsupported_link_frames, s.unreadable_link_frames, s.headers_unreadable
+    );
+}
