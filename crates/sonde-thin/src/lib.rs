@@ -95,7 +95,7 @@ impl Config {
         check("the collision probability", p.is_finite() && p > 0.0 && p < 1.0, "between 0 and 1", p)?;
         check("the maximum handshake RTT", positive(self.max_rtt_s), "a positive number of seconds", self.max_rtt_s)?;
         let slots = table_slots(self.rate_per_s, self.hold_s, self.collision_p);
-        if !(slots <= MAX_SLOTS as f64) {
+        if slots > MAX_SLOTS as f64 {
             return Err(ConfigError::TooLarge { slots });
         }
         Ok(slots as usize)
