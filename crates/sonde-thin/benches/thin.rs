@@ -29,7 +29,7 @@ fn load() -> Vec<(u64, u32, PacketSummary)> {
     packets
 }
 
-fn benches(c: &mut Criterion) {
+fn thinning(c: &mut Criterion) {
     let packets = load();
     let mut group = c.benchmark_group("thinning");
     group.throughput(Throughput::Elements(packets.len() as u64));
@@ -42,5 +42,5 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, benches);
+criterion_group!(benches, thinning);
 criterion_main!(benches);

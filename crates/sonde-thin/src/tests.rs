@@ -22,8 +22,7 @@ fn seg(
     sport: u16,
     dst: &str,
     dport: u16,
-    seq: u32,
-    ack: u32,
+    (seq, ack): (u32, u32),
     flags: u16,
     payload_len: u32,
 ) -> PacketSummary {
@@ -56,10 +55,10 @@ fn seg(
 
 /// Client 10.0.0.1:40000 → server :80, client ISN 1000, server ISN 5000.
 fn c2s(seq: u32, ack: u32, flags: u16, len: u32) -> PacketSummary {
-    seg(C, 40000, S, 80, seq, ack, flags, len)
+    seg(C, 40000, S, 80, (seq, ack), flags, len)
 }
 fn s2c(seq: u32, ack: u32, flags: u16, len: u32) -> PacketSummary {
-    seg(S, 80, C, 40000, seq, ack, flags, len)
+    seg(S, 80, C, 40000, (seq, ack), flags, len)
 }
 
 fn thinner() -> Thinner {
@@ -195,10 +194,10 @@ fn ipv6_handshakes_are_tracked() {
     let kept = decide(
         &mut t,
         &[
-            seg(c, 5555, s, 443, 77, 0, SYN, 0),
-            seg(s, 443, c, 5555, 900, 78, SYN | ACK, 0),
-            seg(c, 5555, s, 443, 78, 901, ACK, 0),
-            seg(c, 5555, s, 443, 78, 901, ACK, 0),
+            seg(c, 5555, s, 443, (77, 0), SYN, 0),
+            seg(s, 443, c, 5555, (900, 78), SYN | ACK, 0),
+            seg(c, 5555, s, 443, (78, 901), ACK, 0),
+            seg(c, 5555, s, 443, (78, 901), ACK, 0),
         ],
     );
     assert_eq!(kept, [true, true, true, false]);
@@ -235,9 +234,9 @@ fn collisions_never_lose_a_handshake() {
     let config = Config { rate_per_s: 1.0, hold_s: 1.0, collision_p: 0.5, max_rtt_s: 3.0 };
     let mut t = Thinner::new(&config).unwrap();
     assert_eq!(t.slots(), 4);
-    let client = |i: u16| seg(C, 40000 + i, S, 80, 1001, 5001, ACK, 0);
+    let client = |i: u16| seg(C, 40000 + i, S, 80, (1001, 5001), ACK, 0);
     for i in 0..40u16 {
-        assert!(t.keep(u64::from(i) * MS, &seg(S, 80, C, 40000 + i, 5000, 1001, SYN | ACK, 0), 60));
+        assert!(t.keep(u64::from(i) * MS, &seg(S, 80, C, 40000 + i, (5000, 1001), SYN | ACK, 0), 60));
     }
     for i in 0..40u16 {
         assert!(t.keep(100 * MS + u64::from(i) * MS, &client(i), 60), "handshake {i} lost");
@@ -253,9 +252,9 @@ fn collisions_never_lose_a_handshake() {
 #[test]
 fn entries_expire_after_the_maximum_rtt() {
     let mut t = thinner();
-    let syn_ack = |i: u16| seg(S, 80, C, 40000 + i, 5000, 1001, SYN | ACK, 0);
-    let ack = |i: u16| seg(C, 40000 + i, S, 80, 1001, 5001, ACK, 0);
-    let data = seg(C, 1, S, 1, 1, 1, ACK | PSH, 10);
+    let syn_ack = |i: u16| seg(S, 80, C, 40000 + i, (5000, 1001), SYN | ACK, 0);
+    let ack = |i: u16| seg(C, 40000 + i, S, 80, (1001, 5001), ACK, 0);
+    let data = seg(C, 1, S, 1, (1, 1), ACK | PSH, 10);
     // Sweeps run every 3 s of packet time from the first packet: at 0, 3 s, 6 s.
     assert!(t.keep(0, &data, 60));
     assert!(t.keep(500 * MS, &syn_ack(1), 60));
