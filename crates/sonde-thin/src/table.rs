@@ -44,11 +44,18 @@ pub enum Insert {
 }
 
 /// Fixed-size, direct-mapped table of open handshakes.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HandshakeTable {
     slots: Box<[Slot]>,
     /// Slots holding a live or not yet swept entry (tagged or collided).
     occupied: usize,
+}
+
+/// Its size and load, not its thousands of slots.
+impl std::fmt::Debug for HandshakeTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandshakeTable").field("slots", &self.slots.len()).field("occupied", &self.occupied).finish()
+    }
 }
 
 impl HandshakeTable {
@@ -228,5 +235,6 @@ mod tests {
     #[test]
     fn slots_are_sixteen_bytes() {
         assert_eq!(HandshakeTable::new(100).bytes(), 1600);
+        assert_eq!(format!("{:?}", HandshakeTable::new(100)), "HandshakeTable { slots: 100, occupied: 0 }");
     }
 }
