@@ -9,6 +9,8 @@
 //! records are the same for any number of workers (only eviction, when a worker's share of
 //! `--max-flows` fills, depends on the split). A damaged input ends the read but not the run:
 //! every flow analysed so far is still emitted and the error is returned beside the stats.
+//! With [`Pipeline::thin`] set, the reader thins the decoded packets first ([`sonde_thin`]): a
+//! dropped packet is counted as read, and nothing else sees it.
 //!
 //! ```
 //! use sonde_engine::{analyze, Pipeline, Progress};
@@ -25,10 +27,13 @@ mod defined;
 mod pipeline;
 pub mod resources;
 mod stats;
+mod thinning;
 
 pub use pipeline::{analyze, analyze_monitored, analyze_with, Outcome, Pipeline, Progress};
 pub use sonde_filter::{Filter, FilterError};
+pub use sonde_thin::{Config as ThinConfig, Thinner};
 pub use stats::*;
+pub use thinning::*;
 
 #[cfg(test)]
 mod tests {

@@ -12,10 +12,12 @@ use sonde_define::{Counter, Layers, Matcher};
 use sonde_filter::Filter;
 use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
 use sonde_stats::PacketIntervals;
+use sonde_thin::Thinner;
 use sonde_wire::{LinkType, PacketSummary};
 
 use crate::defined::{DefBatch, Reorder};
 use crate::stats::{CountingSink, FlowCounts, RunStats};
+use crate::ThinningReport;
 
 /// How the work is split.
 #[derive(Debug, Clone)]
@@ -25,11 +27,14 @@ pub struct Pipeline {
     pub workers: usize,
     /// Packets per batch handed to a worker.
     pub batch_len: usize,
+    /// Thin the decoded packets before anything analyses them (`--thin natra`): a fresh
+    /// thinner, which each run clones.
+    pub thin: Option<Thinner>,
 }
 
 impl Default for Pipeline {
     fn default() -> Self {
-        Pipeline { flow: FlowConfig::default(), workers: 1, batch_len: 512 }
+        Pipeline { flow: FlowConfig::default(), workers: 1, batch_len: 512, thin: None }
     }
 }
 
@@ -156,7 +161,8 @@ pub fn analyze_monitored<S: FlowSink + Send>(
     flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
 
     let mut stats = RunStats::default();
-    let mut reader = Reader { stats: &mut stats, clock_ns: 0, workers, monitor, definitions };
+    let mut reader =
+        Reader { stats: &mut stats, clock_ns: 0, workers, monitor, definitions, thinner: pipeline.thin.clone() };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
         let mut inline =
@@ -167,6 +173,7 @@ pub fn analyze_monitored<S: FlowSink + Send>(
     } else {
         run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1), new_sink)
     };
+    let thinning = reader.thinner.as_ref().map(ThinningReport::new);
 
     let mut counts = FlowCounts::default();
     let mut table = TableStats::default();
@@ -181,6 +188,7 @@ pub fn analyze_monitored<S: FlowSink + Send>(
         sinks.push(r.sink);
     }
     stats.flows = counts;
+    stats.thinning = thinning;
     stats.finish();
     stats.set_table(table);
     (Outcome { stats, input_error }, sinks)
@@ -493,6 +501,7 @@ struct Reader<'a> {
     workers: usize,
     monitor: Option<&'a mut PacketIntervals>,
     definitions: Option<&'a mut Counter>,
+    thinner: Option<Thinner>,
 }
 
 impl Reader<'_> {
@@ -540,6 +549,12 @@ impl Reader<'_> {
                     continue;
                 }
             };
+            // Thinned before anything counts or analyses the packet: a dropped one was only read.
+            if let Some(thinner) = self.thinner.as_mut() {
+                if !thinner.keep(frame.ts_ns, &item.packet, frame.wire_len) {
+                    continue;
+                }
+            }
             stats.packets.analysed += 1;
             stats.count_packet(&item.packet, frame.wire_len);
             // Timers only move forward, even when the trace's timestamps step back.

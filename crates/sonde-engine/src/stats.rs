@@ -109,6 +109,8 @@ pub struct RunStats {
     pub snaplen_cuts: BTreeMap<String, u64>,
     pub flows: FlowCounts,
     pub table: TableLoad,
+    /// What `--thin` dropped; `None` when off.
+    pub thinning: Option<crate::ThinningReport>,
     /// First and last packet timestamps (ns since the epoch), 0 when no packet.
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,

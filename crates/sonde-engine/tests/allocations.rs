@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sonde_engine::{analyze, Pipeline};
+use sonde_engine::{analyze, Pipeline, ThinConfig, Thinner};
 use sonde_flow::FlowRecord;
 
 struct Counting;
@@ -32,9 +32,10 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 /// Allocations of one whole run (opening excluded), with its packet and flow counts.
-fn count(trace: &Path, workers: usize) -> (u64, u64, u64) {
+fn count(trace: &Path, workers: usize, thin: bool) -> (u64, u64, u64) {
     let mut source = sonde_capture::open(trace).expect("open trace");
-    let pipeline = Pipeline { workers, ..Pipeline::default() };
+    let thin = thin.then(|| Thinner::new(&ThinConfig::default()).expect("default thinning"));
+    let pipeline = Pipeline { workers, thin, ..Pipeline::default() };
     let mut flows: Vec<FlowRecord> = Vec::with_capacity(1 << 16);
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let outcome = analyze(source.as_mut(), None, &pipeline, &mut flows, &mut |_| {});
@@ -69,10 +70,11 @@ const PER_FLOW: u64 = 8;
 #[test]
 fn steady_state_allocates_nothing_per_packet() {
     for trace in traces() {
-        for workers in [1, 2] {
-            let (allocations, packets, flows) = count(&trace, workers);
+        // Thinning (its table is made before the run) adds nothing per packet either.
+        for (workers, thin) in [(1, false), (2, false), (1, true), (2, true)] {
+            let (allocations, packets, flows) = count(&trace, workers, thin);
             eprintln!(
-                "{}: {packets} packets, {flows} flows, {allocations} allocations with {workers} worker(s)",
+                "{}: {packets} packets, {flows} flows, {allocations} allocations with {workers} worker(s), thinning {thin}",
                 trace.display()
             );
             assert!(

@@ -65,6 +65,14 @@ pub enum Command {
     /// Exit status: 0 success; 1 error (nothing written); 2 bad usage; 3 the input ended early:
     /// the frames before the damage were rewritten and written.
     Anon(crate::anon_trace::AnonTraceArgs),
+    /// Write a trace thinned by NATRA: pure TCP ACKs dropped except each handshake's first
+    /// (docs/thinning.md). The report goes to stderr.
+    ///
+    /// Example: sonde thin -r trace.pcap -w thinned.pcap
+    ///
+    /// Exit status: 0 success; 1 error; 2 bad usage; 3 the input ended early: the output holds
+    /// the thinned input before the damage.
+    Thin(crate::thin::ThinArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -155,6 +163,12 @@ pub struct AnalyzeArgs {
     /// every run, so outputs join.
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// Thin the packets before analysis (docs/thinning.md): `natra` drops pure TCP ACKs but
+    /// each handshake's first; dropped packets are counted as read, nothing else sees them.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub thin: Option<crate::thin::ThinMode>,
+    #[command(flatten)]
+    pub thin_params: crate::thin::ThinParams,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

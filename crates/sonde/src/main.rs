@@ -8,6 +8,7 @@ mod flags;
 mod plot;
 mod report;
 mod store;
+mod thin;
 mod ts;
 
 use std::io::IsTerminal;
@@ -25,7 +26,7 @@ use sonde_stats::{FlowIntervals, PacketIntervals, Report};
 use flags::{AnalyzeArgs, Cli, Command, FormatArg};
 
 /// Exit status when the input ended early but what came before was analysed and written.
-const EXIT_INPUT_DAMAGED: u8 = 3;
+pub(crate) const EXIT_INPUT_DAMAGED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -35,6 +36,7 @@ fn main() -> ExitCode {
         Command::Plot(args) => plot::run(&args),
         Command::Compare(args) => compare::run(&args),
         Command::Anon(args) => anon_trace::run(&args),
+        Command::Thin(args) => thin::run(&args),
     };
     match result {
         Ok(code) => code,
@@ -77,6 +79,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         internal_nets,
         ..FlowConfig::default()
     };
+    let thin = thin::for_analyze(args.thin, &args.thin_params)?;
     let mut filter = match args.filter_expression() {
         Some(expr) => Some(Filter::new(&expr)?),
         None => None,
@@ -120,7 +123,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let mut bar: Option<ProgressBar> = None;
     // The bar appears only once a run has lasted a second.
-    let pipeline = Pipeline { flow: flow_cfg, workers, ..Pipeline::default() };
+    let pipeline = Pipeline { flow: flow_cfg, workers, thin, ..Pipeline::default() };
     // Each worker formats its flows' lines as they end (the lines are sorted and written after)
     // and adds the flows to its interval statistics.
     let new_sink =

@@ -210,6 +210,9 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
         s.table.peak_live_flows,
         s.table.mean_probe_len
     ));
+    if let Some(t) = &s.thinning {
+        line(format!("  thinning  {}", t.human()));
+    }
     if let Some(e) = &r.input_error {
         line(format!("  STOPPED   {}", e.message));
     }

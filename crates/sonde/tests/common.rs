@@ -71,3 +71,16 @@ pub fn int(row: &HashMap<String, String>, col: &str) -> u64 {
 pub fn tuple(row: &HashMap<String, String>) -> (String, u64, String, u64) {
     (row["c_ip"].clone(), int(row, "c_port"), row["s_ip"].clone(), int(row, "s_port"))
 }
+
+/// tshark's values of `fields` (tab-separated, one line per frame) for the frames of `trace`
+/// matching the display filter `filter` (tshark is installed by `make deps`).
+pub fn tshark(trace: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-n", "-r"]).arg(trace).args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("tshark: {e} (make deps installs it)"));
+    assert!(out.status.success(), "tshark {filter}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+}

@@ -7,7 +7,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 
@@ -47,17 +46,6 @@ fn traces() -> Vec<PathBuf> {
 }
 
 /// The lines tshark prints for `fields` of the packets `filter` selects.
-fn tshark(trace: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
-    let mut cmd = Command::new("tshark");
-    cmd.args(["-n", "-r"]).arg(trace).args(["-Y", filter, "-T", "fields"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().unwrap_or_else(|e| panic!("tshark: {e} (make deps installs it)"));
-    assert!(out.status.success(), "tshark {filter}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
-}
-
 fn run(
     trace: &Path,
     defs: &str,

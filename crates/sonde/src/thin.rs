@@ -1,0 +1,200 @@
+//! `--thin natra` for `sonde analyze`, and `sonde thin`: the thinned trace written for other
+//! tools (docs/thinning.md).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use serde::Serialize;
+use sonde_capture::{TraceFormat, TraceWriter};
+use sonde_engine::{ThinConfig, Thinner, ThinningReport};
+use sonde_wire::{LinkType, PacketSummary};
+
+use crate::EXIT_INPUT_DAMAGED;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThinMode {
+    /// Drop pure TCP ACKs (ACK, no payload, not SYN/FIN/RST) except each handshake's first.
+    Natra,
+}
+
+/// The thinner's settings (NATRA's table sizing and expiry); defaults in docs/thinning.md.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ThinParams {
+    /// Expected new TCP connections per second (λ), for the handshake table's size [default: 1000].
+    #[arg(long, value_name = "CONN_PER_S")]
+    pub thin_rate: Option<f64>,
+    /// Seconds a handshake holds its table entry, SYN/ACK to ACK (1/μ) [default: 0.2].
+    #[arg(long, value_name = "SECS")]
+    pub thin_hold: Option<f64>,
+    /// Collision probability the table is sized for (P) [default: 0.01].
+    #[arg(long, value_name = "P")]
+    pub thin_collision: Option<f64>,
+    /// Seconds after its SYN/ACK a handshake's entry expires: the longest handshake RTT
+    /// expected [default: 3].
+    #[arg(long, value_name = "SECS")]
+    pub thin_max_rtt: Option<f64>,
+}
+
+impl ThinParams {
+    fn given(&self) -> bool {
+        self.thin_rate.is_some()
+            || self.thin_hold.is_some()
+            || self.thin_collision.is_some()
+            || self.thin_max_rtt.is_some()
+    }
+
+    /// A fresh thinner with these settings, checked.
+    pub fn thinner(&self) -> Result<Thinner> {
+        let d = ThinConfig::default();
+        let config = ThinConfig {
+            rate_per_s: self.thin_rate.unwrap_or(d.rate_per_s),
+            hold_s: self.thin_hold.unwrap_or(d.hold_s),
+            collision_p: self.thin_collision.unwrap_or(d.collision_p),
+            max_rtt_s: self.thin_max_rtt.unwrap_or(d.max_rtt_s),
+        };
+        Thinner::new(&config).context("thinning settings")
+    }
+}
+
+/// The thinner `sonde analyze` runs with, if any.
+pub fn for_analyze(mode: Option<ThinMode>, params: &ThinParams) -> Result<Option<Thinner>> {
+    match mode {
+        Some(ThinMode::Natra) => params.thinner().map(Some),
+        None if params.given() => bail!("--thin-rate, --thin-hold, --thin-collision and --thin-max-rtt need --thin"),
+        None => Ok(None),
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ThinArgs {
+    /// Trace to read; `-` reads standard input.
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    pub read: PathBuf,
+    /// Thinned trace to write (pcap stays pcap at its time resolution; other formats become
+    /// pcapng).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: PathBuf,
+    /// Overwrite the output if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// No report on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub params: ThinParams,
+}
+
+/// `sonde thin --report`: the thinning report with the frames read and written.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    input: String,
+    output: String,
+    format: String,
+    frames_read: u64,
+    frames_written: u64,
+    /// Frames of link types sonde cannot decode: written unchanged.
+    frames_undecoded: u64,
+    input_error: Option<String>,
+    thinning: &'a ThinningReport,
+}
+
+pub fn run(args: &ThinArgs) -> Result<ExitCode> {
+    let mut thinner = args.params.thinner()?;
+    let input_name = args.read.display().to_string();
+    let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
+    if args.write.exists() && !args.force {
+        bail!("{} exists (--force overwrites it)", args.write.display());
+    }
+    let format = TraceFormat::matching(source.format());
+    let temp = temp_path(&args.write);
+    let file = File::create(&temp).with_context(|| format!("cannot create {}", temp.display()))?;
+    let mut writer = TraceWriter::new(BufWriter::new(file), format);
+    let (mut frames_read, mut frames_undecoded) = (0u64, 0u64);
+    let mut packet = PacketSummary::EMPTY;
+    let mut written = || -> Result<Option<sonde_capture::CaptureError>> {
+        loop {
+            let frame = match source.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(None),
+                Err(e) => return Ok(Some(e)),
+            };
+            frames_read += 1;
+            // A frame sonde cannot decode passes unchanged: never drop what could not be read.
+            let keep = match sonde_wire::decode_into(LinkType(frame.link_type), frame.data, frame.wire_len, &mut packet)
+            {
+                Ok(()) => thinner.keep(frame.ts_ns, &packet, frame.wire_len),
+                Err(_) => {
+                    frames_undecoded += 1;
+                    true
+                }
+            };
+            if keep {
+                writer.write(frame.ts_ns, frame.wire_len, frame.link_type, frame.data)?;
+            }
+        }
+    };
+    let outcome = written();
+    let finished = outcome.and_then(|input_error| {
+        let frames_written = writer.frames();
+        let out = writer.finish()?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok((input_error, frames_written))
+    });
+    let (input_error, frames_written) = match finished {
+        Ok(done) => done,
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e.context(format!("writing {}", args.write.display())));
+        }
+    };
+    std::fs::rename(&temp, &args.write)
+        .with_context(|| format!("cannot rename {} to {}", temp.display(), args.write.display()))?;
+
+    let thinning = ThinningReport::new(&thinner);
+    let report = Report {
+        input: input_name.clone(),
+        output: args.write.display().to_string(),
+        format: source.format().to_string(),
+        frames_read,
+        frames_written,
+        frames_undecoded,
+        input_error: input_error.as_ref().map(|e| e.to_string()),
+        thinning: &thinning,
+    };
+    if let Some(path) = &args.report {
+        let mut json = serde_json::to_string_pretty(&report)?;
+        json.push('\n');
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if !args.quiet {
+        let text = format!(
+            "sonde thin — {} → {}: {} frames read, {} written ({} undecoded, passed)\n  thinning  {}\n",
+            report.input,
+            report.output,
+            frames_read,
+            frames_written,
+            frames_undecoded,
+            thinning.human()
+        );
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    if let Some(e) = &input_error {
+        eprintln!("sonde: warning: {input_name}: {e}; the output holds the input before that point");
+        return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A file beside `out` to write into, renamed over `out` when complete: a reader of `out`
+/// never sees half a trace.
+fn temp_path(out: &Path) -> PathBuf {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    out.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
