@@ -5,8 +5,10 @@
 //! and no payload and is not SYN, FIN or RST (a *pure ACK*) is dropped, except the first ACK of
 //! a handshake. Handshakes are recognised through a fixed table of open handshakes
 //! ([`table::HandshakeTable`]): a SYN/ACK records the ACK it awaits (the client → server
-//! addresses and ports with the expected sequence and acknowledgement numbers), and the pure
-//! ACK that matches passes and frees the entry. The table is sized once from the paper's
+//! addresses and ports, acknowledging the SYN/ACK's sequence number + 1), and the first pure ACK
+//! that matches passes and frees the entry. The client's own sequence number is not part of the
+//! key: the flow analyser takes the handshake RTT from the first ACK of the SYN/ACK whatever its
+//! sequence number, and thinning must keep that ACK. The table is sized once from the paper's
 //! formula ([`table_slots`]) and never grows; on a collision the packet passes, so a handshake
 //! is never lost to the table. Everything else — non-TCP, data, SYN, FIN, RST, fragments,
 //! headers that could not be read whole — is kept.
@@ -210,9 +212,9 @@ impl Thinner {
         let flags = tcp.flags;
         if flags.syn() {
             if flags.ack() {
-                // RFC 9293 §3.5: the ACK completing the handshake carries seq = the SYN/ACK's
-                // ack and ack = its seq + 1, from the SYN/ACK's receiver.
-                let awaited = ack_hash(ip.dst, ip.src, tcp.dst_port, tcp.src_port, tcp.ack, tcp.seq.wrapping_add(1));
+                // RFC 9293 §3.5: the ACK completing the handshake acknowledges the SYN/ACK's
+                // seq + 1 and comes from the SYN/ACK's receiver.
+                let awaited = ack_hash(ip.dst, ip.src, tcp.dst_port, tcp.src_port, tcp.seq.wrapping_add(1));
                 self.track(awaited);
             }
             return true;
@@ -222,7 +224,7 @@ impl Thinner {
         if !pure || p.problem.is_some() || ip.fragment != Fragment::No {
             return true;
         }
-        let hash = ack_hash(ip.src, ip.dst, tcp.src_port, tcp.dst_port, tcp.seq, tcp.ack);
+        let hash = ack_hash(ip.src, ip.dst, tcp.src_port, tcp.dst_port, tcp.ack);
         let s = &mut self.stats;
         match self.table.lookup(hash, self.clock_ns) {
             Lookup::Handshake { late } => {
@@ -266,9 +268,9 @@ impl Thinner {
     }
 }
 
-/// The hash of an ACK: its addresses and ports (in its direction) and its sequence and
-/// acknowledgement numbers. Fixed constants, so every run maps alike.
-fn ack_hash(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16, seq: u32, ack: u32) -> u64 {
+/// The hash of an ACK: its addresses and ports (in its direction) and its acknowledgement
+/// number. Fixed constants, so every run maps alike.
+fn ack_hash(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16, ack: u32) -> u64 {
     let (src, dst, family) = match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (u128::from(u32::from(s)), u128::from(u32::from(d)), 4u64),
         (s, d) => (ip_bits(s), ip_bits(d), 6u64),
@@ -280,7 +282,7 @@ fn ack_hash(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16, seq: u32, ac
         (dst >> 64) as u64,
         dst as u64,
         u64::from(src_port) << 32 | u64::from(dst_port) << 16 | family,
-        u64::from(seq) << 32 | u64::from(ack),
+        u64::from(ack),
     ] {
         h = mix(h ^ word);
     }

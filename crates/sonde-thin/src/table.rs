@@ -1,6 +1,6 @@
 //! The table of open handshakes: a fixed array of slots, direct-mapped by a hash of the ACK the
-//! handshake waits for (client → server addresses and ports, the expected sequence and
-//! acknowledgement numbers). Nothing is allocated after [`HandshakeTable::new`].
+//! handshake waits for (client → server addresses and ports, the expected acknowledgement
+//! number). Nothing is allocated after [`HandshakeTable::new`].
 //!
 //! A slot holds the 64-bit hash itself as its tag, so a lookup reads one 16-byte slot. Two live
 //! handshakes that map to one slot cannot both be kept: the slot is then marked collided, and

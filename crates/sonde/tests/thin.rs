@@ -57,7 +57,8 @@ fn thin(trace: &Path, dir: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value
 }
 
 /// The handshake ACKs of `trace`, by tshark's fields: a SYN/ACK awaits the ACK from its
-/// receiver with seq = its ack and ack = its seq + 1; the first pure ACK that fits is it.
+/// receiver acknowledging its seq + 1 (whatever the ACK's own seq); the first pure ACK that fits
+/// is it.
 fn handshake_acks(trace: &Path) -> u64 {
     let fields = [
         "ip.src",
@@ -77,7 +78,7 @@ fn handshake_acks(trace: &Path) -> u64 {
         cmd.args(["-e", f]);
     }
     let out = cmd.output().expect("tshark (make deps installs it)");
-    let mut awaited: HashSet<(String, String, String, String, u64, u64)> = HashSet::new();
+    let mut awaited: HashSet<(String, String, String, String, u64)> = HashSet::new();
     let mut found = 0;
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let f: Vec<&str> = line.split('\t').collect();
@@ -89,9 +90,9 @@ fn handshake_acks(trace: &Path) -> u64 {
         let len: u64 = f[9].parse().unwrap_or(0);
         let (syn, ack_flag, fin, rst) = (flags & 2 != 0, flags & 0x10 != 0, flags & 1 != 0, flags & 4 != 0);
         if syn && ack_flag {
-            awaited.insert((dst.into(), src.into(), dport, sport, ack, (seq + 1) % (1 << 32)));
+            awaited.insert((dst.into(), src.into(), dport, sport, (seq + 1) % (1 << 32)));
         } else if ack_flag && !syn && !fin && !rst && len == 0 {
-            found += u64::from(awaited.remove(&(src.into(), dst.into(), sport, dport, seq, ack)));
+            found += u64::from(awaited.remove(&(src.into(), dst.into(), sport, dport, ack)));
         }
     }
     found
@@ -244,4 +245,91 @@ fn frames_sonde_cannot_decode_pass_unchanged() {
     assert_eq!(report["frames_written"], 2);
     // The same frames, byte for byte, after the header.
     assert_eq!(std::fs::read(out).unwrap()[24..], pcap[24..]);
+}
+
+/// The fields pure ACKs feed, so thinning may change them; docs/thinning.md ("Accuracy") gives
+/// the reason for each. A field outside this list changing in any flow fails the test. Listed
+/// without their `c_`/`s_` prefix.
+const MAY_CHANGE: &[&str] = &[
+    // The flow's extent: its first or last packet may have been a pure ACK; the relative times
+    // count from the first packet, and an idle gap closed only by pure ACKs now ends the flow.
+    "first",
+    "last",
+    "durat",
+    "first_pkt",
+    "last_pkt",
+    "end_reason",
+    // The dropped packets themselves.
+    "pkts_all",
+    "ack_cnt",
+    "ack_cnt_p",
+    "bytes_ip",
+    "first_ack",
+    // What only ACKs carry: RTT samples, announced windows, SACK blocks, TTLs, in-flight bytes.
+    "rtt_avg",
+    "rtt_min",
+    "rtt_max",
+    "rtt_std",
+    "rtt_cnt",
+    "win_max",
+    "win_min",
+    "win_0",
+    "sack_cnt",
+    "ttl_min",
+    "ttl_max",
+    "cwin_max",
+    "cwin_min",
+    "cwin_ini",
+    // Anomaly causes: duplicate ACKs and the RTT estimate decide between them.
+    "pkts_rto",
+    "pkts_fs",
+    "pkts_reor",
+    "pkts_dup",
+    "pkts_unk",
+    "pkts_fc",
+    "pkts_unrto",
+    "pkts_unfs",
+];
+
+/// Relative times that count from the flow's first packet: they move only when `first` does.
+const RELATIVE_TO_FIRST: &[&str] = &["c_first", "s_first", "c_last", "s_last"];
+
+fn may_change(field: &str) -> bool {
+    let bare = field.strip_prefix("c_").or_else(|| field.strip_prefix("s_")).unwrap_or(field);
+    MAY_CHANGE.contains(&bare)
+}
+
+#[test]
+fn a_thinned_trace_changes_only_the_documented_fields() {
+    for trace in traces() {
+        let dir = tempfile::tempdir().unwrap();
+        let (thinned, _) = thin(&trace, dir.path(), &[]);
+        let (full, _) = analyze(&trace, &["--interval", "0"]);
+        let (thin, _) = analyze(&thinned, &["--interval", "0"]);
+        let output = sonde().arg("compare").arg(full.path()).arg(thin.path()).arg("--json").output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let c: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let (tcp, name) = (&c["tcp"], trace.display());
+        let changed = |field: &str| {
+            tcp["fields"].as_array().unwrap().iter().find(|f| f["name"] == field).unwrap()["changed"].as_u64().unwrap()
+        };
+        for f in tcp["fields"].as_array().unwrap() {
+            let field = f["name"].as_str().unwrap();
+            let n = f["changed"].as_u64().unwrap();
+            if RELATIVE_TO_FIRST.contains(&field) {
+                assert!(n <= changed("first"), "{name}: {field} changed in {n} flows, first in fewer");
+            } else {
+                assert!(n == 0 || may_change(field), "{name}: {field} changed in {n} flows");
+            }
+        }
+        // Payload, handshake and options are untouched (not in MAY_CHANGE, so checked above);
+        // flows lost are those made of pure ACKs only, and a flow gained is one whose roles
+        // swapped (its first packet was the other side's pure ACK).
+        assert_eq!(tcp["only_b"], tcp["swapped_roles"], "{name}: thinning made a flow");
+        let udp = &c["udp"];
+        assert_eq!((udp["only_a"].as_u64(), udp["only_b"].as_u64()), (Some(0), Some(0)), "{name}: UDP flows");
+        for f in udp["fields"].as_array().unwrap() {
+            assert_eq!(f["changed"], 0, "{name}: UDP {}", f["name"]);
+        }
+    }
 }
