@@ -169,6 +169,14 @@ pub struct AnalyzeArgs {
     pub thin: Option<crate::thin::ThinMode>,
     #[command(flatten)]
     pub thin_params: crate::thin::ThinParams,
+    /// After the run, serve its results (JSON API, live stream, Prometheus /metrics and the
+    /// dashboard; docs/http.md) on ADDR until Ctrl-C, e.g. 127.0.0.1:8080 (port 0: any free one).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;
+    /// default: the SONDE_HTTP_TOKEN environment variable).
+    #[arg(long, value_name = "FILE")]
+    pub http_token: Option<PathBuf>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

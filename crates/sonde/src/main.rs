@@ -5,6 +5,7 @@ mod anon_trace;
 mod compare;
 mod definitions;
 mod flags;
+mod http;
 mod plot;
 mod report;
 mod store;
@@ -117,6 +118,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         .copied()
         .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
+    let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
 
     let started = Instant::now();
     let cpu_before = resources::cpu_seconds();
@@ -157,6 +159,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     out.write_lines(line_sinks)?;
     let mut outputs = OutputDir::file_names(format).to_vec();
     let mut monitoring = None;
+    let mut kept_report = None;
     if let (Some(cfg), Some(packets)) = (&monitor_cfg, packet_intervals) {
         let mut report = Report::new(cfg, packets.finish(), flow_intervals.into_iter().flatten().collect());
         if let Some(anon) = &anonymizer {
@@ -170,6 +173,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
             _ => None,
         };
         monitoring = Some(report::Monitoring::new(cfg, &report, store));
+        kept_report = Some(report);
     }
     let mut defined = None;
     if let Some(counter) = &counter {
@@ -198,6 +202,19 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     }
     if let Some(e) = &run.input_error {
         eprintln!("sonde: warning: {input_name}: {}; results cover the input before that point", e.message);
+    }
+    if let Some(server) = server {
+        let definitions_version = counter.as_ref().map_or(0, |c| c.version());
+        let outputs = http::RunOutputs {
+            run: &run,
+            report: kept_report.as_ref(),
+            definitions_version,
+            out_dir: &args.out,
+            flow_ext: format.extension(),
+        };
+        server.serve(&outputs, args.quiet)?;
+    }
+    if run.input_error.is_some() {
         return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
     }
     Ok(ExitCode::SUCCESS)

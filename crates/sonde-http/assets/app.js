@@ -1,0 +1,321 @@
+// sonde dashboard: plain JS, SVG charts drawn from the JSON API (docs/http.md). No library.
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+// A token (needed off loopback) comes in the page's fragment: #token=…; it is never sent to
+// the server as part of the page's URL.
+const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token");
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#7f7f7f"];
+
+async function api(path, options = {}) {
+  const headers = Object.assign({}, options.headers || {});
+  if (TOKEN) headers.Authorization = "Bearer " + TOKEN;
+  const res = await fetch(path, Object.assign({}, options, { headers }));
+  const body = await res.json().catch(() => null);
+  if (!res.ok) throw Object.assign(new Error((body && body.message) || res.statusText), { status: res.status, body });
+  return body;
+}
+
+function el(name, attrs = {}, parent = null) {
+  const node = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+function fmt(v) {
+  const a = Math.abs(v);
+  if (a >= 1e9) return (v / 1e9).toFixed(1) + "G";
+  if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
+  if (a >= 1e3) return (v / 1e3).toFixed(1) + "k";
+  if (a > 0 && a < 1) return v.toPrecision(2);
+  return String(Math.round(v * 100) / 100);
+}
+
+function empty(container, text) {
+  container.innerHTML = "";
+  const div = document.createElement("div");
+  div.className = "empty";
+  div.textContent = text;
+  container.appendChild(div);
+}
+
+// Lines over time. series: [{name, points: [[x, y]…], dash?}]; y may be negative (out below).
+function lineChart(container, series, opts = {}) {
+  const all = series.flatMap((s) => s.points);
+  if (all.length === 0) return empty(container, opts.emptyText || "no data");
+  container.innerHTML = "";
+  const W = 640, H = 220, L = 52, R = 10, T = 10, B = 22;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none" }, container);
+  const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+  let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+  let [y0, y1] = [Math.min(0, ...ys), Math.max(0, ...ys)];
+  if (opts.square) { x0 = y0 = Math.min(x0, y0); x1 = y1 = Math.max(x1, y1); }
+  if (x1 === x0) x1 = x0 + 1;
+  if (y1 === y0) y1 = y0 + 1;
+  const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+  const Y = (y) => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
+  el("line", { class: "axis", x1: L, x2: W - R, y1: Y(0), y2: Y(0) }, svg);
+  el("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }, svg);
+  for (const v of [y0, (y0 + y1) / 2, y1]) {
+    el("text", { class: "tick", x: 2, y: Y(v) + 3 }, svg).textContent = fmt(v);
+  }
+  const xLabel = opts.xLabel || ((x) => new Date(x * 1000).toISOString().slice(11, 19));
+  el("text", { class: "tick", x: L, y: H - 6 }, svg).textContent = xLabel(x0);
+  el("text", { class: "tick", x: W - R - 60, y: H - 6 }, svg).textContent = xLabel(x1);
+  series.forEach((s, i) => {
+    if (s.points.length === 0) return;
+    const color = s.color || COLORS[i % COLORS.length];
+    const attrs = { "data-series": s.name, "data-points": s.points.length, fill: "none", stroke: color };
+    if (opts.dots) {
+      const g = el("g", attrs, svg);
+      s.points.forEach((p) => el("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: color }, g));
+    } else {
+      const d = s.points.map((p, j) => (j ? "L" : "M") + X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1)).join("");
+      el("path", Object.assign(attrs, { d, "stroke-width": 1.5, "stroke-dasharray": s.dash || "" }), svg);
+    }
+    el("text", { class: "legend", x: L + 8 + i * 110, y: T + 10, fill: color }, svg).textContent = s.name;
+  });
+}
+
+// Horizontal bars: items [{label, value}], largest first.
+function barChart(container, items) {
+  if (items.length === 0) return empty(container, "no table (run with --tables)");
+  container.innerHTML = "";
+  const W = 640, rowH = 20, H = Math.max(60, items.length * rowH + 10), L = 230;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, style: `height:${H}px` }, container);
+  const max = Math.max(...items.map((d) => d.value), 1);
+  items.forEach((d, i) => {
+    const y = 5 + i * rowH;
+    el("text", { class: "tick", x: 2, y: y + 13 }, svg).textContent = d.label;
+    const w = ((W - L - 60) * d.value) / max;
+    el("rect", { x: L, y, width: Math.max(1, w), height: rowH - 4, fill: COLORS[0], "data-value": d.value }, svg);
+    el("text", { class: "tick", x: L + w + 4, y: y + 13 }, svg).textContent = fmt(d.value);
+  });
+}
+
+// Sums a table's `value` column by a key over every interval; the top n.
+function topBy(table, key, value, n = 10) {
+  const idx = (c) => table.columns.indexOf(c);
+  const v = idx(value);
+  const keys = key.map(idx);
+  if (v < 0 || keys.some((k) => k < 0)) return [];
+  const sums = new Map();
+  for (const row of table.rows) {
+    const label = keys.map((k) => row[k]).join(" → ");
+    sums.set(label, (sums.get(label) || 0) + (row[v] || 0));
+  }
+  return [...sums].map(([label, value]) => ({ label, value })).sort((a, b) => b.value - a.value).slice(0, n);
+}
+
+const state = { intervals: [], intervalS: 0, factor: 1, flows: { offset: 0, limit: 25, sort: null, order: "asc" } };
+
+// Intervals merged `factor` at a time (the selectable resolution).
+function grouped() {
+  const out = [];
+  for (const it of state.intervals) {
+    const g = Math.floor(it.index / state.factor);
+    if (!out.length || out[out.length - 1].g !== g) out.push({ g, start: it.start_s, items: [] });
+    out[out.length - 1].items.push(it);
+  }
+  return out;
+}
+
+// Count-weighted mean of a quantile over a metric's rows (every direction and side).
+function quantile(items, metric, field) {
+  let sum = 0, n = 0;
+  for (const it of items) for (const q of it.quantiles) if (q.metric === metric) { sum += q[field] * q.count; n += q.count; }
+  return n ? sum / n : null;
+}
+
+function drawIntervals() {
+  const groups = grouped();
+  const seconds = state.intervalS * state.factor;
+  const sumTraffic = (g, nets, field) => g.items.reduce((a, it) => a + it.traffic.filter((t) => nets.includes(t.net)).reduce((b, t) => b + t[field], 0), 0);
+  const bits = (g, nets) => (sumTraffic(g, nets, "bytes") * 8) / seconds;
+  lineChart(document.getElementById("chart-throughput"), [
+    { name: "in", points: groups.map((g) => [g.start, bits(g, ["in"])]) },
+    { name: "out", points: groups.map((g) => [g.start, -bits(g, ["out"])]) },
+    { name: "local+external", dash: "4 3", color: "#7f7f7f", points: groups.map((g) => [g.start, bits(g, ["loc", "ext"])]) },
+  ], { emptyText: "no interval (monitoring off: --interval 0)" });
+  const last = (g, field) => g.items[g.items.length - 1].traffic.reduce((a, t) => a + t[field], 0);
+  lineChart(document.getElementById("chart-flows"), [
+    { name: "active", points: groups.map((g) => [g.start, last(g, "flows_active")]) },
+    { name: "opened", points: groups.map((g) => [g.start, sumTraffic(g, ["in", "out", "loc", "ext"], "flows_opened")]) },
+  ]);
+  const q = (metric, field) => groups.map((g) => [g.start, quantile(g.items, metric, field)]).filter((p) => p[1] !== null);
+  lineChart(document.getElementById("chart-rtt"), [
+    { name: "p50", points: q("tcp_rtt_avg", "p50") },
+    { name: "p95", points: q("tcp_rtt_avg", "p95") },
+  ], { emptyText: "no TCP RTT sample" });
+  lineChart(document.getElementById("chart-retx"), [
+    { name: "mean", points: q("tcp_retx_rate", "mean") },
+    { name: "p95", points: q("tcp_retx_rate", "p95") },
+  ], { emptyText: "no TCP flow ended" });
+  // Phase plot: per interval (per-flow RTT samples are not kept), RTT n against RTT n+1.
+  const rtt = q("tcp_rtt_avg", "p50").map((p) => p[1]);
+  const phase = rtt.slice(1).map((v, i) => [rtt[i], v]);
+  lineChart(document.getElementById("chart-phase"), [{ name: "p50 n → n+1", points: phase }], {
+    dots: true, square: true, xLabel: (x) => fmt(x) + " ms", emptyText: "fewer than two intervals with RTT",
+  });
+}
+
+async function loadTables() {
+  const get = (name) => api(`/api/tables/${name}`);
+  const [top, matrix, protocols] = await Promise.all([get("top"), get("matrix"), get("protocols")]);
+  const byBytes = { columns: top.columns, rows: top.rows.filter((r) => r[top.columns.indexOf("by")] === "bytes") };
+  barChart(document.getElementById("chart-top"), topBy(byBytes, ["addr"], "value"));
+  barChart(document.getElementById("chart-pairs"), topBy(matrix, ["src", "dst"], "bytes"));
+  barChart(document.getElementById("chart-protocols"), topBy(protocols, ["protocol", "service"], "bytes"));
+}
+
+const FLOW_COLUMNS = {
+  tcp: ["c_ip", "c_port", "s_ip", "s_port", "first", "durat", "c_bytes_all", "s_bytes_all", "c_pkts_retx", "c_rtt_avg", "complete"],
+  udp: ["c_ip", "c_port", "s_ip", "s_port", "first", "durat", "c_bytes_all", "s_bytes_all", "c_pkts_all", "s_pkts_all"],
+};
+
+async function loadFlows() {
+  const form = document.getElementById("flow-filter");
+  const f = state.flows;
+  const params = new URLSearchParams({ proto: form.proto.value, offset: f.offset, limit: f.limit });
+  if (f.sort) { params.set("sort", f.sort); params.set("order", f.order); }
+  for (const k of ["addr", "port", "complete"]) if (form[k].value) params.set(k, form[k].value);
+  const table = document.getElementById("flow-table");
+  let page;
+  try {
+    page = await api("/api/flows?" + params);
+  } catch (e) {
+    document.getElementById("flow-count").textContent = e.message;
+    return;
+  }
+  const wanted = FLOW_COLUMNS[page.proto].filter((c) => page.columns.includes(c));
+  const cols = wanted.length ? wanted : page.columns.slice(0, 10);
+  const head = document.createElement("tr");
+  for (const c of cols) {
+    const th = document.createElement("th");
+    th.textContent = c;
+    th.dataset.column = c;
+    if (f.sort === c) th.className = "sorted-" + f.order;
+    th.onclick = () => {
+      f.order = f.sort === c && f.order === "asc" ? "desc" : "asc";
+      f.sort = c;
+      f.offset = 0;
+      loadFlows();
+    };
+    head.appendChild(th);
+  }
+  table.tHead.replaceChildren(head);
+  const idx = cols.map((c) => page.columns.indexOf(c));
+  const body = document.createElement("tbody");
+  for (const row of page.rows) {
+    const tr = document.createElement("tr");
+    for (const i of idx) {
+      const td = document.createElement("td");
+      td.textContent = row[i] === null ? "-" : row[i];
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  }
+  table.tBodies[0].replaceWith(body);
+  const end = Math.min(page.total, page.offset + page.rows.length);
+  document.getElementById("flow-count").textContent = `${page.offset + (page.rows.length ? 1 : 0)}–${end} of ${page.total}`;
+  table.dataset.total = page.total;
+}
+
+async function loadDefinitions() {
+  const defs = await api("/api/definitions");
+  state.defVersion = defs.version;
+  document.getElementById("def-version").textContent = `set version ${defs.version}` + (defs.editable ? "" : " (finished run: read only)");
+  const box = document.getElementById("definitions");
+  box.innerHTML = "";
+  if (defs.items.length === 0) {
+    box.textContent = "no definition (run with --definitions FILE)";
+    return;
+  }
+  for (const d of defs.items) {
+    const div = document.createElement("div");
+    div.className = "definition";
+    const title = document.createElement("div");
+    const code = document.createElement("code");
+    code.textContent = d.definition;
+    title.append(`${d.name} (v${d.version}${d.retired ? ", retired" : ""}): ${d.packets} packets, ${d.bytes} bytes `, code);
+    const chart = document.createElement("div");
+    chart.className = "chart";
+    chart.dataset.definition = d.name;
+    div.append(title, chart);
+    box.appendChild(div);
+    const counts = await api("/api/definitions/counts?name=" + encodeURIComponent(d.name));
+    const s = counts.columns.indexOf("start"), p = counts.columns.indexOf("packets");
+    const per = new Map();
+    for (const r of counts.rows) per.set(r[s], (per.get(r[s]) || 0) + r[p]);
+    lineChart(chart, [{ name: "packets", points: [...per].sort((a, b) => a[0] - b[0]) }], { emptyText: "nothing counted" });
+  }
+}
+
+async function loadStatus() {
+  const s = await api("/api/status");
+  document.getElementById("status").textContent =
+    `${s.input} · ${s.state} · ${s.packets} packets · ${fmt(s.bytes)}B · ${state.intervals.length} intervals of ${state.intervalS} s`;
+}
+
+async function loadIntervals() {
+  const data = await api("/api/intervals");
+  state.intervals = data.items;
+  state.intervalS = data.interval_s;
+  drawIntervals();
+}
+
+function setupResolution() {
+  const select = document.getElementById("resolution");
+  for (const f of [1, 5, 10, 60, 300]) {
+    const o = document.createElement("option");
+    o.value = f;
+    o.textContent = `${f} × interval`;
+    select.appendChild(o);
+  }
+  select.onchange = () => { state.factor = Number(select.value); drawIntervals(); };
+}
+
+function connectStream() {
+  const url = "/api/stream?resolution_ms=1000" + (TOKEN ? "&token=" + encodeURIComponent(TOKEN) : "");
+  const src = new EventSource(url);
+  const show = (text) => { document.getElementById("stream-state").textContent = "stream: " + text; };
+  src.addEventListener("final", () => show("run finished"));
+  src.addEventListener("tick", () => show("live"));
+  src.addEventListener("interval", async () => { show("live"); await loadIntervals(); await loadStatus(); });
+  src.onerror = () => show("reconnecting");
+}
+
+document.getElementById("flow-filter").onsubmit = (e) => { e.preventDefault(); state.flows.offset = 0; loadFlows(); };
+document.getElementById("flow-prev").onclick = () => { state.flows.offset = Math.max(0, state.flows.offset - state.flows.limit); loadFlows(); };
+document.getElementById("flow-next").onclick = () => { state.flows.offset += state.flows.limit; loadFlows(); };
+document.getElementById("def-form").onsubmit = async (e) => {
+  e.preventDefault();
+  const msg = document.getElementById("def-message");
+  try {
+    await api("/api/definitions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ version: state.defVersion || 0, definition: e.target.definition.value }),
+    });
+    msg.className = "";
+    msg.textContent = "added";
+    loadDefinitions();
+  } catch (err) {
+    msg.className = "error";
+    msg.textContent = err.message;
+  }
+};
+
+(async function main() {
+  setupResolution();
+  try {
+    await loadIntervals();
+    await loadStatus();
+    await Promise.all([loadTables(), loadFlows(), loadDefinitions()]);
+  } catch (e) {
+    document.getElementById("status").textContent = "error: " + e.message;
+  }
+  connectStream();
+  document.body.dataset.ready = "1";
+})();

@@ -1,0 +1,174 @@
+//! The flow table's query: filter by address, port and completeness, sort by a column, page.
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::snapshot::Table;
+
+/// Largest page served at once.
+pub const MAX_LIMIT: usize = 1000;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FlowQuery {
+    /// `tcp` (default) or `udp`.
+    pub proto: Option<String>,
+    pub offset: Option<usize>,
+    pub limit: Option<usize>,
+    /// A column name; rows keep log order when absent.
+    pub sort: Option<String>,
+    /// `asc` (default) or `desc`.
+    pub order: Option<String>,
+    /// Client or server address equal to this text.
+    pub addr: Option<String>,
+    /// Client or server port.
+    pub port: Option<u16>,
+    /// TCP only: the `complete` column (handshake seen and closed).
+    pub complete: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowPage {
+    pub proto: String,
+    /// Rows matching the filter, before paging.
+    pub total: usize,
+    pub offset: usize,
+    pub limit: usize,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Why a query was refused (an HTTP 400).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadQuery(pub String);
+
+/// Runs `q` over the table of its protocol.
+pub fn query(tcp: &Table, udp: &Table, q: &FlowQuery) -> Result<FlowPage, BadQuery> {
+    let proto = q.proto.as_deref().unwrap_or("tcp");
+    let table = match proto {
+        "tcp" => tcp,
+        "udp" => udp,
+        other => return Err(BadQuery(format!("proto is tcp or udp, not {other:?}"))),
+    };
+    let col = |name: &str| table.column(name);
+    let ips = [col("c_ip"), col("s_ip")];
+    let ports = [col("c_port"), col("s_port")];
+    let complete = match q.complete {
+        Some(_) if proto == "udp" => return Err(BadQuery("complete applies to tcp flows only".into())),
+        Some(want) => Some((col("complete").ok_or_else(|| BadQuery("this log has no complete column".into()))?, want)),
+        None => None,
+    };
+    let sort = match &q.sort {
+        Some(name) => Some(col(name).ok_or_else(|| BadQuery(format!("no column {name:?} to sort by")))?),
+        None => None,
+    };
+    let descending = match q.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => return Err(BadQuery(format!("order is asc or desc, not {other:?}"))),
+    };
+    let mut matching: Vec<&Vec<Value>> = table
+        .rows
+        .iter()
+        .filter(|row| {
+            let field = |i: Option<usize>| i.and_then(|i| row.get(i));
+            let addr_ok = q.addr.as_deref().is_none_or(|a| ips.iter().any(|&i| field(i).is_some_and(|v| text(v) == a)));
+            let port_ok =
+                q.port.is_none_or(|p| ports.iter().any(|&i| field(i).and_then(Value::as_u64) == Some(u64::from(p))));
+            let complete_ok = complete.is_none_or(|(i, want)| truthy(row.get(i)) == want);
+            addr_ok && port_ok && complete_ok
+        })
+        .collect();
+    if let Some(i) = sort {
+        // A stable sort: equal keys keep log order, so pages do not shuffle between requests.
+        matching.sort_by(|a, b| {
+            let ord = compare(a.get(i), b.get(i));
+            if descending {
+                ord.reverse()
+            } else {
+                ord
+            }
+        });
+    }
+    let offset = q.offset.unwrap_or(0);
+    let limit = q.limit.unwrap_or(100).min(MAX_LIMIT);
+    let rows = matching.iter().skip(offset).take(limit).map(|r| (*r).clone()).collect();
+    Ok(FlowPage { proto: proto.into(), total: matching.len(), offset, limit, columns: table.columns.clone(), rows })
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `1`, `true` (TSV and JSONL spell it differently).
+fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
+        _ => false,
+    }
+}
+
+/// Numbers by value, text by text, nulls first.
+fn compare(a: Option<&Value>, b: Option<&Value>) -> Ordering {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => {
+            x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0))
+        }
+        (None | Some(Value::Null), None | Some(Value::Null)) => Ordering::Equal,
+        (None | Some(Value::Null), _) => Ordering::Less,
+        (_, None | Some(Value::Null)) => Ordering::Greater,
+        (Some(x), Some(y)) => text(x).cmp(&text(y)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn logs() -> (Table, Table) {
+        let tcp = Table::from_tsv(
+            "c_ip\tc_port\ts_ip\ts_port\tc_bytes_all\tcomplete\n\
+             10.0.0.1\t1000\t10.0.0.2\t80\t300\t1\n\
+             10.0.0.3\t1001\t10.0.0.2\t443\t50\t0\n\
+             fd77::1\t1002\tfd77::2\t80\t9000\t1\n",
+        );
+        let udp = Table::from_tsv("c_ip\tc_port\ts_ip\ts_port\n10.0.0.1\t53\t10.0.0.9\t53\n");
+        (tcp, udp)
+    }
+
+    #[test]
+    fn filters_sort_and_pages() {
+        let (tcp, udp) = logs();
+        let q = |q: FlowQuery| query(&tcp, &udp, &q).unwrap();
+        let page = q(FlowQuery { port: Some(80), ..Default::default() });
+        assert_eq!(page.total, 2);
+        let page = q(FlowQuery { addr: Some("10.0.0.2".into()), complete: Some(false), ..Default::default() });
+        assert_eq!(page.rows.len(), 1);
+        assert_eq!(page.rows[0][1], Value::from(1001u64));
+        let page = q(FlowQuery { sort: Some("c_bytes_all".into()), order: Some("desc".into()), ..Default::default() });
+        let bytes: Vec<_> = page.rows.iter().map(|r| r[4].as_u64().unwrap()).collect();
+        assert_eq!(bytes, [9000, 300, 50]);
+        let page = q(FlowQuery { offset: Some(1), limit: Some(1), sort: Some("c_ip".into()), ..Default::default() });
+        assert_eq!((page.total, page.rows.len()), (3, 1));
+        assert_eq!(page.rows[0][0], Value::from("10.0.0.3"));
+        assert_eq!(q(FlowQuery { proto: Some("udp".into()), ..Default::default() }).total, 1);
+    }
+
+    #[test]
+    fn bad_queries_are_refused() {
+        let (tcp, udp) = logs();
+        for bad in [
+            FlowQuery { proto: Some("sctp".into()), ..Default::default() },
+            FlowQuery { sort: Some("nope".into()), ..Default::default() },
+            FlowQuery { order: Some("up".into()), ..Default::default() },
+            FlowQuery { proto: Some("udp".into()), complete: Some(true), ..Default::default() },
+        ] {
+            assert!(query(&tcp, &udp, &bad).is_err(), "{bad:?}");
+        }
+    }
+}

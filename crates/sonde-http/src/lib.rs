@@ -1,0 +1,64 @@
+//! sonde-http: the HTTP side of a run. The engine (an offline `sonde analyze` when it has
+//! finished, or a live monitor every interval) publishes whole [`Snapshot`]s and [`Update`]s into
+//! a [`RunState`]; the server answers from the latest snapshot: a JSON API under `/api`
+//! (docs/openapi.json), Server-Sent Events at `/api/stream`, Prometheus text at `/metrics`, and
+//! the dashboard at `/`. Publishing never waits for a client: a snapshot is swapped in whole
+//! (an atomic pointer), updates go through a bounded broadcast whose slow readers skip.
+//!
+//! Off loopback a bearer token is required ([`access_for`]). [`router`] is separate from
+//! [`serve`], so tests call the handlers without a socket:
+//!
+//! ```
+//! use sonde_http::{router, Access, RunState, Snapshot};
+//! let state = RunState::new(Snapshot::default());
+//! let app = router(state, Access::Open); // serve with sonde_http::serve(listener, app, shutdown)
+//! # let _ = app;
+//! ```
+
+mod api;
+mod auth;
+mod dashboard;
+mod flows;
+mod intervals;
+mod metrics;
+mod snapshot;
+mod state;
+mod stream;
+
+use std::future::Future;
+
+pub use api::{api_routes, router};
+pub use auth::{access_for, Access, AccessError};
+pub use dashboard::PATHS as DASHBOARD_PATHS;
+pub use flows::{FlowPage, FlowQuery, MAX_LIMIT};
+pub use intervals::from_report as intervals_from_report;
+pub use metrics::render as render_metrics;
+pub use snapshot::{
+    Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals, Phase, QuantileRow,
+    Snapshot, Status, Table, Tables, TrafficRow,
+};
+pub use state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState, Update, UpdateKind, UPDATE_BACKLOG};
+pub use stream::MIN_RESOLUTION_MS;
+
+/// Serves `app` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+/// Serves `app` on an already bound listener until SIGINT (Ctrl-C), in a runtime of its own
+/// (two worker threads: the server is light, and the machine's cores belong to the analysis).
+pub fn serve_until_interrupted(listener: std::net::TcpListener, app: axum::Router) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        serve(listener, app, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+    })
+}

@@ -1,0 +1,151 @@
+//! Prometheus text exposition (format 0.0.4) of a snapshot: counters `_total`, base units in
+//! names (seconds, bytes, ratio), one HELP and TYPE per family, labels for protocol and direction.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::snapshot::{Phase, Snapshot};
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One metric family: its help, type and sample lines.
+struct Family {
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<String>,
+}
+
+#[derive(Default)]
+struct Exposition {
+    families: BTreeMap<String, Family>,
+}
+
+impl Exposition {
+    fn add(&mut self, name: &str, help: &'static str, kind: &'static str, labels: &[(&str, &str)], value: f64) {
+        let family =
+            self.families.entry(name.to_string()).or_insert_with(|| Family { help, kind, samples: Vec::new() });
+        let mut line = name.to_string();
+        if !labels.is_empty() {
+            line.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                let _ = write!(line, "{k}=\"{}\"", escape(v));
+            }
+            line.push('}');
+        }
+        let _ = write!(line, " {}", number(value));
+        family.samples.push(line);
+    }
+
+    fn render(self) -> String {
+        let mut out = String::new();
+        for (name, f) in self.families {
+            let _ = writeln!(out, "# HELP {name} {}", f.help);
+            let _ = writeln!(out, "# TYPE {name} {}", f.kind);
+            for s in f.samples {
+                out.push_str(&s);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn number(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A quantile file's unit as a Prometheus base unit: the name suffix and the factor to it.
+fn base_unit(unit: &str) -> Option<(&'static str, f64)> {
+    match unit {
+        "ms" => Some(("seconds", 1e-3)),
+        "bytes" => Some(("bytes", 1.0)),
+        "bit/s" => Some(("bits_per_second", 1.0)),
+        "%" => Some(("ratio", 1e-2)),
+        "hops" => Some(("hops", 1.0)),
+        _ => None,
+    }
+}
+
+/// The exposition of `snap`.
+pub fn render(snap: &Snapshot) -> String {
+    let mut e = Exposition::default();
+    let s = &snap.status;
+    e.add("sonde_packets_total", "Packets read.", "counter", &[], s.packets as f64);
+    e.add("sonde_bytes_total", "Bytes read (on the wire).", "counter", &[], s.bytes as f64);
+    e.add(
+        "sonde_run_finished",
+        "1 once the run has read all its input.",
+        "gauge",
+        &[],
+        f64::from(s.state == Phase::Finished),
+    );
+    e.add("sonde_run_elapsed_seconds", "Wall-clock seconds the run has taken.", "gauge", &[], s.elapsed_s);
+    e.add("sonde_intervals", "Monitoring intervals kept.", "gauge", &[], snap.intervals.items.len() as f64);
+
+    // Counters summed over every interval, by protocol and direction.
+    let mut sums: BTreeMap<(&str, &str), [u64; 4]> = BTreeMap::new();
+    for row in snap.intervals.items.iter().flat_map(|i| &i.traffic) {
+        let sum = sums.entry((&row.proto, &row.net)).or_default();
+        for (acc, v) in sum.iter_mut().zip([row.packets, row.bytes, row.flows_opened, row.flows_closed]) {
+            *acc += v;
+        }
+    }
+    for ((proto, net), [packets, bytes, opened, closed]) in sums {
+        let labels = [("protocol", proto), ("direction", net)];
+        e.add("sonde_traffic_packets_total", "Packets by protocol and direction.", "counter", &labels, packets as f64);
+        e.add("sonde_traffic_bytes_total", "IP bytes by protocol and direction.", "counter", &labels, bytes as f64);
+        if proto == "tcp" || proto == "udp" {
+            e.add("sonde_flows_opened_total", "Flows opened.", "counter", &labels, opened as f64);
+            e.add("sonde_flows_closed_total", "Flows closed.", "counter", &labels, closed as f64);
+        }
+    }
+    if let Some(last) = snap.intervals.items.last() {
+        for row in last.traffic.iter().filter(|r| r.proto == "tcp" || r.proto == "udp") {
+            let labels = [("protocol", row.proto.as_str()), ("direction", row.net.as_str())];
+            e.add(
+                "sonde_flows_active",
+                "Flows active in the latest interval.",
+                "gauge",
+                &labels,
+                row.flows_active as f64,
+            );
+        }
+        for q in &last.quantiles {
+            let Some((suffix, factor)) = base_unit(&q.unit) else { continue };
+            // tcp_bytes in bytes is sonde_tcp_bytes, not sonde_tcp_bytes_bytes.
+            let name = match q.metric.ends_with(suffix) {
+                true => format!("sonde_{}", q.metric),
+                false => format!("sonde_{}_{suffix}", q.metric),
+            };
+            for (quantile, v) in [("0.5", q.p50), ("0.95", q.p95), ("0.99", q.p99)] {
+                let labels = [("direction", q.net.as_str()), ("side", q.dir.as_str()), ("quantile", quantile)];
+                e.add(&name, "Quantile of the latest interval's distribution.", "gauge", &labels, v * factor);
+            }
+        }
+    }
+    for d in &snap.definitions.items {
+        let labels = [("definition", d.name.as_str())];
+        e.add(
+            "sonde_definition_packets_total",
+            "Packets counted per flow definition.",
+            "counter",
+            &labels,
+            d.packets as f64,
+        );
+        e.add("sonde_definition_bytes_total", "Bytes counted per flow definition.", "counter", &labels, d.bytes as f64);
+    }
+    e.render()
+}

@@ -1,0 +1,214 @@
+//! What the engine side publishes: one whole, immutable view of a run. The server only reads
+//! snapshots; a new one replaces the old whole, so a request never sees half an update.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Everything the API serves, as of one moment of the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    pub status: Status,
+    /// The run's summary.json value (`null` while a live run has none yet).
+    pub summary: Value,
+    pub intervals: Intervals,
+    pub tables: Tables,
+    pub flows: Flows,
+    pub definitions: Definitions,
+}
+
+/// Whether the engine is still feeding packets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    #[default]
+    Running,
+    Finished,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Status {
+    pub state: Phase,
+    /// The trace or interface read.
+    pub input: String,
+    /// Wall-clock start of the run (Unix seconds): metadata only, never used in the analysis.
+    pub started_unix_s: f64,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Wall-clock seconds the run took (or has taken so far).
+    pub elapsed_s: f64,
+    /// Packet time of the first and latest packet (Unix seconds), `null` before any.
+    pub first_packet_s: Option<f64>,
+    pub last_packet_s: Option<f64>,
+}
+
+/// The monitoring intervals (sonde-stats' `Report`), oldest first.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Intervals {
+    /// Interval length in seconds; 0 when monitoring was off.
+    pub interval_s: f64,
+    pub items: Vec<IntervalData>,
+    /// Per interval, the histograms of its distributions (same order as `items`).
+    #[serde(skip)]
+    pub histograms: Vec<IntervalHistograms>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IntervalData {
+    /// Start time ÷ interval length.
+    pub index: u64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub traffic: Vec<TrafficRow>,
+    pub quantiles: Vec<QuantileRow>,
+}
+
+/// Packets, bytes and flows of one protocol and direction (`net`: in, out, loc, ext).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TrafficRow {
+    pub proto: String,
+    pub net: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub flows_opened: u64,
+    pub flows_closed: u64,
+    pub flows_active: u64,
+}
+
+/// One distribution's summary, values in `unit` (as quantiles.tsv writes them).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QuantileRow {
+    pub metric: String,
+    pub dir: String,
+    pub net: String,
+    pub unit: String,
+    pub count: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IntervalHistograms {
+    pub index: u64,
+    pub start_s: f64,
+    pub histograms: Vec<HistogramRow>,
+}
+
+/// One distribution's bins as `[lo, hi, count]`, bounds in `unit`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HistogramRow {
+    pub metric: String,
+    pub dir: String,
+    pub net: String,
+    pub unit: String,
+    pub bins: Vec<[f64; 3]>,
+}
+
+/// Rows of named columns, as a TSV file has them; numbers stay numbers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+impl Table {
+    /// Reads a TSV text with a header line; a field that reads as a number becomes one, `-`
+    /// and empty become `null`.
+    pub fn from_tsv(text: &str) -> Table {
+        let mut lines = text.lines();
+        let columns: Vec<String> = lines.next().unwrap_or("").split('\t').map(str::to_string).collect();
+        let rows = lines.filter(|l| !l.is_empty()).map(|l| l.split('\t').map(cell).collect()).collect();
+        Table { columns, rows }
+    }
+
+    /// Reads JSON lines (one object per line); the columns are the first object's keys.
+    pub fn from_jsonl(text: &str) -> Table {
+        let mut table = Table::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) else { continue };
+            if table.columns.is_empty() {
+                table.columns = map.keys().cloned().collect();
+            }
+            table.rows.push(table.columns.iter().map(|c| map.get(c).cloned().unwrap_or(Value::Null)).collect());
+        }
+        table
+    }
+
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == name)
+    }
+}
+
+fn cell(text: &str) -> Value {
+    if text.is_empty() || text == "-" {
+        return Value::Null;
+    }
+    if let Ok(n) = text.parse::<u64>() {
+        return Value::from(n);
+    }
+    match text.parse::<f64>() {
+        Ok(f) if f.is_finite() => Value::from(f),
+        _ => Value::from(text),
+    }
+}
+
+/// The RMON2-style tables of every interval (empty when the run kept none).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tables {
+    pub hosts: Table,
+    pub matrix: Table,
+    pub protocols: Table,
+    pub top: Table,
+}
+
+/// The flow logs, one table per protocol.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Flows {
+    pub tcp: Table,
+    pub udp: Table,
+}
+
+/// The flow definitions and what they counted.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Definitions {
+    /// The set's version (every change bumps it; 0 when the run had no definitions).
+    pub version: u64,
+    pub items: Vec<Definition>,
+    /// definitions.tsv: per interval, definition and FID, packets and bytes.
+    pub counts: Table,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Definition {
+    pub name: String,
+    pub definition: String,
+    /// The set's version when it was added.
+    pub version: u64,
+    /// Removed or replaced: its figures cover the time before.
+    pub retired: bool,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsv_cells_keep_numbers_and_nulls() {
+        let t = Table::from_tsv("a\tb\tc\td\n1\t2.5\t-\t10.0.0.1\n\n");
+        assert_eq!(t.columns, ["a", "b", "c", "d"]);
+        assert_eq!(t.rows, vec![vec![Value::from(1u64), Value::from(2.5), Value::Null, Value::from("10.0.0.1")]]);
+        assert_eq!(t.column("c"), Some(2));
+    }
+
+    #[test]
+    fn jsonl_rows_follow_the_first_objects_keys() {
+        let t = Table::from_jsonl("{\"a\":1,\"b\":\"x\"}\nnot json\n{\"b\":\"y\"}\n");
+        assert_eq!(t.columns, ["a", "b"]);
+        assert_eq!(t.rows[1], vec![Value::Null, Value::from("y")]);
+    }
+}

@@ -1,0 +1,111 @@
+//! The meeting point of the engine and the server: the engine publishes whole snapshots and
+//! updates; the server reads them. Publishing never waits for a reader (an atomic pointer swap and
+//! a bounded broadcast that drops the oldest update for a slow subscriber).
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::snapshot::{IntervalData, Phase, Snapshot, Status};
+
+/// Updates a subscriber may fall behind by before it skips the oldest.
+pub const UPDATE_BACKLOG: usize = 64;
+
+/// One message of the live stream: the run's status and, when an interval ended, that interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct Update {
+    /// `interval` (an interval ended), `tick` (status only) or `final` (the run finished).
+    pub kind: UpdateKind,
+    pub status: Status,
+    pub interval: Option<IntervalData>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpdateKind {
+    Interval,
+    Tick,
+    Final,
+}
+
+/// A change to the flow definitions, against the set's version the client last saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefinitionChange {
+    Add(String),
+    Replace(String),
+    Remove(String),
+}
+
+/// Why the engine refused a definition change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeRefused {
+    /// The set is at another version than the one the change was made against.
+    StaleVersion { current: u64 },
+    /// The line does not parse, or names a definition that is not there.
+    Invalid(String),
+}
+
+/// The engine side of definition changes (a live run wires it to the counter's `change`
+/// mechanism); a finished run has none, and the API refuses changes.
+pub trait DefinitionEditor: Send + Sync {
+    /// Applies `change` if the set is at `expected_version`; returns the new version.
+    fn apply(&self, expected_version: u64, change: DefinitionChange) -> Result<u64, ChangeRefused>;
+}
+
+/// What a run shares with its server.
+pub struct RunState {
+    snapshot: ArcSwap<Snapshot>,
+    updates: broadcast::Sender<Arc<Update>>,
+    editor: Option<Box<dyn DefinitionEditor>>,
+}
+
+impl std::fmt::Debug for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunState").field("editable", &self.editor.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl RunState {
+    pub fn new(snapshot: Snapshot) -> Arc<RunState> {
+        Self::with_editor(snapshot, None)
+    }
+
+    pub fn with_editor(snapshot: Snapshot, editor: Option<Box<dyn DefinitionEditor>>) -> Arc<RunState> {
+        let (updates, _) = broadcast::channel(UPDATE_BACKLOG);
+        Arc::new(RunState { snapshot: ArcSwap::from_pointee(snapshot), updates, editor })
+    }
+
+    /// The latest snapshot (cheap: a reference count).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Replaces the snapshot whole and tells the stream: `final` when the run is finished,
+    /// otherwise `interval` with the newest interval.
+    pub fn publish(&self, snapshot: Snapshot) {
+        let kind = match snapshot.status.state {
+            Phase::Finished => UpdateKind::Final,
+            Phase::Running => UpdateKind::Interval,
+        };
+        let update =
+            Update { kind, status: snapshot.status.clone(), interval: snapshot.intervals.items.last().cloned() };
+        self.snapshot.store(Arc::new(snapshot));
+        self.send(update);
+    }
+
+    /// Sends an update to the stream only (a tick between intervals). Never waits: with no
+    /// subscriber it is dropped, and a subscriber that is behind skips the oldest.
+    pub fn send(&self, update: Update) {
+        let _ = self.updates.send(Arc::new(update));
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Update>> {
+        self.updates.subscribe()
+    }
+
+    pub fn editor(&self) -> Option<&dyn DefinitionEditor> {
+        self.editor.as_deref()
+    }
+}
