@@ -28,6 +28,8 @@ pub struct StreamEvent<'a> {
 }
 
 struct Client {
+    /// Held so the sender outlives the client: a finished run's stream stays open.
+    _state: Arc<RunState>,
     rx: Receiver<Arc<Update>>,
     first: Option<Update>,
     resolution: Duration,
@@ -47,7 +49,7 @@ impl Client {
             match self.rx.recv().await {
                 Ok(u) => break u,
                 Err(RecvError::Lagged(n)) => self.skipped += n,
-                // The run dropped its sender: the stream ends.
+                // Cannot happen while `_state` holds the sender; ends the stream if it does.
                 Err(RecvError::Closed) => return None,
             }
         };
@@ -78,7 +80,7 @@ impl Client {
 
 /// The stream for one client: first the current state (`final` on a finished run), then the
 /// updates; a finished run's stream stays open (keep-alive comments) until the client leaves.
-pub fn events(state: &RunState, resolution_ms: u64) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub fn events(state: &Arc<RunState>, resolution_ms: u64) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = state.subscribe();
     let snap = state.snapshot();
     let kind = match snap.status.state {
@@ -87,6 +89,7 @@ pub fn events(state: &RunState, resolution_ms: u64) -> Sse<impl Stream<Item = Re
     };
     let first = Update { kind, status: snap.status.clone(), interval: snap.intervals.items.last().cloned() };
     let client = Client {
+        _state: state.clone(),
         rx,
         first: Some(first),
         resolution: Duration::from_millis(resolution_ms.max(MIN_RESOLUTION_MS)),

@@ -1,0 +1,138 @@
+//! A small run's snapshot for the handler tests, and a way to call the router without a socket.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use sonde_http::{
+    router, Access, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals, Phase,
+    QuantileRow, RunState, Snapshot, Status, Table, Tables, TrafficRow,
+};
+use tower::ServiceExt;
+
+pub const TCP_LOG: &str = "c_ip\tc_port\ts_ip\ts_port\tc_bytes_all\tc_rtt_avg\tcomplete\n\
+10.77.0.1\t31408\t10.77.0.2\t80\t300\t40.417\t1\n\
+10.77.0.1\t31409\t10.77.0.2\t443\t1200\t-\t0\n\
+fd77::1\t28730\tfd77::2\t80\t90\t40.262\t1\n";
+pub const UDP_LOG: &str = "c_ip\tc_port\ts_ip\ts_port\tc_bytes_all\n10.77.0.1\t31460\t10.77.0.2\t7000\t6000\n";
+
+fn interval(index: u64, packets: u64) -> IntervalData {
+    IntervalData {
+        index,
+        start_s: index as f64,
+        end_s: index as f64 + 1.0,
+        traffic: vec![
+            TrafficRow {
+                proto: "tcp".into(),
+                net: "out".into(),
+                packets,
+                bytes: packets * 100,
+                flows_opened: 2,
+                flows_closed: 1,
+                flows_active: 3,
+            },
+            TrafficRow {
+                proto: "udp".into(),
+                net: "in".into(),
+                packets: 1,
+                bytes: 60,
+                flows_opened: 1,
+                flows_closed: 0,
+                flows_active: 1,
+            },
+        ],
+        quantiles: vec![QuantileRow {
+            metric: "tcp_rtt_avg".into(),
+            dir: "c2s".into(),
+            net: "out".into(),
+            unit: "ms".into(),
+            count: 2,
+            mean: 40.3,
+            min: 40.2,
+            p50: 40.2,
+            p95: 40.4,
+            p99: 40.4,
+            max: 40.4,
+        }],
+    }
+}
+
+pub fn snapshot(phase: Phase) -> Snapshot {
+    let items = vec![interval(100, 10), interval(101, 20), interval(103, 5)];
+    let histograms = items
+        .iter()
+        .map(|i| IntervalHistograms {
+            index: i.index,
+            start_s: i.start_s,
+            histograms: vec![HistogramRow {
+                metric: "tcp_rtt_avg".into(),
+                dir: "c2s".into(),
+                net: "out".into(),
+                unit: "ms".into(),
+                bins: vec![[40.0, 40.5, 2.0]],
+            }],
+        })
+        .collect();
+    Snapshot {
+        status: Status {
+            state: phase,
+            input: "demo.pcap".into(),
+            started_unix_s: 1.0,
+            packets: 38,
+            bytes: 3800,
+            elapsed_s: 0.5,
+            first_packet_s: Some(100.0),
+            last_packet_s: Some(103.9),
+        },
+        summary: serde_json::json!({"packets": {"read": 38}}),
+        intervals: Intervals { interval_s: 1.0, items, histograms },
+        tables: Tables {
+            hosts: Table::from_tsv("start\tend\taddr\tpkts_in\n100.0\t101.0\t10.77.0.1\t3\n"),
+            matrix: Table::from_tsv("start\tend\tsrc\tdst\tpackets\tbytes\n100.0\t101.0\t10.77.0.1\t10.77.0.2\t3\t300\n"),
+            protocols: Table::from_tsv("start\tend\tprotocol\tbytes\n101.0\t102.0\ttcp\t900\n"),
+            top: Table::from_tsv("start\tend\tby\trank\taddr\tvalue\n100.0\t101.0\tbytes\t1\t10.77.0.1\t300\n103.0\t104.0\tbytes\t1\t10.77.0.2\t20\n"),
+        },
+        flows: Flows { tcp: Table::from_tsv(TCP_LOG), udp: Table::from_tsv(UDP_LOG) },
+        definitions: Definitions {
+            version: 1,
+            items: vec![Definition {
+                name: "web".into(),
+                definition: "web = tcp.dport == 80".into(),
+                version: 1,
+                retired: false,
+                packets: 7,
+                bytes: 700,
+            }],
+            counts: Table::from_tsv("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n100.0\t101.0\tweb\t1\t-\t7\t700\n"),
+        },
+    }
+}
+
+pub fn finished() -> Arc<RunState> {
+    RunState::new(snapshot(Phase::Finished))
+}
+
+/// Sends one request through the router; returns the status and the body's bytes.
+pub async fn call(state: Arc<RunState>, access: Access, req: Request<Body>) -> (StatusCode, Vec<u8>) {
+    let res = router(state, access).oneshot(req).await.expect("the router is infallible");
+    let status = res.status();
+    let body = res.into_body().collect().await.expect("body").to_bytes().to_vec();
+    (status, body)
+}
+
+pub async fn get(state: Arc<RunState>, uri: &str) -> (StatusCode, Value) {
+    let (status, body) = call(state, Access::Open, Request::get(uri).body(Body::empty()).unwrap()).await;
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+pub fn json_request(method: &str, uri: &str, body: &Value) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
