@@ -45,8 +45,9 @@ function lineChart(container, series, opts = {}) {
   const all = series.flatMap((s) => s.points);
   if (all.length === 0) return empty(container, opts.emptyText || "no data");
   container.innerHTML = "";
-  const W = 640, H = 220, L = 52, R = 10, T = 10, B = 22;
-  const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none" }, container);
+  // Drawn at the container's width, so text keeps its shape in wide panels.
+  const W = Math.max(320, container.clientWidth || 640), H = 220, L = 52, R = 10, T = 10, B = 22;
+  const svg = el("svg", { viewBox: `0 0 ${W} ${H}` }, container);
   const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
   let [y0, y1] = [Math.min(0, ...ys), Math.max(0, ...ys)];
@@ -82,7 +83,7 @@ function lineChart(container, series, opts = {}) {
 function barChart(container, items) {
   if (items.length === 0) return empty(container, "no table (run with --tables)");
   container.innerHTML = "";
-  const W = 640, rowH = 20, H = Math.max(60, items.length * rowH + 10), L = 230;
+  const W = Math.max(320, container.clientWidth || 640), rowH = 20, H = Math.max(60, items.length * rowH + 10), L = 230;
   const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, style: `height:${H}px` }, container);
   const max = Math.max(...items.map((d) => d.value), 1);
   items.forEach((d, i) => {

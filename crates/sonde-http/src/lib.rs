@@ -56,9 +56,23 @@ pub fn serve_until_interrupted(listener: std::net::TcpListener, app: axum::Route
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        serve(listener, app, async {
+        let interrupted = std::sync::Arc::new(tokio::sync::Notify::new());
+        let signal = interrupted.clone();
+        let server = serve(listener, app, async move {
             let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+            signal.notify_one();
+        });
+        // An open stream never ends by itself: after the signal, connections get a short grace
+        // to finish their answers, then the server stops regardless.
+        tokio::select! {
+            result = server => result,
+            () = async {
+                interrupted.notified().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => Ok(()),
+        }
     })
 }
+
+/// How long answers in progress may take after SIGINT.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);

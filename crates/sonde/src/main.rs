@@ -117,8 +117,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         .chain(&[definitions::ASSOC_FILE])
         .copied()
         .collect();
-    let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
     let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
+    let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
 
     let started = Instant::now();
     let cpu_before = resources::cpu_seconds();

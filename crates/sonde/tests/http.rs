@@ -1,0 +1,234 @@
+//! `sonde analyze --http`: the demo trace served over a real socket on loopback (its figures equal
+//! the files the run wrote), SIGINT stops it, a public address without a token is refused before
+//! the run, and the dashboard in a real browser (playwright-core + Debian's chromium; SKIPPED
+//! when node, chromium or `npm ci` in tests/browser are missing).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A `sonde analyze --http` child, ended by its id when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    _out: tempfile::TempDir,
+    out_dir: PathBuf,
+}
+
+impl Server {
+    fn start(http: &str, extra: &[&str], token_file: Option<&Path>) -> Server {
+        let out = tempfile::tempdir().unwrap();
+        let out_dir = out.path().join("run");
+        let defs = out.path().join("demo.defs");
+        std::fs::write(&defs, "web = tcp.dport == 80\nudp7000 = udp.dport == 7000\n").unwrap();
+        let mut cmd = common::sonde();
+        cmd.args(["analyze", "-q", "-r"])
+            .arg(repo().join("testdata/demo.pcap"))
+            .arg("-o")
+            .arg(&out_dir)
+            .args(["--interval", "0.1", "--tables", "--internal", "10.77.0.1/32,fd77::1/128", "--definitions"])
+            .arg(&defs)
+            .args(["--http", http])
+            .args(extra)
+            .env_remove("SONDE_HTTP_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(t) = token_file {
+            cmd.arg("--http-token").arg(t);
+        }
+        let mut child = cmd.spawn().expect("run sonde");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.split("http://").nth(1).unwrap_or_else(|| panic!("no URL in {line:?}"));
+        let addr: SocketAddr = url.split('/').next().unwrap().parse().unwrap();
+        // A server bound to every address is reached on loopback only.
+        let addr = SocketAddr::from(([127, 0, 0, 1], addr.port()));
+        Server { child, addr, _out: out, out_dir }
+    }
+
+    /// GET `path`: status and body.
+    fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        (head[9..12].parse().unwrap(), body.to_string())
+    }
+
+    fn json(&self, path: &str) -> Value {
+        let (code, body) = self.get(path, None);
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// SIGINT, as Ctrl-C sends it; the exit status.
+    fn interrupt(mut self) -> std::process::ExitStatus {
+        let ok = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(20) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("sonde did not stop on SIGINT");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sum of a numeric column of a TSV output.
+fn column_sum(path: &Path, col: &str) -> f64 {
+    common::read_tsv(path).iter().map(|r| common::num(r, col)).sum()
+}
+
+#[test]
+fn the_api_serves_what_the_run_wrote() {
+    let server = Server::start("127.0.0.1:0", &[], None);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.out_dir.join("summary.json")).unwrap()).unwrap();
+    let status = server.json("/api/status");
+    assert_eq!(status["state"], "finished");
+    assert_eq!(status["packets"], summary["packets"]["read"]);
+    assert_eq!(server.json("/api/summary"), summary);
+    // Intervals: the same packets and flows as intervals.tsv, interval by interval in sum.
+    let intervals = server.json("/api/intervals");
+    let rows: Vec<&Value> =
+        intervals["items"].as_array().unwrap().iter().flat_map(|i| i["traffic"].as_array().unwrap()).collect();
+    let sum = |f: &str| rows.iter().map(|r| r[f].as_f64().unwrap()).sum::<f64>();
+    let tsv = server.out_dir.join("intervals.tsv");
+    assert_eq!(sum("packets"), column_sum(&tsv, "packets"));
+    assert_eq!(sum("bytes"), column_sum(&tsv, "bytes"));
+    assert_eq!(sum("flows_opened"), column_sum(&tsv, "flows_opened"));
+    assert_eq!(
+        intervals["items"].as_array().unwrap().len() as u64,
+        summary["monitoring"]["intervals"].as_u64().unwrap()
+    );
+    // Quantiles as quantiles.tsv writes them (ms, to the microsecond).
+    let q = common::read_tsv(&server.out_dir.join("quantiles.tsv"));
+    let api_q: Vec<&Value> =
+        intervals["items"].as_array().unwrap().iter().flat_map(|i| i["quantiles"].as_array().unwrap()).collect();
+    assert_eq!(api_q.len(), q.len());
+    for (a, f) in api_q.iter().zip(&q) {
+        assert_eq!(a["metric"].as_str().unwrap(), f["metric"]);
+        assert!((a["p95"].as_f64().unwrap() - common::num(f, "p95")).abs() < 1e-6, "{a} vs {f:?}");
+    }
+    // The flow log, whole and filtered.
+    let tcp = common::read_tsv(&server.out_dir.join("tcp_flows.tsv"));
+    let page = server.json("/api/flows?limit=1000");
+    assert_eq!(page["total"].as_u64().unwrap() as usize, tcp.len());
+    let port80 = tcp.iter().filter(|r| r["s_port"] == "80" || r["c_port"] == "80").count();
+    assert_eq!(server.json("/api/flows?port=80")["total"].as_u64().unwrap() as usize, port80);
+    let complete = tcp.iter().filter(|r| r["complete"] == "1").count();
+    assert_eq!(server.json("/api/flows?complete=true")["total"].as_u64().unwrap() as usize, complete);
+    // Tables and definitions.
+    let top = common::read_tsv(&server.out_dir.join("top.tsv"));
+    assert_eq!(server.json("/api/tables/top")["rows"].as_array().unwrap().len(), top.len());
+    let defs = server.json("/api/definitions");
+    assert_eq!(
+        defs["items"],
+        summary["definitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                serde_json::json!({"name": d["name"], "definition": d["definition"], "version": d["version"],
+            "retired": d["retired"], "packets": d["packets"], "bytes": d["bytes"]})
+            })
+            .collect::<Value>()
+    );
+    // Metrics: the run's totals.
+    let (code, metrics) = server.get("/metrics", None);
+    assert_eq!(code, 200);
+    let packets = summary["packets"]["read"].as_u64().unwrap();
+    assert!(metrics.lines().any(|l| l == format!("sonde_packets_total {packets}")), "{metrics}");
+    let status = server.interrupt();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_public_address_needs_a_token() {
+    let out = tempfile::tempdir().unwrap();
+    let run = common::sonde()
+        .args(["analyze", "-q", "-r"])
+        .arg(repo().join("testdata/demo.pcap"))
+        .arg("-o")
+        .arg(out.path().join("run"))
+        .args(["--http", "0.0.0.0:0"])
+        .env_remove("SONDE_HTTP_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("bearer token is required"), "{err}");
+    // Refused before the analysis: nothing was written.
+    assert!(!out.path().join("run/summary.json").exists());
+
+    let token = out.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let server = Server::start("0.0.0.0:0", &[], Some(&token));
+    assert_eq!(server.get("/api/status", None).0, 401);
+    assert_eq!(server.get("/api/status", Some("wrong")).0, 401);
+    assert_eq!(server.get("/api/status", Some("s3cret")).0, 200);
+    assert_eq!(server.get("/metrics", Some("s3cret")).0, 200);
+    assert_eq!(server.get("/", None).0, 200);
+}
+
+#[test]
+fn the_dashboard_in_a_real_browser() {
+    let browser_dir = repo().join("tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    let missing = if !node_ok {
+        Some("node")
+    } else if !Path::new(&chromium).exists() {
+        Some("chromium")
+    } else if !browser_dir.join("node_modules/playwright-core").is_dir() {
+        Some("tests/browser/node_modules (npm ci)")
+    } else {
+        None
+    };
+    if let Some(what) = missing {
+        eprintln!("SKIPPED: no {what} for the browser test (make deps installs them)");
+        return;
+    }
+    let server = Server::start("127.0.0.1:0", &[], None);
+    let artifacts = repo().join("target/browser-artifacts");
+    let started = Instant::now();
+    let run = Command::new("node")
+        .current_dir(&browser_dir)
+        .arg("dashboard.mjs")
+        .arg(format!("http://{}/", server.addr))
+        .arg(&artifacts)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    eprintln!("browser test: {:.1} s; screenshots in {}", started.elapsed().as_secs_f64(), artifacts.display());
+    assert!(run.status.success(), "the browser test failed");
+    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
+    assert!(checks.is_some_and(|n| n >= 20), "{stdout}");
+    for shot in ["dashboard.png", "flows-sorted.png", "flows-filtered.png", "definitions.png"] {
+        assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
+    }
+}
