@@ -3,13 +3,14 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium
 CARGO ?= cargo
 
-.PHONY: demo test deps build lint
+.PHONY: demo test deps build lint browser-deps
 
 # System packages: libpcap (BPF filters); tcptrace, rrdtool and tshark (compared against in the
-# tests; tshark's question about non-root capture is answered up front).
+# tests; tshark's question about non-root capture is answered up front); chromium (the dashboard's
+# browser test).
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -29,5 +30,12 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: lint
+# The dashboard's browser test: node and npm (Debian's, unless some node is already installed),
+# then playwright-core from the committed lock (no browser download: it drives Debian's chromium).
+browser-deps: deps
+	@command -v node >/dev/null && command -v npm >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent
+
+test: lint browser-deps
 	$(CARGO) test --workspace
