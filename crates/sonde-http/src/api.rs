@@ -120,7 +120,7 @@ async fn table_list(State(s): State<Shared>) -> Response {
     let snap = s.snapshot();
     let items: Vec<Value> = TABLES
         .iter()
-        .filter_map(|n| table_named(&snap.tables, n).map(|t| json!({"name": n, "rows": t.rows.len()})))
+        .filter_map(|n| table_named(&snap.tables, n).map(|t| json!({"name": n, "rows": t.len()})))
         .collect();
     Json(json!({"items": items})).into_response()
 }
@@ -136,8 +136,7 @@ async fn table(State(s): State<Shared>, Path(name): Path<String>, Query(q): Quer
 /// The rows whose `start` column is at or after `since`.
 fn since_rows(t: &Table, since: Option<f64>) -> Table {
     let (Some(since), Some(start)) = (since, t.column("start")) else { return t.clone() };
-    let rows = t.rows.iter().filter(|r| r.get(start).and_then(Value::as_f64).is_some_and(|v| v >= since)).cloned();
-    Table { columns: t.columns.clone(), rows: rows.collect() }
+    t.filtered(|t, i| t.cell(i, start).as_f64().is_some_and(|v| v >= since))
 }
 
 async fn flow_page(State(s): State<Shared>, Query(q): Query<FlowQuery>) -> Response {
@@ -165,8 +164,7 @@ async fn definition_counts(State(s): State<Shared>, Query(q): Query<NameQuery>) 
     let t = since_rows(&snap.definitions.counts, q.since);
     let Some(name) = q.name else { return Json(t).into_response() };
     let col = t.column("definition");
-    let rows = t.rows.iter().filter(|r| col.and_then(|c| r.get(c)).and_then(Value::as_str) == Some(&name)).cloned();
-    Json(Table { columns: t.columns.clone(), rows: rows.collect() }).into_response()
+    Json(t.filtered(|t, i| col.is_some_and(|c| t.cell(i, c).as_str() == Some(&name)))).into_response()
 }
 
 /// A change's body: the set's version it was made against and the definition line.

@@ -68,32 +68,32 @@ pub fn query(tcp: &Table, udp: &Table, q: &FlowQuery) -> Result<FlowPage, BadQue
         Some("desc") => true,
         Some(other) => return Err(BadQuery(format!("order is asc or desc, not {other:?}"))),
     };
-    let mut matching: Vec<&Vec<Value>> = table
-        .rows
-        .iter()
-        .filter(|row| {
-            let field = |i: Option<usize>| i.and_then(|i| row.get(i));
-            let addr_ok = q.addr.as_deref().is_none_or(|a| ips.iter().any(|&i| field(i).is_some_and(|v| text(v) == a)));
-            let port_ok =
-                q.port.is_none_or(|p| ports.iter().any(|&i| field(i).and_then(Value::as_u64) == Some(u64::from(p))));
-            let complete_ok = complete.is_none_or(|(i, want)| truthy(row.get(i)) == want);
+    let field = |row: usize, col: Option<usize>| col.map_or(Value::Null, |c| table.cell(row, c));
+    let mut matching: Vec<usize> = (0..table.len())
+        .filter(|&row| {
+            let addr_ok = q.addr.as_deref().is_none_or(|a| ips.iter().any(|&c| text(&field(row, c)) == a));
+            let port_ok = q.port.is_none_or(|p| ports.iter().any(|&c| field(row, c).as_u64() == Some(u64::from(p))));
+            let complete_ok = complete.is_none_or(|(c, want)| truthy(&table.cell(row, c)) == want);
             addr_ok && port_ok && complete_ok
         })
         .collect();
-    if let Some(i) = sort {
-        // A stable sort: equal keys keep log order, so pages do not shuffle between requests.
-        matching.sort_by(|a, b| {
-            let ord = compare(a.get(i), b.get(i));
+    if let Some(col) = sort {
+        // Each key read once; a stable sort: equal keys keep log order, so pages do not shuffle
+        // between requests.
+        let mut keyed: Vec<(Value, usize)> = matching.iter().map(|&row| (table.cell(row, col), row)).collect();
+        keyed.sort_by(|a, b| {
+            let ord = compare(&a.0, &b.0);
             if descending {
                 ord.reverse()
             } else {
                 ord
             }
         });
+        matching = keyed.into_iter().map(|(_, row)| row).collect();
     }
     let offset = q.offset.unwrap_or(0);
     let limit = q.limit.unwrap_or(100).min(MAX_LIMIT);
-    let rows = matching.iter().skip(offset).take(limit).map(|r| (*r).clone()).collect();
+    let rows = matching.iter().skip(offset).take(limit).map(|&row| table.row(row)).collect();
     Ok(FlowPage { proto: proto.into(), total: matching.len(), offset, limit, columns: table.columns.clone(), rows })
 }
 
@@ -105,24 +105,22 @@ fn text(v: &Value) -> String {
 }
 
 /// `1`, `true` (TSV and JSONL spell it differently).
-fn truthy(v: Option<&Value>) -> bool {
+fn truthy(v: &Value) -> bool {
     match v {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
         _ => false,
     }
 }
 
 /// Numbers by value, text by text, nulls first.
-fn compare(a: Option<&Value>, b: Option<&Value>) -> Ordering {
+fn compare(a: &Value, b: &Value) -> Ordering {
     match (a, b) {
-        (Some(Value::Number(x)), Some(Value::Number(y))) => {
-            x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0))
-        }
-        (None | Some(Value::Null), None | Some(Value::Null)) => Ordering::Equal,
-        (None | Some(Value::Null), _) => Ordering::Less,
-        (_, None | Some(Value::Null)) => Ordering::Greater,
-        (Some(x), Some(y)) => text(x).cmp(&text(y)),
+        (Value::Number(x), Value::Number(y)) => x.as_f64().unwrap_or(0.0).total_cmp(&y.as_f64().unwrap_or(0.0)),
+        (Value::Null, Value::Null) => Ordering::Equal,
+        (Value::Null, _) => Ordering::Less,
+        (_, Value::Null) => Ordering::Greater,
+        (x, y) => text(x).cmp(&text(y)),
     }
 }
 
