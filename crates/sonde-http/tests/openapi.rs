@@ -93,3 +93,23 @@ fn the_schemas_reject_what_they_should() {
     let page = validator(&spec, &json!({"$ref": "#/components/schemas/FlowPage"}));
     assert!(!page.is_valid(&json!({"proto": "tcp", "total": -1, "offset": 0, "limit": 1, "columns": [], "rows": []})));
 }
+
+#[tokio::test]
+async fn the_streams_first_event_matches_its_schema() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let spec = spec();
+    let req = Request::get("/api/stream?resolution_ms=10").body(Body::empty()).unwrap();
+    let res = sonde_http::router(finished(), Access::Open).oneshot(req).await.unwrap();
+    let mut body = res.into_body();
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(5), body.frame()).await.unwrap();
+        text.push_str(std::str::from_utf8(&frame.unwrap().unwrap().into_data().unwrap()).unwrap());
+    }
+    let data = text.lines().find_map(|l| l.strip_prefix("data: ")).expect("a data line");
+    let instance: Value = serde_json::from_str(data).unwrap();
+    let schema = &spec["paths"]["/api/stream"]["get"]["responses"]["200"]["content"]["text/event-stream"]["schema"];
+    let errors: Vec<String> = validator(&spec, schema).iter_errors(&instance).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+}
