@@ -101,6 +101,15 @@ impl PacketIntervals {
         }
     }
 
+    /// Packet time reached `now_ns` with no packet (a live capture's tick): the current interval
+    /// closes if `now_ns` is past its end, as the next packet would close it.
+    pub fn tick(&mut self, now_ns: u64) {
+        if self.current.is_some() && now_ns >= self.current_ns.1 {
+            self.close();
+            self.current_ns = (0, 0);
+        }
+    }
+
     /// Ends the current interval, if any.
     fn close(&mut self) {
         let Some(index) = self.current.take() else { return };
