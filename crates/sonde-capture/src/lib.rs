@@ -47,8 +47,6 @@ use detect::{capture, compression, decompressed, MAGIC_PEEK};
 use stream::{SliceInput, StreamInput};
 pub use write::{TraceFormat, TraceWriter, WriteError};
 
-// `Event` is defined below, beside the trait that yields it.
-
 /// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 /// LINKTYPE_ERF: a whole ERF record; used for ERF record types with no LINKTYPE_ equivalent.
@@ -70,23 +68,6 @@ pub struct Frame<'a> {
     pub data: &'a [u8],
 }
 
-/// What a source yields next: a frame, the time on a quiet live link, or the end of input.
-#[derive(Debug, Clone, Copy)]
-pub enum Event<'a> {
-    Frame(Frame<'a>),
-    /// A live source's clock: packet time has reached `now_ns` (ns since the Unix epoch), so
-    /// timers that are due may fire. Yielded when no frame came for a while (a quiet link must
-    /// still close intervals and time flows out) and now and then between frames (so every
-    /// worker hears the time, not only those that get packets). Frames yielded later should
-    /// not be older, as far as the source can tell. Files never yield it: there the frames are
-    /// the clock, and only a live capture has one between them.
-    Tick {
-        now_ns: u64,
-    },
-    /// The input ended cleanly.
-    End,
-}
-
 /// A source of frames. A lending iterator: the frame borrows the source.
 pub trait PacketSource {
     /// The next frame, `Ok(None)` at a clean end of input, or an error that ends the input
@@ -102,14 +83,16 @@ pub trait PacketSource {
     fn compression(&self) -> Option<&str> {
         None
     }
-    /// The next frame, or a live source's tick (see [`Event::Tick`]). Readers that
-    /// keep timers (the engine) call this; a file source yields only frames and the end.
-    #[inline]
-    fn next_event(&mut self) -> Result<Event<'_>, CaptureError> {
-        Ok(match self.next_frame()? {
-            Some(frame) => Event::Frame(frame),
-            None => Event::End,
-        })
+    /// Asked after `next_frame` returned `Ok(None)`: `Some(now_ns)` from a live source that had
+    /// no frame to give for now, and reading goes on. Packet time has reached `now_ns` (ns since
+    /// the Unix epoch), so timers that are due may fire: a live source pauses like this when no
+    /// frame came for a while (a quiet link must still close intervals and time flows out) and
+    /// now and then between frames (so that every worker hears the time, not only those that
+    /// get packets); frames read later should not be older. `None`: the input ended, which is
+    /// all a file ever says (there the frames are the clock). A reader that keeps no timers may
+    /// stop at the first `Ok(None)`. Asked only then, so reading a file costs nothing more.
+    fn tick(&mut self) -> Option<u64> {
+        None
     }
 }
 

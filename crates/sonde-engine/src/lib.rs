@@ -107,21 +107,19 @@ mod tests {
 
     impl sonde_capture::PacketSource for Live {
         fn next_frame(&mut self) -> Result<Option<sonde_capture::Frame<'_>>, sonde_capture::CaptureError> {
-            unreachable!("the engine asks for events")
-        }
-        fn next_event(&mut self) -> Result<sonde_capture::Event<'_>, sonde_capture::CaptureError> {
+            // Frames first, then one pause per tick, then the end.
             let i = self.next;
             self.next += 1;
-            Ok(match (self.frames.get(i), self.ticks_ns.get(i - self.frames.len().min(i))) {
-                (Some((ts_ns, data)), _) => sonde_capture::Event::Frame(sonde_capture::Frame {
-                    ts_ns: *ts_ns,
-                    wire_len: data.len() as u32,
-                    link_type: 101,
-                    data,
-                }),
-                (None, Some(&now_ns)) => sonde_capture::Event::Tick { now_ns },
-                (None, None) => sonde_capture::Event::End,
-            })
+            Ok(self.frames.get(i).map(|(ts_ns, data)| sonde_capture::Frame {
+                ts_ns: *ts_ns,
+                wire_len: data.len() as u32,
+                link_type: 101,
+                data,
+            }))
+        }
+        fn tick(&mut self) -> Option<u64> {
+            let i = self.next - 1 - self.frames.len();
+            self.ticks_ns.get(i).copied()
         }
         fn position(&self) -> u64 {
             0

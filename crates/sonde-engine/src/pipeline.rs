@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use sonde_capture::{CaptureError, Event, PacketSource};
+use sonde_capture::{CaptureError, PacketSource};
 use sonde_define::{Counter, Layers, Matcher};
 use sonde_filter::Filter;
 use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
@@ -554,14 +554,16 @@ impl Reader<'_> {
             if dispatch.failed() {
                 return None;
             }
-            let frame = match source.next_event() {
-                Ok(Event::Frame(f)) => f,
-                Ok(Event::Tick { now_ns }) => {
-                    self.clock_ns = self.clock_ns.max(now_ns);
-                    tick(self.clock_ns, self.monitor.as_deref_mut(), dispatch);
-                    continue;
-                }
-                Ok(Event::End) => return None,
+            let frame = match source.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => match source.tick() {
+                    Some(now_ns) => {
+                        self.clock_ns = self.clock_ns.max(now_ns);
+                        tick(self.clock_ns, self.monitor.as_deref_mut(), dispatch);
+                        continue;
+                    }
+                    None => return None,
+                },
                 Err(e) => return Some(e),
             };
             stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
