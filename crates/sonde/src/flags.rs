@@ -73,6 +73,18 @@ pub enum Command {
     /// Exit status: 0 success; 1 error; 2 bad usage; 3 the input ended early: the output holds
     /// the thinned input before the damage.
     Thin(crate::thin::ThinArgs),
+    /// Capture from network interfaces until SIGINT or SIGTERM, then write what `analyze`
+    /// writes (every open flow and interval flushed), with the kernel's drop counters.
+    ///
+    /// AF_PACKET (TPACKET_V3 ring) or libpcap; several -i are merged by timestamp. Needs root or
+    /// CAP_NET_RAW (docs/live.md). Trailing arguments are a BPF filter in tcpdump syntax.
+    ///
+    /// Example: sonde monitor -i eth0 -o out/ --interval 60 --user nobody
+    ///
+    /// Exit status: 0 success; 1 error (the capture could not start, or outputs could not be
+    /// written); 2 bad usage; 3 the capture failed while running (an interface went away):
+    /// everything captured before was analysed and written.
+    Monitor(Box<crate::monitor::MonitorArgs>),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -86,6 +98,13 @@ pub struct AnalyzeArgs {
     /// Trace to read; `-` reads standard input.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub read: PathBuf,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// What `analyze` and `monitor` share: the analysis and its outputs.
+#[derive(Debug, clap::Args)]
+pub struct AnalysisArgs {
     /// Output directory (created if missing).
     #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "sonde-out")]
     pub out: PathBuf,
@@ -177,7 +196,7 @@ pub struct AnalyzeArgs {
     pub filter: Vec<String>,
 }
 
-impl AnalyzeArgs {
+impl AnalysisArgs {
     /// The monitoring interval, or `None` when turned off.
     pub fn interval_ns(&self) -> Result<Option<u64>> {
         if self.interval == 0.0 {
@@ -253,6 +272,6 @@ mod tests {
     fn filter_is_the_trailing_words() {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
         let Command::Analyze(a) = cli.command else { panic!("not analyze") };
-        assert_eq!(a.filter_expression().as_deref(), Some("tcp port 80"));
+        assert_eq!(a.analysis.filter_expression().as_deref(), Some("tcp port 80"));
     }
 }
