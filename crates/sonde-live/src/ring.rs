@@ -225,18 +225,7 @@ impl Ring {
     pub(crate) fn update_counters(&mut self) -> Counters {
         // SAFETY: tpacket_stats_v3 is plain old data; all zeroes is a valid value.
         let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
-        // SAFETY: `st` and `len` describe a buffer of the size the kernel writes for TPACKET_V3.
-        let got = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_PACKET,
-                libc::PACKET_STATISTICS,
-                (&mut st as *mut libc::tpacket_stats_v3).cast(),
-                &mut len,
-            )
-        };
-        if got == 0 {
+        if get_option(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st).is_ok() {
             // tp_packets counts the dropped packets too.
             self.counters.received_pkts += u64::from(st.tp_packets);
             self.counters.dropped_pkts += u64::from(st.tp_drops);
@@ -247,18 +236,10 @@ impl Ring {
     /// The error pending on the socket (after poll reported POLLERR), cleared by reading it.
     pub(crate) fn take_error(&self) -> io::Error {
         let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `err` and `len` describe an int, which SO_ERROR writes.
-        unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        io::Error::from_raw_os_error(err)
+        match get_option(&self.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err) {
+            Ok(()) => io::Error::from_raw_os_error(err),
+            Err(e) => e,
+        }
     }
 }
 
@@ -281,6 +262,18 @@ fn with_vlan_tag<'a>(buf: &'a mut Vec<u8>, frame: Frame<'_>, tpid: u16, tci: u16
     buf.extend_from_slice(&tci.to_be_bytes());
     buf.extend_from_slice(&frame.data[split..]);
     Frame { ts_ns: frame.ts_ns, wire_len: frame.wire_len + 4, link_type: frame.link_type, data: buf }
+}
+
+/// Reads a socket option into `value`, a plain-old-data T the kernel fills for `option`.
+fn get_option<T>(fd: &OwnedFd, level: libc::c_int, option: libc::c_int, value: &mut T) -> io::Result<()> {
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` points to a live T whose size is passed with it; the kernel writes at
+    // most that many bytes.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, option, (value as *mut T).cast(), &mut len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn set_option<T>(fd: &OwnedFd, option: libc::c_int, value: &T) -> io::Result<()> {
