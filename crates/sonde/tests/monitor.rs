@@ -266,3 +266,53 @@ fn a_quiet_link_times_a_udp_flow_out() {
     assert_eq!(sum["flows"]["end_reasons"]["idle"], 1);
     assert_eq!(sum["capture"]["dropped_pkts"], 0);
 }
+
+#[test]
+fn after_dropping_to_another_user_the_capture_goes_on() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // The outputs are written as nobody: the directory must be theirs.
+    assert!(run_ok(Command::new("chown").args(["nobody"]).arg(&out)), "chown nobody");
+    let monitor = Monitor::start(&ns, &out, &["--user", "nobody", "--threads", "2"]);
+    ns.replay(&demo(), 5_000);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let sum = summary(&out);
+    assert_eq!(sum["capture"]["user"], "nobody");
+    assert_eq!(sum["packets"]["read"], 443);
+    assert_eq!(sum["capture"]["dropped_pkts"], 0);
+}
+
+/// The message of a `sonde monitor` that cannot start (exit status 1, no output left).
+fn refusal(cmd: &mut Command, out: &Path) -> String {
+    let output = cmd.arg("-o").arg(out).output().expect("run sonde");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(!out.join("summary.json").exists());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let message = refusal(sonde().args(["monitor", "-i", "nosuch0"]), &out);
+    assert!(message.contains("nosuch0: no such interface"), "{message}");
+    let Some(ns) = Netns::new() else { return };
+    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "down"])));
+    let sonde_bin = Path::new(env!("CARGO_BIN_EXE_sonde"));
+    let message = refusal(ns.exec(sonde_bin).args(["monitor", "-i", "va"]), &out);
+    assert!(message.contains("va: interface is down (`ip link set va up`)"), "{message}");
+    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "up"])));
+    // Unprivileged (setpriv, from util-linux): the message names both ways to capture.
+    for capture in ["afpacket", "pcap"] {
+        let mut cmd = ns.exec(Path::new("setpriv"));
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(sonde_bin);
+        let message = refusal(cmd.args(["monitor", "-i", "va", "--capture", capture]), &out);
+        assert!(
+            message.contains("va: no permission to capture") && message.contains("setcap cap_net_raw"),
+            "{message}"
+        );
+    }
+}
