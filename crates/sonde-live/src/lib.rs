@@ -30,6 +30,7 @@
 //! }
 //! ```
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -70,16 +71,27 @@ pub struct Config {
     pub promisc: bool,
     /// Wall time without a frame after which the source ticks.
     pub tick_ns: u64,
+    /// The monitoring interval, to add the counters up per interval (see
+    /// [`LiveSource::interval_counters`]).
+    pub interval_ns: Option<u64>,
 }
 
 impl Config {
     /// AF_PACKET, 64 MiB per interface, not promiscuous, a tick after 100 ms.
     pub fn new(interfaces: Vec<String>) -> Config {
-        Config { interfaces, backend: Backend::AfPacket, buffer_bytes: 64 << 20, promisc: false, tick_ns: 100_000_000 }
+        Config {
+            interfaces,
+            backend: Backend::AfPacket,
+            buffer_bytes: 64 << 20,
+            promisc: false,
+            tick_ns: 100_000_000,
+            interval_ns: None,
+        }
     }
 }
 
-/// The kernel's (or libpcap's) counters for one interface since the capture opened.
+/// The kernel's (or libpcap's) counters for one interface since the capture opened, or for
+/// every interface over an interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Packets the socket was offered (AF_PACKET tp_packets, including the dropped; libpcap
@@ -89,6 +101,22 @@ pub struct Counters {
     pub dropped_pkts: u64,
     /// Dropped by the interface or its driver (libpcap ps_ifdrop; AF_PACKET does not say).
     pub if_dropped_pkts: u64,
+}
+
+impl Counters {
+    fn add(&mut self, other: Counters) {
+        self.received_pkts += other.received_pkts;
+        self.dropped_pkts += other.dropped_pkts;
+        self.if_dropped_pkts += other.if_dropped_pkts;
+    }
+
+    fn since(self, before: Counters) -> Counters {
+        Counters {
+            received_pkts: self.received_pkts.saturating_sub(before.received_pkts),
+            dropped_pkts: self.dropped_pkts.saturating_sub(before.dropped_pkts),
+            if_dropped_pkts: self.if_dropped_pkts.saturating_sub(before.if_dropped_pkts),
+        }
+    }
 }
 
 /// Why capture could not start, in terms a user can act on.
@@ -181,6 +209,9 @@ pub struct LiveSource {
     ports: Vec<Port>,
     poll_fds: Vec<libc::pollfd>,
     counters: Vec<Counters>,
+    interval_ns: Option<u64>,
+    /// Every interface's counters added up by interval index of packet time.
+    per_interval: BTreeMap<u64, Counters>,
     stop: &'static AtomicBool,
     format: &'static str,
     tick_ns: u64,
@@ -188,8 +219,9 @@ pub struct LiveSource {
     next_tick_wall_ns: u64,
     /// Set when the stop flag was first seen: reading ends at this wall time.
     stop_at_wall_ns: Option<u64>,
-    /// The latest frame time handed out.
+    /// The latest frame time handed out, and the latest tick.
     last_frame_ns: u64,
+    clock_ns: u64,
     frames: u64,
     bytes: u64,
     pending_tick: Option<u64>,
@@ -215,6 +247,8 @@ impl LiveSource {
         Ok(LiveSource {
             names: cfg.interfaces.clone(),
             counters: vec![Counters::default(); ports.len()],
+            interval_ns: cfg.interval_ns.filter(|&n| n > 0),
+            per_interval: BTreeMap::new(),
             ports,
             poll_fds,
             stop,
@@ -226,6 +260,7 @@ impl LiveSource {
             next_tick_wall_ns: wall_ns().saturating_add(cfg.tick_ns),
             stop_at_wall_ns: None,
             last_frame_ns: 0,
+            clock_ns: 0,
             frames: 0,
             bytes: 0,
             pending_tick: None,
@@ -239,9 +274,27 @@ impl LiveSource {
         self.names.iter().cloned().zip(self.counters.iter().copied()).collect()
     }
 
-    fn update_counters(&mut self) {
+    /// Every interface's counters, added up per interval: (start of the interval in ns,
+    /// counters). The counters are read at each tick and at the end, and what changed since
+    /// the last read goes to the interval of the packet time then; so an interval holds the
+    /// drops read in it, up to one tick (`tick_ns`, or 1,024 frames) late.
+    pub fn interval_counters(&self) -> Vec<(u64, Counters)> {
+        let interval_ns = self.interval_ns.unwrap_or(0);
+        self.per_interval.iter().map(|(&i, &c)| (i * interval_ns, c)).collect()
+    }
+
+    /// Reads the counters at packet time `at_ns`.
+    fn update_counters(&mut self, at_ns: u64) {
+        let mut change = Counters::default();
         for (port, c) in self.ports.iter_mut().zip(&mut self.counters) {
-            *c = port.update_counters();
+            let now = port.update_counters();
+            change.add(now.since(*c));
+            *c = now;
+        }
+        if let Some(interval_ns) = self.interval_ns {
+            if change != Counters::default() {
+                self.per_interval.entry(at_ns / interval_ns).or_default().add(change);
+            }
         }
     }
 
@@ -251,8 +304,10 @@ impl LiveSource {
             return false;
         }
         self.next_tick_wall_ns = wall.saturating_add(self.tick_ns);
-        self.update_counters();
-        self.pending_tick = Some(now_ns.max(self.last_frame_ns));
+        let now_ns = now_ns.max(self.last_frame_ns);
+        self.update_counters(now_ns);
+        self.pending_tick = Some(now_ns);
+        self.clock_ns = now_ns;
         true
     }
 
@@ -269,7 +324,7 @@ impl LiveSource {
     fn end(&mut self) {
         self.ended = true;
         self.pending_tick = None;
-        self.update_counters();
+        self.update_counters(self.clock_ns.max(self.last_frame_ns));
     }
 
     /// Waits until a port may have a frame or the next tick or stop is due.

@@ -97,7 +97,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         .iter()
         .chain(&sonde_stats::report::TABLE_FILES)
         .chain(&[definitions::FILE, definitions::GAP_FILES[0], definitions::GAP_FILES[1], definitions::FLOWS_FILE])
-        .chain(&[definitions::ASSOC_FILE])
+        .chain(&[definitions::ASSOC_FILE, crate::monitor::FILE])
         .copied()
         .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;

@@ -96,6 +96,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         buffer_bytes: args.ring_mb.saturating_mul(1 << 20),
         promisc: args.promisc,
         tick_ns: args.tick_ms.saturating_mul(1_000_000),
+        interval_ns: args.analysis.interval_ns()?,
     };
     let input_name = args.interfaces.join(",");
     let (prepared, mut source) = analysis::prepare(&args.analysis, || Ok(LiveSource::open(&cfg, stop)?))?;
@@ -110,6 +111,12 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         );
     }
     let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None)?;
+    if let Some(interval_ns) = cfg.interval_ns {
+        let path = args.analysis.out.join(FILE);
+        std::fs::write(&path, capture_tsv(&source.interval_counters(), interval_ns))
+            .with_context(|| format!("writing {}", path.display()))?;
+        finished.report.outputs.push(FILE.to_string());
+    }
     let interfaces: Vec<InterfaceCounters> = source
         .counters()
         .into_iter()
@@ -134,6 +141,21 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         interfaces,
     });
     analysis::finish(&args.analysis, finished)
+}
+
+/// The capture's counters per interval (with the monitoring outputs).
+pub const FILE: &str = "capture.tsv";
+
+/// One line per interval in which the counters were read (every tick, so every interval the
+/// capture ran through): what every interface's socket was offered and dropped.
+fn capture_tsv(intervals: &[(u64, sonde_live::Counters)], interval_ns: u64) -> String {
+    let mut out = String::from("start\tend\treceived_pkts\tdropped_pkts\tif_dropped_pkts\n");
+    for (start_ns, c) in intervals {
+        let end = sonde_stats::report::seconds(start_ns.saturating_add(interval_ns));
+        let start = sonde_stats::report::seconds(*start_ns);
+        out.push_str(&format!("{start}\t{end}\t{}\t{}\t{}\n", c.received_pkts, c.dropped_pkts, c.if_dropped_pkts));
+    }
+    out
 }
 
 /// After dropping to `user`, the outputs must still be writable: find out now, not after hours
