@@ -73,11 +73,22 @@ impl Netns {
         cmd
     }
 
+    /// A second pair, `vc` ↔ `vd`.
+    fn add_pair(&self) {
+        for args in ["link add vc type veth peer name vd", "link set vc up", "link set vd up"] {
+            assert!(run_ok(Command::new("ip").args(["-n", &self.name]).args(args.split(' '))), "ip {args}");
+        }
+    }
+
     /// Replays `trace` on `vb` at `pps` packets per second.
     fn replay(&self, trace: &Path, pps: u32) {
+        self.replay_on("vb", trace, pps);
+    }
+
+    fn replay_on(&self, interface: &str, trace: &Path, pps: u32) {
         let out = self
             .exec(Path::new("tcpreplay"))
-            .args(["-q", "-i", "vb", "--pps", &pps.to_string()])
+            .args(["-q", "-i", interface, "--pps", &pps.to_string()])
             .arg(trace)
             .output()
             .expect("run tcpreplay");
@@ -325,4 +336,33 @@ fn errors_say_what_to_do() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn two_interfaces_are_read_as_one_input() {
+    let Some(ns) = Netns::new() else { return };
+    ns.add_pair();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("udp.pcap");
+    std::fs::write(&trace, pcap(&[udp_frame(), udp_frame(), udp_frame()])).unwrap();
+    let out = dir.path().join("out");
+    let monitor = Monitor::start(&ns, &out, &["-i", "vc", "--threads", "2"]);
+    std::thread::scope(|s| {
+        s.spawn(|| ns.replay(&demo(), 5_000));
+        s.spawn(|| ns.replay_on("vd", &trace, 100));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let sum = summary(&out);
+    assert_eq!(sum["packets"]["read"], 443 + 3);
+    let per_interface: Vec<(String, u64)> = sum["capture"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["interface"].as_str().unwrap().to_string(), i["received_pkts"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(per_interface, [("va".to_string(), 443), ("vc".to_string(), 3)]);
+    // The demo's flows and the UDP flow, as if from one link.
+    assert_eq!(read_tsv(&out.join("tcp_flows.tsv")).len(), 13);
+    assert_eq!(read_tsv(&out.join("udp_flows.tsv")).len(), 3);
 }
