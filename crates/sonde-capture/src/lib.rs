@@ -83,6 +83,17 @@ pub trait PacketSource {
     fn compression(&self) -> Option<&str> {
         None
     }
+    /// Asked after `next_frame` returned `Ok(None)`: `Some(now_ns)` from a live source that had
+    /// no frame to give for now, and reading goes on. Packet time has reached `now_ns` (ns since
+    /// the Unix epoch), so timers that are due may fire: a live source pauses like this when no
+    /// frame came for a while (a quiet link must still close intervals and time flows out) and
+    /// now and then between frames (so that every worker hears the time, not only those that
+    /// get packets); frames read later should not be older. `None`: the input ended, which is
+    /// all a file ever says (there the frames are the clock). A reader that keeps no timers may
+    /// stop at the first `Ok(None)`. Asked only then, so reading a file costs nothing more.
+    fn tick(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// Why a source could not be opened, or stopped early. `kind` tells the caller whether the

@@ -98,6 +98,61 @@ mod tests {
         assert_eq!(flows[0].endpoints().server_port, 123);
     }
 
+    /// A live source in miniature: raw IPv4 frames at given times, then ticks.
+    struct Live {
+        frames: Vec<(u64, Vec<u8>)>,
+        ticks_ns: Vec<u64>,
+        next: usize,
+    }
+
+    impl sonde_capture::PacketSource for Live {
+        fn next_frame(&mut self) -> Result<Option<sonde_capture::Frame<'_>>, sonde_capture::CaptureError> {
+            // Frames first, then one pause per tick, then the end.
+            let i = self.next;
+            self.next += 1;
+            Ok(self.frames.get(i).map(|(ts_ns, data)| sonde_capture::Frame {
+                ts_ns: *ts_ns,
+                wire_len: data.len() as u32,
+                link_type: 101,
+                data,
+            }))
+        }
+        fn tick(&mut self) -> Option<u64> {
+            let i = self.next - 1 - self.frames.len();
+            self.ticks_ns.get(i).copied()
+        }
+        fn position(&self) -> u64 {
+            0
+        }
+        fn size_hint(&self) -> Option<u64> {
+            None
+        }
+        fn format(&self) -> &str {
+            "live"
+        }
+    }
+
+    #[test]
+    fn a_tick_on_a_quiet_link_times_flows_out() {
+        const S: u64 = 1_000_000_000;
+        for workers in [1, 2] {
+            let pipeline = Pipeline { workers, ..Pipeline::default() };
+            let udp_idle_s = pipeline.flow.udp_idle_ns / S;
+            let frames = vec![(1_700_000_000 * S, udp(53)), (1_700_000_000 * S, udp(123))];
+            for (ticks_ns, reason) in [
+                (vec![], "eof"),
+                (vec![(1_700_000_000 + udp_idle_s - 1) * S], "eof"),
+                (vec![(1_700_000_000 + udp_idle_s) * S], "idle"),
+            ] {
+                let mut source = Live { frames: frames.clone(), ticks_ns, next: 0 };
+                let mut flows: Vec<FlowRecord> = Vec::new();
+                let outcome = analyze(&mut source, None, &pipeline, &mut flows, &mut |_| {});
+                assert_eq!(outcome.stats.packets.read, 2);
+                assert_eq!(outcome.stats.flows.end_reasons[reason], 2, "{workers} workers, {reason}");
+            }
+        }
+    }
+
     #[test]
     fn a_truncated_input_keeps_what_came_before() {
         let mut bytes = pcap(101, &[udp(53), udp(123)]);

@@ -103,6 +103,11 @@ enum Message {
     Batch(Batch),
     /// The definitions changed: packets from here on are matched with this.
     Matcher(Arc<Matcher>),
+    /// Packet time moved on with no packet for this worker (a live source's tick): flows idle
+    /// past their timeout by `clock_ns` end now.
+    Tick {
+        clock_ns: u64,
+    },
     /// End of input; the clock is the input's last packet time.
     End {
         clock_ns: u64,
@@ -272,6 +277,9 @@ trait Dispatch {
     }
     fn slot(&mut self) -> &mut Item;
     fn commit(&mut self, worker: usize);
+    /// The clock moved to `clock_ns` without a packet: every worker analyses what it was given
+    /// and expires its idle flows.
+    fn tick(&mut self, clock_ns: u64);
     fn define(
         &mut self,
         counter: &mut Counter,
@@ -301,6 +309,12 @@ impl<S: FlowSink> Dispatch for Inline<S> {
             self.worker.packets(&self.batch);
             self.len = 0;
         }
+    }
+
+    fn tick(&mut self, clock_ns: u64) {
+        self.worker.packets(&self.batch[..self.len]);
+        self.len = 0;
+        self.worker.tick(clock_ns);
     }
 
     fn define(&mut self, counter: &mut Counter, ts_ns: u64, wire_len: u32, layers: &Layers<'_>, _: Option<usize>) {
@@ -370,6 +384,16 @@ impl Dispatch for ToThreads<'_> {
         batch.items.push(self.staged);
         if batch.items.len() >= self.batch_len {
             self.send(worker);
+        }
+    }
+
+    fn tick(&mut self, clock_ns: u64) {
+        for worker in 0..self.batches.len() {
+            // Packets before the tick are analysed before it.
+            if !self.batches[worker].is_empty() {
+                self.send(worker);
+            }
+            self.dead |= self.to_workers[worker].send(Message::Tick { clock_ns }).is_err();
         }
     }
 
@@ -455,6 +479,11 @@ impl<S: FlowSink> Worker<S> {
         }
     }
 
+    fn tick(&mut self, clock_ns: u64) {
+        let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
+        self.tracker.advance_to(clock_ns, &mut sink);
+    }
+
     fn finish(mut self, clock_ns: u64) -> WorkerResult<S> {
         let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
         self.tracker.finish_at(clock_ns, &mut sink);
@@ -480,6 +509,7 @@ fn work<S: FlowSink>(
                 let _ = recycle.send(batch);
             }
             Message::Matcher(m) => matcher = Some(m),
+            Message::Tick { clock_ns } => worker.tick(clock_ns),
             Message::End { clock_ns } => return worker.finish(clock_ns),
         }
     }
@@ -526,7 +556,14 @@ impl Reader<'_> {
             }
             let frame = match source.next_frame() {
                 Ok(Some(f)) => f,
-                Ok(None) => return None,
+                Ok(None) => match source.tick() {
+                    Some(now_ns) => {
+                        self.clock_ns = self.clock_ns.max(now_ns);
+                        tick(self.clock_ns, self.monitor.as_deref_mut(), dispatch);
+                        continue;
+                    }
+                    None => return None,
+                },
                 Err(e) => return Some(e),
             };
             stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
@@ -578,6 +615,17 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// A live source's tick: the clock moved to `clock_ns` without a packet, so intervals close and
+/// idle flows end on a quiet link. (The definitions' counter hears time only from packets: its
+/// counts come back from the workers in input order, and a tick has no place in that order.)
+#[cold]
+fn tick(clock_ns: u64, monitor: Option<&mut PacketIntervals>, dispatch: &mut impl Dispatch) {
+    if let Some(m) = monitor {
+        m.tick(clock_ns);
+    }
+    dispatch.tick(clock_ns);
 }
 
 /// Decodes `frame` with its layer offsets, for the flow definitions. Kept out of the reader's

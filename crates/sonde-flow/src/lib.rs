@@ -328,6 +328,12 @@ impl FlowTracker {
         }
     }
 
+    /// Moves the clock to `clock_ns` with no packet (a live capture's tick on a quiet link) and
+    /// ends the flows idle past their timeout by then.
+    pub fn advance_to(&mut self, clock_ns: u64, sink: &mut impl FlowSink) {
+        self.advance(clock_ns, clock_ns, sink);
+    }
+
     /// Ends every flow idle past its timeout at packet time `now_ns`.
     pub fn expire(&mut self, now_ns: u64, sink: &mut impl FlowSink) {
         if now_ns < self.next_expiry_ns {

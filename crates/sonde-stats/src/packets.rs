@@ -101,6 +101,15 @@ impl PacketIntervals {
         }
     }
 
+    /// Packet time reached `now_ns` with no packet (a live capture's tick): the current interval
+    /// closes if `now_ns` is past its end, as the next packet would close it.
+    pub fn tick(&mut self, now_ns: u64) {
+        if self.current.is_some() && now_ns >= self.current_ns.1 {
+            self.close();
+            self.current_ns = (0, 0);
+        }
+    }
+
     /// Ends the current interval, if any.
     fn close(&mut self) {
         let Some(index) = self.current.take() else { return };
@@ -125,5 +134,26 @@ impl PacketIntervals {
     pub fn finish(mut self) -> Vec<PacketInterval> {
         self.close();
         self.done.into_values().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_closes_the_interval_it_has_passed() {
+        const S: u64 = 1_000_000_000;
+        let mut p = PacketIntervals::new(&Config { interval_ns: S, ..Config::default() });
+        p.packet(S / 2, &PacketSummary::EMPTY, false, 60);
+        p.tick(S - 1);
+        assert_eq!((p.current, p.done.len()), (Some(0), 0), "a tick inside the interval leaves it open");
+        p.tick(S);
+        assert_eq!((p.current, p.done.len()), (None, 1), "a tick at its end closes it");
+        assert_eq!(p.done[&0].traffic[Proto::Other as usize][Net::Ext as usize].bytes, 60);
+        p.tick(3 * S);
+        p.packet(3 * S + 1, &PacketSummary::EMPTY, false, 40);
+        let done = p.finish();
+        assert_eq!(done.iter().map(|i| i.index).collect::<Vec<_>>(), [0, 3]);
     }
 }

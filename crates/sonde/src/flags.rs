@@ -73,6 +73,18 @@ pub enum Command {
     /// Exit status: 0 success; 1 error; 2 bad usage; 3 the input ended early: the output holds
     /// the thinned input before the damage.
     Thin(crate::thin::ThinArgs),
+    /// Capture from network interfaces until SIGINT or SIGTERM, then write what `analyze`
+    /// writes (every open flow and interval flushed), with the kernel's drop counters.
+    ///
+    /// AF_PACKET (TPACKET_V3 ring) or libpcap; several -i are merged by timestamp. Needs root or
+    /// CAP_NET_RAW (docs/live.md). Trailing arguments are a BPF filter in tcpdump syntax.
+    ///
+    /// Example: sonde monitor -i eth0 -o out/ --interval 60 --user nobody
+    ///
+    /// Exit status: 0 success; 1 error (the capture could not start, or outputs could not be
+    /// written); 2 bad usage; 3 the capture failed while running (an interface went away):
+    /// everything captured before was analysed and written.
+    Monitor(Box<crate::monitor::MonitorArgs>),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -86,6 +98,21 @@ pub struct AnalyzeArgs {
     /// Trace to read; `-` reads standard input.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub read: PathBuf,
+    /// After the run, serve its results (JSON API, live stream, Prometheus /metrics and the
+    /// dashboard; docs/http.md) on ADDR until Ctrl-C, e.g. 127.0.0.1:8080 (port 0: any free one).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;
+    /// default: the SONDE_HTTP_TOKEN environment variable).
+    #[arg(long, value_name = "FILE")]
+    pub http_token: Option<PathBuf>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// What `analyze` and `monitor` share: the analysis and its outputs.
+#[derive(Debug, clap::Args)]
+pub struct AnalysisArgs {
     /// Output directory (created if missing).
     #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "sonde-out")]
     pub out: PathBuf,
@@ -169,14 +196,6 @@ pub struct AnalyzeArgs {
     pub thin: Option<crate::thin::ThinMode>,
     #[command(flatten)]
     pub thin_params: crate::thin::ThinParams,
-    /// After the run, serve its results (JSON API, live stream, Prometheus /metrics and the
-    /// dashboard; docs/http.md) on ADDR until Ctrl-C, e.g. 127.0.0.1:8080 (port 0: any free one).
-    #[arg(long, value_name = "ADDR")]
-    pub http: Option<std::net::SocketAddr>,
-    /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;
-    /// default: the SONDE_HTTP_TOKEN environment variable).
-    #[arg(long, value_name = "FILE")]
-    pub http_token: Option<PathBuf>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -185,7 +204,7 @@ pub struct AnalyzeArgs {
     pub filter: Vec<String>,
 }
 
-impl AnalyzeArgs {
+impl AnalysisArgs {
     /// The monitoring interval, or `None` when turned off.
     pub fn interval_ns(&self) -> Result<Option<u64>> {
         if self.interval == 0.0 {
@@ -261,6 +280,6 @@ mod tests {
     fn filter_is_the_trailing_words() {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
         let Command::Analyze(a) = cli.command else { panic!("not analyze") };
-        assert_eq!(a.filter_expression().as_deref(), Some("tcp port 80"));
+        assert_eq!(a.analysis.filter_expression().as_deref(), Some("tcp port 80"));
     }
 }

@@ -82,6 +82,9 @@ pub struct RunReport {
     /// How addresses were anonymised (`--anonymize`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub anonymization: Option<crate::anon::AnonSummary>,
+    /// The live capture's interfaces and the kernel's counters (`sonde monitor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<crate::monitor::CaptureSummary>,
 }
 
 impl RunReport {
@@ -122,6 +125,7 @@ impl RunReport {
             definitions: None,
             definition_changes: None,
             anonymization: None,
+            capture: None,
         }
     }
 
@@ -212,6 +216,9 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
     ));
     if let Some(t) = &s.thinning {
         line(format!("  thinning  {}", t.human()));
+    }
+    if let Some(c) = &r.capture {
+        line(format!("  capture   {}", c.human()));
     }
     if let Some(e) = &r.input_error {
         line(format!("  STOPPED   {}", e.message));

@@ -1,0 +1,447 @@
+//! sonde-live: capture from network interfaces, as a [`PacketSource`] the engine reads like a
+//! file.
+//!
+//! Two back ends: Linux AF_PACKET with a TPACKET_V3 memory-mapped ring (the fast path: frames
+//! are read in place, kernel timestamps in ns, no system call per frame) and libpcap (the
+//! portable path, nanosecond precision, its buffer size settable). Several interfaces are read
+//! as one source: of the frames ready on each, the oldest goes first, so the merged stream is
+//! in time order up to what the kernel has handed over (a frame still in an unfinished block
+//! may come after a younger one from another interface; the engine's clock only moves forward
+//! and counts such a frame in its own interval).
+//!
+//! **The capture is the clock.** This is the one place where the wall clock enters sonde:
+//! when no frame came for [`Config::tick_ns`] of wall time, the source pauses with a tick
+//! ([`PacketSource::tick`]) saying packet time has reached the wall clock less a margin
+//! (`TICK_LAG_NS`, longer than a ring block's timeout, so frames still to come are not older).
+//! Between frames it ticks at the latest frame's time, at most every `tick_ns`, so that every
+//! worker hears the time. Downstream everything runs on the time it is given.
+//!
+//! The capture ends when the stop flag is raised ([`stop_on_signals`]: SIGINT, SIGTERM):
+//! frames already captured are read for up to `DRAIN_NS` more, the kernel's counters
+//! are read a last time ([`LiveSource::counters`]) and the source says it ended.
+//!
+//! ```no_run
+//! use sonde_capture::PacketSource;
+//! let stop = sonde_live::stop_on_signals().unwrap();
+//! let cfg = sonde_live::Config::new(vec!["eth0".into()]);
+//! let mut source = sonde_live::LiveSource::open(&cfg, stop).unwrap();
+//! while let Ok(Some(frame)) = source.next_frame() {
+//!     println!("{} {}", frame.ts_ns, frame.wire_len);
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sonde_capture::{CaptureError, Frame, PacketSource};
+
+mod iface;
+mod libpcap;
+mod privileges;
+mod ring;
+
+pub use privileges::drop_to_user;
+
+/// How long a tick lags the wall clock: more than a ring block's timeout and libpcap's buffer
+/// timeout, so a frame captured before the tick but not handed over yet is not older than it.
+const TICK_LAG_NS: u64 = 50_000_000;
+/// After the stop flag rises, frames already captured are still read for this long.
+const DRAIN_NS: u64 = 3 * ring::BLOCK_TIMEOUT_MS as u64 * 1_000_000;
+/// Frames between looks at the wall clock and the stop flag while frames keep coming.
+const CLOCK_EVERY: u64 = 1024;
+
+/// Which capture mechanism reads the interfaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Linux AF_PACKET, TPACKET_V3 ring.
+    AfPacket,
+    /// libpcap.
+    Pcap,
+}
+
+/// What to capture and how.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub interfaces: Vec<String>,
+    pub backend: Backend,
+    /// Per interface: the ring's size (AF_PACKET) or libpcap's buffer.
+    pub buffer_bytes: usize,
+    pub promisc: bool,
+    /// Wall time without a frame after which the source ticks.
+    pub tick_ns: u64,
+    /// The monitoring interval, to add the counters up per interval (see
+    /// [`LiveSource::interval_counters`]).
+    pub interval_ns: Option<u64>,
+}
+
+impl Config {
+    /// AF_PACKET, 64 MiB per interface, not promiscuous, a tick after 100 ms.
+    pub fn new(interfaces: Vec<String>) -> Config {
+        Config {
+            interfaces,
+            backend: Backend::AfPacket,
+            buffer_bytes: 64 << 20,
+            promisc: false,
+            tick_ns: 100_000_000,
+            interval_ns: None,
+        }
+    }
+}
+
+/// The kernel's (or libpcap's) counters for one interface since the capture opened, or for
+/// every interface over an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets the socket was offered (AF_PACKET tp_packets, including the dropped; libpcap
+    /// ps_recv).
+    pub received_pkts: u64,
+    /// Dropped because the ring or buffer was full (tp_drops, ps_drop).
+    pub dropped_pkts: u64,
+    /// Dropped by the interface or its driver (libpcap ps_ifdrop; AF_PACKET does not say).
+    pub if_dropped_pkts: u64,
+}
+
+impl Counters {
+    fn add(&mut self, other: Counters) {
+        self.received_pkts += other.received_pkts;
+        self.dropped_pkts += other.dropped_pkts;
+        self.if_dropped_pkts += other.if_dropped_pkts;
+    }
+
+    fn since(self, before: Counters) -> Counters {
+        Counters {
+            received_pkts: self.received_pkts.saturating_sub(before.received_pkts),
+            dropped_pkts: self.dropped_pkts.saturating_sub(before.dropped_pkts),
+            if_dropped_pkts: self.if_dropped_pkts.saturating_sub(before.if_dropped_pkts),
+        }
+    }
+}
+
+/// Why capture could not start, in terms a user can act on.
+#[derive(Debug)]
+pub enum LiveError {
+    NoSuchInterface(String),
+    InterfaceDown(String),
+    Permission { interface: String },
+    UnsupportedLink { interface: String, arphrd: u16 },
+    Os { interface: String, what: &'static str, error: io::Error },
+    Pcap { interface: String, message: String },
+    NoInterface,
+    NoSuchUser(String),
+    Privileges { user: String, error: io::Error },
+}
+
+impl LiveError {
+    fn os(interface: &str, what: &'static str, error: io::Error) -> LiveError {
+        LiveError::Os { interface: interface.to_string(), what, error }
+    }
+}
+
+impl std::fmt::Display for LiveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LiveError::NoSuchInterface(i) => write!(f, "{i}: no such interface (see `ip link`)"),
+            LiveError::InterfaceDown(i) => write!(f, "{i}: interface is down (`ip link set {i} up`)"),
+            LiveError::Permission { interface } => write!(
+                f,
+                "{interface}: no permission to capture: run as root (add --user NAME to drop to NAME \
+                 once the capture is open), or give the binary the capability once: \
+                 setcap cap_net_raw,cap_net_admin=eip $(command -v sonde)"
+            ),
+            LiveError::UnsupportedLink { interface, arphrd } => write!(
+                f,
+                "{interface}: link type ARPHRD {arphrd} is not read by the AF_PACKET path; try --capture pcap"
+            ),
+            LiveError::Os { interface, what, error } => write!(f, "{interface}: {what}: {error}"),
+            LiveError::Pcap { interface, message } => write!(f, "{interface}: libpcap: {message}"),
+            LiveError::NoInterface => write!(f, "no interface to capture on"),
+            LiveError::NoSuchUser(u) => write!(f, "--user {u}: no such user"),
+            LiveError::Privileges { user, error } => write!(f, "cannot drop privileges to {user}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for LiveError {}
+
+/// One interface's capture.
+enum Port {
+    Ring(ring::Ring),
+    Pcap(libpcap::PcapPort),
+}
+
+impl Port {
+    #[inline]
+    fn ready(&mut self) -> Result<Option<u64>, CaptureError> {
+        match self {
+            Port::Ring(r) => Ok(r.ready()),
+            Port::Pcap(p) => p.ready(),
+        }
+    }
+
+    #[inline]
+    fn take(&mut self) -> Frame<'_> {
+        match self {
+            Port::Ring(r) => r.take(),
+            Port::Pcap(p) => p.take(),
+        }
+    }
+
+    fn update_counters(&mut self) -> Counters {
+        match self {
+            Port::Ring(r) => r.update_counters(),
+            Port::Pcap(p) => p.update_counters(),
+        }
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Port::Ring(r) => r.fd(),
+            Port::Pcap(p) => p.fd(),
+        }
+    }
+}
+
+/// Live interfaces as one [`PacketSource`].
+pub struct LiveSource {
+    names: Vec<String>,
+    ports: Vec<Port>,
+    poll_fds: Vec<libc::pollfd>,
+    counters: Vec<Counters>,
+    interval_ns: Option<u64>,
+    /// Every interface's counters added up by interval index of packet time.
+    per_interval: BTreeMap<u64, Counters>,
+    stop: &'static AtomicBool,
+    format: &'static str,
+    tick_ns: u64,
+    /// Wall time of the next tick.
+    next_tick_wall_ns: u64,
+    /// Set when the stop flag was first seen: reading ends at this wall time.
+    stop_at_wall_ns: Option<u64>,
+    /// The latest frame time handed out, and the latest tick.
+    last_frame_ns: u64,
+    clock_ns: u64,
+    frames: u64,
+    bytes: u64,
+    pending_tick: Option<u64>,
+    ended: bool,
+}
+
+impl LiveSource {
+    /// Opens every interface of `cfg` (each must exist and be up). Reading ends when `stop`
+    /// rises.
+    pub fn open(cfg: &Config, stop: &'static AtomicBool) -> Result<LiveSource, LiveError> {
+        if cfg.interfaces.is_empty() {
+            return Err(LiveError::NoInterface);
+        }
+        let mut ports = Vec::with_capacity(cfg.interfaces.len());
+        for name in &cfg.interfaces {
+            let iface = iface::lookup(name)?;
+            ports.push(match cfg.backend {
+                Backend::AfPacket => Port::Ring(ring::Ring::open(&iface, cfg.buffer_bytes, cfg.promisc)?),
+                Backend::Pcap => Port::Pcap(libpcap::PcapPort::open(&iface, cfg.buffer_bytes, cfg.promisc)?),
+            });
+        }
+        let poll_fds = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        Ok(LiveSource {
+            names: cfg.interfaces.clone(),
+            counters: vec![Counters::default(); ports.len()],
+            interval_ns: cfg.interval_ns.filter(|&n| n > 0),
+            per_interval: BTreeMap::new(),
+            ports,
+            poll_fds,
+            stop,
+            format: match cfg.backend {
+                Backend::AfPacket => "live-afpacket-v3",
+                Backend::Pcap => "live-libpcap",
+            },
+            tick_ns: cfg.tick_ns.max(1_000_000),
+            next_tick_wall_ns: wall_ns().saturating_add(cfg.tick_ns),
+            stop_at_wall_ns: None,
+            last_frame_ns: 0,
+            clock_ns: 0,
+            frames: 0,
+            bytes: 0,
+            pending_tick: None,
+            ended: false,
+        })
+    }
+
+    /// Per interface (in the order given): its name and counters as last read (at each tick
+    /// and at the end).
+    pub fn counters(&self) -> Vec<(String, Counters)> {
+        self.names.iter().cloned().zip(self.counters.iter().copied()).collect()
+    }
+
+    /// Every interface's counters, added up per interval: (start of the interval in ns,
+    /// counters). The counters are read at each tick and at the end, and what changed since
+    /// the last read goes to the interval of the packet time then; so an interval holds the
+    /// drops read in it, up to one tick (`tick_ns`, or 1,024 frames) late.
+    pub fn interval_counters(&self) -> Vec<(u64, Counters)> {
+        let interval_ns = self.interval_ns.unwrap_or(0);
+        self.per_interval.iter().map(|(&i, &c)| (i * interval_ns, c)).collect()
+    }
+
+    /// Reads the counters at packet time `at_ns`.
+    fn update_counters(&mut self, at_ns: u64) {
+        let mut change = Counters::default();
+        for (port, c) in self.ports.iter_mut().zip(&mut self.counters) {
+            let now = port.update_counters();
+            change.add(now.since(*c));
+            *c = now;
+        }
+        if let Some(interval_ns) = self.interval_ns {
+            if change != Counters::default() {
+                self.per_interval.entry(at_ns / interval_ns).or_default().add(change);
+            }
+        }
+    }
+
+    /// Raises a tick at `now_ns` if one is due by the wall clock `wall`.
+    fn tick_due(&mut self, wall: u64, now_ns: u64) -> bool {
+        if wall < self.next_tick_wall_ns {
+            return false;
+        }
+        self.next_tick_wall_ns = wall.saturating_add(self.tick_ns);
+        let now_ns = now_ns.max(self.last_frame_ns);
+        self.update_counters(now_ns);
+        self.pending_tick = Some(now_ns);
+        self.clock_ns = now_ns;
+        true
+    }
+
+    /// Whether reading should end now (the stop flag rose and the drain time is over).
+    fn stopping(&mut self, wall: u64) -> bool {
+        if !self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let at = *self.stop_at_wall_ns.get_or_insert(wall.saturating_add(DRAIN_NS));
+        wall >= at
+    }
+
+    #[cold]
+    fn end(&mut self) {
+        self.ended = true;
+        self.pending_tick = None;
+        self.update_counters(self.clock_ns.max(self.last_frame_ns));
+    }
+
+    /// Waits until a port may have a frame or the next tick or stop is due.
+    fn wait(&mut self, wall: u64) -> Result<(), CaptureError> {
+        let until = self.stop_at_wall_ns.map_or(self.next_tick_wall_ns, |s| s.min(self.next_tick_wall_ns));
+        let timeout_ms = until.saturating_sub(wall).div_ceil(1_000_000).clamp(1, 1000) as libc::c_int;
+        // SAFETY: `poll_fds` is a live array of pollfd of the length passed.
+        let n = unsafe { libc::poll(self.poll_fds.as_mut_ptr(), self.poll_fds.len() as libc::nfds_t, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            // A signal (the stop, most likely) interrupts the wait: look again.
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(ring::capture_error("poll", e)) };
+        }
+        for (i, p) in self.poll_fds.iter().enumerate() {
+            if p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
+                let e = match &self.ports[i] {
+                    Port::Ring(r) => r.take_error(),
+                    Port::Pcap(_) => io::Error::other("capture handle failed"),
+                };
+                return Err(ring::capture_error(&self.names[i], e));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PacketSource for LiveSource {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        if self.ended {
+            return Ok(None);
+        }
+        loop {
+            // The oldest frame ready on any interface.
+            let mut best: Option<(usize, u64)> = None;
+            for (i, port) in self.ports.iter_mut().enumerate() {
+                if let Some(ts) = port.ready()? {
+                    if best.is_none_or(|(_, b)| ts < b) {
+                        best = Some((i, ts));
+                    }
+                }
+            }
+            if let Some((i, ts)) = best {
+                if self.frames.is_multiple_of(CLOCK_EVERY) {
+                    let wall = wall_ns();
+                    if self.stopping(wall) {
+                        self.end();
+                        return Ok(None);
+                    }
+                    if self.tick_due(wall, self.last_frame_ns) {
+                        return Ok(None); // the frame stays ready for the next call
+                    }
+                }
+                self.frames += 1;
+                self.last_frame_ns = self.last_frame_ns.max(ts);
+                let frame = self.ports[i].take();
+                self.bytes += frame.data.len() as u64;
+                return Ok(Some(frame));
+            }
+            let wall = wall_ns();
+            if self.stopping(wall) {
+                self.end();
+                return Ok(None);
+            }
+            if self.tick_due(wall, wall.saturating_sub(TICK_LAG_NS)) {
+                return Ok(None);
+            }
+            self.wait(wall)?;
+        }
+    }
+
+    fn tick(&mut self) -> Option<u64> {
+        self.pending_tick.take()
+    }
+
+    /// Bytes captured so far.
+    fn position(&self) -> u64 {
+        self.bytes
+    }
+
+    fn size_hint(&self) -> Option<u64> {
+        None
+    }
+
+    fn format(&self) -> &str {
+        self.format
+    }
+}
+
+/// The wall clock in ns since the Unix epoch (the clock kernel timestamps use).
+fn wall_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// A flag raised by the first SIGINT or SIGTERM, for [`LiveSource::open`]. The handler goes
+/// after one signal (SA_RESETHAND), so a second one ends the process at once.
+pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is plain old data; all zeroes is a valid (empty) value.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESETHAND;
+        // SAFETY: installs a handler that only stores to an atomic; `action` is initialised and
+        // its mask empty (zeroed, then sigemptyset).
+        let r = unsafe {
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP)
+}

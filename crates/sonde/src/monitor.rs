@@ -1,0 +1,170 @@
+//! `sonde monitor`: the analysis of `analyze`, fed by live interfaces (sonde-live) until SIGINT
+//! or SIGTERM, then every open flow and interval flushed and every output written.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use serde::Serialize;
+use sonde_live::{Backend, LiveSource};
+
+use crate::analysis;
+use crate::flags::AnalysisArgs;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CaptureArg {
+    /// Linux AF_PACKET with a TPACKET_V3 memory-mapped ring.
+    Afpacket,
+    /// libpcap.
+    Pcap,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MonitorArgs {
+    /// Interface to capture on; repeat for several (their frames are merged by timestamp).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    pub interfaces: Vec<String>,
+    /// Capture mechanism.
+    #[arg(long, value_enum, default_value = "afpacket")]
+    pub capture: CaptureArg,
+    /// Per interface: the ring's size in MiB (afpacket), or libpcap's buffer (pcap).
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub ring_mb: usize,
+    /// Put the interfaces in promiscuous mode while capturing.
+    #[arg(long)]
+    pub promisc: bool,
+    /// Once the capture is open, become this user (and its group) before reading a packet.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Milliseconds without a packet after which packet time moves on by itself (the idle tick:
+    /// intervals close and flows time out on a quiet link).
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub tick_ms: u64,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// One interface's counters, as summary.json gives them.
+#[derive(Debug, Serialize)]
+pub struct InterfaceCounters {
+    pub interface: String,
+    pub received_pkts: u64,
+    pub dropped_pkts: u64,
+    pub if_dropped_pkts: u64,
+}
+
+/// The capture's settings and the kernel's (or libpcap's) counters, totals and per interface.
+#[derive(Debug, Serialize)]
+pub struct CaptureSummary {
+    pub backend: &'static str,
+    pub buffer_bytes: u64,
+    pub promisc: bool,
+    pub user: Option<String>,
+    /// Packets the sockets were offered (AF_PACKET tp_packets, libpcap ps_recv).
+    pub received_pkts: u64,
+    /// Lost because the ring or buffer was full (tp_drops, ps_drop).
+    pub dropped_pkts: u64,
+    /// Lost by the interface or its driver (ps_ifdrop; 0 with AF_PACKET, which does not say).
+    pub if_dropped_pkts: u64,
+    pub interfaces: Vec<InterfaceCounters>,
+}
+
+impl CaptureSummary {
+    pub fn human(&self) -> String {
+        format!(
+            "{} on {}: {} packets offered, {} dropped (buffer full), {} dropped (interface)",
+            self.backend,
+            self.interfaces.iter().map(|i| i.interface.as_str()).collect::<Vec<_>>().join(", "),
+            self.received_pkts,
+            self.dropped_pkts,
+            self.if_dropped_pkts
+        )
+    }
+}
+
+pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
+    anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
+    anyhow::ensure!(args.tick_ms > 0, "--tick-ms must be at least 1");
+    let stop = sonde_live::stop_on_signals().context("installing the SIGINT/SIGTERM handlers")?;
+    let cfg = sonde_live::Config {
+        interfaces: args.interfaces.clone(),
+        backend: match args.capture {
+            CaptureArg::Afpacket => Backend::AfPacket,
+            CaptureArg::Pcap => Backend::Pcap,
+        },
+        buffer_bytes: args.ring_mb.saturating_mul(1 << 20),
+        promisc: args.promisc,
+        tick_ns: args.tick_ms.saturating_mul(1_000_000),
+        interval_ns: args.analysis.interval_ns()?,
+    };
+    let input_name = args.interfaces.join(",");
+    let (prepared, mut source) = analysis::prepare(&args.analysis, || Ok(LiveSource::open(&cfg, stop)?))?;
+    if let Some(user) = &args.user {
+        sonde_live::drop_to_user(user)?;
+        check_writable(&args.analysis.out, user)?;
+    }
+    if !args.analysis.quiet {
+        eprintln!(
+            "sonde: capturing on {input_name} ({}); SIGINT or SIGTERM ends and writes the outputs",
+            sonde_capture::PacketSource::format(&source)
+        );
+    }
+    let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None)?;
+    if let Some(interval_ns) = cfg.interval_ns {
+        let path = args.analysis.out.join(FILE);
+        std::fs::write(&path, capture_tsv(&source.interval_counters(), interval_ns))
+            .with_context(|| format!("writing {}", path.display()))?;
+        finished.report.outputs.push(FILE.to_string());
+    }
+    let interfaces: Vec<InterfaceCounters> = source
+        .counters()
+        .into_iter()
+        .map(|(interface, c)| InterfaceCounters {
+            interface,
+            received_pkts: c.received_pkts,
+            dropped_pkts: c.dropped_pkts,
+            if_dropped_pkts: c.if_dropped_pkts,
+        })
+        .collect();
+    finished.report.capture = Some(CaptureSummary {
+        backend: match args.capture {
+            CaptureArg::Afpacket => "afpacket",
+            CaptureArg::Pcap => "pcap",
+        },
+        buffer_bytes: cfg.buffer_bytes as u64,
+        promisc: cfg.promisc,
+        user: args.user.clone(),
+        received_pkts: interfaces.iter().map(|i| i.received_pkts).sum(),
+        dropped_pkts: interfaces.iter().map(|i| i.dropped_pkts).sum(),
+        if_dropped_pkts: interfaces.iter().map(|i| i.if_dropped_pkts).sum(),
+        interfaces,
+    });
+    analysis::finish(&args.analysis, &finished)
+}
+
+/// The capture's counters per interval (with the monitoring outputs).
+pub const FILE: &str = "capture.tsv";
+
+/// One line per interval in which the counters were read (every tick, so every interval the
+/// capture ran through): what every interface's socket was offered and dropped.
+fn capture_tsv(intervals: &[(u64, sonde_live::Counters)], interval_ns: u64) -> String {
+    let mut out = String::from("start\tend\treceived_pkts\tdropped_pkts\tif_dropped_pkts\n");
+    for (start_ns, c) in intervals {
+        let end = sonde_stats::report::seconds(start_ns.saturating_add(interval_ns));
+        let start = sonde_stats::report::seconds(*start_ns);
+        out.push_str(&format!("{start}\t{end}\t{}\t{}\t{}\n", c.received_pkts, c.dropped_pkts, c.if_dropped_pkts));
+    }
+    out
+}
+
+/// After dropping to `user`, the outputs must still be writable: find out now, not after hours
+/// of capture.
+fn check_writable(dir: &Path, user: &str) -> Result<()> {
+    let probe = dir.join(".sonde-write-check");
+    std::fs::write(&probe, b"").with_context(|| {
+        format!("--user {user} cannot write in {}: make it writable by {user} (chown) first", dir.display())
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}

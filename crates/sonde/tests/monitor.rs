@@ -1,0 +1,368 @@
+//! `sonde monitor` on a veth pair in a network namespace made by the test: traces replayed with
+//! tcpreplay into the capture give the flow logs `sonde analyze` gives for the same trace (but
+//! for the fields that depend on packet times), with no packet dropped; and a quiet link still
+//! times flows out (the idle tick). Needs root, `ip` (iproute2) and tcpreplay; SKIPPED without.
+//!
+//! What is compared and what is not: a replay at a fixed packet rate keeps the packets and
+//! their order but not their times. So every field that is a time or derives from times is
+//! left out (`time_dependent`): absolute and relative times (first, last, durations, first
+//! ACK, first/last payload), RTT values (average, min, max, deviation, handshake RTTs) and
+//! Tstat's classes of retransmissions and anomalies (`*_pkts_rto`, `_fs`, `_reor`, `_dup`,
+//! `_unk`, `_fc`, `_unrto`, `_unfs`: they are told apart by RTT estimates and gaps between
+//! packets). Everything else must be equal: packets, bytes, flags, windows, options, TTLs,
+//! retransmitted and out-of-order counts (by sequence numbers), RTT sample counts, complete,
+//! end reason.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use common::*;
+
+/// A network namespace holding the veth pair `va` (sonde captures) ↔ `vb` (tcpreplay sends),
+/// deleted (with the pair) when dropped, whatever happened.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// `None` (SKIPPED printed) when this machine cannot run the test.
+    fn new() -> Option<Netns> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: not root (network namespaces and raw sockets need it)");
+            return None;
+        }
+        for tool in ["ip", "tcpreplay"] {
+            let found = Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+            if !found {
+                eprintln!("SKIPPED: {tool} is missing (make deps installs iproute2 and tcpreplay)");
+                return None;
+            }
+        }
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let name = format!("sonde-t{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        if !run_ok(Command::new("ip").args(["netns", "add", &name])) {
+            eprintln!("SKIPPED: cannot create a network namespace");
+            return None;
+        }
+        let ns = Netns { name };
+        // Jumbo MTU: a trace's frames may be longer than 1,500 bytes. IPv6 off, so the
+        // interfaces send nothing of their own (router solicitations, DAD) into the capture.
+        let sysctl = ns.exec(Path::new("sysctl")).args(["-qw", "net.ipv6.conf.default.disable_ipv6=1"]).status();
+        assert!(sysctl.is_ok_and(|s| s.success()), "sysctl in {}", ns.name);
+        for args in [
+            "link add va type veth peer name vb",
+            "link set va mtu 9000",
+            "link set vb mtu 9000",
+            "link set va up",
+            "link set vb up",
+        ] {
+            assert!(run_ok(Command::new("ip").args(["-n", &ns.name]).args(args.split(' '))), "ip {args}");
+        }
+        Some(ns)
+    }
+
+    fn exec(&self, program: &Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).arg(program);
+        cmd
+    }
+
+    /// A second pair, `vc` ↔ `vd`.
+    fn add_pair(&self) {
+        for args in ["link add vc type veth peer name vd", "link set vc up", "link set vd up"] {
+            assert!(run_ok(Command::new("ip").args(["-n", &self.name]).args(args.split(' '))), "ip {args}");
+        }
+    }
+
+    /// Replays `trace` on `vb` at `pps` packets per second.
+    fn replay(&self, trace: &Path, pps: u32) {
+        self.replay_on("vb", trace, pps);
+    }
+
+    fn replay_on(&self, interface: &str, trace: &Path, pps: u32) {
+        let out = self
+            .exec(Path::new("tcpreplay"))
+            .args(["-q", "-i", interface, "--pps", &pps.to_string()])
+            .arg(trace)
+            .output()
+            .expect("run tcpreplay");
+        assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+fn run_ok(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+/// A running `sonde monitor -i va`; killed if the test ends without stopping it.
+struct Monitor {
+    child: Option<Child>,
+}
+
+impl Monitor {
+    /// Starts it and waits until it captures (`extra` must not hold -q: the wait is for the
+    /// line saying so).
+    fn start(ns: &Netns, out: &Path, extra: &[&str]) -> Monitor {
+        let mut child = ns
+            .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
+            .args(["monitor", "-i", "va", "--force", "-o"])
+            .arg(out)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sonde monitor");
+        // `ip netns exec` execs sonde: the child is sonde. Its first line says it captures.
+        let mut first = String::new();
+        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+        stderr.read_line(&mut first).expect("read sonde's stderr");
+        assert!(first.contains("capturing on va"), "sonde monitor: {first}");
+        // Keep draining stderr so that sonde never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        Monitor { child: Some(child) }
+    }
+
+    /// SIGINT, then the exit status must be success.
+    fn stop(mut self) {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+        let status = child.wait().expect("wait for sonde");
+        assert!(status.success(), "sonde monitor exited with {status}");
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn time_dependent(column: &str) -> bool {
+    const CLASSES: [&str; 8] = ["rto", "fs", "reor", "dup", "unk", "fc", "unrto", "unfs"];
+    column.contains("first")
+        || column.contains("last")
+        || column.contains("durat")
+        || column.ends_with("hs_rtt")
+        || ["avg", "min", "max", "std"].iter().any(|s| column.ends_with(&format!("_rtt_{s}")))
+        || CLASSES.iter().any(|c| column == format!("c_pkts_{c}") || column == format!("s_pkts_{c}"))
+}
+
+/// A flow log's rows without their time-dependent fields, sorted; and the columns kept.
+fn timeless(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let rows = read_tsv(path);
+    let mut kept: Vec<String> = rows.first().map(|r| r.keys().cloned().collect()).unwrap_or_default();
+    kept.retain(|c| !time_dependent(c));
+    kept.sort();
+    let mut out: Vec<Vec<String>> = rows.iter().map(|r| kept.iter().map(|c| r[c].clone()).collect()).collect();
+    out.sort();
+    (kept, out)
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary.json")).unwrap()
+}
+
+/// Replays `trace` into `sonde monitor` (with `extra` options) and checks it against `sonde
+/// analyze` of the same trace.
+fn check_replay(trace: &Path, pps: u32, extra: &[&str]) {
+    let Some(ns) = Netns::new() else { return };
+    let live = tempfile::tempdir().unwrap();
+    let monitor = Monitor::start(&ns, live.path(), extra);
+    ns.replay(trace, pps);
+    // The last frames reach the ring's block within its 10 ms timeout.
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let (offline, output) = analyze(trace, &["--threads", "2"]);
+    assert!(output.status.success(), "analyze: {}", String::from_utf8_lossy(&output.stderr));
+
+    let (live_sum, offline_sum) = (summary(live.path()), summary(offline.path()));
+    let name = trace.display();
+    assert_eq!(live_sum["capture"]["dropped_pkts"], 0, "{name}: kernel drops");
+    assert_eq!(live_sum["packets"]["read"], offline_sum["packets"]["read"], "{name}: packets");
+    assert_eq!(live_sum["capture"]["received_pkts"], offline_sum["packets"]["read"], "{name}: offered");
+    assert_eq!(capture_intervals(live.path()), (live_sum["capture"]["received_pkts"].as_u64().unwrap(), 0));
+    for log in ["tcp_flows.tsv", "udp_flows.tsv"] {
+        let (columns, live_rows) = timeless(&live.path().join(log));
+        let (_, offline_rows) = timeless(&offline.path().join(log));
+        assert_eq!(live_rows.len(), offline_rows.len(), "{name} {log}: flows");
+        for (l, o) in live_rows.iter().zip(&offline_rows) {
+            let diff: Vec<String> = columns
+                .iter()
+                .zip(l.iter().zip(o))
+                .filter(|(_, (a, b))| a != b)
+                .map(|(c, (a, b))| format!("{c}: live {a}, offline {b}"))
+                .collect();
+            assert!(diff.is_empty(), "{name} {log}: {diff:?}");
+        }
+    }
+    eprintln!("{name}: {} packets, flow logs equal but for time fields", live_sum["packets"]["read"]);
+}
+
+/// capture.tsv's packets offered and dropped, summed over its intervals.
+fn capture_intervals(dir: &Path) -> (u64, u64) {
+    let rows = read_tsv(&dir.join("capture.tsv"));
+    (rows.iter().map(|r| int(r, "received_pkts")).sum(), rows.iter().map(|r| int(r, "dropped_pkts")).sum())
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
+}
+
+#[test]
+fn a_replayed_demo_trace_gives_the_offline_flow_logs() {
+    check_replay(&demo(), 5_000, &["--threads", "2"]);
+}
+
+#[test]
+fn libpcap_gives_the_same() {
+    check_replay(&demo(), 5_000, &["--capture", "pcap", "--ring-mb", "16"]);
+}
+
+#[test]
+fn replayed_ground_truth_gives_the_offline_flow_logs() {
+    let Some(shared) = shared_dir() else { return };
+    // lossy: retransmissions, reordering and losses; ipv6: IPv6 and its extension headers.
+    for trace in ["groundtruth/lossy.pcap", "groundtruth/ipv6.pcap"] {
+        check_replay(&shared.join(trace), 10_000, &["--threads", "2"]);
+    }
+}
+
+/// A pcap of `frames` (Ethernet) one millisecond apart.
+fn pcap(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0];
+    for (i, f) in frames.iter().enumerate() {
+        for v in [1_700_000_000, i as u32 * 1000, f.len() as u32, f.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(f);
+    }
+    out
+}
+
+/// Ethernet + IPv4 + UDP 10.9.0.1:4000 → 10.9.0.2:53 with 4 payload bytes (checksums 0: the
+/// analysis does not check them).
+fn udp_frame() -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    f.extend_from_slice(&[0x45, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 9, 0, 1, 10, 9, 0, 2]);
+    f.extend_from_slice(&[0x0f, 0xa0, 0, 53, 0, 12, 0, 0, 1, 2, 3, 4]);
+    f
+}
+
+#[test]
+fn a_quiet_link_times_a_udp_flow_out() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("udp.pcap");
+    std::fs::write(&trace, pcap(&[udp_frame(), udp_frame(), udp_frame()])).unwrap();
+    let out = dir.path().join("out");
+    let monitor = Monitor::start(&ns, &out, &["--udp-timeout", "1", "--interval", "1", "--threads", "2"]);
+    ns.replay(&trace, 100);
+    // No packet for 2.5 s: only the ticks move packet time past the flow's 1 s timeout.
+    std::thread::sleep(Duration::from_millis(2500));
+    monitor.stop();
+    let rows = read_tsv(&out.join("udp_flows.tsv"));
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["end_reason"], "idle");
+    assert_eq!(int(&rows[0], "c_pkts_all"), 3);
+    // The interval of the packets closed, and the run went on over quiet seconds.
+    let sum = summary(&out);
+    assert_eq!(sum["flows"]["end_reasons"]["idle"], 1);
+    assert_eq!(sum["capture"]["dropped_pkts"], 0);
+    // The counters per 1 s interval (read at every tick; an interval where nothing changed
+    // has no line): the three packets, no drop.
+    assert_eq!(capture_intervals(&out), (3, 0));
+}
+
+#[test]
+fn after_dropping_to_another_user_the_capture_goes_on() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // The outputs are written as nobody: the directory must be theirs.
+    assert!(run_ok(Command::new("chown").args(["nobody"]).arg(&out)), "chown nobody");
+    let monitor = Monitor::start(&ns, &out, &["--user", "nobody", "--threads", "2"]);
+    ns.replay(&demo(), 5_000);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let sum = summary(&out);
+    assert_eq!(sum["capture"]["user"], "nobody");
+    assert_eq!(sum["packets"]["read"], 443);
+    assert_eq!(sum["capture"]["dropped_pkts"], 0);
+}
+
+/// The message of a `sonde monitor` that cannot start (exit status 1, no output left).
+fn refusal(cmd: &mut Command, out: &Path) -> String {
+    let output = cmd.arg("-o").arg(out).output().expect("run sonde");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(!out.join("summary.json").exists());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let message = refusal(sonde().args(["monitor", "-i", "nosuch0"]), &out);
+    assert!(message.contains("nosuch0: no such interface"), "{message}");
+    let Some(ns) = Netns::new() else { return };
+    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "down"])));
+    let sonde_bin = Path::new(env!("CARGO_BIN_EXE_sonde"));
+    let message = refusal(ns.exec(sonde_bin).args(["monitor", "-i", "va"]), &out);
+    assert!(message.contains("va: interface is down (`ip link set va up`)"), "{message}");
+    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "up"])));
+    // Unprivileged (setpriv, from util-linux): the message names both ways to capture.
+    for capture in ["afpacket", "pcap"] {
+        let mut cmd = ns.exec(Path::new("setpriv"));
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(sonde_bin);
+        let message = refusal(cmd.args(["monitor", "-i", "va", "--capture", capture]), &out);
+        assert!(
+            message.contains("va: no permission to capture") && message.contains("setcap cap_net_raw"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn two_interfaces_are_read_as_one_input() {
+    let Some(ns) = Netns::new() else { return };
+    ns.add_pair();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("udp.pcap");
+    std::fs::write(&trace, pcap(&[udp_frame(), udp_frame(), udp_frame()])).unwrap();
+    let out = dir.path().join("out");
+    let monitor = Monitor::start(&ns, &out, &["-i", "vc", "--threads", "2"]);
+    std::thread::scope(|s| {
+        s.spawn(|| ns.replay(&demo(), 5_000));
+        s.spawn(|| ns.replay_on("vd", &trace, 100));
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let sum = summary(&out);
+    assert_eq!(sum["packets"]["read"], 443 + 3);
+    let per_interface: Vec<(String, u64)> = sum["capture"]["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["interface"].as_str().unwrap().to_string(), i["received_pkts"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(per_interface, [("va".to_string(), 443), ("vc".to_string(), 3)]);
+    // The demo's flows and the UDP flow, as if from one link.
+    assert_eq!(read_tsv(&out.join("tcp_flows.tsv")).len(), 13);
+    assert_eq!(read_tsv(&out.join("udp_flows.tsv")).len(), 3);
+}
