@@ -153,6 +153,15 @@ impl Unit {
         };
     }
 
+    /// A base-unit value (ns, ppm, …) in this unit, as a float (ms, %, …).
+    pub fn scaled(self, value: f64) -> f64 {
+        match self {
+            Unit::Ms => value / 1e6,
+            Unit::Percent => value / 1e4,
+            _ => value,
+        }
+    }
+
     /// Writes a mean (a base-unit value with a fraction) in this unit.
     pub fn format_mean(self, value: f64, out: &mut String) {
         let _ = match self {

@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 use sonde_anon::Anonymizer;
 
 use crate::bins::Dist;
-use crate::class::{Dir, Internal, Metric, Net, Proto, Unit};
+use crate::class::{Dir, Internal, Metric, Net, Proto};
 use crate::flows::{FlowInterval, FlowIntervals};
 use crate::packets::PacketInterval;
 use crate::tables::{HostRow, Tables, Traffic};
@@ -51,6 +51,19 @@ impl Interval {
         }
         all
     }
+}
+
+/// One row of intervals.tsv: a protocol's traffic and flows on one side of the network in one
+/// interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrafficRow {
+    pub proto: Proto,
+    pub net: Net,
+    pub traffic: Traffic,
+    pub opened: u64,
+    pub closed: u64,
+    /// Flows open at some time in the interval.
+    pub active: u64,
 }
 
 /// Every interval of a run, by index (start time ÷ interval length).
@@ -161,15 +174,16 @@ impl Report {
         format!("{}\t{}\t", seconds(start), seconds(start.saturating_add(self.interval_ns)))
     }
 
-    fn write_intervals(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tproto\tnet\tpackets\tbytes\tflows_opened\tflows_closed\tflows_active\n");
+    /// The rows of intervals.tsv, in interval order: per interval index, protocol and network,
+    /// its traffic and flows; rows with nothing at all are left out.
+    pub fn traffic_rows(&self) -> Vec<(u64, TrafficRow)> {
         let active = self.active_flows();
+        let mut rows = Vec::new();
         for (&i, interval) in &self.intervals {
-            let span = self.span(i);
             for proto in Proto::ALL {
                 for net in Net::ALL {
-                    let t = interval.traffic(proto, net);
-                    let (opened, closed, act) = match proto {
+                    let traffic = interval.traffic(proto, net);
+                    let (opened, closed, active) = match proto {
                         Proto::Tcp | Proto::Udp => {
                             let (p, n) = (proto as usize, net as usize);
                             (
@@ -180,20 +194,35 @@ impl Report {
                         }
                         _ => (0, 0, 0),
                     };
-                    if t.packets == 0 && opened == 0 && closed == 0 && act == 0 {
+                    if traffic.packets == 0 && opened == 0 && closed == 0 && active == 0 {
                         continue;
                     }
-                    out.push_str(&span);
-                    let _ = writeln!(
-                        out,
-                        "{}\t{}\t{}\t{}\t{opened}\t{closed}\t{act}",
-                        proto.name(),
-                        net.name(),
-                        t.packets,
-                        t.bytes
-                    );
+                    rows.push((i, TrafficRow { proto, net, traffic, opened, closed, active }));
                 }
             }
+        }
+        rows
+    }
+
+    fn write_intervals(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tproto\tnet\tpackets\tbytes\tflows_opened\tflows_closed\tflows_active\n");
+        let mut span = (u64::MAX, String::new());
+        for (i, r) in self.traffic_rows() {
+            if span.0 != i {
+                span = (i, self.span(i));
+            }
+            out.push_str(&span.1);
+            let _ = writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                r.proto.name(),
+                r.net.name(),
+                r.traffic.packets,
+                r.traffic.bytes,
+                r.opened,
+                r.closed,
+                r.active
+            );
         }
         Ok(())
     }
@@ -491,15 +520,11 @@ impl Report {
                 if let Some(x) = interval {
                     x.dists().into_iter().filter(|((m, _, _), _)| *m == metric).for_each(|(_, d)| all.merge(d));
                 }
-                let scale = match metric.unit() {
-                    Unit::Ms => 1e6,
-                    Unit::Percent => 1e4,
-                    _ => 1.0,
-                };
+                let unit = metric.unit();
                 let stats = [all.mean(), all.percentile(50).map(|v| v as f64)]
                     .into_iter()
                     .chain([95, 99].map(|p| all.percentile(p).map(|v| v as f64)));
-                values.extend(stats.map(|v| v.map_or(f64::NAN, |v| v / scale)));
+                values.extend(stats.map(|v| v.map_or(f64::NAN, |v| unit.scaled(v))));
             }
             if i >= from_index {
                 rows.push(SeriesRow { index: i, values });
