@@ -8,6 +8,7 @@ mod definitions;
 mod flags;
 mod http;
 mod monitor;
+mod pending;
 mod plot;
 mod report;
 mod store;

@@ -1,9 +1,8 @@
 //! `--thin natra` for `sonde analyze`, and `sonde thin`: the thinned trace written for other
 //! tools (docs/thinning.md).
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -13,6 +12,7 @@ use sonde_capture::{TraceFormat, TraceWriter};
 use sonde_engine::{ThinConfig, Thinner, ThinningReport};
 use sonde_wire::{LinkType, PacketSummary};
 
+use crate::pending::PendingFile;
 use crate::EXIT_INPUT_DAMAGED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,13 +109,9 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
     let mut thinner = args.params.thinner()?;
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
-    if args.write.exists() && !args.force {
-        bail!("{} exists (--force overwrites it)", args.write.display());
-    }
+    let out = PendingFile::create(&args.write, args.force)?;
     let format = TraceFormat::matching(source.format());
-    let temp = temp_path(&args.write);
-    let file = File::create(&temp).with_context(|| format!("cannot create {}", temp.display()))?;
-    let mut writer = TraceWriter::new(BufWriter::new(file), format);
+    let mut writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
     let (mut frames_read, mut frames_undecoded) = (0u64, 0u64);
     let mut packet = PacketSummary::EMPTY;
     let mut written = || -> Result<Option<sonde_capture::CaptureError>> {
@@ -141,21 +137,14 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
         }
     };
     let outcome = written();
-    let finished = outcome.and_then(|input_error| {
-        let frames_written = writer.frames();
-        let out = writer.finish()?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        Ok((input_error, frames_written))
-    });
-    let (input_error, frames_written) = match finished {
-        Ok(done) => done,
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            return Err(e.context(format!("writing {}", args.write.display())));
-        }
-    };
-    std::fs::rename(&temp, &args.write)
-        .with_context(|| format!("cannot rename {} to {}", temp.display(), args.write.display()))?;
+    let (input_error, frames_written) = outcome
+        .and_then(|input_error| {
+            let frames_written = writer.frames();
+            writer.finish()?;
+            Ok((input_error, frames_written))
+        })
+        .with_context(|| format!("writing {}", args.write.display()))?;
+    out.commit(args.force)?;
 
     let thinning = ThinningReport::new(&thinner);
     let report = Report {
@@ -190,11 +179,4 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A file beside `out` to write into, renamed over `out` when complete: a reader of `out`
-/// never sees half a trace.
-fn temp_path(out: &Path) -> PathBuf {
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    out.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
