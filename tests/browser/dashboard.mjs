@@ -7,44 +7,9 @@
 // table sorts and filters through the API, and that a definition change on a finished run is
 // refused with a readable message; saves screenshots into ARTIFACT_DIR. Prints one JSON line of
 // what it measured, then "N passed, N failed"; exits 1 on any failure.
-import { chromium } from "playwright-core";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { run } from "./harness.mjs";
 
-const [url, artifacts] = process.argv.slice(2);
-if (!url || !artifacts) {
-  console.error("usage: node dashboard.mjs URL ARTIFACT_DIR");
-  process.exit(2);
-}
-mkdirSync(artifacts, { recursive: true });
-const profile = mkdtempSync(join(tmpdir(), "sonde-chromium-"));
-// A fresh profile each run (playwright passes it as --user-data-dir).
-const browser = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  viewport: { width: 1400, height: 1000 },
-  args: [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-});
-
-let passed = 0, failed = 0;
-const measured = {};
-function check(name, ok, detail = "") {
-  if (ok) passed++;
-  else { failed++; console.error(`FAIL ${name} ${detail}`); }
-}
-
-try {
-  const page = browser.pages()[0] || (await browser.newPage());
-  const errors = [];
-  page.on("pageerror", (e) => errors.push(String(e)));
-  const external = [];
-  page.on("request", (r) => { if (!r.url().startsWith(url.replace(/\/$/, ""))) external.push(r.url()); });
-  await page.goto(url);
-  await page.waitForSelector("body[data-ready='1']", { timeout: 15000 });
+await run("dashboard.mjs", async ({ page, check, measured, shot }) => {
 
   // Each chart's series: [name, points, path length or circles].
   const series = await page.evaluate(() => {
@@ -92,7 +57,7 @@ try {
   measured.resolution_points = [before, after];
   check("resolution", after > 0 && after < before, `${before} → ${after}`);
   await page.selectOption("#resolution", "1");
-  await page.screenshot({ path: join(artifacts, "dashboard.png"), fullPage: true });
+  await shot("dashboard.png");
 
   // The flow table: sorted by the server when a header is clicked (twice: descending).
   const rows = () => page.evaluate(() => {
@@ -111,7 +76,7 @@ try {
     check(`sort ${order}`, values.length > 1 && sorted && values[0] !== values[values.length - 1], JSON.stringify(values));
     measured[`sorted_${order}`] = values;
   }
-  await page.screenshot({ path: join(artifacts, "flows-sorted.png"), fullPage: true });
+  await shot("flows-sorted.png");
 
   // Filter: one server port; every row shown has it, and the count shrinks.
   await page.fill("#flow-filter input[name='port']", "80");
@@ -125,7 +90,7 @@ try {
   await page.click("#flow-filter button[type='submit']");
   await page.waitForFunction(() => document.querySelector("#flow-table th[data-column='s_pkts_all']"));
   check("udp log", (await rows()).length > 0);
-  await page.screenshot({ path: join(artifacts, "flows-filtered.png"), fullPage: true });
+  await shot("flows-filtered.png");
 
   // Definitions: one chart per definition, with its counts; a change on a finished run is
   // refused, and the page says why.
@@ -140,19 +105,8 @@ try {
   await page.waitForSelector("#def-message.error");
   const message = await page.textContent("#def-message");
   check("finished run refuses changes", /finished/.test(message), message);
-  await page.screenshot({ path: join(artifacts, "definitions.png"), fullPage: true });
+  await shot("definitions.png");
 
   const stream = await page.textContent("#stream-state");
   check("stream says finished", /finished/.test(stream), stream);
-  check("no page error", errors.length === 0, errors.join("; "));
-  check("nothing fetched from outside", external.length === 0, external.join(" "));
-} catch (e) {
-  failed++;
-  console.error("FAIL", e);
-} finally {
-  await browser.close();
-  rmSync(profile, { recursive: true, force: true });
-}
-console.log(JSON.stringify(measured));
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+});

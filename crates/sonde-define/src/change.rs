@@ -36,6 +36,8 @@ pub enum ChangeError {
         name: String,
         by: String,
     },
+    /// The run was started without a definitions counter.
+    NotCounting,
 }
 
 impl std::fmt::Display for ChangeError {
@@ -48,6 +50,7 @@ impl std::fmt::Display for ChangeError {
             ChangeError::Unknown(name) => write!(f, "no definition `{name}`"),
             ChangeError::Exists(name) => write!(f, "`{name}` exists already (replace it instead)"),
             ChangeError::InUse { name, by } => write!(f, "`{name}` is used by the association `{by}`"),
+            ChangeError::NotCounting => write!(f, "this run counts no flow definitions"),
         }
     }
 }

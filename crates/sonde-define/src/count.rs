@@ -224,15 +224,21 @@ impl Counter {
     pub fn next_due(&mut self, ts_ns: u64) -> Option<SetChange> {
         while self.schedule.last().is_some_and(|c| c.at_ns <= ts_ns) {
             let c = self.schedule.pop().expect("checked");
-            let result = self.change_set(c.expected_version, &c.change);
-            let version = self.version;
-            let outcome = result.as_ref().map(|_| version).map_err(Clone::clone);
-            self.log.push(ChangeOutcome { at_ns: c.at_ns, change: c.change, result: outcome });
-            if let Ok(change) = result {
+            if let Ok(change) = self.change_now(c.at_ns, c.expected_version, c.change) {
                 return Some(change);
             }
         }
         None
+    }
+
+    /// Applies `change` to the set at once (an operator's edit, at packet time `at_ns`), logged
+    /// as a scheduled change is; an accepted one is for [`Counter::settle`] when the
+    /// measurements reach the next packet.
+    pub fn change_now(&mut self, at_ns: u64, expected_version: u64, change: Change) -> Result<SetChange, ChangeError> {
+        let result = self.change_set(expected_version, &change);
+        let outcome = result.as_ref().map(|_| self.version).map_err(Clone::clone);
+        self.log.push(ChangeOutcome { at_ns, change, result: outcome });
+        result
     }
 
     /// Measures one packet of `wire_len` bytes at `ts_ns` that matched `matches` (from
@@ -502,30 +508,26 @@ impl Counter {
 
     /// Per definition: its totals.
     pub fn totals(&self) -> Vec<DefinitionTotal> {
-        self.defs
-            .iter()
-            .zip(&self.tables)
-            .zip(&self.tracked)
-            .zip(&self.matched)
-            .zip(self.since.iter().zip(&self.active))
-            .map(|((((d, intervals), tracked), matched), (&since, &active))| {
+        // A definition just added has no measurement state until the counts reach the packet
+        // it starts at: it is listed, with nothing counted.
+        (0..self.defs.len())
+            .map(|i| {
+                let d = &self.defs[i];
                 let mut total = DefinitionTotal {
                     name: d.name.clone(),
                     text: d.text.clone(),
-                    traffic: *matched,
+                    traffic: self.matched.get(i).copied().unwrap_or_default(),
                     fid_rows: 0,
                     overflow_packets: 0,
-                    untracked_packets: 0,
+                    untracked_packets: self.tracked.get(i).map_or(0, |t| t.untracked_packets),
                     association: d.assoc.is_some(),
-                    version: 0,
-                    retired: false,
+                    version: self.since[i],
+                    retired: !self.active[i],
                 };
-                for t in intervals.values() {
+                for t in self.tables.get(i).into_iter().flat_map(BTreeMap::values) {
                     total.fid_rows += t.rows.len() as u64;
                     total.overflow_packets += t.overflow.packets;
                 }
-                total.untracked_packets = tracked.untracked_packets;
-                (total.version, total.retired) = (since, !active);
                 total
             })
             .collect()

@@ -24,12 +24,14 @@
 //! ```
 
 mod defined;
+mod live;
 mod pipeline;
 pub mod resources;
 mod stats;
 mod thinning;
 
-pub use pipeline::{analyze, analyze_monitored, analyze_with, Outcome, Pipeline, Progress};
+pub use live::{DrainPoint, Edit, Live, LiveHooks};
+pub use pipeline::{analyze, analyze_live, analyze_monitored, analyze_with, Outcome, Pipeline, Progress};
 pub use sonde_filter::{Filter, FilterError};
 pub use sonde_thin::{Config as ThinConfig, Thinner};
 pub use stats::*;

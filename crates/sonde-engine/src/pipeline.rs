@@ -8,7 +8,7 @@ use std::thread;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
-use sonde_define::{Counter, Layers, Matcher};
+use sonde_define::{ChangeError, Counter, Layers, Matcher, SetChange};
 use sonde_filter::Filter;
 use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
 use sonde_stats::PacketIntervals;
@@ -16,6 +16,7 @@ use sonde_thin::Thinner;
 use sonde_wire::{LinkType, PacketSummary};
 
 use crate::defined::{DefBatch, Reorder};
+use crate::live::{DrainPoint, DrainSink, Live, LiveHooks};
 use crate::stats::{CountingSink, FlowCounts, RunStats};
 use crate::ThinningReport;
 
@@ -108,6 +109,10 @@ enum Message {
     Tick {
         clock_ns: u64,
     },
+    /// A live run's drain: hand over what the sink gathered, with this sequence number.
+    Drain {
+        seq: u64,
+    },
     /// End of input; the clock is the input's last packet time.
     End {
         clock_ns: u64,
@@ -160,23 +165,58 @@ pub fn analyze_monitored<S: FlowSink + Send>(
     definitions: Option<&mut Counter>,
     progress: &mut dyn FnMut(Progress),
 ) -> (Outcome, Vec<S>) {
+    analyze_live(source, filter, pipeline, new_sink, monitor, definitions, None, progress)
+}
+
+/// [`analyze_monitored`] for a live run: every `live.every_ns` of packet time the workers'
+/// sinks are drained and the reader's hooks called; the definitions change when the hooks say.
+#[allow(clippy::too_many_arguments)]
+pub fn analyze_live<S: FlowSink + Send>(
+    source: &mut dyn PacketSource,
+    filter: Option<&mut Filter>,
+    pipeline: &Pipeline,
+    new_sink: &(dyn Fn() -> S + Sync),
+    monitor: Option<&mut PacketIntervals>,
+    definitions: Option<&mut Counter>,
+    live: Option<Live<'_, S>>,
+    progress: &mut dyn FnMut(Progress),
+) -> (Outcome, Vec<S>) {
     let workers = pipeline.workers.max(1);
     let mut flow_cfg = pipeline.flow.clone();
     flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
     flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
 
     let mut stats = RunStats::default();
-    let mut reader =
-        Reader { stats: &mut stats, clock_ns: 0, workers, monitor, definitions, thinner: pipeline.thin.clone() };
+    let (drain_sink, live) = match live {
+        Some(l) => (
+            Some((l.drain_sink, l.open_flows)),
+            Some(ReaderLive { every_ns: l.every_ns.max(1), seq: 0, hooks: l.hooks }),
+        ),
+        None => (None, None),
+    };
+    let mut reader = Reader {
+        stats: &mut stats,
+        clock_ns: 0,
+        next_drain_ns: if live.is_some() { 0 } else { u64::MAX },
+        live,
+        workers,
+        monitor,
+        definitions,
+        thinner: pipeline.thin.clone(),
+    };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
-        let mut inline =
-            Inline { worker: Worker::new(flow_cfg, new_sink()), batch: [Item::EMPTY; INLINE_BATCH], len: 0 };
+        let mut inline = Inline {
+            worker: Worker::new(flow_cfg, new_sink(), drain_sink),
+            batch: [Item::EMPTY; INLINE_BATCH],
+            len: 0,
+        };
         let input_error = reader.read(source, filter, progress, &mut inline);
         inline.worker.packets(&inline.batch[..inline.len]);
         (input_error, vec![inline.worker.finish(reader.clock_ns)])
     } else {
-        run_threads(&mut reader, source, filter, progress, &flow_cfg, pipeline.batch_len.max(1), new_sink)
+        let threads = Threads { flow_cfg: &flow_cfg, batch_len: pipeline.batch_len.max(1), new_sink, drain_sink };
+        run_threads(&mut reader, source, filter, progress, threads)
     };
     let thinning = reader.thinner.as_ref().map(ThinningReport::new);
 
@@ -199,16 +239,23 @@ pub fn analyze_monitored<S: FlowSink + Send>(
     (Outcome { stats, input_error }, sinks)
 }
 
+/// What the worker threads are made with.
+struct Threads<'a, S> {
+    flow_cfg: &'a FlowConfig,
+    batch_len: usize,
+    new_sink: &'a (dyn Fn() -> S + Sync),
+    drain_sink: Option<(DrainSink<'a, S>, usize)>,
+}
+
 /// The reader in this thread, `reader.workers` workers in their own, batches between them.
 fn run_threads<S: FlowSink + Send>(
     reader: &mut Reader,
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
     progress: &mut dyn FnMut(Progress),
-    flow_cfg: &FlowConfig,
-    batch_len: usize,
-    new_sink: &(dyn Fn() -> S + Sync),
+    t: Threads<'_, S>,
 ) -> (Option<CaptureError>, Vec<WorkerResult<S>>) {
+    let (flow_cfg, batch_len, new_sink, drain_sink) = (t.flow_cfg, t.batch_len, t.new_sink, t.drain_sink);
     let workers = reader.workers;
     thread::scope(|scope| {
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
@@ -224,7 +271,7 @@ fn run_threads<S: FlowSink + Send>(
             let matcher = matcher.clone();
             let worker = thread::Builder::new()
                 .name(format!("sonde-worker-{i}"))
-                .spawn_scoped(scope, move || work(Worker::new(cfg, new_sink()), matcher, rx, recycle))
+                .spawn_scoped(scope, move || work(Worker::new(cfg, new_sink(), drain_sink), matcher, rx, recycle))
                 .expect("spawn a worker thread");
             handles.push(worker);
         }
@@ -280,6 +327,11 @@ trait Dispatch {
     /// The clock moved to `clock_ns` without a packet: every worker analyses what it was given
     /// and expires its idle flows.
     fn tick(&mut self, clock_ns: u64);
+    /// Every worker analyses what it was given, then drains its sink (a live run).
+    fn drain(&mut self, seq: u64);
+    /// The definitions changed (`counter` has the new set): packets from here on are matched
+    /// with it, and `change` settles when the counts reach them.
+    fn change(&mut self, counter: &mut Counter, change: SetChange);
     fn define(
         &mut self,
         counter: &mut Counter,
@@ -292,13 +344,13 @@ trait Dispatch {
 
 /// The one worker, in the reader's thread: packets are decoded straight into its batch (no
 /// copy), analysed `INLINE_BATCH` at a time.
-struct Inline<S> {
-    worker: Worker<S>,
+struct Inline<'d, S> {
+    worker: Worker<'d, S>,
     batch: [Item; INLINE_BATCH],
     len: usize,
 }
 
-impl<S: FlowSink> Dispatch for Inline<S> {
+impl<S: FlowSink> Dispatch for Inline<'_, S> {
     fn slot(&mut self) -> &mut Item {
         &mut self.batch[self.len]
     }
@@ -315,6 +367,16 @@ impl<S: FlowSink> Dispatch for Inline<S> {
         self.worker.packets(&self.batch[..self.len]);
         self.len = 0;
         self.worker.tick(clock_ns);
+    }
+
+    fn drain(&mut self, seq: u64) {
+        self.worker.packets(&self.batch[..self.len]);
+        self.len = 0;
+        self.worker.drain(seq);
+    }
+
+    fn change(&mut self, counter: &mut Counter, change: SetChange) {
+        counter.settle(change);
     }
 
     fn define(&mut self, counter: &mut Counter, ts_ns: u64, wire_len: u32, layers: &Layers<'_>, _: Option<usize>) {
@@ -368,6 +430,28 @@ impl ToThreads<'_> {
         // A worker that died (panicked) drops its receiver; its join reports it.
         self.dead |= self.to_workers[worker].send(Message::Batch(full)).is_err();
     }
+
+    /// Every worker gets its batch, then `message`.
+    fn send_all(&mut self, message: impl Fn() -> Message) {
+        for worker in 0..self.batches.len() {
+            // Packets before the message are analysed before it.
+            if !self.batches[worker].is_empty() {
+                self.send(worker);
+            }
+            self.dead |= self.to_workers[worker].send(message()).is_err();
+        }
+    }
+
+    /// The workers match with the counter's set from here on.
+    fn new_matcher(&mut self, counter: &Counter) {
+        let Some(defs) = self.defs.as_mut() else { return };
+        defs.matcher = counter.matcher();
+        let matcher = Arc::clone(&defs.matcher);
+        for worker in 0..self.batches.len() {
+            self.send(worker);
+            let _ = self.to_workers[worker].send(Message::Matcher(Arc::clone(&matcher)));
+        }
+    }
 }
 
 impl Dispatch for ToThreads<'_> {
@@ -388,13 +472,17 @@ impl Dispatch for ToThreads<'_> {
     }
 
     fn tick(&mut self, clock_ns: u64) {
-        for worker in 0..self.batches.len() {
-            // Packets before the tick are analysed before it.
-            if !self.batches[worker].is_empty() {
-                self.send(worker);
-            }
-            self.dead |= self.to_workers[worker].send(Message::Tick { clock_ns }).is_err();
-        }
+        self.send_all(|| Message::Tick { clock_ns });
+    }
+
+    fn drain(&mut self, seq: u64) {
+        self.send_all(|| Message::Drain { seq });
+    }
+
+    fn change(&mut self, counter: &mut Counter, change: SetChange) {
+        let Some(defs) = self.defs.as_mut() else { return counter.settle(change) };
+        defs.reorder.change(defs.next_seq, change);
+        self.new_matcher(counter);
     }
 
     fn define(
@@ -414,12 +502,7 @@ impl Dispatch for ToThreads<'_> {
         }
         if changed {
             // Packets before this one are matched with the set they came under.
-            defs.matcher = counter.matcher();
-            let matcher = Arc::clone(&defs.matcher);
-            for worker in 0..self.batches.len() {
-                self.send(worker);
-                let _ = self.to_workers[worker].send(Message::Matcher(Arc::clone(&matcher)));
-            }
+            self.new_matcher(counter);
         }
         let defs = self.defs.as_mut().expect("checked");
         counter.observe(ts_ns);
@@ -452,15 +535,23 @@ impl Dispatch for ToThreads<'_> {
 }
 
 /// A flow worker: a tracker and the sink of the flows it ends.
-struct Worker<S> {
+struct Worker<'d, S> {
     tracker: FlowTracker,
     sink: S,
     counts: FlowCounts,
+    /// A live run's drain of the sink.
+    drain_sink: Option<(DrainSink<'d, S>, usize)>,
 }
 
-impl<S: FlowSink> Worker<S> {
-    fn new(cfg: FlowConfig, sink: S) -> Self {
-        Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default() }
+impl<'d, S: FlowSink> Worker<'d, S> {
+    fn new(cfg: FlowConfig, sink: S, drain_sink: Option<(DrainSink<'d, S>, usize)>) -> Self {
+        Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default(), drain_sink }
+    }
+
+    fn drain(&mut self, seq: u64) {
+        if let Some((drain, open_flows)) = self.drain_sink {
+            drain(&mut self.sink, self.tracker.open_flows(open_flows), seq);
+        }
     }
 
     fn packets(&mut self, items: &[Item]) {
@@ -493,7 +584,7 @@ impl<S: FlowSink> Worker<S> {
 
 /// A worker thread: tracks the flows of the batches it is sent, returning each for reuse.
 fn work<S: FlowSink>(
-    mut worker: Worker<S>,
+    mut worker: Worker<'_, S>,
     mut matcher: Option<Arc<Matcher>>,
     rx: Receiver<Message>,
     recycle: Sender<Batch>,
@@ -510,6 +601,7 @@ fn work<S: FlowSink>(
             }
             Message::Matcher(m) => matcher = Some(m),
             Message::Tick { clock_ns } => worker.tick(clock_ns),
+            Message::Drain { seq } => worker.drain(seq),
             Message::End { clock_ns } => return worker.finish(clock_ns),
         }
     }
@@ -528,6 +620,9 @@ struct Reader<'a> {
     stats: &'a mut RunStats,
     /// The latest packet time read so far.
     clock_ns: u64,
+    /// A live run drains when the clock reaches this (never otherwise).
+    next_drain_ns: u64,
+    live: Option<ReaderLive<'a>>,
     workers: usize,
     monitor: Option<&'a mut PacketIntervals>,
     definitions: Option<&'a mut Counter>,
@@ -548,6 +643,17 @@ impl Reader<'_> {
         let stats = &mut *self.stats;
         // Decoded in place, handed over by reference: one copy at most (into a batch).
         loop {
+            if self.clock_ns >= self.next_drain_ns {
+                if let Some(live) = self.live.as_mut() {
+                    self.next_drain_ns = live.drain(
+                        self.clock_ns,
+                        stats,
+                        self.monitor.as_deref_mut(),
+                        self.definitions.as_deref_mut(),
+                        dispatch,
+                    );
+                }
+            }
             if stats.packets.read.is_multiple_of(PROGRESS_EVERY) && stats.packets.read > 0 {
                 progress(Progress { packets: stats.packets.read, position: source.position(), size });
             }
@@ -560,6 +666,9 @@ impl Reader<'_> {
                     Some(now_ns) => {
                         self.clock_ns = self.clock_ns.max(now_ns);
                         tick(self.clock_ns, self.monitor.as_deref_mut(), dispatch);
+                        if let Some(live) = self.live.as_mut() {
+                            live.apply_edits(self.clock_ns, self.definitions.as_deref_mut(), dispatch);
+                        }
                         continue;
                     }
                     None => return None,
@@ -613,6 +722,60 @@ impl Reader<'_> {
             if let Some(worker) = worker {
                 dispatch.commit(worker);
             }
+        }
+    }
+}
+
+/// The reader's side of a live run.
+struct ReaderLive<'a> {
+    every_ns: u64,
+    /// The next drain's sequence number.
+    seq: u64,
+    hooks: &'a mut dyn LiveHooks,
+}
+
+impl ReaderLive<'_> {
+    /// Drains the workers and calls the hooks; applies the edits waiting. Returns the clock of
+    /// the next drain.
+    #[cold]
+    fn drain(
+        &mut self,
+        clock_ns: u64,
+        stats: &RunStats,
+        mut intervals: Option<&mut PacketIntervals>,
+        definitions: Option<&mut Counter>,
+        dispatch: &mut impl Dispatch,
+    ) -> u64 {
+        if let Some(m) = intervals.as_deref_mut() {
+            m.tick(clock_ns);
+        }
+        dispatch.drain(self.seq);
+        self.hooks.drained(DrainPoint {
+            seq: self.seq,
+            clock_ns,
+            stats,
+            intervals,
+            definitions: definitions.as_deref(),
+        });
+        self.seq += 1;
+        self.apply_edits(clock_ns, definitions, dispatch);
+        (clock_ns / self.every_ns + 1).saturating_mul(self.every_ns)
+    }
+
+    /// Applies the operator's changes waiting, at packet time `clock_ns`.
+    fn apply_edits(&mut self, clock_ns: u64, mut definitions: Option<&mut Counter>, dispatch: &mut impl Dispatch) {
+        while let Some(edit) = self.hooks.next_edit() {
+            let result = match definitions.as_deref_mut() {
+                None => Err(ChangeError::NotCounting),
+                Some(counter) => {
+                    let expected = edit.expected_version.unwrap_or(counter.version());
+                    counter.change_now(clock_ns, expected, edit.change).map(|change| {
+                        dispatch.change(counter, change);
+                        counter.version()
+                    })
+                }
+            };
+            (edit.reply)(result);
         }
     }
 }

@@ -377,7 +377,30 @@ impl FlowTracker {
         }
     }
 
+    /// Records of up to `limit` flows still open (a live view's picture; in table-slot order),
+    /// their end reason `open` (or the FIN or RST of a closed flow lingering).
+    pub fn open_flows(&mut self, limit: usize) -> Vec<FlowRecord> {
+        let slots = self.table.live_slots();
+        slots.into_iter().take(limit).map(|slot| self.record(slot, EndReason::Open)).collect()
+    }
+
     fn end_flow(&mut self, slot: u32, reason: EndReason, sink: &mut impl FlowSink) {
+        let record = self.record(slot, reason);
+        let key = *self.table.key(slot);
+        let flow = *self.table.value(slot);
+        if key.protocol == 6 {
+            self.tcp.get(flow.conn).release(&mut self.tcp_pools);
+            self.tcp.free(flow.conn);
+        } else {
+            *self.udp.get(flow.conn) = UdpConn::default();
+            self.udp.free(flow.conn);
+        }
+        self.table.remove(slot, key.hash64());
+        sink.flow(&record);
+    }
+
+    /// The record of the flow in `slot`, as if it ended now for `reason`.
+    fn record(&mut self, slot: u32, reason: EndReason) -> FlowRecord {
         let key = *self.table.key(slot);
         let cfg = &self.cfg;
         let flow = *self.table.value(slot);
@@ -392,15 +415,18 @@ impl FlowTracker {
             server_internal: is_internal(&server.0),
             tunnel: flow.tunnel,
         };
-        let record = if key.protocol == 6 {
+        if key.protocol == 6 {
             let c = self.tcp.get(flow.conn);
             // A closed flow that lingered ended by its FIN or RST, whatever removed it.
             let end = match (c.closed, reason) {
-                (Some(closed), EndReason::Idle | EndReason::Eof | EndReason::Evicted | EndReason::Reused) => closed,
+                (
+                    Some(closed),
+                    EndReason::Idle | EndReason::Eof | EndReason::Evicted | EndReason::Reused | EndReason::Open,
+                ) => closed,
                 _ => reason,
             };
             let [client, server] = c.stats(&self.tcp_pools);
-            let record = FlowRecord::Tcp(TcpRecord {
+            FlowRecord::Tcp(TcpRecord {
                 endpoints,
                 complete: c.client_syn && c.server_synack,
                 end,
@@ -410,26 +436,18 @@ impl FlowTracker {
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 client,
                 server,
-            });
-            c.release(&mut self.tcp_pools);
-            self.tcp.free(flow.conn);
-            record
+            })
         } else {
             let u = self.udp.get(flow.conn);
-            let record = FlowRecord::Udp(UdpRecord {
+            FlowRecord::Udp(UdpRecord {
                 endpoints,
                 end: reason,
                 first_ns: u.first_ns,
                 last_ns: u.last_ns,
                 client: u.dirs[0],
                 server: u.dirs[1],
-            });
-            *u = UdpConn::default();
-            self.udp.free(flow.conn);
-            record
-        };
-        self.table.remove(slot, key.hash64());
-        sink.flow(&record);
+            })
+        }
     }
 }
 

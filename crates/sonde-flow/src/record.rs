@@ -20,6 +20,8 @@ pub enum EndReason {
     Reused,
     /// The input ended with the flow still open.
     Eof,
+    /// Still open: a live view's picture of a flow, never in the flow logs.
+    Open,
 }
 
 impl EndReason {
@@ -30,6 +32,7 @@ impl EndReason {
             EndReason::Idle => "idle",
             EndReason::Evicted => "evicted",
             EndReason::Reused => "reused",
+            EndReason::Open => "open",
             EndReason::Eof => "eof",
         }
     }

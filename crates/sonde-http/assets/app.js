@@ -109,7 +109,49 @@ function topBy(table, key, value, n = 10) {
   return [...sums].map(([label, value]) => ({ label, value })).sort((a, b) => b.value - a.value).slice(0, n);
 }
 
-const state = { intervals: [], intervalS: 0, factor: 1, flows: { offset: 0, limit: 25, sort: null, order: "asc" } };
+const state = {
+  intervals: [], intervalS: 0, factor: 1, flows: { offset: 0, limit: 25, sort: null, order: "asc" },
+  // A live run's traffic bins (10 ms), oldest first, and the resolution they are summed to.
+  bins: [], binS: 0, liveRes: 1, lastReload: 0,
+};
+// Bins kept in the page (two minutes at 10 ms), and points drawn at most.
+const MAX_BINS = 12000, MAX_POINTS = 300;
+
+// The live chart: bins summed to the chosen resolution, in above the axis and out below.
+function drawLive() {
+  const chart = document.getElementById("chart-live");
+  if (!state.bins.length) return empty(chart, "no live traffic (a live run: sonde monitor --http)");
+  const res = state.liveRes, groups = new Map();
+  for (const b of state.bins) {
+    const t = Math.floor(b.start_s / res + 1e-9) * res;
+    const g = groups.get(t) || [0, 0, 0, 0];
+    b.bytes.forEach((v, i) => { g[i] += v; });
+    groups.set(t, g);
+  }
+  const points = [...groups].sort((a, b) => a[0] - b[0]).slice(-MAX_POINTS);
+  const bits = (g, nets) => nets.reduce((a, n) => a + g[n], 0) * 8 / res;
+  lineChart(chart, [
+    { name: "in", points: points.map(([t, g]) => [t, bits(g, [0])]) },
+    { name: "out", points: points.map(([t, g]) => [t, -bits(g, [1])]) },
+    { name: "local+external", dash: "4 3", color: "#7f7f7f", points: points.map(([t, g]) => [t, bits(g, [2, 3])]) },
+  ], { xLabel: (x) => new Date(x * 1000).toISOString().slice(11, 22) });
+  const span = points.length ? points[points.length - 1][0] - points[0][0] + res : 0;
+  document.getElementById("live-span").textContent = fmt(span) + " s";
+}
+
+function addBins(bins) {
+  if (!bins || !bins.length) return;
+  state.bins.push(...bins);
+  if (state.bins.length > MAX_BINS) state.bins.splice(0, state.bins.length - MAX_BINS);
+  drawLive();
+}
+
+async function loadLive() {
+  const live = await api("/api/live");
+  state.binS = live.bin_s;
+  state.bins = live.bins;
+  drawLive();
+}
 
 // Intervals merged `factor` at a time (the selectable resolution).
 function grouped() {
@@ -171,8 +213,8 @@ async function loadTables() {
 }
 
 const FLOW_COLUMNS = {
-  tcp: ["c_ip", "c_port", "s_ip", "s_port", "first", "durat", "c_bytes_all", "s_bytes_all", "c_pkts_retx", "c_rtt_avg", "complete"],
-  udp: ["c_ip", "c_port", "s_ip", "s_port", "first", "durat", "c_bytes_all", "s_bytes_all", "c_pkts_all", "s_pkts_all"],
+  tcp: ["c_ip", "c_port", "s_ip", "s_port", "first", "durat", "c_bytes_all", "s_bytes_all", "c_pkts_retx", "c_rtt_avg", "complete", "end_reason"],
+  udp: ["c_ip", "c_port", "s_ip", "s_port", "first", "durat", "c_bytes_all", "s_bytes_all", "c_pkts_all", "s_pkts_all", "end_reason"],
 };
 
 async function loadFlows() {
@@ -230,7 +272,7 @@ async function loadDefinitions() {
   const box = document.getElementById("definitions");
   box.innerHTML = "";
   if (defs.items.length === 0) {
-    box.textContent = "no definition (run with --definitions FILE)";
+    box.textContent = defs.editable ? "no definition yet: add one above" : "no definition (run with --definitions FILE)";
     return;
   }
   for (const d of defs.items) {
@@ -277,13 +319,29 @@ function setupResolution() {
   select.onchange = () => { state.factor = Number(select.value); drawIntervals(); };
 }
 
+// Everything but the live chart, again: at most once a second.
+async function reload() {
+  const now = Date.now();
+  if (now - state.lastReload < 1000) return;
+  state.lastReload = now;
+  try {
+    await loadIntervals();
+    await loadStatus();
+    await Promise.all([loadTables(), loadFlows(), loadDefinitions()]);
+  } catch (e) {
+    document.getElementById("status").textContent = "error: " + e.message;
+  }
+}
+
 function connectStream() {
-  const url = "/api/stream?resolution_ms=1000" + (TOKEN ? "&token=" + encodeURIComponent(TOKEN) : "");
+  const url = "/api/stream?resolution_ms=250" + (TOKEN ? "&token=" + encodeURIComponent(TOKEN) : "");
   const src = new EventSource(url);
   const show = (text) => { document.getElementById("stream-state").textContent = "stream: " + text; };
-  src.addEventListener("final", () => show("run finished"));
-  src.addEventListener("tick", () => show("live"));
-  src.addEventListener("interval", async () => { show("live"); await loadIntervals(); await loadStatus(); });
+  // The first event repeats the bins loadLive() fetched: only newer ones are added.
+  const fresh = (bins) => (bins || []).filter((b) => !state.bins.length || b.start_s > state.bins[state.bins.length - 1].start_s);
+  src.addEventListener("final", (e) => { show("run finished"); addBins(fresh(JSON.parse(e.data).bins)); state.lastReload = 0; reload(); });
+  src.addEventListener("tick", (e) => { show("live"); addBins(fresh(JSON.parse(e.data).bins)); });
+  src.addEventListener("interval", (e) => { show("live"); addBins(fresh(JSON.parse(e.data).bins)); reload(); });
   src.onerror = () => show("reconnecting");
 }
 
@@ -308,9 +366,12 @@ document.getElementById("def-form").onsubmit = async (e) => {
   }
 };
 
+document.getElementById("live-resolution").onchange = (e) => { state.liveRes = Number(e.target.value); drawLive(); };
+
 (async function main() {
   setupResolution();
   try {
+    await loadLive();
     await loadIntervals();
     await loadStatus();
     await Promise.all([loadTables(), loadFlows(), loadDefinitions()]);

@@ -39,6 +39,7 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<Shared>)> {
         ("/api/definitions", get(definitions).post(add_definition)),
         ("/api/definitions/counts", get(definition_counts)),
         ("/api/definitions/{name}", axum::routing::put(replace_definition).delete(remove_definition)),
+        ("/api/live", get(live_series)),
         ("/api/stream", get(events)),
         ("/metrics", get(prometheus)),
     ]
@@ -57,6 +58,19 @@ pub fn router(state: Shared, access: Access) -> Router {
 
 async fn status(State(s): State<Shared>) -> Response {
     Json(s.snapshot().status.clone()).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct After {
+    /// Bins starting after this packet time (Unix seconds).
+    after: Option<f64>,
+}
+
+async fn live_series(State(s): State<Shared>, Query(q): Query<After>) -> Response {
+    let snap = s.snapshot();
+    let after = q.after.unwrap_or(f64::NEG_INFINITY);
+    let bins: Vec<_> = snap.live.bins.iter().filter(|b| b.start_s > after).collect();
+    Json(json!({"bin_s": snap.live.bin_s, "bins": bins})).into_response()
 }
 
 async fn summary(State(s): State<Shared>) -> Response {
@@ -179,17 +193,15 @@ struct VersionQuery {
     version: u64,
 }
 
-/// Checks the version first (a stale client learns so whatever the run's state), then hands the
-/// change to the engine; a finished run has none to hand it to.
+/// Hands the change to a live run's engine, which checks the version against the set as it is
+/// (the snapshot may be a moment behind). Without one (a finished run) a stale version is
+/// reported as such first, then that nothing is counting.
 fn change(s: &RunState, version: u64, change: DefinitionChange) -> Response {
     let snap = s.snapshot();
-    let current = snap.definitions.version;
-    if version != current {
-        return stale(current, version);
-    }
     let editor =
         match (s.editor(), snap.status.state) {
             (Some(e), Phase::Running) => e,
+            _ if version != snap.definitions.version => return stale(snap.definitions.version, version),
             _ => return error(
                 StatusCode::CONFLICT,
                 "run_finished",
@@ -200,6 +212,11 @@ fn change(s: &RunState, version: u64, change: DefinitionChange) -> Response {
         Ok(v) => Json(json!({"version": v})).into_response(),
         Err(ChangeRefused::StaleVersion { current }) => stale(current, version),
         Err(ChangeRefused::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_definition", m),
+        Err(ChangeRefused::Finished) => error(
+            StatusCode::CONFLICT,
+            "run_finished",
+            "the run finished before the change reached it: nothing is counting any more",
+        ),
     }
 }
 

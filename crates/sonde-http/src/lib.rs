@@ -28,14 +28,16 @@ mod stream;
 use std::future::Future;
 
 pub use api::{api_routes, router};
+/// The server's routes, as [`router`] makes them.
+pub type App = axum::Router;
 pub use auth::{access_for, Access, AccessError};
 pub use dashboard::PATHS as DASHBOARD_PATHS;
 pub use flows::{FlowPage, FlowQuery, MAX_LIMIT};
 pub use intervals::from_report as intervals_from_report;
 pub use metrics::render as render_metrics;
 pub use snapshot::{
-    Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals, Phase, QuantileRow,
-    Snapshot, Status, Table, Tables, TrafficRow,
+    Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals, LiveSeries, Phase,
+    QuantileRow, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
 };
 pub use state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState, Update, UpdateKind, UPDATE_BACKLOG};
 pub use stream::MIN_RESOLUTION_MS;
@@ -72,6 +74,51 @@ pub fn serve_until_interrupted(listener: std::net::TcpListener, app: axum::Route
             } => Ok(()),
         }
     })
+}
+
+/// A server running in a thread of its own until [`Background::stop`].
+pub struct Background {
+    stop: std::sync::Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Serves `app` on an already bound listener in a thread of its own (a live run serves while it
+/// analyses); no signal handling: the run stops it.
+pub fn serve_in_background(listener: std::net::TcpListener, app: axum::Router) -> std::io::Result<Background> {
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = stop.clone();
+    let thread = std::thread::Builder::new().name("sonde-http".into()).spawn(move || {
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let asked = std::sync::Arc::new(tokio::sync::Notify::new());
+            let told = asked.clone();
+            let server = serve(listener, app, async move { told.notified().await });
+            tokio::select! {
+                result = server => result,
+                () = async {
+                    stopped.notified().await;
+                    asked.notify_one();
+                    // Open streams never end by themselves: a short grace, then stop regardless.
+                    tokio::time::sleep(SHUTDOWN_GRACE).await;
+                } => Ok(()),
+            }
+        })
+    })?;
+    Ok(Background { stop, thread: Some(thread) })
+}
+
+impl Background {
+    /// Stops accepting, lets answers in progress finish (at most [`SHUTDOWN_GRACE`]), and waits.
+    pub fn stop(mut self) -> std::io::Result<()> {
+        self.stop.notify_one();
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(std::io::Error::other("the http server thread panicked")),
+            None => Ok(()),
+        }
+    }
 }
 
 /// How long answers in progress may take after SIGINT.

@@ -14,6 +14,25 @@ pub struct Snapshot {
     pub tables: Tables,
     pub flows: Flows,
     pub definitions: Definitions,
+    /// A live run's traffic in short bins (empty for a finished offline run).
+    pub live: LiveSeries,
+}
+
+/// Traffic per direction in short bins of packet time, the newest last: what the live
+/// throughput chart sums up at the resolution the viewer picks.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LiveSeries {
+    /// Bin length in seconds (0 when the run has none).
+    pub bin_s: f64,
+    pub bins: std::collections::VecDeque<TrafficBin>,
+}
+
+/// One bin: its start and, by direction (in, out, loc, ext), packets and IP bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TrafficBin {
+    pub start_s: f64,
+    pub packets: [u64; 4],
+    pub bytes: [u64; 4],
 }
 
 /// Whether the engine is still feeding packets.

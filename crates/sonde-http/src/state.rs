@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::snapshot::{IntervalData, Phase, Snapshot, Status};
+use crate::snapshot::{IntervalData, Phase, Snapshot, Status, TrafficBin};
 
 /// Updates a subscriber may fall behind by before it skips the oldest.
 pub const UPDATE_BACKLOG: usize = 64;
@@ -20,6 +20,9 @@ pub struct Update {
     pub kind: UpdateKind,
     pub status: Status,
     pub interval: Option<IntervalData>,
+    /// A live run's traffic bins new since the previous update.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bins: Vec<TrafficBin>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -45,6 +48,8 @@ pub enum ChangeRefused {
     StaleVersion { current: u64 },
     /// The line does not parse, or names a definition that is not there.
     Invalid(String),
+    /// The run ended before it could apply the change.
+    Finished,
 }
 
 /// The engine side of definition changes (a live run wires it to the counter's `change`
@@ -89,8 +94,10 @@ impl RunState {
             Phase::Finished => UpdateKind::Final,
             Phase::Running => UpdateKind::Interval,
         };
+        let newest_before = self.snapshot.load().live.bins.back().map(|b| b.start_s);
+        let bins = snapshot.live.bins.iter().filter(|b| newest_before.is_none_or(|t| b.start_s > t)).copied().collect();
         let update =
-            Update { kind, status: snapshot.status.clone(), interval: snapshot.intervals.items.last().cloned() };
+            Update { kind, status: snapshot.status.clone(), interval: snapshot.intervals.items.last().cloned(), bins };
         self.snapshot.store(Arc::new(snapshot));
         self.send(update);
     }

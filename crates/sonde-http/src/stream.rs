@@ -45,7 +45,7 @@ impl Client {
         if let Some(t) = self.last_sent {
             tokio::time::sleep_until(t + self.resolution).await;
         }
-        let mut latest = loop {
+        let latest = loop {
             match self.rx.recv().await {
                 Ok(u) => break u,
                 Err(RecvError::Lagged(n)) => self.skipped += n,
@@ -53,17 +53,25 @@ impl Client {
                 Err(RecvError::Closed) => return None,
             }
         };
+        // Updates queued meanwhile are coalesced into the newest, their traffic bins kept.
+        let mut bins = latest.bins.clone();
+        let mut latest = latest;
         loop {
             match self.rx.try_recv() {
                 Ok(u) => {
                     self.skipped += 1;
+                    bins.extend_from_slice(&u.bins);
                     latest = u;
                 }
                 Err(TryRecvError::Lagged(n)) => self.skipped += n,
                 Err(_) => break,
             }
         }
-        Some(self.event(&latest))
+        if bins.len() == latest.bins.len() {
+            return Some(self.event(&latest));
+        }
+        let merged = Update { bins, ..(*latest).clone() };
+        Some(self.event(&merged))
     }
 
     fn event(&mut self, u: &Update) -> Event {
@@ -87,7 +95,12 @@ pub fn events(state: &Arc<RunState>, resolution_ms: u64) -> Sse<impl Stream<Item
         crate::snapshot::Phase::Finished => UpdateKind::Final,
         crate::snapshot::Phase::Running => UpdateKind::Tick,
     };
-    let first = Update { kind, status: snap.status.clone(), interval: snap.intervals.items.last().cloned() };
+    let first = Update {
+        kind,
+        status: snap.status.clone(),
+        interval: snap.intervals.items.last().cloned(),
+        bins: snap.live.bins.iter().copied().collect(),
+    };
     let client = Client {
         _state: state.clone(),
         rx,

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
-use sonde_http::{router, Access, Phase, RunState, Status, Update, UpdateKind, UPDATE_BACKLOG};
+use sonde_http::{router, Access, Phase, RunState, Status, TrafficBin, Update, UpdateKind, UPDATE_BACKLOG};
 use tower::ServiceExt;
 
 /// Reads SSE events (`event:` name and `data:` JSON) from a body, one at a time.
@@ -44,7 +44,9 @@ impl Events {
 }
 
 fn update(packets: u64) -> Update {
-    Update { kind: UpdateKind::Tick, status: Status { packets, ..Status::default() }, interval: None }
+    // One traffic bin per update, starting at `packets` seconds.
+    let bins = vec![TrafficBin { start_s: packets as f64, packets: [packets, 0, 0, 0], bytes: [0; 4] }];
+    Update { kind: UpdateKind::Tick, status: Status { packets, ..Status::default() }, interval: None, bins }
 }
 
 #[tokio::test]
@@ -93,9 +95,11 @@ async fn at_most_one_event_per_resolution() {
     };
     // About 1 s of updates every 10 ms: at 200 ms, about 5 events (never 100).
     let mut received = Vec::new();
+    let mut bins = Vec::new();
     let started = Instant::now();
     while let Some((_, data)) = events.next(Duration::from_millis(600)).await {
         received.push(data["status"]["packets"].as_u64().unwrap());
+        bins.extend(data["bins"].as_array().unwrap().iter().map(|b| b["start_s"].as_f64().unwrap() as u64));
         if received.last() == Some(&100) {
             break;
         }
@@ -104,6 +108,8 @@ async fn at_most_one_event_per_resolution() {
     assert!((2..=8).contains(&received.len()), "{} events in {:?}: {received:?}", received.len(), started.elapsed());
     assert!(received.windows(2).all(|w| w[0] < w[1]), "{received:?}");
     assert_eq!(received.last(), Some(&100), "the newest update is never lost");
+    // Coalesced updates keep their traffic bins: the chart misses none.
+    assert_eq!(bins, (1..=100).collect::<Vec<u64>>());
 }
 
 #[tokio::test]
@@ -117,6 +123,21 @@ async fn publishing_a_snapshot_replaces_it_whole_and_streams_its_interval() {
     let (name, data) = events.next(Duration::from_secs(5)).await.unwrap();
     assert_eq!((name.as_str(), data["status"]["packets"].as_u64()), ("final", Some(99)));
     assert_eq!(state.snapshot().status.packets, 99);
+    assert!(data.get("bins").is_none(), "the same bins again: {data}");
+}
+
+#[tokio::test]
+async fn a_published_snapshot_streams_only_its_new_bins() {
+    let state = RunState::new(common::snapshot(Phase::Running));
+    let mut events = Events::open(state.clone(), "/api/stream?resolution_ms=10").await;
+    let (_, first) = events.next(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first["bins"].as_array().map(Vec::len), Some(2), "a new client gets the bins kept: {first}");
+    let mut next = common::snapshot(Phase::Running);
+    next.live.bins.push_back(TrafficBin { start_s: 103.9, packets: [5, 0, 0, 0], bytes: [500, 0, 0, 0] });
+    state.publish(next);
+    let (_, data) = events.next(Duration::from_secs(5)).await.unwrap();
+    let starts: Vec<f64> = data["bins"].as_array().unwrap().iter().map(|b| b["start_s"].as_f64().unwrap()).collect();
+    assert_eq!(starts, [103.9]);
 }
 
 #[tokio::test]

@@ -429,19 +429,36 @@ extern "C" fn on_stop_signal(_: libc::c_int) {
 /// after one signal (SA_RESETHAND), so a second one ends the process at once.
 pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: sigaction is plain old data; all zeroes is a valid (empty) value.
-        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-        action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESETHAND;
-        // SAFETY: installs a handler that only stores to an atomic; `action` is initialised and
-        // its mask empty (zeroed, then sigemptyset).
-        let r = unsafe {
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(signal, &action, std::ptr::null_mut())
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        on_signal(signal, on_stop_signal, libc::SA_RESETHAND)?;
     }
     Ok(&STOP)
+}
+
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_reload_signal(_: libc::c_int) {
+    RELOAD.store(true, Ordering::Relaxed);
+}
+
+/// A flag raised by every SIGHUP (the monitor takes it down when it has reloaded).
+pub fn reload_on_sighup() -> io::Result<&'static AtomicBool> {
+    on_signal(libc::SIGHUP, on_reload_signal, libc::SA_RESTART)?;
+    Ok(&RELOAD)
+}
+
+fn on_signal(signal: libc::c_int, handler: extern "C" fn(libc::c_int), flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: sigaction is plain old data; all zeroes is a valid (empty) value.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler as *const () as libc::sighandler_t;
+    action.sa_flags = flags;
+    // SAFETY: installs a handler that only stores to an atomic; `action` is initialised and its
+    // mask empty (zeroed, then sigemptyset).
+    let r = unsafe {
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(signal, &action, std::ptr::null_mut())
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

@@ -18,4 +18,4 @@ mod writer;
 
 pub use columns::{tcp_columns, udp_columns, Column, Value};
 pub use line::LineFormat;
-pub use writer::{write_records, Format, LineSink, OutputDir, OutputError};
+pub use writer::{write_records, FlowLines, Format, LineSink, OutputDir, OutputError};

@@ -101,8 +101,13 @@ impl OutputDir {
     /// With more than one worker the two files are sorted and written at the same time (the
     /// end of a run is otherwise serial); with one, one after the other.
     pub fn write_lines(&self, sinks: Vec<LineSink>) -> Result<(), OutputError> {
-        let parallel = sinks.len() > 1;
-        let (tcp, udp): (Vec<Lines>, Vec<Lines>) = sinks.into_iter().map(|s| (s.tcp, s.udp)).unzip();
+        self.write_flow_lines(sinks.into_iter().map(FlowLines::from).collect())
+    }
+
+    /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
+    pub fn write_flow_lines(&self, parts: Vec<FlowLines>) -> Result<(), OutputError> {
+        let parallel = parts.len() > 1;
+        let (tcp, udp): (Vec<Lines>, Vec<Lines>) = parts.into_iter().map(|s| (s.tcp, s.udp)).unzip();
         let [tcp_name, udp_name, _] = Self::file_names(self.format);
         let write_tcp = || write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), tcp));
         let write_udp = || write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), udp));
@@ -181,6 +186,67 @@ impl Lines {
     }
 }
 
+/// Flow log lines taken out of their sinks while a run goes on (a live monitor hands them to
+/// its dashboard and its rotated outputs): given back whole, they write the same logs.
+#[derive(Default)]
+pub struct FlowLines {
+    tcp: Lines,
+    udp: Lines,
+}
+
+impl From<LineSink> for FlowLines {
+    fn from(sink: LineSink) -> FlowLines {
+        FlowLines { tcp: sink.tcp, udp: sink.udp }
+    }
+}
+
+impl FlowLines {
+    /// Appends `other`'s lines.
+    pub fn absorb(&mut self, other: FlowLines) {
+        for (mine, theirs) in [(&mut self.tcp, other.tcp), (&mut self.udp, other.udp)] {
+            let base = mine.text.len();
+            mine.index.extend(theirs.index.into_iter().map(|(key, start, len)| (key, start + base, len)));
+            mine.text.extend_from_slice(&theirs.text);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tcp.index.len() + self.udp.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The TCP (`udp` false) or UDP log's lines, in the order the flows ended.
+    pub fn lines(&self, udp: bool) -> impl Iterator<Item = &[u8]> {
+        let lines = if udp { &self.udp } else { &self.tcp };
+        lines.index.iter().map(move |&(_, start, len)| lines.line(start, len))
+    }
+
+    /// Both logs of `parts` as the files [`OutputDir::write_flow_lines`] writes: names and
+    /// contents, in output order.
+    pub fn render(format: Format, parts: Vec<FlowLines>) -> io::Result<[(String, Vec<u8>); 2]> {
+        let (tcp, udp): (Vec<Lines>, Vec<Lines>) = parts.into_iter().map(|s| (s.tcp, s.udp)).unzip();
+        let [tcp_name, udp_name, _] = OutputDir::file_names(format);
+        let (mut tcp_text, mut udp_text) = (Vec::new(), Vec::new());
+        write_sorted(&mut tcp_text, format, &tcp_columns(), tcp)?;
+        write_sorted(&mut udp_text, format, &udp_columns(), udp)?;
+        Ok([(tcp_name, tcp_text), (udp_name, udp_text)])
+    }
+
+    /// The header a log of `format` starts with (empty for JSON Lines).
+    pub fn header(format: Format, udp: bool) -> String {
+        let mut out = Vec::new();
+        let written = if udp {
+            write_header(&mut out, format, &udp_columns())
+        } else {
+            write_header(&mut out, format, &tcp_columns())
+        };
+        written.map_or_else(|_| String::new(), |()| String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
 /// A flow sink that formats each record into its line as the flow ends — in the worker thread
 /// that ended it, so formatting runs in parallel and the wide record is dropped at once.
 pub struct LineSink {
@@ -220,6 +286,11 @@ impl LineSink {
             anon,
             ..self
         }
+    }
+
+    /// The lines formatted since the last call (the sink keeps formatting).
+    pub fn take(&mut self) -> FlowLines {
+        FlowLines { tcp: std::mem::take(&mut self.tcp), udp: std::mem::take(&mut self.udp) }
     }
 
     /// Flows formatted so far.

@@ -98,6 +98,23 @@ impl FlowIntervals {
         }
     }
 
+    /// The intervals counted since the last call (a live run hands them on as it goes).
+    pub fn take(&mut self) -> BTreeMap<u64, FlowInterval> {
+        std::mem::take(&mut self.intervals)
+    }
+
+    /// Adds intervals taken from another sink (or from this one earlier).
+    pub fn absorb(&mut self, parts: BTreeMap<u64, FlowInterval>) {
+        for (i, f) in parts {
+            match self.intervals.get_mut(&i) {
+                Some(mine) => mine.merge(&f),
+                None => {
+                    self.intervals.insert(i, f);
+                }
+            }
+        }
+    }
+
     fn at(&mut self, t_ns: u64) -> &mut FlowInterval {
         self.intervals.entry(t_ns / self.interval_ns).or_default()
     }

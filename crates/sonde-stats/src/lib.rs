@@ -26,7 +26,7 @@ use ipnet::IpNet;
 pub use bins::{Binning, Dist};
 pub use class::{Dir, Metric, Net, Proto, Unit};
 pub use flows::{FlowInterval, FlowIntervals};
-pub use packets::{PacketInterval, PacketIntervals};
+pub use packets::{FineBin, FineBins, PacketInterval, PacketIntervals};
 pub use report::{Interval, Report, ReportSummary};
 pub use tables::{HostRow, ProtoKey, Tables, Traffic};
 

@@ -24,7 +24,7 @@ pub struct PacketInterval {
 
 impl PacketInterval {
     /// Adds a later part of the same interval.
-    fn merge(&mut self, other: PacketInterval) {
+    pub fn merge(&mut self, other: PacketInterval) {
         for (mine, theirs) in self.traffic.iter_mut().flatten().zip(other.traffic.iter().flatten()) {
             mine.merge(theirs);
         }
@@ -52,6 +52,24 @@ pub struct PacketIntervals {
     ip_ttl: [DenseDist; 4],
     tables: Option<Tables>,
     done: BTreeMap<u64, PacketInterval>,
+    /// Traffic in short bins of packet time, for a live view (off unless asked for).
+    fine: Option<FineBins>,
+}
+
+/// Traffic per direction ([`Net`]) in bins much shorter than the interval: what a live
+/// throughput chart plots at a resolution the operator picks.
+#[derive(Debug, Clone)]
+pub struct FineBins {
+    pub bin_ns: u64,
+    current: Option<FineBin>,
+    done: Vec<FineBin>,
+}
+
+/// One fine bin: its index (start ÷ `bin_ns`) and traffic by [`Net`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FineBin {
+    pub index: u64,
+    pub traffic: [Traffic; 4],
 }
 
 impl PacketIntervals {
@@ -67,6 +85,40 @@ impl PacketIntervals {
             ip_ttl: std::array::from_fn(|_| DenseDist::new(256)),
             tables: cfg.tables.then(|| Tables::new(cfg.table_cap)),
             done: BTreeMap::new(),
+            fine: None,
+        }
+    }
+
+    /// Also counts traffic per direction in bins of `bin_ns`, taken with [`Self::take_fine`].
+    pub fn with_fine_bins(mut self, bin_ns: u64) -> Self {
+        self.fine = Some(FineBins { bin_ns: bin_ns.max(1), current: None, done: Vec::new() });
+        self
+    }
+
+    /// The intervals closed since the last call (a live run hands them on as it goes; what
+    /// [`Self::finish`] returns then is the rest).
+    pub fn take_closed(&mut self) -> Vec<PacketInterval> {
+        std::mem::take(&mut self.done).into_values().collect()
+    }
+
+    /// The fine bins ended since the last call, oldest first.
+    pub fn take_fine(&mut self) -> Vec<FineBin> {
+        self.fine.as_mut().map_or_else(Vec::new, |f| std::mem::take(&mut f.done))
+    }
+
+    #[inline]
+    fn fine(&mut self, ts_ns: u64, net: Net, bytes: u64) {
+        let Some(f) = self.fine.as_mut() else { return };
+        let index = ts_ns / f.bin_ns;
+        match &mut f.current {
+            Some(bin) if bin.index == index => bin.traffic[net as usize].add(bytes),
+            current => {
+                let mut bin = FineBin { index, ..FineBin::default() };
+                bin.traffic[net as usize].add(bytes);
+                if let Some(ended) = current.replace(bin) {
+                    f.done.push(ended);
+                }
+            }
         }
     }
 
@@ -83,6 +135,7 @@ impl PacketIntervals {
         }
         let Some(ip) = &p.ip else {
             self.traffic[Proto::Other as usize][Net::Ext as usize].add(u64::from(wire_len));
+            self.fine(ts_ns, Net::Ext, u64::from(wire_len));
             return;
         };
         let proto = match p.transport {
@@ -91,8 +144,10 @@ impl PacketIntervals {
             Some(Transport::Icmp { .. }) => Proto::Icmp,
             _ => Proto::Other,
         };
-        let net = self.internal.net(&ip.src, &ip.dst) as usize;
+        let net = self.internal.net(&ip.src, &ip.dst);
         let bytes = u64::from(ip.total_len);
+        self.fine(ts_ns, net, bytes);
+        let net = net as usize;
         self.traffic[proto as usize][net].add(bytes);
         self.ip_len[net].add(bytes);
         self.ip_ttl[net].add(u64::from(ip.ttl));
@@ -107,6 +162,11 @@ impl PacketIntervals {
         if self.current.is_some() && now_ns >= self.current_ns.1 {
             self.close();
             self.current_ns = (0, 0);
+        }
+        if let Some(f) = self.fine.as_mut() {
+            if f.current.is_some_and(|bin| now_ns / f.bin_ns > bin.index) {
+                f.done.extend(f.current.take());
+            }
         }
     }
 

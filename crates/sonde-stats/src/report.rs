@@ -89,8 +89,11 @@ impl Report {
     pub fn new(cfg: &Config, packets: Vec<PacketInterval>, workers: Vec<FlowIntervals>) -> Report {
         let mut intervals: BTreeMap<u64, Interval> = BTreeMap::new();
         for p in packets {
-            let index = p.index;
-            intervals.entry(index).or_default().packets = Some(p);
+            // The same index twice: taken in parts by a live run, time having stepped back.
+            match &mut intervals.entry(p.index).or_default().packets {
+                Some(earlier) => earlier.merge(p),
+                slot => *slot = Some(p),
+            }
         }
         for w in &workers {
             for (i, f) in &w.intervals {
@@ -145,27 +148,39 @@ impl Report {
 
     /// Writes the interval files into `dir`; returns their names.
     pub fn write(&self, dir: &Path) -> io::Result<Vec<&'static str>> {
-        let mut names = FILES.to_vec();
-        self.write_file(dir, FILES[0], |out| self.write_intervals(out))?;
-        self.write_file(dir, FILES[1], |out| self.write_quantiles(out))?;
-        self.write_file(dir, FILES[2], |out| self.write_histograms(out))?;
-        if self.intervals.values().any(|i| i.packets.as_ref().is_some_and(|p| p.tables.is_some())) {
-            self.write_file(dir, TABLE_FILES[0], |out| self.write_hosts(out))?;
-            self.write_file(dir, TABLE_FILES[1], |out| self.write_matrix(out))?;
-            self.write_file(dir, TABLE_FILES[2], |out| self.write_protocols(out))?;
-            self.write_file(dir, TABLE_FILES[3], |out| self.write_top(out))?;
-            names.extend(TABLE_FILES);
+        let files = self.render()?;
+        for (name, text) in &files {
+            let mut file = BufWriter::new(File::create(dir.join(name))?);
+            file.write_all(text.as_bytes())?;
+            file.into_inner().map_err(|e| e.into_error())?.sync_data()?;
         }
-        Ok(names)
+        Ok(files.into_iter().map(|(name, _)| name).collect())
     }
 
-    fn write_file(&self, dir: &Path, name: &str, body: impl FnOnce(&mut String) -> io::Result<()>) -> io::Result<()> {
-        let path = dir.join(name);
-        let mut text = String::new();
-        body(&mut text)?;
-        let mut file = BufWriter::new(File::create(&path)?);
-        file.write_all(text.as_bytes())?;
-        file.into_inner().map_err(|e| e.into_error())?.sync_data()
+    /// The interval files' names and texts (the tables' only when the run kept them).
+    pub fn render(&self) -> io::Result<Vec<(&'static str, String)>> {
+        type Body = fn(&Report, &mut String) -> io::Result<()>;
+        let mut bodies: Vec<(&'static str, Body)> = vec![
+            (FILES[0], Report::write_intervals),
+            (FILES[1], Report::write_quantiles),
+            (FILES[2], Report::write_histograms),
+        ];
+        if self.intervals.values().any(|i| i.packets.as_ref().is_some_and(|p| p.tables.is_some())) {
+            bodies.extend([
+                (TABLE_FILES[0], Report::write_hosts as Body),
+                (TABLE_FILES[1], Report::write_matrix),
+                (TABLE_FILES[2], Report::write_protocols),
+                (TABLE_FILES[3], Report::write_top),
+            ]);
+        }
+        bodies
+            .into_iter()
+            .map(|(name, body)| {
+                let mut text = String::new();
+                body(self, &mut text)?;
+                Ok((name, text))
+            })
+            .collect()
     }
 
     /// "start\tend\t" of interval `i`.

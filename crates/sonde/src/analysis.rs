@@ -9,13 +9,14 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
-use sonde_engine::{analyze_monitored, resources, Filter, Pipeline, Progress};
+use sonde_engine::{analyze_live, resources, Filter, Live, Pipeline, Progress};
 use sonde_flow::FlowConfig;
-use sonde_output::{Format, LineSink, OutputDir};
+use sonde_output::{FlowLines, Format, LineSink, OutputDir};
 use sonde_stats::{FlowIntervals, PacketIntervals, Report};
 
 use crate::flags::{AnalysisArgs, FormatArg};
-use crate::{anon, definitions, report, store, thin, EXIT_INPUT_DAMAGED};
+use crate::live::{Collector, LiveOptions};
+use crate::{anon, definitions, live, report, store, thin, EXIT_INPUT_DAMAGED};
 
 /// A run ready to read its first packet: settings checked, definitions loaded, the output
 /// directory prepared.
@@ -106,6 +107,17 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     Ok((prepared, input))
 }
 
+impl Prepared {
+    /// A live run with an editor counts definitions even when it starts with none: the
+    /// operator may add some.
+    pub fn count_definitions(&mut self, args: &AnalysisArgs) -> Result<()> {
+        if self.counter.is_none() {
+            self.counter = Some(Counter::new(Vec::new(), args.interval_ns()?, args.definition_fids));
+        }
+        Ok(())
+    }
+}
+
 /// A run whose outputs are written but for the summary.
 pub struct Finished {
     /// The caller may complete it (its optional parts) before [`finish`] writes it.
@@ -125,6 +137,7 @@ pub fn run(
     source: &mut dyn PacketSource,
     input_name: &str,
     compression: Option<&str>,
+    live: Option<&LiveOptions>,
 ) -> Result<Finished> {
     let started = Instant::now();
     let cpu_before = resources::cpu_seconds();
@@ -136,14 +149,45 @@ pub fn run(
     // and adds the flows to its interval statistics.
     let new_sink =
         || (LineSink::new(format).anonymized(anonymizer.clone()), monitor_cfg.as_ref().map(FlowIntervals::new));
-    let mut packet_intervals = monitor_cfg.as_ref().map(PacketIntervals::new);
-    let (outcome, sinks) = analyze_monitored(
+    let mut packet_intervals = monitor_cfg.as_ref().map(|cfg| {
+        let intervals = PacketIntervals::new(cfg);
+        if live.is_some() {
+            intervals.with_fine_bins(live::BIN_NS)
+        } else {
+            intervals
+        }
+    });
+    // A live run drains the workers into a collector thread as it goes (published to the HTTP
+    // state); what it drained joins what the run holds at its end.
+    let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
+    let (worker_parts, shown_anon) = (parts_tx.clone(), anonymizer.clone());
+    let drain = move |sink: &mut live::Sink, open: Vec<sonde_flow::FlowRecord>, seq: u64| {
+        let shown = LineSink::new(format).anonymized(shown_anon.clone());
+        live::drain_sink(&worker_parts, sink, open, shown, seq)
+    };
+    let mut hooks = live.map(|l| live::Hooks::new(l, parts_tx.clone()));
+    let collector = live.map(|l| {
+        let c =
+            Collector::new(prepared.pipeline.workers, monitor_cfg.clone(), format, anonymizer.clone(), l.state.clone());
+        let rx = parts_rx.clone();
+        std::thread::Builder::new().name("sonde-publish".into()).spawn(move || c.run(rx))
+    });
+    drop(parts_rx);
+    let collector = collector.transpose().context("starting the publishing thread")?;
+    let live_run = hooks.as_mut().map(|hooks| Live {
+        every_ns: live::PUBLISH_NS,
+        drain_sink: &drain,
+        open_flows: if live.is_some_and(|l| l.state.is_some()) { live::OPEN_FLOWS } else { 0 },
+        hooks: hooks as &mut dyn sonde_engine::LiveHooks,
+    });
+    let (outcome, sinks) = analyze_live(
         source,
         prepared.filter.as_mut(),
         &prepared.pipeline,
         &new_sink,
         packet_intervals.as_mut(),
         prepared.counter.as_mut(),
+        live_run,
         &mut |p: Progress| {
             // The bar appears only once a run has lasted a second.
             if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
@@ -162,13 +206,22 @@ pub fn run(
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = resources::cpu_seconds() - cpu_before;
 
-    let (line_sinks, flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
-    prepared.out.write_lines(line_sinks)?;
+    drop((hooks, drain, parts_tx));
+    let drained = match collector {
+        Some(c) => c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        None => live::Drained::default(),
+    };
+    let (line_sinks, mut flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
+    let lines = std::iter::once(drained.lines).chain(line_sinks.into_iter().map(FlowLines::from)).collect();
+    prepared.out.write_flow_lines(lines)?;
+    flow_intervals.push(drained.flows);
     let mut outputs = OutputDir::file_names(format).to_vec();
     let mut monitoring = None;
     let mut intervals = None;
     if let (Some(cfg), Some(packets)) = (monitor_cfg, packet_intervals) {
-        let mut report = Report::new(cfg, packets.finish(), flow_intervals.into_iter().flatten().collect());
+        let mut all_packets = drained.packets;
+        all_packets.extend(packets.finish());
+        let mut report = Report::new(cfg, all_packets, flow_intervals.into_iter().flatten().collect());
         if let Some(anon) = &anonymizer {
             report.anonymize(&mut anon.clone());
         }

@@ -116,6 +116,26 @@ pub struct DefinitionSummary {
     pub untracked_packets: u64,
 }
 
+/// What each definition (not the associations) counted so far.
+pub fn summaries(counter: &Counter) -> Vec<DefinitionSummary> {
+    counter
+        .totals()
+        .into_iter()
+        .filter(|t| !t.association)
+        .map(|t| DefinitionSummary {
+            name: t.name,
+            definition: t.text,
+            version: t.version,
+            retired: t.retired,
+            packets: t.traffic.packets,
+            bytes: t.traffic.bytes,
+            fid_rows: t.fid_rows,
+            overflow_packets: t.overflow_packets,
+            untracked_packets: t.untracked_packets,
+        })
+        .collect()
+}
+
 /// Writes definitions.tsv (and the gap and flow files the definitions ask for) into `dir`;
 /// returns the names written and the totals.
 pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<DefinitionSummary>)> {
@@ -141,21 +161,6 @@ pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<De
         file(ASSOC_FILE, &|out| counter.write_associations(out))?;
         names.push(ASSOC_FILE);
     }
-    let totals = counter
-        .totals()
-        .into_iter()
-        .filter(|t| !t.association)
-        .map(|t| DefinitionSummary {
-            name: t.name,
-            definition: t.text,
-            version: t.version,
-            retired: t.retired,
-            packets: t.traffic.packets,
-            bytes: t.traffic.bytes,
-            fid_rows: t.fid_rows,
-            overflow_packets: t.overflow_packets,
-            untracked_packets: t.untracked_packets,
-        })
-        .collect();
+    let totals = summaries(counter);
     Ok((names, totals))
 }

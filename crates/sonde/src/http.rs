@@ -47,19 +47,69 @@ pub struct RunOutputs<'a> {
     pub flow_ext: &'a str,
 }
 
+impl<'a> RunOutputs<'a> {
+    pub fn of(finished: &'a crate::analysis::Finished, out_dir: &'a Path) -> RunOutputs<'a> {
+        RunOutputs {
+            run: &finished.report,
+            report: finished.intervals.as_ref(),
+            definitions_version: finished.definitions_version,
+            out_dir,
+            flow_ext: finished.format.extension(),
+        }
+    }
+}
+
+/// A definition's summary as the API lists it.
+pub fn definition(d: &crate::definitions::DefinitionSummary) -> Definition {
+    Definition {
+        name: d.name.clone(),
+        definition: d.definition.clone(),
+        version: d.version,
+        retired: d.retired,
+        packets: d.packets,
+        bytes: d.bytes,
+    }
+}
+
 impl Prepared {
     /// Publishes the finished run and serves it until SIGINT.
     pub fn serve(self, outputs: &RunOutputs<'_>, quiet: bool) -> Result<()> {
-        let snapshot = snapshot(outputs, self.started_unix_s)?;
+        let snapshot = finished_snapshot(outputs, self.started_unix_s)?;
         let state = RunState::new(snapshot);
+        let app = self.announce(state, quiet, "Ctrl-C stops")?;
+        sonde_http::serve_until_interrupted(self.listener, app).context("http server")
+    }
+
+    /// Serves `state` (a live run publishes into it) in a thread of its own until stopped.
+    pub fn serve_live(self, state: std::sync::Arc<RunState>, quiet: bool) -> Result<sonde_http::Background> {
+        let app = self.announce(state, quiet, "while capturing")?;
+        sonde_http::serve_in_background(self.listener, app).context("http server")
+    }
+
+    /// A live run's first snapshot: running, nothing read yet.
+    pub fn starting(&self, input: &str) -> Snapshot {
+        let status = Status {
+            state: Phase::Running,
+            input: input.to_string(),
+            started_unix_s: self.started_unix_s,
+            ..Status::default()
+        };
+        Snapshot { status, ..Snapshot::default() }
+    }
+
+    pub fn started_unix_s(&self) -> f64 {
+        self.started_unix_s
+    }
+
+    fn announce(&self, state: std::sync::Arc<RunState>, quiet: bool, how: &str) -> Result<sonde_http::App> {
         let addr = self.listener.local_addr()?;
         let app = sonde_http::router(state, self.access.clone());
         // Printed even with -q: it is the only way to learn a port 0 picked.
-        println!("sonde: serving http://{addr}/ (Ctrl-C stops)");
+        println!("sonde: serving http://{addr}/ ({how})");
         if !quiet && self.access != Access::Open {
             eprintln!("sonde: API calls need 'Authorization: Bearer TOKEN'; the dashboard takes #token=TOKEN");
         }
-        sonde_http::serve_until_interrupted(self.listener, app).context("http server")
+        Ok(app)
     }
 }
 
@@ -72,7 +122,8 @@ fn read_table(dir: &Path, name: &str) -> Result<Table> {
     Ok(if name.ends_with(".jsonl") { Table::from_jsonl(&text) } else { Table::from_tsv(&text) })
 }
 
-fn snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snapshot> {
+/// The finished run's snapshot, read from its outputs.
+pub fn finished_snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snapshot> {
     let summary = serde_json::to_value(o.run)?;
     let num = |path: &[&str]| path.iter().try_fold(&summary, |v, k| v.get(k)).and_then(Value::as_f64);
     let packets = num(&["packets", "read"]).unwrap_or(0.0) as u64;
@@ -89,20 +140,7 @@ fn snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snapshot> {
     let dir = o.out_dir;
     let definitions = Definitions {
         version: o.definitions_version,
-        items: o
-            .run
-            .definitions
-            .iter()
-            .flatten()
-            .map(|d| Definition {
-                name: d.name.clone(),
-                definition: d.definition.clone(),
-                version: d.version,
-                retired: d.retired,
-                packets: d.packets,
-                bytes: d.bytes,
-            })
-            .collect(),
+        items: o.run.definitions.iter().flatten().map(definition).collect(),
         counts: read_table(dir, crate::definitions::FILE)?,
     };
     Ok(Snapshot {
@@ -120,5 +158,6 @@ fn snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snapshot> {
             udp: read_table(dir, &format!("udp_flows.{}", o.flow_ext))?,
         },
         definitions,
+        live: Default::default(),
     })
 }

@@ -7,6 +7,7 @@ mod compare;
 mod definitions;
 mod flags;
 mod http;
+mod live;
 mod monitor;
 mod pending;
 mod plot;
@@ -52,16 +53,10 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let (prepared, mut source) =
         analysis::prepare(&args.analysis, || sonde_capture::open(&args.read).with_context(|| input_name.clone()))?;
     let compression = source.compression().map(str::to_string);
-    let finished = analysis::run(&args.analysis, prepared, source.as_mut(), &input_name, compression.as_deref())?;
+    let finished = analysis::run(&args.analysis, prepared, source.as_mut(), &input_name, compression.as_deref(), None)?;
     let code = analysis::finish(&args.analysis, &finished)?;
     if let Some(server) = server {
-        let outputs = http::RunOutputs {
-            run: &finished.report,
-            report: finished.intervals.as_ref(),
-            definitions_version: finished.definitions_version,
-            out_dir: &args.analysis.out,
-            flow_ext: finished.format.extension(),
-        };
+        let outputs = http::RunOutputs::of(&finished, &args.analysis.out);
         server.serve(&outputs, args.analysis.quiet)?;
     }
     Ok(code)

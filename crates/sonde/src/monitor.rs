@@ -9,8 +9,9 @@ use clap::ValueEnum;
 use serde::Serialize;
 use sonde_live::{Backend, LiveSource};
 
-use crate::analysis;
 use crate::flags::AnalysisArgs;
+use crate::live::LiveOptions;
+use crate::{analysis, http, live};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CaptureArg {
@@ -41,6 +42,15 @@ pub struct MonitorArgs {
     /// intervals close and flows time out on a quiet link).
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub tick_ms: u64,
+    /// While capturing, serve the live run (JSON API, stream, Prometheus /metrics, dashboard;
+    /// docs/http.md) on ADDR, e.g. 127.0.0.1:8080 (port 0: any free one). Definitions can be
+    /// added, replaced and removed there while the capture runs.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;
+    /// default: the SONDE_HTTP_TOKEN environment variable).
+    #[arg(long, value_name = "FILE")]
+    pub http_token: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -87,6 +97,9 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
     anyhow::ensure!(args.tick_ms > 0, "--tick-ms must be at least 1");
     let stop = sonde_live::stop_on_signals().context("installing the SIGINT/SIGTERM handlers")?;
+    let reload = sonde_live::reload_on_sighup().context("installing the SIGHUP handler")?;
+    // The address is checked and bound before the capture opens.
+    let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
     let cfg = sonde_live::Config {
         interfaces: args.interfaces.clone(),
         backend: match args.capture {
@@ -99,7 +112,31 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         interval_ns: args.analysis.interval_ns()?,
     };
     let input_name = args.interfaces.join(",");
-    let (prepared, mut source) = analysis::prepare(&args.analysis, || Ok(LiveSource::open(&cfg, stop)?))?;
+    let (mut prepared, mut source) = analysis::prepare(&args.analysis, || Ok(LiveSource::open(&cfg, stop)?))?;
+    // Always live: drains every half second feed the HTTP state (with --http) and let SIGHUP
+    // reload the definitions at the packet it reaches.
+    let (edits_tx, edits) = crossbeam_channel::unbounded();
+    let mut opts = LiveOptions {
+        state: None,
+        edits,
+        reload: args.analysis.definitions.clone().map(|path| (reload, path)),
+        input: input_name.clone(),
+        started_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        quiet: args.analysis.quiet,
+    };
+    let server = match server {
+        Some(server) => {
+            prepared.count_definitions(&args.analysis)?;
+            let editor = Box::new(live::Editor { edits: edits_tx });
+            let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
+            opts.started_unix_s = server.started_unix_s();
+            opts.state = Some(state.clone());
+            Some(server.serve_live(state, args.analysis.quiet)?)
+        }
+        None => None,
+    };
     if let Some(user) = &args.user {
         sonde_live::drop_to_user(user)?;
         check_writable(&args.analysis.out, user)?;
@@ -110,7 +147,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
             sonde_capture::PacketSource::format(&source)
         );
     }
-    let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None)?;
+    let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None, Some(&opts))?;
     if let Some(interval_ns) = cfg.interval_ns {
         let path = args.analysis.out.join(FILE);
         std::fs::write(&path, capture_tsv(&source.interval_counters(), interval_ns))
@@ -140,7 +177,16 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         if_dropped_pkts: interfaces.iter().map(|i| i.if_dropped_pkts).sum(),
         interfaces,
     });
-    analysis::finish(&args.analysis, &finished)
+    let code = analysis::finish(&args.analysis, &finished)?;
+    if let (Some(server), Some(state)) = (server, &opts.state) {
+        // The finished run, as `analyze --http` would serve it, then the server stops.
+        let outputs = http::RunOutputs::of(&finished, &args.analysis.out);
+        let mut last = http::finished_snapshot(&outputs, opts.started_unix_s)?;
+        last.live = state.snapshot().live.clone();
+        state.publish(last);
+        server.stop().context("stopping the http server")?;
+    }
+    Ok(code)
 }
 
 /// The capture's counters per interval (with the monitoring outputs).

@@ -84,3 +84,25 @@ pub fn tshark(trace: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
     assert!(out.status.success(), "tshark {filter}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
 }
+
+/// The browser test's needs: node, chromium and tests/browser's packages; `None` (SKIPPED
+/// printed) without.
+pub fn browser() -> Option<(PathBuf, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser");
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    let missing = if !node_ok {
+        Some("node")
+    } else if !Path::new(&chromium).exists() {
+        Some("chromium")
+    } else if !dir.join("node_modules/playwright-core").is_dir() {
+        Some("tests/browser/node_modules (npm ci)")
+    } else {
+        None
+    };
+    if let Some(what) = missing {
+        eprintln!("SKIPPED: no {what} for the browser test (make deps installs them)");
+        return None;
+    }
+    Some((dir, chromium))
+}

@@ -195,22 +195,7 @@ fn a_public_address_needs_a_token() {
 
 #[test]
 fn the_dashboard_in_a_real_browser() {
-    let browser_dir = repo().join("tests/browser");
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    let node_ok = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
-    let missing = if !node_ok {
-        Some("node")
-    } else if !Path::new(&chromium).exists() {
-        Some("chromium")
-    } else if !browser_dir.join("node_modules/playwright-core").is_dir() {
-        Some("tests/browser/node_modules (npm ci)")
-    } else {
-        None
-    };
-    if let Some(what) = missing {
-        eprintln!("SKIPPED: no {what} for the browser test (make deps installs them)");
-        return;
-    }
+    let Some((browser_dir, chromium)) = common::browser() else { return };
     let server = Server::start("127.0.0.1:0", &[], None);
     let artifacts = repo().join("target/browser-artifacts");
     let started = Instant::now();

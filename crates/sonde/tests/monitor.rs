@@ -366,3 +366,130 @@ fn two_interfaces_are_read_as_one_input() {
     assert_eq!(read_tsv(&out.join("tcp_flows.tsv")).len(), 13);
     assert_eq!(read_tsv(&out.join("udp_flows.tsv")).len(), 3);
 }
+
+#[test]
+fn publishing_live_changes_no_output() {
+    // The drains that feed the dashboard hand the flow lines and statistics on while the run
+    // goes; given back at the end, the outputs are those of a run without them.
+    check_replay(&demo(), 5_000, &["--threads", "2", "--http", "127.0.0.1:0", "--interval", "1"]);
+    check_replay(&demo(), 5_000, &["--threads", "1", "--http", "127.0.0.1:0", "--interval", "0.05"]);
+}
+
+#[test]
+fn intervals_drained_live_are_all_written() {
+    let Some(ns) = Netns::new() else { return };
+    let out = tempfile::tempdir().unwrap();
+    let monitor = Monitor::start(&ns, out.path(), &["--threads", "2", "--http", "127.0.0.1:0", "--interval", "0.05"]);
+    ns.replay(&demo(), 2_000);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let rows = read_tsv(&out.path().join("intervals.tsv"));
+    let packets: u64 = rows.iter().map(|r| int(r, "packets")).sum();
+    let opened: u64 = rows.iter().map(|r| int(r, "flows_opened")).sum();
+    assert_eq!(packets, 443, "every packet in some interval");
+    assert_eq!(opened, 13 + 2, "every flow opened in some interval");
+    // 443 packets at 2,000/s: about 0.22 s, so several 50 ms intervals, each once.
+    let starts: Vec<&String> = rows.iter().map(|r| &r["start"]).collect();
+    let mut unique = starts.clone();
+    unique.dedup();
+    assert!(unique.len() >= 4, "{} intervals", unique.len());
+}
+
+#[test]
+fn sighup_reloads_the_definitions() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    std::fs::write(&defs, "web = tcp.dport == 80\n").unwrap();
+    let out = dir.path().join("out");
+    let mut args = vec!["--threads", "2", "--interval", "1", "--definitions"];
+    args.push(defs.to_str().unwrap());
+    let monitor = Monitor::start(&ns, &out, &args);
+    ns.replay(&demo(), 5_000);
+    // The file changes: web replaced, udp7000 added; SIGHUP applies it to the packets after.
+    std::fs::write(&defs, "web = tcp.dport == 8080\nudp7000 = udp.dport == 7000\n").unwrap();
+    let pid = monitor.child.as_ref().unwrap().id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    // Applied at the next drain (a tick on the quiet link), before the second replay.
+    std::thread::sleep(Duration::from_millis(1_500));
+    ns.replay(&demo(), 5_000);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let sum = summary(&out);
+    let defs: Vec<(String, u64, bool, u64)> = sum["definitions"]
+        .as_array()
+        .expect("definitions in summary.json")
+        .iter()
+        .map(|d| {
+            let name = d["name"].as_str().unwrap().to_string();
+            (name, d["version"].as_u64().unwrap(), d["retired"].as_bool().unwrap(), d["packets"].as_u64().unwrap())
+        })
+        .collect();
+    // The first web counted the first replay's port-80 packets (109), the second the second
+    // replay's port-8080 ones (75); udp7000 the second replay's 60.
+    assert_eq!(
+        defs,
+        [("web".to_string(), 1, true, 109), ("web".to_string(), 2, false, 75), ("udp7000".to_string(), 3, false, 60)]
+    );
+}
+
+#[test]
+fn the_live_dashboard_in_a_real_browser() {
+    let Some((browser_dir, chromium)) = browser() else { return };
+    let Some(ns) = Netns::new() else { return };
+    // The server listens on the namespace's loopback; the browser runs there too.
+    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "lo", "up"])));
+    let out = tempfile::tempdir().unwrap();
+    let mut child = ns
+        .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
+        .args(["monitor", "-i", "va", "--force", "--threads", "2", "--interval", "1", "--http", "127.0.0.1:0"])
+        // The servers inside: traffic to them is "in", from them "out".
+        .args(["--internal", "10.77.0.2/32", "--internal", "fd77::2/128", "-o"])
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sonde monitor");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
+    let mut stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let monitor = Monitor { child: Some(child) };
+    // The demo trace, over and over at 300 packets/s, while the browser looks.
+    let mut replay = ns
+        .exec(Path::new("tcpreplay"))
+        .args(["-q", "-i", "vb", "--pps", "300", "--loop", "60"])
+        .arg(demo())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tcpreplay");
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
+    let run = ns
+        .exec(Path::new("node"))
+        .current_dir(&browser_dir)
+        .arg("live.mjs")
+        .arg(&url)
+        .arg(&artifacts)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    let _ = replay.kill();
+    let _ = replay.wait();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    eprintln!("screenshots in {}", artifacts.display());
+    assert!(run.status.success(), "the live browser test failed");
+    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
+    assert!(checks.is_some_and(|n| n >= 12), "{stdout}");
+    for shot in ["live.png", "live-definition.png"] {
+        assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
+    }
+    monitor.stop();
+    // The definition added in the page is in the run's outputs, with the change logged.
+    let sum = summary(out.path());
+    assert_eq!(sum["definitions"][0]["name"], "web");
+    assert!(sum["definitions"][0]["packets"].as_u64().unwrap() > 0);
+}

@@ -8,8 +8,8 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sonde_http::{
-    router, Access, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals, Phase,
-    QuantileRow, RunState, Snapshot, Status, Table, Tables, TrafficRow,
+    router, Access, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals,
+    LiveSeries, Phase, QuantileRow, RunState, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
 };
 use tower::ServiceExt;
 
@@ -107,6 +107,12 @@ pub fn snapshot(phase: Phase) -> Snapshot {
                 bytes: 700,
             }],
             counts: Table::from_tsv("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n100.0\t101.0\tweb\t1\t-\t7\t700\n"),
+        },
+        live: LiveSeries {
+            bin_s: 0.01,
+            bins: [103.88, 103.89]
+                .map(|start_s| TrafficBin { start_s, packets: [1, 2, 0, 0], bytes: [100, 200, 0, 0] })
+                .into(),
         },
     }
 }
