@@ -1,5 +1,6 @@
 //! `manifest.tsv`: one line per complete file of a location, rewritten whole (temp file + rename).
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
@@ -72,6 +73,7 @@ pub fn read(text: &str) -> Result<Vec<Entry>, (usize, String)> {
         Some(_) => return Err((1, format!("expected the header '{}'", HEADER.replace('\t', "\\t")))),
     }
     let mut entries: Vec<Entry> = Vec::new();
+    let mut listed: HashSet<(String, String)> = HashSet::new();
     for (index, line) in lines {
         let number = index + 1;
         let fields: Vec<&str> = line.split('\t').collect();
@@ -92,7 +94,7 @@ pub fn read(text: &str) -> Result<Vec<Entry>, (usize, String)> {
             end_ns: number_field(parse_seconds_9(end), "end_ts (seconds with 9 decimals)")?,
             completed_unix_s: number_field(parse_u64(completed), "completed_unix_s")?,
         };
-        if entries.iter().any(|e| e.chunk == entry.chunk && e.file == entry.file) {
+        if !listed.insert((entry.chunk.clone(), entry.file.clone())) {
             return Err((number, format!("{}/{} listed twice", entry.chunk, entry.file)));
         }
         entries.push(entry);

@@ -1,9 +1,10 @@
 //! The spool: where each chunk goes, how it is written, and what each location holds.
 
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Failure, SpoolError};
 use crate::location::Location;
@@ -53,12 +54,34 @@ pub struct SpoolStats {
 
 struct Slot {
     location: Location,
-    /// The manifest as it will next be written: listed files not seen gone.
+    /// The manifest as it will next be written: listed files not seen gone, each chunk's lines
+    /// together.
     entries: Vec<Entry>,
+    /// Every listed chunk, with what its directory looked like when its files were last stat'd.
+    seen: HashMap<String, ChunkSeen>,
     used_bytes: u64,
     chunks_written: u64,
     bytes_written: u64,
     failed_attempts: u64,
+}
+
+struct ChunkSeen {
+    /// `None`: not known (a chunk just written), so its files are stat'd next time.
+    dir_mtime: Option<SystemTime>,
+    checked_at: SystemTime,
+    present_bytes: u64,
+}
+
+/// A directory modified this close to the time its files were stat'd may change again without
+/// its mtime changing (coarse file-system clocks), so its files are stat'd again next time.
+const RACY_MARGIN: Duration = Duration::from_secs(2);
+
+impl ChunkSeen {
+    fn still_valid(&self, dir_mtime: Option<SystemTime>) -> bool {
+        dir_mtime.is_some()
+            && self.dir_mtime == dir_mtime
+            && dir_mtime.and_then(|t| t.checked_add(RACY_MARGIN)).is_some_and(|t| t < self.checked_at)
+    }
 }
 
 impl Slot {
@@ -73,27 +96,55 @@ impl Slot {
         self.location.quota_bytes.map_or(u64::MAX, |quota| quota.saturating_sub(self.used_bytes))
     }
 
-    /// Re-stats every listed file: one moved away leaves the manifest and frees its bytes.
-    fn refresh_usage(&mut self) {
-        let dir = &self.location.path;
+    /// Re-checks the listed files: one moved away leaves the manifest and frees its bytes. A
+    /// chunk directory gone drops the whole chunk; one whose mtime has not changed since its
+    /// files were last stat'd (removing or renaming a file changes it) keeps its count, so a
+    /// placement costs one stat per chunk, not per file. A file changed in place is not seen.
+    fn refresh_usage(&mut self, now: SystemTime) {
+        let location = &self.location.path;
+        let mut kept = Vec::with_capacity(self.entries.len());
+        let mut seen = HashMap::with_capacity(self.seen.len());
         let mut used_bytes = 0u64;
-        self.entries.retain(|e| match fs::symlink_metadata(dir.join(&e.chunk).join(&e.file)) {
-            Ok(meta) => {
-                used_bytes = used_bytes.saturating_add(meta.len());
-                true
+        let mut rest = std::mem::take(&mut self.entries).into_iter().peekable();
+        while let Some(first) = rest.next() {
+            let chunk = first.chunk.clone();
+            let mut group = vec![first];
+            while let Some(entry) = rest.next_if(|e| e.chunk == chunk) {
+                group.push(entry);
             }
-            Err(error) if error.kind() == io::ErrorKind::NotFound => false,
-            // Cannot tell: assume it is still there, so the quota is not overrun.
-            Err(_) => {
-                used_bytes = used_bytes.saturating_add(e.bytes);
-                true
+            let dir = location.join(&chunk);
+            let dir_mtime = match fs::symlink_metadata(&dir) {
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(_) => None,
+                Ok(meta) => meta.modified().ok(),
+            };
+            let cached = self.seen.remove(&chunk).filter(|s| s.still_valid(dir_mtime));
+            let chunk_seen = cached.unwrap_or_else(|| {
+                let mut present_bytes = 0u64;
+                group.retain(|e| match fs::symlink_metadata(dir.join(&e.file)) {
+                    Ok(meta) => {
+                        present_bytes = present_bytes.saturating_add(meta.len());
+                        true
+                    }
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => false,
+                    // Cannot tell: assume it is still there, so the quota is not overrun.
+                    Err(_) => {
+                        present_bytes = present_bytes.saturating_add(e.bytes);
+                        true
+                    }
+                });
+                ChunkSeen { dir_mtime, checked_at: now, present_bytes }
+            });
+            if group.is_empty() {
+                continue;
             }
-        });
+            used_bytes = used_bytes.saturating_add(chunk_seen.present_bytes);
+            kept.append(&mut group);
+            seen.insert(chunk, chunk_seen);
+        }
+        self.entries = kept;
+        self.seen = seen;
         self.used_bytes = used_bytes;
-    }
-
-    fn lists_chunk(&self, chunk: &str) -> bool {
-        self.entries.iter().any(|e| e.chunk == chunk)
     }
 }
 
@@ -141,9 +192,16 @@ impl Spool {
                 Err(error) => return Err(fail("reading the manifest")(error)),
             };
             scan_leftovers(&path, &entries, &mut leftovers).map_err(fail("looking for interrupted chunks"))?;
-            let mut slot =
-                Slot { location, entries, used_bytes: 0, chunks_written: 0, bytes_written: 0, failed_attempts: 0 };
-            slot.refresh_usage();
+            let mut slot = Slot {
+                location,
+                entries: group_by_chunk(entries),
+                seen: HashMap::new(),
+                used_bytes: 0,
+                chunks_written: 0,
+                bytes_written: 0,
+                failed_attempts: 0,
+            };
+            slot.refresh_usage(SystemTime::now());
             slots.push(slot);
         }
         Ok(Spool { slots, leftovers, over_quota_chunks: 0 })
@@ -179,17 +237,18 @@ impl Spool {
         if first_ns > end_ns {
             return Err(SpoolError::BadSpan { first_ns, end_ns });
         }
+        let now = SystemTime::now();
+        for slot in &mut self.slots {
+            slot.refresh_usage(now);
+        }
         for slot in &self.slots {
             let path = slot.location.path.join(chunk_name);
-            if slot.lists_chunk(chunk_name) || path.symlink_metadata().is_ok() {
+            if slot.seen.contains_key(chunk_name) || path.symlink_metadata().is_ok() {
                 return Err(SpoolError::ChunkExists { chunk: chunk_name.to_string(), path });
             }
         }
         let chunk_bytes = files.iter().fold(0u64, |sum, (_, data)| sum.saturating_add(data.len() as u64));
-        for slot in &mut self.slots {
-            slot.refresh_usage();
-        }
-        let completed_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let completed_unix_s = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let mut failed = Vec::new();
         for index in self.placement_order(chunk_bytes) {
             let slot = &mut self.slots[index];
@@ -207,6 +266,8 @@ impl Spool {
             match write_files(&slot.location.path, chunk_name, files, &slot.entries) {
                 Ok(dir) => {
                     slot.used_bytes = slot.used_bytes.saturating_add(chunk_bytes);
+                    let seen = ChunkSeen { dir_mtime: None, checked_at: now, present_bytes: chunk_bytes };
+                    slot.seen.insert(chunk_name.to_string(), seen);
                     slot.chunks_written += 1;
                     slot.bytes_written += chunk_bytes;
                     self.over_quota_chunks += u64::from(over_quota);
@@ -311,6 +372,7 @@ fn scan_leftovers(location: &Path, entries: &[Entry], leftovers: &mut Vec<Leftov
             leftovers.push(Leftover { path: tmp, bytes: meta.len(), removed: true });
         }
     }
+    let listed: HashSet<(&str, &str)> = entries.iter().map(|e| (e.chunk.as_str(), e.file.as_str())).collect();
     let mut dirs: Vec<(String, PathBuf)> = Vec::new();
     for item in fs::read_dir(location)? {
         let item = item?;
@@ -337,7 +399,7 @@ fn scan_leftovers(location: &Path, entries: &[Entry], leftovers: &mut Vec<Leftov
             if name.ends_with(PART_SUFFIX) {
                 fs::remove_file(&path)?;
                 leftovers.push(Leftover { path, bytes: meta.len(), removed: true });
-            } else if !entries.iter().any(|e| e.chunk == chunk && e.file == name) {
+            } else if !listed.contains(&(chunk.as_str(), name.as_str())) {
                 part_only = false;
                 leftovers.push(Leftover { path, bytes: meta.len(), removed: false });
             } else {
@@ -349,4 +411,16 @@ fn scan_leftovers(location: &Path, entries: &[Entry], leftovers: &mut Vec<Leftov
         }
     }
     Ok(())
+}
+
+/// Puts each chunk's lines together (in the order chunks first appear), as the spool writes
+/// them; a manifest edited by hand may have split them.
+fn group_by_chunk(mut entries: Vec<Entry>) -> Vec<Entry> {
+    let mut first_seen: HashMap<String, usize> = HashMap::new();
+    for entry in &entries {
+        let next = first_seen.len();
+        first_seen.entry(entry.chunk.clone()).or_insert(next);
+    }
+    entries.sort_by_key(|e| first_seen[&e.chunk]); // stable: files keep their order
+    entries
 }

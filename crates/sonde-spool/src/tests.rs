@@ -351,3 +351,53 @@ fn placements_follow_the_rule_over_many_chunks() {
     // Both kinds of placement were exercised (83 of 200 over quota with this seed).
     assert!(over_quota > 0 && over_quota < 100, "{over_quota}");
 }
+
+fn age_dir(dir: &Path) {
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs::File::open(dir).unwrap().set_modified(hour_ago).unwrap();
+}
+
+/// A chunk directory whose mtime has not moved is counted without stat'ing its files; removing
+/// a file moves the mtime, and the chunk is counted again from its files.
+#[test]
+fn an_unchanged_chunk_directory_is_counted_once() {
+    let root = tempfile::tempdir().unwrap();
+    let a = root.path().join("a");
+    let mut spool = Spool::open(vec![location(root.path(), "a", Some(1000))]).unwrap();
+    spool.write_chunk("c1", 0, 1, &[("f", &bytes(300)), ("g", &bytes(200))]).unwrap();
+    age_dir(&a.join("c1"));
+    spool.write_chunk("c2", 1, 2, &[("f", &bytes(100))]).unwrap(); // stats c1's files
+                                                                   // Changed in place, its directory untouched: the known blind spot, which shows the cache.
+    fs::OpenOptions::new().write(true).open(a.join("c1/f")).unwrap().set_len(0).unwrap();
+    spool.write_chunk("c3", 2, 3, &[("f", &bytes(10))]).unwrap();
+    assert_eq!(spool.stats().locations[0].used_bytes, 610);
+    fs::remove_file(a.join("c1/g")).unwrap();
+    spool.write_chunk("c4", 3, 4, &[("f", &bytes(10))]).unwrap();
+    assert_eq!(spool.stats().locations[0].used_bytes, 120);
+    let manifest = fs::read_to_string(a.join("manifest.tsv")).unwrap();
+    assert!(manifest.contains("c1\tf\t") && !manifest.contains("c1\tg\t"), "{manifest}");
+}
+
+#[test]
+fn a_manifest_edited_by_hand_is_read_with_each_chunk_together() {
+    let root = tempfile::tempdir().unwrap();
+    let a = root.path().join("a");
+    fs::create_dir_all(a.join("c1")).unwrap();
+    fs::create_dir_all(a.join("c2")).unwrap();
+    for (path, n) in [("c1/f", 10), ("c1/g", 20), ("c2/f", 40)] {
+        fs::write(a.join(path), bytes(n)).unwrap();
+    }
+    let line = |chunk: &str, file: &str, n: u64| format!("{chunk}\t{file}\t{n}\t0.000000000\t1.000000000\t0\n");
+    let manifest = format!("{MANIFEST_HEADER}\n{}{}{}", line("c1", "f", 10), line("c2", "f", 40), line("c1", "g", 20));
+    fs::write(a.join("manifest.tsv"), manifest).unwrap();
+    let mut spool = Spool::open(vec![location(root.path(), "a", None)]).unwrap();
+    assert!(spool.leftovers().is_empty());
+    assert_eq!(spool.stats().locations[0].used_bytes, 70);
+    fs::remove_dir_all(a.join("c1")).unwrap();
+    spool.write_chunk("c3", 1, 2, &[("f", &bytes(5))]).unwrap();
+    assert_eq!(spool.stats().locations[0].used_bytes, 45);
+    let manifest = fs::read_to_string(a.join("manifest.tsv")).unwrap();
+    let chunks: Vec<&str> = manifest.lines().skip(1).map(|l| l.split('\t').next().unwrap()).collect();
+    assert_eq!(chunks, ["c2", "c3"]);
+    check_location(&a);
+}
