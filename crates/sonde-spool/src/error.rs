@@ -24,8 +24,12 @@ impl fmt::Display for Failure {
 #[non_exhaustive]
 pub enum SpoolError {
     NoLocations,
-    /// Two locations name the same directory (their quotas would be counted twice).
-    DuplicateLocation(PathBuf),
+    /// A location is the same directory as, or inside, another given before it (each would
+    /// count or clean up the other's files).
+    OverlappingLocations {
+        location: PathBuf,
+        other: PathBuf,
+    },
     /// A location could not be set up by [`crate::Spool::open`].
     Location {
         path: PathBuf,
@@ -66,7 +70,9 @@ impl fmt::Display for SpoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SpoolError::NoLocations => f.write_str("no storage location given"),
-            SpoolError::DuplicateLocation(path) => write!(f, "{} is given twice as a location", path.display()),
+            SpoolError::OverlappingLocations { location, other } => {
+                write!(f, "location {} is, holds or is inside location {}", location.display(), other.display())
+            }
             SpoolError::Location { path, action, error } => write!(f, "location {}: {action}: {error}", path.display()),
             SpoolError::Manifest { path, line, problem } => {
                 write!(f, "{} line {line}: {problem} (not a sonde spool manifest, or damaged)", path.display())

@@ -6,9 +6,11 @@
 //! optional byte quota ([`Location`], parsed from `PATH` or `PATH:QUOTA` such as `/data:20G`).
 //!
 //! Placement: a location's usage is the bytes of the files its manifest lists that are still
-//! there (re-checked before every placement, so moving complete files away frees quota). A
-//! chunk goes to the first location, in the order given, where usage + chunk ≤ quota; when one
-//! reaches its threshold the chunks continue in the next. If none has room, the chunk still
+//! there (re-checked before every placement, so moving complete files away frees quota; a chunk
+//! directory whose mtime has not moved is not looked into again, so a file changed in place
+//! keeps the size it had). A chunk goes to the first location, in the order given, where
+//! usage + chunk ≤ quota; when one reaches its threshold the chunks continue in the next. If
+//! none has room, the chunk still
 //! goes to the location with the most room left and is flagged over quota: data is never
 //! dropped. A location that fails (no space, permissions) is cleaned up and the next tried.
 //!
@@ -22,7 +24,10 @@
 //! Restart: [`Spool::open`] reads each manifest and continues counting usage; `.part` files of
 //! an interrupted chunk are removed and reported, whole files no manifest lists are reported
 //! and kept ([`Spool::leftovers`]). A chunk name already in use is refused, never overwritten.
-//! No clock is read but the wall clock for the manifest's `completed_unix_s` (metadata only).
+//! One spool per location at a time: `open` removes `.part` files, which would break another
+//! writer's chunk. The wall clock is read for the manifest's `completed_unix_s` (metadata) and
+//! to tell a directory's recent mtime (see above); packet time is what the caller passes.
+//! Guide: docs/spool.md.
 //!
 //! ```
 //! use sonde_spool::{Location, Spool};

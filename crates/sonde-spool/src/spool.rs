@@ -165,7 +165,7 @@ impl Spool {
             return Err(SpoolError::NoLocations);
         }
         let mut slots: Vec<Slot> = Vec::with_capacity(locations.len());
-        let mut canonical: Vec<PathBuf> = Vec::with_capacity(locations.len());
+        let mut canonical: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(locations.len());
         let mut leftovers = Vec::new();
         for location in locations {
             let path = location.path.clone();
@@ -175,10 +175,10 @@ impl Spool {
             };
             fs::create_dir_all(&path).map_err(fail("creating the directory"))?;
             let real = fs::canonicalize(&path).map_err(fail("resolving the path"))?;
-            if canonical.contains(&real) {
-                return Err(SpoolError::DuplicateLocation(path));
+            if let Some((_, other)) = canonical.iter().find(|(r, _)| real.starts_with(r) || r.starts_with(&real)) {
+                return Err(SpoolError::OverlappingLocations { location: path, other: other.clone() });
             }
-            canonical.push(real);
+            canonical.push((real, path.clone()));
             let probe = path.join(format!(".sonde-spool-probe-{}", std::process::id()));
             File::create(&probe).and_then(|_| fs::remove_file(&probe)).map_err(fail("checking it is writable"))?;
             let manifest_path = path.join(MANIFEST_NAME);

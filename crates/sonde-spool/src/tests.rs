@@ -291,8 +291,14 @@ fn bad_requests_are_refused_before_anything_is_written() {
     assert!(matches!(spool.write_chunk("c", 2, 1, f), Err(SpoolError::BadSpan { first_ns: 2, end_ns: 1 })));
     assert_eq!(fs::read_dir(root.path().join("a")).unwrap().count(), 0);
     assert!(matches!(Spool::open(vec![]), Err(SpoolError::NoLocations)));
-    let same = vec![location(root.path(), "a", None), location(root.path(), "a/../a", Some(5))];
-    assert!(matches!(Spool::open(same), Err(SpoolError::DuplicateLocation(_))));
+    for overlapping in ["a/../a", "a/inner"] {
+        let locations = vec![location(root.path(), "a", None), location(root.path(), overlapping, Some(5))];
+        let e = Spool::open(locations).map(|_| ()).unwrap_err();
+        assert!(matches!(e, SpoolError::OverlappingLocations { .. }), "{e}");
+    }
+    let outer_second = vec![location(root.path(), "a/inner", None), location(root.path(), "a", None)];
+    assert!(matches!(Spool::open(outer_second), Err(SpoolError::OverlappingLocations { .. })));
+    assert!(Spool::open(vec![location(root.path(), "a", None), location(root.path(), "ab", None)]).is_ok());
 }
 
 #[test]
