@@ -122,20 +122,24 @@ pub fn render(entries: &[Entry]) -> String {
     text
 }
 
-/// Replaces `dir`'s manifest atomically: readers see the old one or the new one, whole.
+/// Replaces `dir`'s manifest atomically: readers see the old one or the new one, whole. An
+/// error means the old one is still in place.
 pub fn write(dir: &Path, entries: &[Entry]) -> io::Result<()> {
     let tmp = dir.join(MANIFEST_TMP_NAME);
     let result = (|| {
         let mut file = File::create(&tmp)?;
         file.write_all(render(entries).as_bytes())?;
         file.sync_all()?;
-        fs::rename(&tmp, dir.join(MANIFEST_NAME))?;
-        sync_dir(dir)
+        fs::rename(&tmp, dir.join(MANIFEST_NAME))
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
+        return result;
     }
-    result
+    // The new manifest is in place and lists whole files: a failed sync leaves only the
+    // rename's durability in doubt, and taking the chunk back now would list files gone.
+    let _ = sync_dir(dir);
+    Ok(())
 }
 
 /// Makes renames and creations in `dir` durable.
