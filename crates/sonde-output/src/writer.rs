@@ -169,7 +169,7 @@ fn order_key(r: &FlowRecord) -> OrderKey {
 
 /// One log's formatted lines from one sink: the text of all lines in one buffer (no allocation
 /// per line), and per line its order key and place in the buffer.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Lines {
     text: Vec<u8>,
     index: Vec<(OrderKey, usize, u32)>,
@@ -188,7 +188,7 @@ impl Lines {
 
 /// Flow log lines taken out of their sinks while a run goes on (a live monitor hands them to
 /// its dashboard and its rotated outputs): given back whole, they write the same logs.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct FlowLines {
     tcp: Lines,
     udp: Lines,
@@ -216,6 +216,11 @@ impl FlowLines {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes of text the lines hold.
+    pub fn text_bytes(&self) -> usize {
+        self.tcp.text.len() + self.udp.text.len()
     }
 
     /// The TCP (`udp` false) or UDP log's lines, in the order the flows ended.

@@ -127,6 +127,8 @@ pub struct Finished {
     /// The definition set's version at the end (0 without definitions).
     pub definitions_version: u64,
     pub format: Format,
+    /// `--spool`: where the chunks went; the outputs in the directory are the last one.
+    pub rotation: Option<crate::rotate::Rotation>,
     out: OutputDir,
 }
 
@@ -137,8 +139,12 @@ pub fn run(
     source: &mut dyn PacketSource,
     input_name: &str,
     compression: Option<&str>,
-    live: Option<&LiveOptions>,
+    mut live: Option<&mut LiveOptions>,
 ) -> Result<Finished> {
+    let rotation = live.as_mut().and_then(|l| l.rotation.take());
+    // Drains come at least as often as chunks end.
+    let drain_every_ns = rotation.as_ref().map_or(live::PUBLISH_NS, |r| r.span_ns().min(live::PUBLISH_NS));
+    let live = live.map(|l| &*l);
     let started = Instant::now();
     let cpu_before = resources::cpu_seconds();
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
@@ -167,15 +173,21 @@ pub fn run(
     };
     let mut hooks = live.map(|l| live::Hooks::new(l, parts_tx.clone()));
     let collector = live.map(|l| {
-        let c =
-            Collector::new(prepared.pipeline.workers, monitor_cfg.clone(), format, anonymizer.clone(), l.state.clone());
+        let c = Collector::new(
+            prepared.pipeline.workers,
+            monitor_cfg.clone(),
+            format,
+            anonymizer.clone(),
+            l.state.clone(),
+            rotation,
+        );
         let rx = parts_rx.clone();
         std::thread::Builder::new().name("sonde-publish".into()).spawn(move || c.run(rx))
     });
     drop(parts_rx);
     let collector = collector.transpose().context("starting the publishing thread")?;
     let live_run = hooks.as_mut().map(|hooks| Live {
-        every_ns: live::PUBLISH_NS,
+        every_ns: drain_every_ns,
         drain_sink: &drain,
         open_flows: if live.is_some_and(|l| l.state.is_some()) { live::OPEN_FLOWS } else { 0 },
         hooks: hooks as &mut dyn sonde_engine::LiveHooks,
@@ -207,9 +219,9 @@ pub fn run(
     let cpu_s = resources::cpu_seconds() - cpu_before;
 
     drop((hooks, drain, parts_tx));
-    let drained = match collector {
+    let (drained, rotation) = match collector {
         Some(c) => c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        None => live::Drained::default(),
+        None => (live::Drained::default(), None),
     };
     let (line_sinks, mut flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
     let lines = std::iter::once(drained.lines).chain(line_sinks.into_iter().map(FlowLines::from)).collect();
@@ -257,7 +269,7 @@ pub fn run(
     run.definition_changes =
         prepared.counter.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
     let definitions_version = prepared.counter.as_ref().map_or(0, |c| c.version());
-    Ok(Finished { report: run, intervals, definitions_version, format, out: prepared.out })
+    Ok(Finished { report: run, intervals, definitions_version, format, rotation, out: prepared.out })
 }
 
 /// Writes summary.json and the human summary; the exit status says whether the input ended

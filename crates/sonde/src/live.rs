@@ -22,6 +22,8 @@ use sonde_http::{
 use sonde_output::{FlowLines, Format, LineSink};
 use sonde_stats::{FineBin, FlowInterval, FlowIntervals, PacketInterval, Report};
 
+use crate::rotate::{ChunkShape, Rotation};
+
 /// Packet time between two publications.
 pub const PUBLISH_NS: u64 = 500_000_000;
 /// The live throughput's bin: the finest resolution the dashboard offers.
@@ -47,6 +49,8 @@ pub struct LiveOptions {
     pub input: String,
     pub started_unix_s: f64,
     pub quiet: bool,
+    /// `--spool`: the chunks the outputs go out in (taken by the run's collector).
+    pub rotation: Option<Rotation>,
 }
 
 /// A worker's sink: its flow log lines and flow statistics.
@@ -67,6 +71,7 @@ pub enum Part {
 /// The reader's part of a drain.
 pub struct ReaderPart {
     seq: u64,
+    clock_ns: u64,
     status: Status,
     closed: Vec<PacketInterval>,
     fine: Vec<FineBin>,
@@ -200,7 +205,7 @@ impl LiveHooks for Hooks {
             last_packet_s: any.then_some(p.clock_ns as f64 / 1e9),
         };
         let definitions = p.definitions.map(definitions_view);
-        let part = ReaderPart { seq: p.seq, status, closed, fine, definitions };
+        let part = ReaderPart { seq: p.seq, clock_ns: p.clock_ns, status, closed, fine, definitions };
         let _ = self.parts.send((p.seq, Part::Reader(part)));
     }
 
@@ -271,6 +276,7 @@ pub struct Collector {
     open: FlowLines,
     bins: VecDeque<TrafficBin>,
     definitions: Definitions,
+    rotation: Option<Rotation>,
 }
 
 impl Collector {
@@ -280,6 +286,7 @@ impl Collector {
         format: Format,
         anonymizer: Option<sonde_anon::Anonymizer>,
         state: Option<Arc<RunState>>,
+        rotation: Option<Rotation>,
     ) -> Collector {
         let flows = cfg.as_ref().map(FlowIntervals::new);
         Collector {
@@ -294,11 +301,13 @@ impl Collector {
             open: FlowLines::default(),
             bins: VecDeque::new(),
             definitions: Definitions::default(),
+            rotation,
         }
     }
 
-    /// Runs until every sender is gone; returns everything drained.
-    pub fn run(mut self, parts: Receiver<(u64, Part)>) -> Drained {
+    /// Runs until every sender is gone; returns everything drained (since the last chunk) and
+    /// the rotation.
+    pub fn run(mut self, parts: Receiver<(u64, Part)>) -> (Drained, Option<Rotation>) {
         while let Ok((seq, part)) = parts.recv() {
             let entry = self.pending.entry(seq).or_default();
             match part {
@@ -320,7 +329,7 @@ impl Collector {
                 }
             }
         }
-        self.drained
+        (self.drained, self.rotation)
     }
 
     fn absorb(&mut self, lines: FlowLines, flows: Option<BTreeMap<u64, FlowInterval>>) {
@@ -341,6 +350,11 @@ impl Collector {
     fn publish(&mut self, r: ReaderPart) {
         debug_assert!(self.pending.keys().all(|&k| k > r.seq));
         self.drained.packets.extend(r.closed);
+        if let Some(rotation) = self.rotation.as_mut() {
+            let shape =
+                ChunkShape { cfg: self.cfg.as_ref(), format: self.format, anonymizer: self.anonymizer.as_ref() };
+            rotation.after_drain(r.clock_ns, &mut self.drained, &shape);
+        }
         let Some(state) = self.state.clone() else { return };
         for bin in &r.fine {
             if self.bins.len() == MAX_BINS {

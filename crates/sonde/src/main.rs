@@ -12,6 +12,7 @@ mod monitor;
 mod pending;
 mod plot;
 mod report;
+mod rotate;
 mod store;
 mod thin;
 mod ts;

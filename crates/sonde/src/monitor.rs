@@ -11,7 +11,7 @@ use sonde_live::{Backend, LiveSource};
 
 use crate::flags::AnalysisArgs;
 use crate::live::LiveOptions;
-use crate::{analysis, http, live};
+use crate::{analysis, http, live, rotate};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CaptureArg {
@@ -51,6 +51,18 @@ pub struct MonitorArgs {
     /// default: the SONDE_HTTP_TOKEN environment variable).
     #[arg(long, value_name = "FILE")]
     pub http_token: Option<std::path::PathBuf>,
+    /// Write the outputs in chunks into this storage location, with an optional byte quota
+    /// (K, M, G, T: powers of 1024), e.g. /data1:500G; repeat for more: when one is at its quota
+    /// the chunks continue in the next. Each location's manifest.tsv lists the files complete
+    /// and safe to move (docs/spool.md).
+    #[arg(long, value_name = "PATH[:QUOTA]")]
+    pub spool: Vec<sonde_spool::Location>,
+    /// With --spool: seconds of packet time per chunk (aligned, as Tstat's hourly directories).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
+    pub rotate: f64,
+    /// With --spool: also end a chunk when its flow logs reach this many bytes (K, M, G, T).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub rotate_size: Option<u64>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
 }
@@ -93,6 +105,12 @@ impl CaptureSummary {
     }
 }
 
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    sonde_spool::parse_quota_bytes(text).map_err(|_| {
+        format!("'{text}': expected a number of bytes, optionally followed by K, M, G or T (powers of 1024)")
+    })
+}
+
 pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
     anyhow::ensure!(args.tick_ms > 0, "--tick-ms must be at least 1");
@@ -125,7 +143,17 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
         quiet: args.analysis.quiet,
+        rotation: None,
     };
+    anyhow::ensure!(
+        !args.spool.is_empty() || args.rotate_size.is_none(),
+        "--rotate-size needs --spool (the locations the chunks go to)"
+    );
+    if !args.spool.is_empty() {
+        anyhow::ensure!(args.rotate.is_finite() && args.rotate >= 0.001, "--rotate must be at least 0.001 seconds");
+        let every = rotate::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
+        opts.rotation = Some(rotate::Rotation::open(args.spool.clone(), every, args.analysis.quiet)?);
+    }
     let server = match server {
         Some(server) => {
             prepared.count_definitions(&args.analysis)?;
@@ -147,7 +175,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
             sonde_capture::PacketSource::format(&source)
         );
     }
-    let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None, Some(&opts))?;
+    let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None, Some(&mut opts))?;
     if let Some(interval_ns) = cfg.interval_ns {
         let path = args.analysis.out.join(FILE);
         std::fs::write(&path, capture_tsv(&source.interval_counters(), interval_ns))
@@ -177,6 +205,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         if_dropped_pkts: interfaces.iter().map(|i| i.if_dropped_pkts).sum(),
         interfaces,
     });
+    if let Some(rotation) = finished.rotation.take() {
+        // The outputs in the directory are the last chunk: into the spool with the others.
+        finished.report.spool = Some(rotation.finish(&args.analysis.out, &finished.report.outputs)?);
+    }
     let code = analysis::finish(&args.analysis, &finished)?;
     if let (Some(server), Some(state)) = (server, &opts.state) {
         // The finished run, as `analyze --http` would serve it, then the server stops.

@@ -85,6 +85,9 @@ pub struct RunReport {
     /// The live capture's interfaces and the kernel's counters (`sonde monitor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<crate::monitor::CaptureSummary>,
+    /// Where the chunks of a rotated run went (`sonde monitor --spool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spool: Option<crate::rotate::SpoolSummary>,
 }
 
 impl RunReport {
@@ -126,6 +129,7 @@ impl RunReport {
             definition_changes: None,
             anonymization: None,
             capture: None,
+            spool: None,
         }
     }
 
@@ -219,6 +223,19 @@ pub fn print_human(r: &RunReport, out_dir: &Path) {
     }
     if let Some(c) = &r.capture {
         line(format!("  capture   {}", c.human()));
+    }
+    if let Some(s) = &r.spool {
+        line(format!(
+            "  spool     {} chunks, {} bytes in {}{}",
+            s.chunks,
+            s.bytes,
+            s.locations.iter().map(|l| l.path.as_str()).collect::<Vec<_>>().join(", "),
+            if s.over_quota_chunks > 0 {
+                format!(" ({} past every quota)", s.over_quota_chunks)
+            } else {
+                String::new()
+            }
+        ));
     }
     if let Some(e) = &r.input_error {
         line(format!("  STOPPED   {}", e.message));

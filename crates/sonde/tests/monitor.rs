@@ -493,3 +493,42 @@ fn the_live_dashboard_in_a_real_browser() {
     assert_eq!(sum["definitions"][0]["name"], "web");
     assert!(sum["definitions"][0]["packets"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn spooled_chunks_hold_every_flow_and_interval() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, out) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("out"));
+    // A small quota on a: the chunks continue in b once a is full.
+    let spool_a = format!("{}:6K", a.display());
+    let spool_b = b.display().to_string();
+    let args = ["--threads", "2", "--interval", "0.05", "--rotate", "0.1", "--spool", &spool_a, "--spool", &spool_b];
+    let monitor = Monitor::start(&ns, &out, &args);
+    ns.replay(&demo(), 1_000);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let sum = summary(&out);
+    let chunks = sum["spool"]["chunks"].as_u64().unwrap();
+    assert!(chunks >= 4, "{chunks} chunks for 0.44 s at 0.1 s each");
+    assert_eq!(sum["spool"]["over_quota_chunks"], 0);
+    // The outputs left the directory for the spool; summary.json stays.
+    assert!(out.join("summary.json").exists() && !out.join("tcp_flows.tsv").exists());
+    // Every file a manifest lists is there, whole; both locations were used.
+    let mut listed = Vec::new();
+    for location in [&a, &b] {
+        let manifest = read_tsv(&location.join("manifest.tsv"));
+        assert!(!manifest.is_empty(), "{} unused", location.display());
+        for row in manifest {
+            let path = location.join(&row["chunk"]).join(&row["file"]);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), int(&row, "bytes"), "{}", path.display());
+            listed.push(path);
+        }
+    }
+    // Together the chunks hold every flow and every packet, once.
+    let rows = |name: &str| -> Vec<_> {
+        listed.iter().filter(|p| p.file_name().unwrap() == name).flat_map(|p| read_tsv(p)).collect()
+    };
+    assert_eq!(rows("tcp_flows.tsv").len(), 13);
+    assert_eq!(rows("udp_flows.tsv").len(), 2);
+    assert_eq!(rows("intervals.tsv").iter().map(|r| int(r, "packets")).sum::<u64>(), 443);
+}

@@ -1,0 +1,183 @@
+//! `monitor --spool PATH[:QUOTA] --rotate SECONDS|--rotate-size BYTES`: a monitor that runs for
+//! months writes its outputs in chunks, each a directory in one of the storage locations
+//! (sonde-spool: quotas, a manifest of the files complete and safe to move). The collector hands
+//! over what it drained when a chunk's span of packet time is over or its flow logs reach the
+//! size; the last chunk is what the run holds at its end.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use sonde_output::{FlowLines, Format};
+use sonde_spool::{Location, Spool};
+use sonde_stats::Report;
+
+use crate::live::Drained;
+
+/// When a chunk ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Every {
+    /// Packet time per chunk (chunks are aligned to it, as Tstat's hourly directories are).
+    pub span_ns: u64,
+    /// Flow log bytes after which a chunk ends early.
+    pub max_bytes: Option<u64>,
+}
+
+/// The spool and where the current chunk stands.
+pub struct Rotation {
+    spool: Spool,
+    every: Every,
+    /// The current chunk's first packet time, and the latest drain's.
+    start_ns: Option<u64>,
+    clock_ns: u64,
+    summary: SpoolSummary,
+    quiet: bool,
+}
+
+/// What summary.json says of the chunks.
+#[derive(Debug, Default, Serialize)]
+pub struct SpoolSummary {
+    pub chunks: u64,
+    pub bytes: u64,
+    /// Chunks no location had room for (written past a quota).
+    pub over_quota_chunks: u64,
+    /// Chunk writes that failed everywhere: their data went into the next chunk.
+    pub failed_chunks: u64,
+    pub locations: Vec<LocationSummary>,
+    /// What an interrupted earlier run left (removed `.part` files, unlisted whole files kept).
+    pub leftovers: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LocationSummary {
+    pub path: String,
+    pub used_bytes: u64,
+    pub quota_bytes: Option<u64>,
+    pub chunks_written: u64,
+}
+
+impl Rotation {
+    pub fn open(locations: Vec<Location>, every: Every, quiet: bool) -> Result<Rotation> {
+        anyhow::ensure!(every.span_ns > 0, "--rotate must be more than 0 seconds");
+        let spool = Spool::open(locations).context("--spool")?;
+        let leftovers = spool
+            .leftovers()
+            .iter()
+            .map(|l| {
+                format!("{} ({} bytes, {})", l.path.display(), l.bytes, if l.removed { "removed" } else { "kept" })
+            })
+            .collect();
+        let summary = SpoolSummary { leftovers, ..SpoolSummary::default() };
+        Ok(Rotation { spool, every, start_ns: None, clock_ns: 0, summary, quiet })
+    }
+
+    pub fn span_ns(&self) -> u64 {
+        self.every.span_ns
+    }
+
+    /// After a drain at packet time `clock_ns`: writes `drained` as a chunk if the chunk is
+    /// over, and empties it. A chunk that cannot be written anywhere stays in `drained` (it goes
+    /// with the next one, or into the final outputs).
+    pub fn after_drain(&mut self, clock_ns: u64, drained: &mut Drained, shape: &ChunkShape<'_>) {
+        self.clock_ns = self.clock_ns.max(clock_ns);
+        let span = self.every.span_ns;
+        let start = *self.start_ns.get_or_insert(clock_ns / span * span);
+        let by_time = clock_ns >= start.saturating_add(span);
+        let by_size = self.every.max_bytes.is_some_and(|max| drained.lines.text_bytes() as u64 >= max);
+        if !(by_time || by_size) {
+            return;
+        }
+        let end = if by_time { clock_ns / span * span } else { clock_ns };
+        let files = match chunk_files(drained, shape) {
+            Ok(files) => files,
+            Err(e) => return self.warn(format!("chunk at {}: {e}", end / 1_000_000_000)),
+        };
+        let name = format!("{:06}_{}", self.summary.chunks + self.summary.failed_chunks, start / 1_000_000_000);
+        match self.write(&name, start, end, &files) {
+            Ok(()) => {
+                *drained = Drained { flows: shape.cfg.map(sonde_stats::FlowIntervals::new), ..Drained::default() };
+                self.start_ns = Some(end);
+            }
+            Err(e) => {
+                self.summary.failed_chunks += 1;
+                self.warn(format!("chunk {name}: {e:#}; its data goes with the next chunk"));
+            }
+        }
+    }
+
+    fn write(&mut self, name: &str, start_ns: u64, end_ns: u64, files: &[(String, Vec<u8>)]) -> Result<()> {
+        let refs: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), b.as_slice())).collect();
+        let placed = self.spool.write_chunk(name, start_ns, end_ns.max(start_ns), &refs)?;
+        for failure in &placed.failed {
+            self.warn(format!("chunk {name}: {failure}; written elsewhere"));
+        }
+        if placed.over_quota {
+            self.summary.over_quota_chunks += 1;
+            self.warn(format!(
+                "chunk {name}: every location is at its quota; written past it in {}",
+                placed.dir.display()
+            ));
+        }
+        self.summary.chunks += 1;
+        self.summary.bytes += placed.bytes;
+        Ok(())
+    }
+
+    /// The run's last chunk: the outputs it wrote into `out` (all but summary.json), moved into
+    /// the spool. Returns what summary.json says of the chunks.
+    pub fn finish(mut self, out: &Path, outputs: &[String]) -> Result<SpoolSummary> {
+        let end_ns = self.clock_ns;
+        let mut files = Vec::new();
+        for name in outputs.iter().filter(|n| *n != "summary.json") {
+            let path = out.join(name);
+            files.push((name.clone(), std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?));
+        }
+        let start = self.start_ns.unwrap_or(end_ns);
+        let name = format!("{:06}_{}", self.summary.chunks + self.summary.failed_chunks, start / 1_000_000_000);
+        self.write(&name, start, end_ns, &files)?;
+        for (name, _) in &files {
+            let _ = std::fs::remove_file(out.join(name));
+        }
+        let stats = self.spool.stats();
+        self.summary.locations = stats
+            .locations
+            .into_iter()
+            .map(|l| LocationSummary {
+                path: l.path.display().to_string(),
+                used_bytes: l.used_bytes,
+                quota_bytes: l.quota_bytes,
+                chunks_written: l.chunks_written,
+            })
+            .collect();
+        Ok(self.summary)
+    }
+
+    fn warn(&self, message: String) {
+        if !self.quiet {
+            eprintln!("sonde: spool: {message}");
+        }
+    }
+}
+
+/// How a run's outputs look: what a chunk's files are made with.
+pub struct ChunkShape<'a> {
+    pub cfg: Option<&'a sonde_stats::Config>,
+    pub format: Format,
+    pub anonymizer: Option<&'a sonde_anon::Anonymizer>,
+}
+
+/// The files of a chunk: the flow logs of the flows that ended in it and the interval files of
+/// the intervals closed in it.
+fn chunk_files(drained: &Drained, shape: &ChunkShape<'_>) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut files: Vec<(String, Vec<u8>)> = FlowLines::render(shape.format, vec![drained.lines.clone()])?.into();
+    if let (Some(cfg), Some(flows)) = (shape.cfg, &drained.flows) {
+        let mut report = Report::new(cfg, drained.packets.clone(), vec![flows.clone()]);
+        if let Some(anon) = shape.anonymizer {
+            report.anonymize(&mut anon.clone());
+        }
+        for (name, text) in report.render()? {
+            files.push((name.to_string(), text.into_bytes()));
+        }
+    }
+    Ok(files)
+}
