@@ -9,7 +9,8 @@
 # Environment: SONDE (default target/release/sonde), RATES (packets/s, "topspeed" for as fast
 # as tcpreplay goes), BACKENDS ("afpacket pcap"), THREADS (sonde's workers, default 1: on a
 # 2-core machine tcpreplay needs the other core), RING_MB (64), SENDERS (tcpreplay processes
-# sending the trace at once, each at the rate: 2 at topspeed push harder than one can).
+# sending the trace at once, each at the rate: 2 at topspeed push harder than one can),
+# MONITOR_ARGS (more options for sonde monitor, e.g. "--http 127.0.0.1:0").
 set -euo pipefail
 
 SONDE=${SONDE:-target/release/sonde}
@@ -19,6 +20,7 @@ BACKENDS=${BACKENDS:-"afpacket pcap"}
 THREADS=${THREADS:-1}
 RING_MB=${RING_MB:-64}
 SENDERS=${SENDERS:-1}
+read -r -a MONITOR_ARGS <<<"${MONITOR_ARGS:-}"
 NS=sonde-bench-$$
 WORK=$(mktemp -d)
 
@@ -42,7 +44,7 @@ for backend in $BACKENDS; do
     for rate in $RATES; do
         out="$WORK/$backend-$rate"
         ip netns exec "$NS" "$SONDE" monitor -i va --capture "$backend" --ring-mb "$RING_MB" \
-            --threads "$THREADS" --force -o "$out" 2>"$WORK/stderr" &
+            --threads "$THREADS" --force -o "$out" ${MONITOR_ARGS[@]+"${MONITOR_ARGS[@]}"} 2>"$WORK/stderr" >/dev/null &
         pid=$!
         until grep -q "capturing on" "$WORK/stderr" 2>/dev/null; do
             kill -0 "$pid" 2>/dev/null || { cat "$WORK/stderr" >&2; exit 1; }

@@ -399,7 +399,9 @@ impl FlowTracker {
         sink.flow(&record);
     }
 
-    /// The record of the flow in `slot`, as if it ended now for `reason`.
+    /// The record of the flow in `slot`, as if it ended now for `reason`. Inlined, so that the
+    /// wide record is built where `end_flow` uses it, not copied out.
+    #[inline(always)]
     fn record(&mut self, slot: u32, reason: EndReason) -> FlowRecord {
         let key = *self.table.key(slot);
         let cfg = &self.cfg;
