@@ -23,6 +23,8 @@ pub(crate) struct Armed {
     pub(crate) samples: Gaps,
     pub(crate) dist: sonde_stats::Dist,
     pub(crate) histogram: [u64; GAP_BINS],
+    /// The latest samples, (time answered, gap), for a phase plot of sample n against n+1.
+    pub(crate) recent: std::collections::VecDeque<(u64, u64)>,
     /// Arms dropped because their FID was armed again before its answer (Karn's rule).
     pub(crate) ambiguous: u64,
     /// Arms refused: the table was full of live arms.
@@ -46,6 +48,7 @@ impl Armed {
             samples: Gaps::default(),
             dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
             histogram: [0; GAP_BINS],
+            recent: std::collections::VecDeque::new(),
             ambiguous: 0,
             refused: 0,
             expired: 0,
@@ -79,7 +82,14 @@ fn sample(a: &mut Armed, armed_ns: u64, ts_ns: u64) {
     }
     add_gap(&mut a.samples, &mut a.histogram, gap);
     a.dist.add(gap);
+    if a.recent.len() == RECENT_SAMPLES {
+        a.recent.pop_front();
+    }
+    a.recent.push_back((ts_ns, gap));
 }
+
+/// Samples an association keeps one by one (the rest only in its statistics).
+pub const RECENT_SAMPLES: usize = 2_000;
 
 /// Splits a FID into its other parts and its last `bits`.
 fn split(fid: u128, bits: u32) -> (u128, u128) {

@@ -408,6 +408,12 @@ impl Counter {
         }
     }
 
+    /// Per association: its latest samples (time answered, A→B gap, in ns), oldest first, at
+    /// most [`crate::assoc::RECENT_SAMPLES`].
+    pub fn recent_samples(&self) -> Vec<(String, Vec<(u64, u64)>)> {
+        self.armed.iter().map(|a| (self.defs[a.def].name.clone(), a.recent.iter().copied().collect())).collect()
+    }
+
     /// Per association: its samples and counts.
     pub fn association_totals(&self) -> Vec<AssociationTotal> {
         self.armed

@@ -195,12 +195,41 @@ function drawIntervals() {
     { name: "mean", points: q("tcp_retx_rate", "mean") },
     { name: "p95", points: q("tcp_retx_rate", "p95") },
   ], { emptyText: "no TCP flow ended" });
-  // Phase plot: per interval (per-flow RTT samples are not kept), RTT n against RTT n+1.
-  const rtt = q("tcp_rtt_avg", "p50").map((p) => p[1]);
+  state.intervalRtt = q("tcp_rtt_avg", "p50").map((p) => p[1]);
+  drawPhase();
+}
+
+// Phase plot, as Kitatsuji et al.'s Fig. 11: RTT n against RTT n+1, of the intervals' p50 or of
+// an association's samples (e.g. data -> ack), one by one.
+function drawPhase() {
+  const source = document.getElementById("phase-source").value;
+  const assoc = (state.associations || []).find((a) => a.name === source);
+  const rtt = assoc ? assoc.samples.map((s) => s[1]) : state.intervalRtt || [];
   const phase = rtt.slice(1).map((v, i) => [rtt[i], v]);
-  lineChart(document.getElementById("chart-phase"), [{ name: "p50 n → n+1", points: phase }], {
-    dots: true, square: true, xLabel: (x) => fmt(x) + " ms", emptyText: "fewer than two intervals with RTT",
+  document.getElementById("phase-what").textContent = assoc ? `sample n against n+1 of ${assoc.name} (ms)` : "interval n against n+1 (p50 ms)";
+  lineChart(document.getElementById("chart-phase"), [{ name: assoc ? `${assoc.name} n → n+1` : "p50 n → n+1", points: phase }], {
+    dots: true, square: true, xLabel: (x) => fmt(x) + " ms", emptyText: assoc ? "fewer than two samples" : "fewer than two intervals with RTT",
   });
+}
+
+// The associations a phase plot can show, kept in the selector.
+function setAssociations(list) {
+  state.associations = list || [];
+  const select = document.getElementById("phase-source");
+  const names = state.associations.map((a) => a.name);
+  const have = [...select.options].slice(1).map((o) => o.value);
+  if (names.join("\n") !== have.join("\n")) {
+    const chosen = select.value;
+    select.replaceChildren(select.options[0]);
+    for (const n of names) {
+      const o = document.createElement("option");
+      o.value = n;
+      o.textContent = `association ${n}`;
+      select.appendChild(o);
+    }
+    select.value = names.includes(chosen) ? chosen : "";
+  }
+  drawPhase();
 }
 
 async function loadTables() {
@@ -268,6 +297,7 @@ async function loadFlows() {
 async function loadDefinitions() {
   const defs = await api("/api/definitions");
   state.defVersion = defs.version;
+  setAssociations(defs.associations);
   document.getElementById("def-version").textContent = `set version ${defs.version}` + (defs.editable ? "" : " (finished run: read only)");
   const box = document.getElementById("definitions");
   box.innerHTML = "";
@@ -366,6 +396,7 @@ document.getElementById("def-form").onsubmit = async (e) => {
   }
 };
 
+document.getElementById("phase-source").onchange = drawPhase;
 document.getElementById("live-resolution").onchange = (e) => { state.liveRes = Number(e.target.value); drawLive(); };
 
 (async function main() {

@@ -164,7 +164,8 @@ async fn flow_page(State(s): State<Shared>, Query(q): Query<FlowQuery>) -> Respo
 async fn definitions(State(s): State<Shared>) -> Response {
     let snap = s.snapshot();
     let d = &snap.definitions;
-    Json(json!({"version": d.version, "editable": s.editor().is_some(), "items": d.items})).into_response()
+    let body = json!({"version": d.version, "editable": s.editor().is_some(), "items": d.items, "associations": d.associations});
+    Json(body).into_response()
 }
 
 #[derive(Debug, Deserialize)]

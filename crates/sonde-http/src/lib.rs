@@ -36,8 +36,8 @@ pub use flows::{FlowPage, FlowQuery, MAX_LIMIT};
 pub use intervals::from_report as intervals_from_report;
 pub use metrics::render as render_metrics;
 pub use snapshot::{
-    Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals, LiveSeries, Phase,
-    QuantileRow, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
+    AssociationSamples, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals,
+    LiveSeries, Phase, QuantileRow, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
 };
 pub use state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState, Update, UpdateKind, UPDATE_BACKLOG};
 pub use stream::MIN_RESOLUTION_MS;

@@ -251,6 +251,22 @@ pub struct Definitions {
     pub items: Vec<Definition>,
     /// definitions.tsv: per interval, definition and FID, packets and bytes.
     pub counts: Table,
+    /// Per association: its latest samples, for the RTT phase plot.
+    pub associations: Vec<AssociationSamples>,
+}
+
+/// An association's latest samples as `[answered_s, gap_ms]`, oldest first.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AssociationSamples {
+    pub name: String,
+    pub samples: Vec<[f64; 2]>,
+}
+
+impl AssociationSamples {
+    /// From the counter's (time answered, gap) pairs in ns.
+    pub fn from_ns(name: String, samples: &[(u64, u64)]) -> AssociationSamples {
+        AssociationSamples { name, samples: samples.iter().map(|&(t, g)| [t as f64 / 1e9, g as f64 / 1e6]).collect() }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

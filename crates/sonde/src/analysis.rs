@@ -126,6 +126,8 @@ pub struct Finished {
     pub intervals: Option<Report>,
     /// The definition set's version at the end (0 without definitions).
     pub definitions_version: u64,
+    /// Per association: its latest samples (time answered, gap in ns), for `--http`.
+    pub association_samples: Vec<(String, Vec<(u64, u64)>)>,
     pub format: Format,
     /// `--spool`: where the chunks went; the outputs in the directory are the last one.
     pub rotation: Option<crate::rotate::Rotation>,
@@ -269,7 +271,16 @@ pub fn run(
     run.definition_changes =
         prepared.counter.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
     let definitions_version = prepared.counter.as_ref().map_or(0, |c| c.version());
-    Ok(Finished { report: run, intervals, definitions_version, format, rotation, out: prepared.out })
+    let association_samples = prepared.counter.as_ref().map_or_else(Vec::new, Counter::recent_samples);
+    Ok(Finished {
+        report: run,
+        intervals,
+        definitions_version,
+        association_samples,
+        format,
+        rotation,
+        out: prepared.out,
+    })
 }
 
 /// Writes summary.json and the human summary; the exit status says whether the input ended

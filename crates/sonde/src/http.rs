@@ -43,6 +43,7 @@ pub struct RunOutputs<'a> {
     pub report: Option<&'a Report>,
     /// The definition set's version at the end (0 without definitions).
     pub definitions_version: u64,
+    pub association_samples: &'a [(String, Vec<(u64, u64)>)],
     pub out_dir: &'a Path,
     pub flow_ext: &'a str,
 }
@@ -53,6 +54,7 @@ impl<'a> RunOutputs<'a> {
             run: &finished.report,
             report: finished.intervals.as_ref(),
             definitions_version: finished.definitions_version,
+            association_samples: &finished.association_samples,
             out_dir,
             flow_ext: finished.format.extension(),
         }
@@ -142,6 +144,11 @@ pub fn finished_snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snap
         version: o.definitions_version,
         items: o.run.definitions.iter().flatten().map(definition).collect(),
         counts: read_table(dir, crate::definitions::FILE)?,
+        associations: o
+            .association_samples
+            .iter()
+            .map(|(name, s)| sonde_http::AssociationSamples::from_ns(name.clone(), s))
+            .collect(),
     };
     Ok(Snapshot {
         status,

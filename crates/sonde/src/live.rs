@@ -219,7 +219,12 @@ fn definitions_view(counter: &Counter) -> Definitions {
     let items = crate::definitions::summaries(counter).iter().map(crate::http::definition).collect();
     let mut counts = String::new();
     counter.write_tsv(&mut counts);
-    Definitions { version: counter.version(), items, counts: Table::from_tsv(&counts) }
+    let associations = counter
+        .recent_samples()
+        .into_iter()
+        .map(|(name, s)| sonde_http::AssociationSamples::from_ns(name, &s))
+        .collect();
+    Definitions { version: counter.version(), items, counts: Table::from_tsv(&counts), associations }
 }
 
 /// The API's changes, handed to the reader; the answer comes back when it has applied them.
@@ -430,11 +435,11 @@ mod tests {
 
     #[test]
     fn a_reload_adds_replaces_and_removes_by_name() {
-        let defs = sonde_define::parse_definitions("web: tcp.dport == 80 count\ndns: udp.dport == 53 count\n").unwrap();
+        let defs = sonde_define::parse_definitions("web = tcp.dport == 80\ndns = udp.dport == 53\n").unwrap();
         let counter = Counter::new(defs, None, 10);
         let wanted = [
-            ("web".to_string(), "web: tcp.dport == 8080 count".to_string()),
-            ("ssh".to_string(), "ssh: tcp.dport == 22 count".to_string()),
+            ("web".to_string(), "web = tcp.dport == 8080".to_string()),
+            ("ssh".to_string(), "ssh = tcp.dport == 22".to_string()),
         ];
         let changes = reload_changes(&counter, &wanted);
         assert_eq!(

@@ -30,7 +30,10 @@ impl Server {
         let out = tempfile::tempdir().unwrap();
         let out_dir = out.path().join("run");
         let defs = out.path().join("demo.defs");
-        std::fs::write(&defs, "web = tcp.dport == 80\nudp7000 = udp.dport == 7000\n").unwrap();
+        // With the ready-made data -> ack RTT association, for the phase plot of its samples.
+        let rtt = std::fs::read_to_string(repo().join("definitions/tcp-rtt.defs")).unwrap();
+        let rtt: String = rtt.lines().take_while(|l| !l.starts_with("syn")).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&defs, format!("web = tcp.dport == 80\nudp7000 = udp.dport == 7000\n{rtt}")).unwrap();
         let mut cmd = common::sonde();
         cmd.args(["analyze", "-q", "-r"])
             .arg(repo().join("testdata/demo.pcap"))
@@ -156,6 +159,12 @@ fn the_api_serves_what_the_run_wrote() {
             })
             .collect::<Value>()
     );
+    // The association's samples, as definition_associations.tsv counts them.
+    let assoc = common::read_tsv(&server.out_dir.join("definition_associations.tsv"));
+    let rtt = assoc.iter().find(|r| r["association"] == "rtt").expect("rtt in definition_associations.tsv");
+    let samples =
+        defs["associations"].as_array().unwrap().iter().find(|a| a["name"] == "rtt").unwrap()["samples"].clone();
+    assert_eq!(samples.as_array().unwrap().len() as u64, common::int(rtt, "samples").min(2_000));
     // Metrics: the run's totals.
     let (code, metrics) = server.get("/metrics", None);
     assert_eq!(code, 200);

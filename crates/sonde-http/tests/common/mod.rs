@@ -8,8 +8,8 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sonde_http::{
-    router, Access, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals,
-    LiveSeries, Phase, QuantileRow, RunState, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
+    router, Access, AssociationSamples, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms,
+    Intervals, LiveSeries, Phase, QuantileRow, RunState, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
 };
 use tower::ServiceExt;
 
@@ -107,6 +107,7 @@ pub fn snapshot(phase: Phase) -> Snapshot {
                 bytes: 700,
             }],
             counts: Table::from_tsv("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n100.0\t101.0\tweb\t1\t-\t7\t700\n"),
+            associations: vec![AssociationSamples { name: "rtt".into(), samples: vec![[100.1, 20.0], [100.2, 22.5]] }],
         },
         live: LiveSeries {
             bin_s: 0.01,
