@@ -145,7 +145,8 @@ fn named_fields_read_what_the_decoder_reads() {
         assert_eq!(fid("ttl"), Some(ip.ttl.into()));
         checked += 1;
     }
-    assert!(checked > 1000, "only {checked} packets checked");
+    // The demo's 441 IP packets, thousands more with the shared corpus.
+    assert!(checked > if common::shared().is_some() { 1000 } else { 400 }, "only {checked} packets checked");
     assert!(non_ip > 0, "no packet without IP");
 }
 

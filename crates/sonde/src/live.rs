@@ -131,7 +131,7 @@ impl Hooks {
         if !flag.swap(false, Ordering::Relaxed) {
             return;
         }
-        let say = self.quiet.then_some(()).is_none();
+        let say = !self.quiet;
         let Some(counter) = counter else { return };
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,

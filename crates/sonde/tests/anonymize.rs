@@ -165,7 +165,9 @@ fn every_address_output_is_the_plain_one_mapped_through_the_key() {
             serde_json::from_str(&std::fs::read_to_string(anonymized.path().join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["anonymization"]["mode"], "cryptopan");
     }
-    assert!(compared > 1000, "only {compared} rows compared");
+    // The demo alone has some 130 rows; with the shared corpus, thousands.
+    let least = if shared_dir().is_some() { 1000 } else { 100 };
+    assert!(compared > least, "only {compared} rows compared");
 }
 
 #[test]

