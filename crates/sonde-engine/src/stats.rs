@@ -246,9 +246,66 @@ impl RunStats {
             raw.icmp.into_iter().map(|((v6, ty), n)| (format!("{}:{ty}", if v6 { "v6" } else { "v4" }), n)).collect();
     }
 
+    /// Adds the counts of another reader of the same capture (`monitor --readers`: each reads
+    /// its share of the flows); both finished.
+    pub fn merge(&mut self, o: RunStats) {
+        let had_packets = self.packets.read > 0;
+        let (p, q) = (&mut self.packets, &o.packets);
+        p.read += q.read;
+        p.captured_bytes += q.captured_bytes;
+        p.wire_bytes += q.wire_bytes;
+        p.filtered_out += q.filtered_out;
+        p.analysed += q.analysed;
+        p.time_went_backwards += q.time_went_backwards;
+        for (k, t) in &o.link_types {
+            self.link_types.entry(k.clone()).or_default().merge(t);
+        }
+        add_counts(&mut self.unsupported_link_types, o.unsupported_link_types);
+        let (a, b) = (&mut self.protocols, o.protocols);
+        for (mine, theirs) in [
+            (&mut a.ipv4, b.ipv4),
+            (&mut a.ipv6, b.ipv6),
+            (&mut a.non_ip, b.non_ip),
+            (&mut a.tcp, b.tcp),
+            (&mut a.udp, b.udp),
+            (&mut a.icmp, b.icmp),
+            (&mut a.icmpv6, b.icmpv6),
+            (&mut a.other_ip, b.other_ip),
+        ] {
+            mine.merge(&theirs);
+        }
+        a.fragments_first += b.fragments_first;
+        a.fragments_later += b.fragments_later;
+        add_counts(&mut a.icmp_types, b.icmp_types);
+        add_counts(&mut a.tunnelled, b.tunnelled);
+        add_counts(&mut a.non_ip_types, b.non_ip_types);
+        add_counts(&mut self.decode_problems, o.decode_problems);
+        add_counts(&mut self.snaplen_cuts, o.snaplen_cuts);
+        self.flows.add(&o.flows);
+        let lookups = self.table.lookups + o.table.lookups;
+        if lookups > 0 {
+            self.table.mean_probe_len = (self.table.mean_probe_len * self.table.lookups as f64
+                + o.table.mean_probe_len * o.table.lookups as f64)
+                / lookups as f64;
+        }
+        self.table.lookups = lookups;
+        self.table.peak_live_flows += o.table.peak_live_flows;
+        if o.packets.read > 0 {
+            self.first_ts_ns = if had_packets { self.first_ts_ns.min(o.first_ts_ns) } else { o.first_ts_ns };
+            self.last_ts_ns = self.last_ts_ns.max(o.last_ts_ns);
+        }
+        self.thinning = self.thinning.take().or(o.thinning);
+    }
+
     pub(crate) fn set_table(&mut self, t: TableStats) {
         self.table = TableLoad { peak_live_flows: t.peak_live, mean_probe_len: t.mean_probe_len(), lookups: t.lookups };
         self.flows.evicted = t.evicted;
+    }
+}
+
+fn add_counts<K: Ord>(mine: &mut BTreeMap<K, u64>, theirs: BTreeMap<K, u64>) {
+    for (k, n) in theirs {
+        *mine.entry(k).or_default() += n;
     }
 }
 

@@ -76,6 +76,12 @@ pub struct Config {
     pub interval_ns: Option<u64>,
 }
 
+/// The PACKET_FANOUT group of one interface's sockets in one process: group ids are shared by
+/// the whole network namespace, so the process id is part of it.
+fn fanout_group(interface_index: usize) -> u16 {
+    ((std::process::id() as u16) << 4).wrapping_add(interface_index as u16)
+}
+
 impl Config {
     /// AF_PACKET, 64 MiB per interface, not promiscuous, a tick after 100 ms.
     pub fn new(interfaces: Vec<String>) -> Config {
@@ -104,7 +110,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn add(&mut self, other: Counters) {
+    pub fn add(&mut self, other: Counters) {
         self.received_pkts += other.received_pkts;
         self.dropped_pkts += other.dropped_pkts;
         self.if_dropped_pkts += other.if_dropped_pkts;
@@ -124,13 +130,30 @@ impl Counters {
 pub enum LiveError {
     NoSuchInterface(String),
     InterfaceDown(String),
-    Permission { interface: String },
-    UnsupportedLink { interface: String, arphrd: u16 },
-    Os { interface: String, what: &'static str, error: io::Error },
-    Pcap { interface: String, message: String },
+    Permission {
+        interface: String,
+    },
+    UnsupportedLink {
+        interface: String,
+        arphrd: u16,
+    },
+    Os {
+        interface: String,
+        what: &'static str,
+        error: io::Error,
+    },
+    Pcap {
+        interface: String,
+        message: String,
+    },
     NoInterface,
+    /// Several readers need AF_PACKET's fanout groups.
+    FanoutNeedsAfPacket,
     NoSuchUser(String),
-    Privileges { user: String, error: io::Error },
+    Privileges {
+        user: String,
+        error: io::Error,
+    },
 }
 
 impl LiveError {
@@ -157,6 +180,9 @@ impl std::fmt::Display for LiveError {
             LiveError::Os { interface, what, error } => write!(f, "{interface}: {what}: {error}"),
             LiveError::Pcap { interface, message } => write!(f, "{interface}: libpcap: {message}"),
             LiveError::NoInterface => write!(f, "no interface to capture on"),
+            LiveError::FanoutNeedsAfPacket => {
+                write!(f, "several readers (--readers) need --capture afpacket (PACKET_FANOUT)")
+            }
             LiveError::NoSuchUser(u) => write!(f, "--user {u}: no such user"),
             LiveError::Privileges { user, error } => write!(f, "cannot drop privileges to {user}: {error}"),
         }
@@ -232,14 +258,29 @@ impl LiveSource {
     /// Opens every interface of `cfg` (each must exist and be up). Reading ends when `stop`
     /// rises.
     pub fn open(cfg: &Config, stop: &'static AtomicBool) -> Result<LiveSource, LiveError> {
+        Self::open_in(cfg, stop, false)
+    }
+
+    /// `readers` sources over the same interfaces, each interface's sockets in one PACKET_FANOUT
+    /// group: every frame reaches one of them, both directions of a flow the same one (AF_PACKET
+    /// only). Each source is read by a reader of its own.
+    pub fn open_fanout(cfg: &Config, readers: usize, stop: &'static AtomicBool) -> Result<Vec<LiveSource>, LiveError> {
+        if cfg.backend != Backend::AfPacket {
+            return Err(LiveError::FanoutNeedsAfPacket);
+        }
+        (0..readers.max(1)).map(|_| Self::open_in(cfg, stop, true)).collect()
+    }
+
+    fn open_in(cfg: &Config, stop: &'static AtomicBool, fanout: bool) -> Result<LiveSource, LiveError> {
         if cfg.interfaces.is_empty() {
             return Err(LiveError::NoInterface);
         }
         let mut ports = Vec::with_capacity(cfg.interfaces.len());
-        for name in &cfg.interfaces {
+        for (i, name) in cfg.interfaces.iter().enumerate() {
             let iface = iface::lookup(name)?;
+            let group = fanout.then(|| fanout_group(i));
             ports.push(match cfg.backend {
-                Backend::AfPacket => Port::Ring(ring::Ring::open(&iface, cfg.buffer_bytes, cfg.promisc)?),
+                Backend::AfPacket => Port::Ring(ring::Ring::open(&iface, cfg.buffer_bytes, cfg.promisc, group)?),
                 Backend::Pcap => Port::Pcap(libpcap::PcapPort::open(&iface, cfg.buffer_bytes, cfg.promisc)?),
             });
         }

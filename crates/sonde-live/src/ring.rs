@@ -51,7 +51,15 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     /// Opens a raw socket on `iface` with a ring of about `ring_bytes`.
-    pub(crate) fn open(iface: &Interface, ring_bytes: usize, promisc: bool) -> Result<Ring, LiveError> {
+    /// With `fanout`, the socket joins that PACKET_FANOUT group: the kernel spreads the
+    /// interface's frames over the group's sockets by a symmetric flow hash (both directions of
+    /// a flow to one socket), fragments reassembled first so they follow their flow.
+    pub(crate) fn open(
+        iface: &Interface,
+        ring_bytes: usize,
+        promisc: bool,
+        fanout: Option<u16>,
+    ) -> Result<Ring, LiveError> {
         let name = iface.name.as_str();
         let Some(link_type) = iface.link_type else {
             return Err(LiveError::UnsupportedLink { interface: name.to_string(), arphrd: iface.arphrd });
@@ -140,6 +148,10 @@ impl Ring {
                 Some(libc::ENODEV) => LiveError::NoSuchInterface(name.to_string()),
                 _ => LiveError::os(name, "bind", e),
             });
+        }
+        if let Some(group) = fanout {
+            let arg = u32::from(group) | ((libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            set_option(&ring.fd, libc::PACKET_FANOUT, &arg).map_err(|e| LiveError::os(name, "PACKET_FANOUT", e))?;
         }
         Ok(ring)
     }

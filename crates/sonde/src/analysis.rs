@@ -110,6 +110,11 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
 impl Prepared {
     /// A live run with an editor counts definitions even when it starts with none: the
     /// operator may add some.
+    /// Workers per reader (`monitor --readers`: one each unless --threads says).
+    pub fn set_workers(&mut self, workers: usize) {
+        self.pipeline.workers = workers.max(1);
+    }
+
     pub fn count_definitions(&mut self, args: &AnalysisArgs) -> Result<()> {
         if self.counter.is_none() {
             self.counter = Some(Counter::new(Vec::new(), args.interval_ns()?, args.definition_fids));
@@ -134,15 +139,22 @@ pub struct Finished {
     out: OutputDir,
 }
 
-/// Analyses `source` to its end and writes every output but the summary.
+/// Analyses `sources` to their end (one: a trace or a capture; several: the sockets of a
+/// PACKET_FANOUT group, each read by its own reader and workers, results merged) and writes every
+/// output but the summary.
 pub fn run(
     args: &AnalysisArgs,
     mut prepared: Prepared,
-    source: &mut dyn PacketSource,
+    sources: &mut [&mut (dyn PacketSource + Send)],
     input_name: &str,
     compression: Option<&str>,
     mut live: Option<&mut LiveOptions>,
 ) -> Result<Finished> {
+    anyhow::ensure!(!sources.is_empty(), "no input");
+    anyhow::ensure!(
+        sources.len() == 1 || prepared.counter.is_none(),
+        "flow definitions are counted in input order by one reader: they cannot be used with several readers"
+    );
     let rotation = live.as_mut().and_then(|l| l.rotation.take());
     // Drains come at least as often as chunks end.
     let drain_every_ns = rotation.as_ref().map_or(live::PUBLISH_NS, |r| r.span_ns().min(live::PUBLISH_NS));
@@ -157,26 +169,30 @@ pub fn run(
     // and adds the flows to its interval statistics.
     let new_sink =
         || (LineSink::new(format).anonymized(anonymizer.clone()), monitor_cfg.as_ref().map(FlowIntervals::new));
-    let mut packet_intervals = monitor_cfg.as_ref().map(|cfg| {
-        let intervals = PacketIntervals::new(cfg);
-        if live.is_some() {
-            intervals.with_fine_bins(live::BIN_NS)
-        } else {
-            intervals
-        }
-    });
+    let new_intervals = || {
+        monitor_cfg.as_ref().map(|cfg| {
+            let intervals = PacketIntervals::new(cfg);
+            if live.is_some() {
+                intervals.with_fine_bins(live::BIN_NS)
+            } else {
+                intervals
+            }
+        })
+    };
     // A live run drains the workers into a collector thread as it goes (published to the HTTP
     // state); what it drained joins what the run holds at its end.
     let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
-    let (worker_parts, shown_anon) = (parts_tx.clone(), anonymizer.clone());
-    let drain = move |sink: &mut live::Sink, open: Vec<sonde_flow::FlowRecord>, seq: u64| {
-        let shown = LineSink::new(format).anonymized(shown_anon.clone());
-        live::drain_sink(&worker_parts, sink, open, shown, seq)
+    let drain = |source: usize| {
+        let (worker_parts, shown_anon) = (parts_tx.clone(), anonymizer.clone());
+        move |sink: &mut live::Sink, open: Vec<sonde_flow::FlowRecord>, seq: u64| {
+            let shown = LineSink::new(format).anonymized(shown_anon.clone());
+            live::drain_sink(&worker_parts, source, sink, open, shown, seq)
+        }
     };
-    let mut hooks = live.map(|l| live::Hooks::new(l, parts_tx.clone()));
     let collector = live.map(|l| {
         let c = Collector::new(
             prepared.pipeline.workers,
+            sources.len(),
             monitor_cfg.clone(),
             format,
             anonymizer.clone(),
@@ -188,43 +204,92 @@ pub fn run(
     });
     drop(parts_rx);
     let collector = collector.transpose().context("starting the publishing thread")?;
-    let live_run = hooks.as_mut().map(|hooks| Live {
-        every_ns: drain_every_ns,
-        drain_sink: &drain,
-        open_flows: if live.is_some_and(|l| l.state.is_some()) { live::OPEN_FLOWS } else { 0 },
-        hooks: hooks as &mut dyn sonde_engine::LiveHooks,
-    });
-    let (outcome, sinks) = analyze_live(
-        source,
-        prepared.filter.as_mut(),
-        &prepared.pipeline,
-        &new_sink,
-        packet_intervals.as_mut(),
-        prepared.counter.as_mut(),
-        live_run,
-        &mut |p: Progress| {
-            // The bar appears only once a run has lasted a second.
-            if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
-                return;
-            }
-            let b = bar.get_or_insert_with(|| new_bar(p.size));
-            match p.size {
-                Some(_) => b.set_position(p.position),
-                None => b.set_position(p.packets),
-            }
-        },
-    );
+    let open_flows = if live.is_some_and(|l| l.state.is_some()) { live::OPEN_FLOWS } else { 0 };
+    // One reader's whole run: its packet statistics, outcome and workers' sinks.
+    let read = |source: &mut (dyn PacketSource + Send),
+                index: usize,
+                filter: Option<&mut Filter>,
+                counter: Option<&mut Counter>,
+                progress: &mut dyn FnMut(Progress)| {
+        let mut intervals = new_intervals();
+        let mut hooks = live.map(|l| live::Hooks::new(l, parts_tx.clone(), index));
+        let drain = drain(index);
+        let live_run = hooks.as_mut().map(|hooks| Live {
+            every_ns: drain_every_ns,
+            drain_sink: &drain,
+            open_flows,
+            hooks: hooks as &mut dyn sonde_engine::LiveHooks,
+        });
+        let pipeline = &prepared.pipeline;
+        let (outcome, sinks) =
+            analyze_live(source, filter, pipeline, &new_sink, intervals.as_mut(), counter, live_run, progress);
+        (outcome, sinks, intervals)
+    };
+    let mut progress = |p: Progress| {
+        // The bar appears only once a run has lasted a second.
+        if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| new_bar(p.size));
+        match p.size {
+            Some(_) => b.set_position(p.position),
+            None => b.set_position(p.packets),
+        }
+    };
+    let mut readings = Vec::with_capacity(sources.len());
+    if let [source] = sources {
+        readings.push(read(&mut **source, 0, prepared.filter.as_mut(), prepared.counter.as_mut(), &mut progress));
+    } else {
+        // Each fanout socket's reader in a thread of its own, its own compiled filter.
+        let filters = sources
+            .iter()
+            .map(|_| args.filter_expression().map(|e| Filter::new(&e)).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
+        let read = &read;
+        readings = std::thread::scope(|scope| {
+            let handles: Vec<_> = sources
+                .iter_mut()
+                .zip(filters)
+                .enumerate()
+                .map(|(i, (source, mut filter))| {
+                    let source: &mut (dyn PacketSource + Send) = &mut **source;
+                    std::thread::Builder::new()
+                        .name(format!("sonde-reader-{i}"))
+                        .spawn_scoped(scope, move || read(source, i, filter.as_mut(), None, &mut |_| {}))
+                        .expect("spawn a reader thread")
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        });
+    }
     if let Some(b) = bar.take() {
         b.finish_and_clear();
     }
     let elapsed_s = started.elapsed().as_secs_f64();
     let cpu_s = resources::cpu_seconds() - cpu_before;
 
-    drop((hooks, drain, parts_tx));
+    drop(parts_tx);
     let (drained, rotation) = match collector {
         Some(c) => c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
         None => (live::Drained::default(), None),
     };
+    // The readers' results as one run's.
+    let mut outcome: Option<sonde_engine::Outcome> = None;
+    let (mut sinks, mut packet_intervals) = (Vec::new(), None::<Vec<sonde_stats::PacketInterval>>);
+    for (o, s, intervals) in readings {
+        match outcome.as_mut() {
+            None => outcome = Some(o),
+            Some(all) => {
+                all.stats.merge(o.stats);
+                all.input_error = all.input_error.take().or(o.input_error);
+            }
+        }
+        sinks.extend(s);
+        if let Some(i) = intervals {
+            packet_intervals.get_or_insert_with(Vec::new).extend(i.finish());
+        }
+    }
+    let outcome = outcome.expect("one reader at least");
     let (line_sinks, mut flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
     let lines = std::iter::once(drained.lines).chain(line_sinks.into_iter().map(FlowLines::from)).collect();
     prepared.out.write_flow_lines(lines)?;
@@ -234,7 +299,7 @@ pub fn run(
     let mut intervals = None;
     if let (Some(cfg), Some(packets)) = (monitor_cfg, packet_intervals) {
         let mut all_packets = drained.packets;
-        all_packets.extend(packets.finish());
+        all_packets.extend(packets);
         let mut report = Report::new(cfg, all_packets, flow_intervals.into_iter().flatten().collect());
         if let Some(anon) = &anonymizer {
             report.anonymize(&mut anon.clone());
@@ -257,7 +322,7 @@ pub fn run(
     }
     let mut run = report::RunReport::new(
         input_name,
-        source.format(),
+        sources[0].format(),
         compression,
         args.filter_expression(),
         outcome,

@@ -61,6 +61,7 @@ pub enum Part {
     /// The lines of the flows ended since the last drain, their statistics, and the worker's
     /// open flows as lines.
     Worker {
+        source: usize,
         lines: FlowLines,
         flows: Option<BTreeMap<u64, FlowInterval>>,
         open: FlowLines,
@@ -70,7 +71,8 @@ pub enum Part {
 
 /// The reader's part of a drain.
 pub struct ReaderPart {
-    seq: u64,
+    /// Which reader (`monitor --readers`: one per fanout socket; else 0).
+    source: usize,
     clock_ns: u64,
     status: Status,
     closed: Vec<PacketInterval>,
@@ -80,12 +82,19 @@ pub struct ReaderPart {
 
 /// Takes a worker's part (in its thread), its open flows formatted by `shown`, and sends it to
 /// the collector.
-pub fn drain_sink(parts: &Sender<(u64, Part)>, sink: &mut Sink, open: Vec<FlowRecord>, mut shown: LineSink, seq: u64) {
+pub fn drain_sink(
+    parts: &Sender<(u64, Part)>,
+    source: usize,
+    sink: &mut Sink,
+    open: Vec<FlowRecord>,
+    mut shown: LineSink,
+    seq: u64,
+) {
     for record in &open {
         shown.flow(record);
     }
-    let part =
-        Part::Worker { lines: sink.0.take(), flows: sink.1.as_mut().map(FlowIntervals::take), open: shown.take() };
+    let (lines, flows) = (sink.0.take(), sink.1.as_mut().map(FlowIntervals::take));
+    let part = Part::Worker { source, lines, flows, open: shown.take() };
     let _ = parts.send((seq, part));
 }
 
@@ -99,6 +108,7 @@ pub struct Drained {
 
 /// The reader's side: sends its part of each drain, hands over the operators' changes.
 pub struct Hooks {
+    source: usize,
     parts: Sender<(u64, Part)>,
     edits: Receiver<Edit>,
     /// Changes a reload made, applied before the API's.
@@ -111,8 +121,9 @@ pub struct Hooks {
 }
 
 impl Hooks {
-    pub fn new(opts: &LiveOptions, parts: Sender<(u64, Part)>) -> Hooks {
+    pub fn new(opts: &LiveOptions, parts: Sender<(u64, Part)>, source: usize) -> Hooks {
         Hooks {
+            source,
             parts,
             edits: opts.edits.clone(),
             queued: VecDeque::new(),
@@ -205,7 +216,7 @@ impl LiveHooks for Hooks {
             last_packet_s: any.then_some(p.clock_ns as f64 / 1e9),
         };
         let definitions = p.definitions.map(definitions_view);
-        let part = ReaderPart { seq: p.seq, clock_ns: p.clock_ns, status, closed, fine, definitions };
+        let part = ReaderPart { source: self.source, clock_ns: p.clock_ns, status, closed, fine, definitions };
         let _ = self.parts.send((p.seq, Part::Reader(part)));
     }
 
@@ -268,25 +279,30 @@ struct Pending {
 /// Gathers the drains' parts; when a drain is whole (every worker's part and the reader's),
 /// publishes the recent part of the run.
 pub struct Collector {
+    /// Workers per reader.
     workers: usize,
     cfg: Option<sonde_stats::Config>,
     format: Format,
     anonymizer: Option<sonde_anon::Anonymizer>,
     state: Option<Arc<RunState>>,
-    /// Per drain not yet whole: the parts received.
-    pending: BTreeMap<u64, Pending>,
+    /// Per reader and drain not yet whole: the parts received.
+    pending: BTreeMap<(usize, u64), Pending>,
     drained: Drained,
     recent: [VecDeque<Box<str>>; 2],
-    /// The open flows of the latest whole drain.
-    open: FlowLines,
-    bins: VecDeque<TrafficBin>,
+    /// Per reader: the open flows of its latest whole drain, and its status.
+    open: Vec<FlowLines>,
+    status: Vec<Option<Status>>,
+    /// By bin index (readers' bins of the same time add up).
+    bins: BTreeMap<u64, TrafficBin>,
     definitions: Definitions,
     rotation: Option<Rotation>,
 }
 
 impl Collector {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         workers: usize,
+        sources: usize,
         cfg: Option<sonde_stats::Config>,
         format: Format,
         anonymizer: Option<sonde_anon::Anonymizer>,
@@ -303,8 +319,9 @@ impl Collector {
             pending: BTreeMap::new(),
             drained: Drained { flows, ..Drained::default() },
             recent: Default::default(),
-            open: FlowLines::default(),
-            bins: VecDeque::new(),
+            open: (0..sources).map(|_| FlowLines::default()).collect(),
+            status: vec![None; sources],
+            bins: BTreeMap::new(),
             definitions: Definitions::default(),
             rotation,
         }
@@ -314,21 +331,27 @@ impl Collector {
     /// the rotation.
     pub fn run(mut self, parts: Receiver<(u64, Part)>) -> (Drained, Option<Rotation>) {
         while let Ok((seq, part)) = parts.recv() {
-            let entry = self.pending.entry(seq).or_default();
+            let source = match &part {
+                Part::Worker { source, .. } => *source,
+                Part::Reader(r) => r.source,
+            };
+            let entry = self.pending.entry((source, seq)).or_default();
             match part {
-                Part::Worker { lines, flows, open } => {
+                Part::Worker { lines, flows, open, .. } => {
                     entry.workers += 1;
                     entry.open.absorb(open);
                     self.absorb(lines, flows);
                 }
                 Part::Reader(r) => entry.reader = Some(r),
             }
-            while let Some(entry) = self.pending.first_entry() {
-                if entry.get().workers < self.workers || entry.get().reader.is_none() {
+            // A reader's drains complete in order.
+            while let Some(key) = self.pending.range((source, 0)..=(source, u64::MAX)).next().map(|(k, _)| *k) {
+                let entry = &self.pending[&key];
+                if entry.workers < self.workers || entry.reader.is_none() {
                     break;
                 }
-                let done = entry.remove();
-                self.open = done.open;
+                let done = self.pending.remove(&key).expect("just seen");
+                self.open[source] = done.open;
                 if let Some(reader) = done.reader {
                     self.publish(reader);
                 }
@@ -353,7 +376,6 @@ impl Collector {
     }
 
     fn publish(&mut self, r: ReaderPart) {
-        debug_assert!(self.pending.keys().all(|&k| k > r.seq));
         self.drained.packets.extend(r.closed);
         if let Some(rotation) = self.rotation.as_mut() {
             let shape =
@@ -362,22 +384,27 @@ impl Collector {
         }
         let Some(state) = self.state.clone() else { return };
         for bin in &r.fine {
-            if self.bins.len() == MAX_BINS {
-                self.bins.pop_front();
+            let b = self
+                .bins
+                .entry(bin.index)
+                .or_insert_with(|| TrafficBin { start_s: (bin.index * BIN_NS) as f64 / 1e9, ..TrafficBin::default() });
+            for (n, t) in bin.traffic.iter().enumerate() {
+                b.packets[n] += t.packets;
+                b.bytes[n] += t.bytes;
             }
-            self.bins.push_back(TrafficBin {
-                start_s: (bin.index * BIN_NS) as f64 / 1e9,
-                packets: bin.traffic.map(|t| t.packets),
-                bytes: bin.traffic.map(|t| t.bytes),
-            });
         }
-        if let Some(d) = r.definitions {
+        while self.bins.len() > MAX_BINS {
+            self.bins.pop_first();
+        }
+        self.status[r.source] = Some(r.status);
+        if let Some(d) = r.definitions.filter(|_| r.source == 0) {
             self.definitions = d;
         }
         let (intervals, tables) = self.recent_intervals();
         // The flows ended lately, then those open now.
         let table = |udp: usize| {
-            let open = self.open.lines(udp == 1).map(|l| std::str::from_utf8(l).unwrap_or("").trim_end());
+            let open = self.open.iter().flat_map(|o| o.lines(udp == 1));
+            let open = open.map(|l| std::str::from_utf8(l).unwrap_or("").trim_end());
             let lines: Vec<&str> = self.recent[udp].iter().map(|l| &**l).chain(open).collect();
             match self.format {
                 Format::Tsv => {
@@ -387,15 +414,36 @@ impl Collector {
             }
         };
         let snapshot = Snapshot {
-            status: r.status,
+            status: self.status(),
             summary: serde_json::Value::Null,
             intervals,
             tables,
             flows: Flows { tcp: table(0), udp: table(1) },
             definitions: self.definitions.clone(),
-            live: sonde_http::LiveSeries { bin_s: BIN_NS as f64 / 1e9, bins: self.bins.clone() },
+            live: sonde_http::LiveSeries { bin_s: BIN_NS as f64 / 1e9, bins: self.bins.values().copied().collect() },
         };
         state.publish(snapshot);
+    }
+
+    /// Every reader's status, added up.
+    fn status(&self) -> Status {
+        let mut all = self.status.iter().flatten();
+        let Some(first) = all.next() else { return Status::default() };
+        let mut s = first.clone();
+        for o in all {
+            s.packets += o.packets;
+            s.bytes += o.bytes;
+            s.elapsed_s = s.elapsed_s.max(o.elapsed_s);
+            s.first_packet_s = match (s.first_packet_s, o.first_packet_s) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            s.last_packet_s = match (s.last_packet_s, o.last_packet_s) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        s
     }
 
     /// The last `WINDOW_INTERVALS` closed intervals, packet and flow statistics merged.

@@ -54,7 +54,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let (prepared, mut source) =
         analysis::prepare(&args.analysis, || sonde_capture::open(&args.read).with_context(|| input_name.clone()))?;
     let compression = source.compression().map(str::to_string);
-    let finished = analysis::run(&args.analysis, prepared, source.as_mut(), &input_name, compression.as_deref(), None)?;
+    let finished =
+        analysis::run(&args.analysis, prepared, &mut [source.as_mut()], &input_name, compression.as_deref(), None)?;
     let code = analysis::finish(&args.analysis, &finished)?;
     if let Some(server) = server {
         let outputs = http::RunOutputs::of(&finished, &args.analysis.out);

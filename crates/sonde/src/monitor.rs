@@ -42,6 +42,12 @@ pub struct MonitorArgs {
     /// intervals close and flows time out on a quiet link).
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub tick_ms: u64,
+    /// Readers, each with its own AF_PACKET socket of a PACKET_FANOUT group per interface: the
+    /// kernel spreads the flows over them by a symmetric hash, and each reader analyses its share
+    /// with its own workers (--threads per reader; default 1, in the reader's thread). Not with
+    /// --definitions (counted in input order by one reader).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub readers: usize,
     /// While capturing, serve the live run (JSON API, stream, Prometheus /metrics, dashboard;
     /// docs/http.md) on ADDR, e.g. 127.0.0.1:8080 (port 0: any free one). Definitions can be
     /// added, replaced and removed there while the capture runs.
@@ -90,6 +96,9 @@ pub struct CaptureSummary {
     /// Lost by the interface or its driver (ps_ifdrop; 0 with AF_PACKET, which does not say).
     pub if_dropped_pkts: u64,
     pub interfaces: Vec<InterfaceCounters>,
+    /// With --readers: packets each reader's sockets were offered (the fanout's split).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readers_received_pkts: Vec<u64>,
 }
 
 impl CaptureSummary {
@@ -130,7 +139,21 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         interval_ns: args.analysis.interval_ns()?,
     };
     let input_name = args.interfaces.join(",");
-    let (mut prepared, mut source) = analysis::prepare(&args.analysis, || Ok(LiveSource::open(&cfg, stop)?))?;
+    anyhow::ensure!(args.readers >= 1, "--readers must be at least 1");
+    anyhow::ensure!(
+        args.readers == 1 || args.analysis.definitions.is_none(),
+        "--readers {} cannot count --definitions: definitions are counted in input order by one reader",
+        args.readers
+    );
+    let (mut prepared, mut sources) = analysis::prepare(&args.analysis, || {
+        Ok(match args.readers {
+            1 => vec![LiveSource::open(&cfg, stop)?],
+            n => LiveSource::open_fanout(&cfg, n, stop)?,
+        })
+    })?;
+    if args.readers > 1 {
+        prepared.set_workers(args.analysis.threads.unwrap_or(1));
+    }
     // Always live: drains every half second feed the HTTP state (with --http) and let SIGHUP
     // reload the definitions at the packet it reaches.
     let (edits_tx, edits) = crossbeam_channel::unbounded();
@@ -156,7 +179,9 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     }
     let server = match server {
         Some(server) => {
-            prepared.count_definitions(&args.analysis)?;
+            if args.readers == 1 {
+                prepared.count_definitions(&args.analysis)?;
+            }
             let editor = Box::new(live::Editor { edits: edits_tx });
             let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
             opts.started_unix_s = server.started_unix_s();
@@ -172,18 +197,36 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     if !args.analysis.quiet {
         eprintln!(
             "sonde: capturing on {input_name} ({}); SIGINT or SIGTERM ends and writes the outputs",
-            sonde_capture::PacketSource::format(&source)
+            sonde_capture::PacketSource::format(&sources[0])
         );
     }
-    let mut finished = analysis::run(&args.analysis, prepared, &mut source, &input_name, None, Some(&mut opts))?;
+    let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
+        sources.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
+    let mut finished = analysis::run(&args.analysis, prepared, &mut readers, &input_name, None, Some(&mut opts))?;
+    drop(readers);
+    // The fanout sockets' counters, added up per interval and per interface.
     if let Some(interval_ns) = cfg.interval_ns {
+        let mut per_interval: std::collections::BTreeMap<u64, sonde_live::Counters> = Default::default();
+        for (start, c) in sources.iter().flat_map(LiveSource::interval_counters) {
+            per_interval.entry(start).or_default().add(c);
+        }
         let path = args.analysis.out.join(FILE);
-        std::fs::write(&path, capture_tsv(&source.interval_counters(), interval_ns))
+        std::fs::write(&path, capture_tsv(&per_interval.into_iter().collect::<Vec<_>>(), interval_ns))
             .with_context(|| format!("writing {}", path.display()))?;
         finished.report.outputs.push(FILE.to_string());
     }
-    let interfaces: Vec<InterfaceCounters> = source
-        .counters()
+    let readers_received_pkts: Vec<u64> = if sources.len() > 1 {
+        sources.iter().map(|s| s.counters().iter().map(|(_, c)| c.received_pkts).sum()).collect()
+    } else {
+        Vec::new()
+    };
+    let mut per_interface = sources[0].counters();
+    for source in &sources[1..] {
+        for (mine, (_, theirs)) in per_interface.iter_mut().zip(source.counters()) {
+            mine.1.add(theirs);
+        }
+    }
+    let interfaces: Vec<InterfaceCounters> = per_interface
         .into_iter()
         .map(|(interface, c)| InterfaceCounters {
             interface,
@@ -204,6 +247,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         dropped_pkts: interfaces.iter().map(|i| i.dropped_pkts).sum(),
         if_dropped_pkts: interfaces.iter().map(|i| i.if_dropped_pkts).sum(),
         interfaces,
+        readers_received_pkts,
     });
     if let Some(rotation) = finished.rotation.take() {
         // The outputs in the directory are the last chunk: into the spool with the others.

@@ -210,6 +210,11 @@ fn check_replay(trace: &Path, pps: u32, extra: &[&str]) {
             assert!(diff.is_empty(), "{name} {log}: {diff:?}");
         }
     }
+    if let Some(readers) = live_sum["capture"]["readers_received_pkts"].as_array() {
+        // The fanout split the packets: every reader got some.
+        assert!(readers.len() > 1 && readers.iter().all(|n| n.as_u64() > Some(0)), "{name}: readers {readers:?}");
+        eprintln!("{name}: per reader {readers:?}");
+    }
     eprintln!("{name}: {} packets, flow logs equal but for time fields", live_sum["packets"]["read"]);
 }
 
@@ -531,4 +536,35 @@ fn spooled_chunks_hold_every_flow_and_interval() {
     assert_eq!(rows("tcp_flows.tsv").len(), 13);
     assert_eq!(rows("udp_flows.tsv").len(), 2);
     assert_eq!(rows("intervals.tsv").iter().map(|r| int(r, "packets")).sum::<u64>(), 443);
+}
+
+#[test]
+fn readers_on_a_fanout_group_give_the_offline_flow_logs() {
+    // Two readers, each on its own socket of one PACKET_FANOUT group: the kernel spreads the
+    // flows over them (both directions of a flow to one), and the merged run is the whole.
+    check_replay(&demo(), 5_000, &["--readers", "2"]);
+    check_replay(&demo(), 5_000, &["--readers", "2", "--threads", "2", "--http", "127.0.0.1:0", "--interval", "0.05"]);
+}
+
+#[test]
+fn several_readers_refuse_what_they_cannot_do() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    std::fs::write(&defs, "web = tcp.dport == 80\n").unwrap();
+    let run = |extra: &[&str]| {
+        let out = ns
+            .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
+            .args(["monitor", "-i", "va", "--readers", "2", "-o"])
+            .arg(dir.path().join("out"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let message = run(&["--capture", "pcap"]);
+    assert!(message.contains("--capture afpacket"), "{message}");
+    let message = run(&["--definitions", defs.to_str().unwrap()]);
+    assert!(message.contains("one reader"), "{message}");
 }
