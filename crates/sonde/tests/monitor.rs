@@ -544,6 +544,12 @@ fn readers_on_a_fanout_group_give_the_offline_flow_logs() {
     // flows over them (both directions of a flow to one), and the merged run is the whole.
     check_replay(&demo(), 5_000, &["--readers", "2"]);
     check_replay(&demo(), 5_000, &["--readers", "2", "--threads", "2", "--http", "127.0.0.1:0", "--interval", "0.05"]);
+    // Many flows, IPv6 and its extension headers.
+    if let Some(shared) = shared_dir() {
+        for trace in ["groundtruth/mixed.pcap", "groundtruth/ipv6.pcap"] {
+            check_replay(&shared.join(trace), 10_000, &["--readers", "3"]);
+        }
+    }
 }
 
 #[test]
