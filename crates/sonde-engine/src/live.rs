@@ -31,6 +31,10 @@ pub trait LiveHooks {
     fn drained(&mut self, point: DrainPoint<'_>);
     /// An operator's change waiting to be applied, if any (asked at every drain and tick).
     fn next_edit(&mut self) -> Option<Edit>;
+    /// New internal networks to tell directions by from the next packet (asked at every drain).
+    fn next_internal_nets(&mut self) -> Option<Vec<ipnet::IpNet>> {
+        None
+    }
 }
 
 /// Where the run is at a drain.

@@ -113,6 +113,8 @@ enum Message {
     Drain {
         seq: u64,
     },
+    /// Tell sides by these internal networks from here on.
+    InternalNets(Arc<Vec<ipnet::IpNet>>),
     /// End of input; the clock is the input's last packet time.
     End {
         clock_ns: u64,
@@ -332,6 +334,8 @@ trait Dispatch {
     /// The definitions changed (`counter` has the new set): packets from here on are matched
     /// with it, and `change` settles when the counts reach them.
     fn change(&mut self, counter: &mut Counter, change: SetChange);
+    /// Every worker tells sides by `nets` after the packets it was given.
+    fn internal_nets(&mut self, nets: Arc<Vec<ipnet::IpNet>>);
     fn define(
         &mut self,
         counter: &mut Counter,
@@ -377,6 +381,12 @@ impl<S: FlowSink> Dispatch for Inline<'_, S> {
 
     fn change(&mut self, counter: &mut Counter, change: SetChange) {
         counter.settle(change);
+    }
+
+    fn internal_nets(&mut self, nets: Arc<Vec<ipnet::IpNet>>) {
+        self.worker.packets(&self.batch[..self.len]);
+        self.len = 0;
+        self.worker.internal_nets(&nets);
     }
 
     fn define(&mut self, counter: &mut Counter, ts_ns: u64, wire_len: u32, layers: &Layers<'_>, _: Option<usize>) {
@@ -479,6 +489,10 @@ impl Dispatch for ToThreads<'_> {
         self.send_all(|| Message::Drain { seq });
     }
 
+    fn internal_nets(&mut self, nets: Arc<Vec<ipnet::IpNet>>) {
+        self.send_all(|| Message::InternalNets(Arc::clone(&nets)));
+    }
+
     fn change(&mut self, counter: &mut Counter, change: SetChange) {
         let Some(defs) = self.defs.as_mut() else { return counter.settle(change) };
         defs.reorder.change(defs.next_seq, change);
@@ -548,6 +562,11 @@ impl<'d, S: FlowSink> Worker<'d, S> {
         Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default(), drain_sink }
     }
 
+    fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
+        self.tracker.set_internal_nets(nets.to_vec());
+        self.sink.internal_nets(nets);
+    }
+
     fn drain(&mut self, seq: u64) {
         if let Some((drain, open_flows)) = self.drain_sink {
             drain(&mut self.sink, self.tracker.open_flows(open_flows), seq);
@@ -602,6 +621,7 @@ fn work<S: FlowSink>(
             Message::Matcher(m) => matcher = Some(m),
             Message::Tick { clock_ns } => worker.tick(clock_ns),
             Message::Drain { seq } => worker.drain(seq),
+            Message::InternalNets(nets) => worker.internal_nets(&nets),
             Message::End { clock_ns } => return worker.finish(clock_ns),
         }
     }
@@ -748,6 +768,12 @@ impl ReaderLive<'_> {
     ) -> u64 {
         if let Some(m) = intervals.as_deref_mut() {
             m.tick(clock_ns);
+        }
+        if let Some(nets) = self.hooks.next_internal_nets() {
+            if let Some(m) = intervals.as_deref_mut() {
+                m.set_internal_nets(nets.clone());
+            }
+            dispatch.internal_nets(Arc::new(nets));
         }
         dispatch.drain(self.seq);
         self.hooks.drained(DrainPoint {

@@ -377,6 +377,11 @@ impl FlowTracker {
         }
     }
 
+    /// Sides are told by `nets` from now on (a flow's are decided when it ends).
+    pub fn set_internal_nets(&mut self, nets: Vec<ipnet::IpNet>) {
+        self.cfg.internal_nets = nets;
+    }
+
     /// Records of up to `limit` flows still open (a live view's picture; in table-slot order),
     /// their end reason `open` (or the FIN or RST of a closed flow lingering).
     pub fn open_flows(&mut self, limit: usize) -> Vec<FlowRecord> {

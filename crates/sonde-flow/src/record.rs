@@ -241,6 +241,10 @@ pub trait FlowSink {
     /// One data→ACK RTT sample, as the TCP analyzer takes it (the samples a record's `rtt`
     /// statistics summarise, one by one). No default: a wrapper must forward it.
     fn rtt_sample(&mut self, sample: &RttSample);
+
+    /// The internal networks changed (a live monitor's SIGHUP): sides are told by these from
+    /// now on.
+    fn internal_nets(&mut self, _nets: &[ipnet::IpNet]) {}
 }
 
 /// A TCP RTT sample: the time from a data segment to the ACK that acknowledged exactly it.
@@ -265,6 +269,10 @@ impl<A: FlowSink, B: FlowSink> FlowSink for (A, B) {
         self.0.rtt_sample(sample);
         self.1.rtt_sample(sample);
     }
+    fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
+        self.0.internal_nets(nets);
+        self.1.internal_nets(nets);
+    }
 }
 
 /// A sink that may be absent (an output turned off).
@@ -277,6 +285,11 @@ impl<S: FlowSink> FlowSink for Option<S> {
     fn rtt_sample(&mut self, sample: &RttSample) {
         if let Some(s) = self {
             s.rtt_sample(sample);
+        }
+    }
+    fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
+        if let Some(s) = self {
+            s.internal_nets(nets);
         }
     }
 }

@@ -202,6 +202,10 @@ impl FlowSink for FlowIntervals {
         }
     }
 
+    fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
+        self.internal = Internal::new(nets.to_vec());
+    }
+
     /// Unlike a flow's metrics, a sample is charged to the interval it was taken in.
     fn rtt_sample(&mut self, s: &RttSample) {
         let net = Net::of(self.internal.contains(&s.client_ip), self.internal.contains(&s.server_ip));

@@ -95,6 +95,11 @@ impl PacketIntervals {
         self
     }
 
+    /// Directions are told by `nets` from now on (a live monitor's SIGHUP).
+    pub fn set_internal_nets(&mut self, nets: Vec<ipnet::IpNet>) {
+        self.internal = Internal::new(nets);
+    }
+
     /// The intervals closed since the last call (a live run hands them on as it goes; what
     /// [`Self::finish`] returns then is the rest).
     pub fn take_closed(&mut self) -> Vec<PacketInterval> {

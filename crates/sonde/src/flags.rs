@@ -222,21 +222,7 @@ impl AnalysisArgs {
     }
 
     pub fn internal_nets(&self) -> Result<Vec<IpNet>> {
-        let mut nets = Vec::new();
-        for s in &self.internal {
-            nets.push(parse_net(s).with_context(|| format!("--internal {s}"))?);
-        }
-        if let Some(path) = &self.internal_file {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            for (i, line) in text.lines().enumerate() {
-                let line = line.split('#').next().unwrap_or("").trim();
-                if line.is_empty() {
-                    continue;
-                }
-                nets.push(parse_net(line).with_context(|| format!("{}:{}", path.display(), i + 1))?);
-            }
-        }
-        Ok(nets)
+        internal_nets(&self.internal, self.internal_file.as_deref())
     }
 
     pub fn timeout_ns(secs: f64, name: &str) -> Result<u64> {
@@ -245,6 +231,25 @@ impl AnalysisArgs {
         }
         Ok((secs * 1e9) as u64)
     }
+}
+
+/// The internal networks of `--internal` (each `list` entry) and `--internal-file` (`file`).
+pub fn internal_nets(list: &[String], file: Option<&std::path::Path>) -> Result<Vec<IpNet>> {
+    let mut nets = Vec::new();
+    for s in list {
+        nets.push(parse_net(s).with_context(|| format!("--internal {s}"))?);
+    }
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            nets.push(parse_net(line).with_context(|| format!("{}:{}", path.display(), i + 1))?);
+        }
+    }
+    Ok(nets)
 }
 
 /// "a.b.c.d/len", "a.b.c.d/m.m.m.m" (Tstat's net.conf), an IPv6 prefix, or a bare address.

@@ -44,8 +44,8 @@ pub struct LiveOptions {
     /// Where snapshots go (`--http`); without, the run still drains (for SIGHUP's reloads).
     pub state: Option<Arc<RunState>>,
     pub edits: Receiver<Edit>,
-    /// SIGHUP's flag and the definitions file it reloads.
-    pub reload: Option<(&'static AtomicBool, PathBuf)>,
+    /// What SIGHUP reloads.
+    pub reload: Option<Arc<Reloader>>,
     pub input: String,
     pub started_unix_s: f64,
     pub quiet: bool,
@@ -113,7 +113,10 @@ pub struct Hooks {
     edits: Receiver<Edit>,
     /// Changes a reload made, applied before the API's.
     queued: VecDeque<Edit>,
-    reload: Option<(&'static AtomicBool, PathBuf)>,
+    reload: Option<Arc<Reloader>>,
+    /// The reloads this reader has applied, and the internal networks one brought.
+    reloads_seen: u64,
+    new_nets: Option<Vec<ipnet::IpNet>>,
     input: String,
     started: Instant,
     started_unix_s: f64,
@@ -128,6 +131,8 @@ impl Hooks {
             edits: opts.edits.clone(),
             queued: VecDeque::new(),
             reload: opts.reload.clone(),
+            reloads_seen: 0,
+            new_nets: None,
             input: opts.input.clone(),
             started: Instant::now(),
             started_unix_s: opts.started_unix_s,
@@ -135,15 +140,19 @@ impl Hooks {
         }
     }
 
-    /// SIGHUP: the definitions file, read again, as changes against the set running now. A file
-    /// that does not parse changes nothing (and says why).
+    /// After a SIGHUP (seen by any reader): the internal networks for the next drain, and the
+    /// definitions file, read again, as changes against the set running now (the reader that
+    /// counts them). A file that does not parse changes nothing (and says why).
     fn reload(&mut self, counter: Option<&Counter>) {
-        let Some((flag, path)) = &self.reload else { return };
-        if !flag.swap(false, Ordering::Relaxed) {
+        let Some(reloader) = self.reload.clone() else { return };
+        let (generation, nets) = reloader.poll(!self.quiet);
+        if generation == self.reloads_seen {
             return;
         }
+        self.reloads_seen = generation;
+        self.new_nets = nets.map(|n| n.to_vec());
         let say = !self.quiet;
-        let Some(counter) = counter else { return };
+        let (Some(counter), Some(path)) = (counter, &reloader.definitions) else { return };
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) => return warn(say, format!("SIGHUP: reading {}: {e}; definitions unchanged", path.display())),
@@ -168,6 +177,48 @@ impl Hooks {
                 }),
             });
         }
+    }
+}
+
+/// What SIGHUP reloads: the definitions file and, with --internal-file, the internal networks.
+/// Shared by every reader: the first to see the signal reads the files once.
+pub struct Reloader {
+    pub flag: &'static AtomicBool,
+    pub definitions: Option<PathBuf>,
+    /// Reads the internal networks again (`--internal` and `--internal-file`).
+    pub internal_nets: Option<Box<dyn Fn() -> anyhow::Result<Vec<ipnet::IpNet>> + Send + Sync>>,
+    /// Signals taken so far, and the networks the latest brought.
+    taken: std::sync::Mutex<(u64, Option<Arc<Vec<ipnet::IpNet>>>)>,
+}
+
+impl Reloader {
+    pub fn new(
+        flag: &'static AtomicBool,
+        definitions: Option<PathBuf>,
+        internal_nets: Option<Box<dyn Fn() -> anyhow::Result<Vec<ipnet::IpNet>> + Send + Sync>>,
+    ) -> Reloader {
+        Reloader { flag, definitions, internal_nets, taken: Default::default() }
+    }
+
+    /// Takes a signal if one came (reading the internal networks then); returns how many have
+    /// been taken and the networks of the latest (`None`: unchanged).
+    fn poll(&self, say: bool) -> (u64, Option<Arc<Vec<ipnet::IpNet>>>) {
+        let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        if self.flag.swap(false, Ordering::Relaxed) {
+            taken.0 += 1;
+            taken.1 = match self.internal_nets.as_ref().map(|read| read()) {
+                Some(Ok(nets)) => {
+                    warn(say, format!("SIGHUP: {} internal networks from the next drain on", nets.len()));
+                    Some(Arc::new(nets))
+                }
+                Some(Err(e)) => {
+                    warn(say, format!("SIGHUP: internal networks unchanged: {e:#}"));
+                    None
+                }
+                None => None,
+            };
+        }
+        taken.clone()
     }
 }
 
@@ -222,6 +273,10 @@ impl LiveHooks for Hooks {
 
     fn next_edit(&mut self) -> Option<Edit> {
         self.queued.pop_front().or_else(|| self.edits.try_recv().ok())
+    }
+
+    fn next_internal_nets(&mut self) -> Option<Vec<ipnet::IpNet>> {
+        self.new_nets.take()
     }
 }
 

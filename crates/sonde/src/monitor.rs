@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -160,7 +161,14 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let mut opts = LiveOptions {
         state: None,
         edits,
-        reload: args.analysis.definitions.clone().map(|path| (reload, path)),
+        reload: Some(Arc::new(live::Reloader::new(reload, args.analysis.definitions.clone(), {
+            // Networks in a file are the configuration SIGHUP reloads.
+            let (list, file) = (args.analysis.internal.clone(), args.analysis.internal_file.clone());
+            file.map(|file| {
+                Box::new(move || crate::flags::internal_nets(&list, Some(&file)))
+                    as Box<dyn Fn() -> Result<Vec<ipnet::IpNet>> + Send + Sync>
+            })
+        }))),
         input: input_name.clone(),
         started_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -574,3 +574,35 @@ fn several_readers_refuse_what_they_cannot_do() {
     let message = run(&["--definitions", defs.to_str().unwrap()]);
     assert!(message.contains("one reader"), "{message}");
 }
+
+#[test]
+fn sighup_reloads_the_internal_networks() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let nets = dir.path().join("internal");
+    std::fs::write(&nets, "10.77.0.2/32\n").unwrap();
+    let out = dir.path().join("out");
+    let mut args = vec!["--threads", "2", "--interval", "0.1", "--internal-file"];
+    args.push(nets.to_str().unwrap());
+    let monitor = Monitor::start(&ns, &out, &args);
+    ns.replay(&demo(), 5_000);
+    // The IPv6 server becomes internal too: from the next drain, its TCP is in/out, not ext.
+    std::fs::write(&nets, "10.77.0.2/32\nfd77::2/128\n").unwrap();
+    let pid = monitor.child.as_ref().unwrap().id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let second_replay = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    ns.replay(&demo(), 5_000);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let rows = read_tsv(&out.join("intervals.tsv"));
+    let ext_tcp = |after: bool| -> u64 {
+        rows.iter()
+            .filter(|r| r["proto"] == "tcp" && r["net"] == "ext" && (num(r, "start") >= second_replay) == after)
+            .map(|r| int(r, "packets"))
+            .sum()
+    };
+    assert!(ext_tcp(false) > 0, "the first replay's IPv6 TCP is external");
+    assert_eq!(ext_tcp(true), 0, "after SIGHUP no TCP is external");
+}
