@@ -95,9 +95,15 @@ pub fn render(snap: &Snapshot) -> String {
     e.add("sonde_run_elapsed_seconds", "Wall-clock seconds the run has taken.", "gauge", &[], s.elapsed_s);
     e.add("sonde_intervals", "Monitoring intervals kept.", "gauge", &[], snap.intervals.items.len() as f64);
 
-    // Counters summed over every interval, by protocol and direction.
+    // Counters summed over every interval (a live run keeps the whole run's sums aside: its
+    // intervals are only the recent ones), by protocol and direction.
     let mut sums: BTreeMap<(&str, &str), [u64; 4]> = BTreeMap::new();
-    for row in snap.intervals.items.iter().flat_map(|i| &i.traffic) {
+    let rows: Box<dyn Iterator<Item = &crate::snapshot::TrafficRow>> = if snap.totals.is_empty() {
+        Box::new(snap.intervals.items.iter().flat_map(|i| &i.traffic))
+    } else {
+        Box::new(snap.totals.iter())
+    };
+    for row in rows {
         let sum = sums.entry((&row.proto, &row.net)).or_default();
         for (acc, v) in sum.iter_mut().zip([row.packets, row.bytes, row.flows_opened, row.flows_closed]) {
             *acc += v;

@@ -16,6 +16,9 @@ pub struct Snapshot {
     pub definitions: Definitions,
     /// A live run's traffic in short bins (empty for a finished offline run).
     pub live: LiveSeries,
+    /// The whole run's traffic and flows by protocol and direction, when `intervals` holds only
+    /// the recent ones (a live run); empty: `intervals` is the whole run.
+    pub totals: Vec<TrafficRow>,
 }
 
 /// Traffic per direction in short bins of packet time, the newest last: what the live

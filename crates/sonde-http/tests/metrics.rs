@@ -153,6 +153,27 @@ async fn the_exposition_parses_strictly_and_holds_the_runs_figures() {
 }
 
 #[test]
+fn a_live_runs_totals_count_beyond_its_recent_intervals() {
+    // A live snapshot keeps only recent intervals; the counters come from the run's totals, so
+    // they never go down when old intervals leave the window.
+    let mut snap = common::snapshot(sonde_http::Phase::Running);
+    snap.totals = vec![sonde_http::TrafficRow {
+        proto: "tcp".into(),
+        net: "out".into(),
+        packets: 1_000,
+        bytes: 90_000,
+        flows_opened: 7,
+        flows_closed: 5,
+        flows_active: 0,
+    }];
+    let text = render_metrics(&snap);
+    let families = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let tcp = |name: &str| families[name].samples.iter().find(|(l, _)| l["protocol"] == "tcp").unwrap().1;
+    assert_eq!(tcp("sonde_traffic_packets_total"), 1_000.0);
+    assert_eq!(tcp("sonde_flows_opened_total"), 7.0);
+}
+
+#[test]
 fn label_values_are_escaped() {
     let mut snap = common::snapshot(sonde_http::Phase::Running);
     snap.definitions.items[0].name = "we\"ird\\name\nx".into();

@@ -166,5 +166,6 @@ pub fn finished_snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snap
         },
         definitions,
         live: Default::default(),
+        totals: Vec::new(),
     })
 }

@@ -351,6 +351,40 @@ pub struct Collector {
     bins: BTreeMap<u64, TrafficBin>,
     definitions: Definitions,
     rotation: Option<Rotation>,
+    /// Traffic and flows of the chunks written, by protocol and direction: with what is drained
+    /// since, the run's totals (Prometheus counters never go down).
+    written: Totals,
+}
+
+/// Packets, bytes, flows opened and closed, by [`sonde_stats::Proto`] and [`sonde_stats::Net`].
+type Totals = [[[u64; 4]; 4]; 4];
+
+/// The totals of what `drained` holds: its closed intervals' traffic and its flows.
+fn totals(drained: &Drained) -> Totals {
+    let mut t = Totals::default();
+    for p in &drained.packets {
+        for (proto, nets) in p.traffic.iter().enumerate() {
+            for (net, traffic) in nets.iter().enumerate() {
+                t[proto][net][0] += traffic.packets;
+                t[proto][net][1] += traffic.bytes;
+            }
+        }
+    }
+    for f in drained.flows.iter().flat_map(|f| f.intervals.values()) {
+        for (proto, nets) in t.iter_mut().take(2).enumerate() {
+            for (net, sums) in nets.iter_mut().enumerate() {
+                sums[2] += f.opened[proto][net];
+                sums[3] += f.closed[proto][net];
+            }
+        }
+    }
+    t
+}
+
+fn add_totals(into: &mut Totals, more: &Totals) {
+    for (a, b) in into.iter_mut().flatten().flatten().zip(more.iter().flatten().flatten()) {
+        *a += b;
+    }
 }
 
 impl Collector {
@@ -379,6 +413,7 @@ impl Collector {
             bins: BTreeMap::new(),
             definitions: Definitions::default(),
             rotation,
+            written: Totals::default(),
         }
     }
 
@@ -433,9 +468,12 @@ impl Collector {
     fn publish(&mut self, r: ReaderPart) {
         self.drained.packets.extend(r.closed);
         if let Some(rotation) = self.rotation.as_mut() {
+            let before = totals(&self.drained);
             let shape =
                 ChunkShape { cfg: self.cfg.as_ref(), format: self.format, anonymizer: self.anonymizer.as_ref() };
-            rotation.after_drain(r.clock_ns, &mut self.drained, &shape);
+            if rotation.after_drain(r.clock_ns, &mut self.drained, &shape) {
+                add_totals(&mut self.written, &before);
+            }
         }
         let Some(state) = self.state.clone() else { return };
         for bin in &r.fine {
@@ -468,7 +506,27 @@ impl Collector {
                 Format::Jsonl => Table::from_jsonl(&lines.join("\n")),
             }
         };
+        let mut all = totals(&self.drained);
+        add_totals(&mut all, &self.written);
+        let totals = sonde_stats::Proto::ALL
+            .iter()
+            .flat_map(|&proto| sonde_stats::Net::ALL.iter().map(move |&net| (proto, net)))
+            .map(|(proto, net)| {
+                let [packets, bytes, flows_opened, flows_closed] = all[proto as usize][net as usize];
+                sonde_http::TrafficRow {
+                    proto: proto.name().to_string(),
+                    net: net.name().to_string(),
+                    packets,
+                    bytes,
+                    flows_opened,
+                    flows_closed,
+                    flows_active: 0,
+                }
+            })
+            .filter(|row| row.packets + row.flows_opened + row.flows_closed > 0)
+            .collect();
         let snapshot = Snapshot {
+            totals,
             status: self.status(),
             summary: serde_json::Value::Null,
             intervals,

@@ -76,31 +76,36 @@ impl Rotation {
     }
 
     /// After a drain at packet time `clock_ns`: writes `drained` as a chunk if the chunk is
-    /// over, and empties it. A chunk that cannot be written anywhere stays in `drained` (it goes
-    /// with the next one, or into the final outputs).
-    pub fn after_drain(&mut self, clock_ns: u64, drained: &mut Drained, shape: &ChunkShape<'_>) {
+    /// over, and empties it (returns true then). A chunk that cannot be written anywhere stays
+    /// in `drained` (it goes with the next one, or into the final outputs).
+    pub fn after_drain(&mut self, clock_ns: u64, drained: &mut Drained, shape: &ChunkShape<'_>) -> bool {
         self.clock_ns = self.clock_ns.max(clock_ns);
         let span = self.every.span_ns;
         let start = *self.start_ns.get_or_insert(clock_ns / span * span);
         let by_time = clock_ns >= start.saturating_add(span);
         let by_size = self.every.max_bytes.is_some_and(|max| drained.lines.text_bytes() as u64 >= max);
         if !(by_time || by_size) {
-            return;
+            return false;
         }
         let end = if by_time { clock_ns / span * span } else { clock_ns };
         let files = match chunk_files(drained, shape) {
             Ok(files) => files,
-            Err(e) => return self.warn(format!("chunk at {}: {e}", end / 1_000_000_000)),
+            Err(e) => {
+                self.warn(format!("chunk at {}: {e}", end / 1_000_000_000));
+                return false;
+            }
         };
         let name = format!("{:06}_{}", self.summary.chunks + self.summary.failed_chunks, start / 1_000_000_000);
         match self.write(&name, start, end, &files) {
             Ok(()) => {
                 *drained = Drained { flows: shape.cfg.map(sonde_stats::FlowIntervals::new), ..Drained::default() };
                 self.start_ns = Some(end);
+                true
             }
             Err(e) => {
                 self.summary.failed_chunks += 1;
                 self.warn(format!("chunk {name}: {e:#}; its data goes with the next chunk"));
+                false
             }
         }
     }

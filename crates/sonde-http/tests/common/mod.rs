@@ -109,6 +109,7 @@ pub fn snapshot(phase: Phase) -> Snapshot {
             counts: Table::from_tsv("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n100.0\t101.0\tweb\t1\t-\t7\t700\n"),
             associations: vec![AssociationSamples { name: "rtt".into(), samples: vec![[100.1, 20.0], [100.2, 22.5]] }],
         },
+                totals: Vec::new(),
         live: LiveSeries {
             bin_s: 0.01,
             bins: [103.88, 103.89]
