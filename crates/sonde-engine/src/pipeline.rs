@@ -214,7 +214,7 @@ pub fn analyze_live<S: FlowSink + Send>(
             len: 0,
         };
         let input_error = reader.read(source, filter, progress, &mut inline);
-        inline.worker.packets(&inline.batch[..inline.len]);
+        inline.flush();
         (input_error, vec![inline.worker.finish(reader.clock_ns)])
     } else {
         let threads = Threads { flow_cfg: &flow_cfg, batch_len: pipeline.batch_len.max(1), new_sink, drain_sink };
@@ -354,6 +354,14 @@ struct Inline<'d, S> {
     len: usize,
 }
 
+impl<S: FlowSink> Inline<'_, S> {
+    /// Analyses the packets collected so far (before a message that must come after them).
+    fn flush(&mut self) {
+        self.worker.packets(&self.batch[..self.len]);
+        self.len = 0;
+    }
+}
+
 impl<S: FlowSink> Dispatch for Inline<'_, S> {
     fn slot(&mut self) -> &mut Item {
         &mut self.batch[self.len]
@@ -368,14 +376,12 @@ impl<S: FlowSink> Dispatch for Inline<'_, S> {
     }
 
     fn tick(&mut self, clock_ns: u64) {
-        self.worker.packets(&self.batch[..self.len]);
-        self.len = 0;
+        self.flush();
         self.worker.tick(clock_ns);
     }
 
     fn drain(&mut self, seq: u64) {
-        self.worker.packets(&self.batch[..self.len]);
-        self.len = 0;
+        self.flush();
         self.worker.drain(seq);
     }
 
@@ -384,8 +390,7 @@ impl<S: FlowSink> Dispatch for Inline<'_, S> {
     }
 
     fn internal_nets(&mut self, nets: Arc<Vec<ipnet::IpNet>>) {
-        self.worker.packets(&self.batch[..self.len]);
-        self.len = 0;
+        self.flush();
         self.worker.internal_nets(&nets);
     }
 

@@ -107,10 +107,10 @@ impl OutputDir {
     /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
     pub fn write_flow_lines(&self, parts: Vec<FlowLines>) -> Result<(), OutputError> {
         let parallel = parts.len() > 1;
-        let (tcp, udp): (Vec<Lines>, Vec<Lines>) = parts.into_iter().map(|s| (s.tcp, s.udp)).unzip();
+        let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let [tcp_name, udp_name, _] = Self::file_names(self.format);
-        let write_tcp = || write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), tcp));
-        let write_udp = || write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), udp));
+        let write_tcp = || write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
+        let write_udp = || write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), &udp));
         if !parallel {
             return write_tcp().and_then(|_| write_udp());
         }
@@ -169,7 +169,7 @@ fn order_key(r: &FlowRecord) -> OrderKey {
 
 /// One log's formatted lines from one sink: the text of all lines in one buffer (no allocation
 /// per line), and per line its order key and place in the buffer.
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct Lines {
     text: Vec<u8>,
     index: Vec<(OrderKey, usize, u32)>,
@@ -188,7 +188,7 @@ impl Lines {
 
 /// Flow log lines taken out of their sinks while a run goes on (a live monitor hands them to
 /// its dashboard and its rotated outputs): given back whole, they write the same logs.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct FlowLines {
     tcp: Lines,
     udp: Lines,
@@ -231,12 +231,12 @@ impl FlowLines {
 
     /// Both logs of `parts` as the files [`OutputDir::write_flow_lines`] writes: names and
     /// contents, in output order.
-    pub fn render(format: Format, parts: Vec<FlowLines>) -> io::Result<[(String, Vec<u8>); 2]> {
-        let (tcp, udp): (Vec<Lines>, Vec<Lines>) = parts.into_iter().map(|s| (s.tcp, s.udp)).unzip();
+    pub fn render(format: Format, parts: &[&FlowLines]) -> io::Result<[(String, Vec<u8>); 2]> {
+        let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let [tcp_name, udp_name, _] = OutputDir::file_names(format);
         let (mut tcp_text, mut udp_text) = (Vec::new(), Vec::new());
-        write_sorted(&mut tcp_text, format, &tcp_columns(), tcp)?;
-        write_sorted(&mut udp_text, format, &udp_columns(), udp)?;
+        write_sorted(&mut tcp_text, format, &tcp_columns(), &tcp)?;
+        write_sorted(&mut udp_text, format, &udp_columns(), &udp)?;
         Ok([(tcp_name, tcp_text), (udp_name, udp_text)])
     }
 
@@ -343,9 +343,9 @@ impl LineSink {
 }
 
 /// Writes the lines of every sink, sorted by their order keys.
-fn write_sorted<R>(w: &mut impl Write, format: Format, columns: &[Column<R>], sinks: Vec<Lines>) -> io::Result<()> {
+fn write_sorted<R>(w: &mut impl Write, format: Format, columns: &[Column<R>], sinks: &[&Lines]) -> io::Result<()> {
     let mut order: Vec<(OrderKey, &[u8])> = Vec::with_capacity(sinks.iter().map(|l| l.index.len()).sum());
-    for lines in &sinks {
+    for lines in sinks {
         order.extend(lines.index.iter().map(|&(key, start, len)| (key, lines.line(start, len))));
     }
     // The line breaks the (practically impossible) tie of two flows with equal keys.

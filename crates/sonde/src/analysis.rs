@@ -169,10 +169,12 @@ pub fn run(
     // and adds the flows to its interval statistics.
     let new_sink =
         || (LineSink::new(format).anonymized(anonymizer.clone()), monitor_cfg.as_ref().map(FlowIntervals::new));
+    // Only a run with an HTTP state shows the live view: the fine bins and open flows are for it.
+    let publishing = live.is_some_and(LiveOptions::publishing);
     let new_intervals = || {
         monitor_cfg.as_ref().map(|cfg| {
             let intervals = PacketIntervals::new(cfg);
-            if live.is_some() {
+            if publishing {
                 intervals.with_fine_bins(live::BIN_NS)
             } else {
                 intervals
@@ -204,7 +206,7 @@ pub fn run(
     });
     drop(parts_rx);
     let collector = collector.transpose().context("starting the publishing thread")?;
-    let open_flows = if live.is_some_and(|l| l.state.is_some()) { live::OPEN_FLOWS } else { 0 };
+    let open_flows = if publishing { live::OPEN_FLOWS } else { 0 };
     // One reader's whole run: its packet statistics, outcome and workers' sinks.
     let read = |source: &mut (dyn PacketSource + Send),
                 index: usize,
@@ -291,7 +293,9 @@ pub fn run(
     }
     let outcome = outcome.expect("one reader at least");
     let (line_sinks, mut flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
-    let lines = std::iter::once(drained.lines).chain(line_sinks.into_iter().map(FlowLines::from)).collect();
+    // (Nothing drained: not a part of its own, so one worker's logs are still written in turn.)
+    let drained_lines = Some(drained.lines).filter(|l| !l.is_empty());
+    let lines = drained_lines.into_iter().chain(line_sinks.into_iter().map(FlowLines::from)).collect();
     prepared.out.write_flow_lines(lines)?;
     flow_intervals.push(drained.flows);
     let mut outputs = OutputDir::file_names(format).to_vec();

@@ -53,6 +53,13 @@ pub struct LiveOptions {
     pub rotation: Option<Rotation>,
 }
 
+impl LiveOptions {
+    /// Whether the run shows a live view (`--http`): without, nothing builds one.
+    pub fn publishing(&self) -> bool {
+        self.state.is_some()
+    }
+}
+
 /// A worker's sink: its flow log lines and flow statistics.
 pub type Sink = (LineSink, Option<FlowIntervals>);
 
@@ -121,6 +128,8 @@ pub struct Hooks {
     started: Instant,
     started_unix_s: f64,
     quiet: bool,
+    /// The definitions' view (their counts rendered) is built only for a live view.
+    publishing: bool,
 }
 
 impl Hooks {
@@ -137,6 +146,7 @@ impl Hooks {
             started: Instant::now(),
             started_unix_s: opts.started_unix_s,
             quiet: opts.quiet,
+            publishing: opts.publishing(),
         }
     }
 
@@ -266,7 +276,7 @@ impl LiveHooks for Hooks {
             first_packet_s: any.then_some(s.first_ts_ns as f64 / 1e9),
             last_packet_s: any.then_some(p.clock_ns as f64 / 1e9),
         };
-        let definitions = p.definitions.map(definitions_view);
+        let definitions = p.definitions.filter(|_| self.publishing).map(definitions_view);
         let part = ReaderPart { source: self.source, clock_ns: p.clock_ns, status, closed, fine, definitions };
         let _ = self.parts.send((p.seq, Part::Reader(part)));
     }
@@ -451,7 +461,9 @@ impl Collector {
     }
 
     fn absorb(&mut self, lines: FlowLines, flows: Option<BTreeMap<u64, FlowInterval>>) {
-        for (udp, recent) in self.recent.iter_mut().enumerate() {
+        // The live table's recent flows, kept only when there is a live view.
+        let recent = if self.state.is_some() { &mut self.recent[..] } else { &mut [] };
+        for (udp, recent) in recent.iter_mut().enumerate() {
             for line in lines.lines(udp == 1) {
                 if recent.len() == RECENT_FLOWS {
                     recent.pop_front();

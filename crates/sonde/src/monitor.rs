@@ -142,6 +142,14 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let input_name = args.interfaces.join(",");
     anyhow::ensure!(args.readers >= 1, "--readers must be at least 1");
     anyhow::ensure!(
+        !args.spool.is_empty() || args.rotate_size.is_none(),
+        "--rotate-size needs --spool (the locations the chunks go to)"
+    );
+    anyhow::ensure!(
+        args.spool.is_empty() || (args.rotate.is_finite() && args.rotate >= 0.001),
+        "--rotate must be at least 0.001 seconds"
+    );
+    anyhow::ensure!(
         args.readers == 1 || args.analysis.definitions.is_none(),
         "--readers {} cannot count --definitions: definitions are counted in input order by one reader",
         args.readers
@@ -176,12 +184,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         quiet: args.analysis.quiet,
         rotation: None,
     };
-    anyhow::ensure!(
-        !args.spool.is_empty() || args.rotate_size.is_none(),
-        "--rotate-size needs --spool (the locations the chunks go to)"
-    );
     if !args.spool.is_empty() {
-        anyhow::ensure!(args.rotate.is_finite() && args.rotate >= 0.001, "--rotate must be at least 0.001 seconds");
         let every = rotate::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
         opts.rotation = Some(rotate::Rotation::open(args.spool.clone(), every, args.analysis.quiet)?);
     }

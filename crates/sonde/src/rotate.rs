@@ -95,7 +95,7 @@ impl Rotation {
                 return false;
             }
         };
-        let name = format!("{:06}_{}", self.summary.chunks + self.summary.failed_chunks, start / 1_000_000_000);
+        let name = self.chunk_name(start);
         match self.write(&name, start, end, &files) {
             Ok(()) => {
                 *drained = Drained { flows: shape.cfg.map(sonde_stats::FlowIntervals::new), ..Drained::default() };
@@ -138,7 +138,7 @@ impl Rotation {
             files.push((name.clone(), std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?));
         }
         let start = self.start_ns.unwrap_or(end_ns);
-        let name = format!("{:06}_{}", self.summary.chunks + self.summary.failed_chunks, start / 1_000_000_000);
+        let name = self.chunk_name(start);
         self.write(&name, start, end_ns, &files)?;
         for (name, _) in &files {
             let _ = std::fs::remove_file(out.join(name));
@@ -155,6 +155,11 @@ impl Rotation {
             })
             .collect();
         Ok(self.summary)
+    }
+
+    /// `NNNNNN_START`: the chunk's sequence number (failed attempts count) and first second.
+    fn chunk_name(&self, start_ns: u64) -> String {
+        format!("{:06}_{}", self.summary.chunks + self.summary.failed_chunks, start_ns / 1_000_000_000)
     }
 
     fn warn(&self, message: String) {
@@ -174,7 +179,7 @@ pub struct ChunkShape<'a> {
 /// The files of a chunk: the flow logs of the flows that ended in it and the interval files of
 /// the intervals closed in it.
 fn chunk_files(drained: &Drained, shape: &ChunkShape<'_>) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut files: Vec<(String, Vec<u8>)> = FlowLines::render(shape.format, vec![drained.lines.clone()])?.into();
+    let mut files: Vec<(String, Vec<u8>)> = FlowLines::render(shape.format, &[&drained.lines])?.into();
     if let (Some(cfg), Some(flows)) = (shape.cfg, &drained.flows) {
         let mut report = Report::new(cfg, drained.packets.clone(), vec![flows.clone()]);
         if let Some(anon) = shape.anonymizer {
