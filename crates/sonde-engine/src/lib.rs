@@ -1,37 +1,43 @@
-//! sonde-engine: the pipeline that joins source, filter, decoder and flow trackers.
+//! sonde-engine: one analysis run, whole — the library a CLI, an HTTP server or a Python
+//! binding drives.
 //!
-//! [`analyze`] runs one reader — it pulls frames from a [`PacketSource`], drops those the BPF
-//! [`Filter`] rejects, decodes the rest with [`sonde_wire::decode`] and counts everything in
-//! [`RunStats`] — feeding N workers, each with its own [`FlowTracker`]. Packets go to workers in
-//! batches by a symmetric hash of their 5-tuple, so both directions of a flow meet in one worker
-//! and workers share nothing per packet. Each packet carries the reader's clock (the latest
-//! timestamp of the whole input), so a worker's flows end exactly as in a single tracker: the
-//! records are the same for any number of workers (only eviction, when a worker's share of
-//! `--max-flows` fills, depends on the split). A damaged input ends the read but not the run:
-//! every flow analysed so far is still emitted and the error is returned beside the stats.
-//! With [`Pipeline::thin`] set, the reader thins the decoded packets first ([`sonde_thin`]): a
-//! dropped packet is counted as read, and nothing else sees it.
+//! A [`Run`] reads one input (or several: the sockets of a PACKET_FANOUT group) with a reader
+//! per input — it pulls frames from a [`PacketSource`](sonde_capture::PacketSource), drops those
+//! the BPF [`Filter`] rejects, decodes the rest with [`sonde_wire::decode`], thins them
+//! ([`sonde_thin`], optional) and counts everything in [`RunStats`] — feeding N workers, each
+//! with its own [`FlowTracker`](sonde_flow::FlowTracker). Packets go to workers in batches by a
+//! symmetric hash of their 5-tuple, so both directions of a flow meet in one worker and workers
+//! share nothing per packet. Each packet carries the reader's clock (the latest timestamp of
+//! the whole input), so a worker's flows end exactly as in a single tracker: the records are
+//! the same for any number of workers. Finished flows go to each worker's [`WorkerSink`] as
+//! they end; a live run's drains reach [`DrainObserver`]s whole and typed; the end returns a
+//! [`RunResult`]. A damaged input ends the read but not the run: every flow analysed so far is
+//! still emitted and the error is returned beside the stats.
 //!
 //! ```
-//! use sonde_engine::{analyze, Pipeline, Progress};
+//! use sonde_engine::Run;
 //! use sonde_flow::FlowRecord;
 //! let mut source = sonde_capture::open_bytes(vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0,
 //!     0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0]).unwrap();
-//! let mut flows: Vec<FlowRecord> = Vec::new();
-//! let outcome = analyze(source.as_mut(), None, &Pipeline::default(), &mut flows, &mut |_: Progress| {});
-//! assert_eq!(outcome.stats.packets.read, 0);
-//! assert!(outcome.input_error.is_none());
+//! let result = Run::new().analyze(&mut [source.as_mut()], &Vec::<FlowRecord>::new).unwrap();
+//! assert_eq!(result.stats.packets.read, 0);
+//! assert!(result.input_error.is_none());
 //! ```
 
+mod collector;
+mod controls;
 mod defined;
-mod live;
 mod pipeline;
 pub mod resources;
+mod run;
+mod sink;
 mod stats;
 mod thinning;
 
-pub use live::{DrainPoint, Edit, Live, LiveHooks};
-pub use pipeline::{analyze, analyze_live, analyze_monitored, analyze_with, Outcome, Pipeline, Progress};
+pub use controls::{Controls, Edit};
+pub use pipeline::{Outcome, Pipeline, Progress};
+pub use run::{Drains, PartOf, Run, RunError, RunResult, Timing};
+pub use sink::{DefinitionsView, Drain, DrainObserver, Held, Part, ReaderStatus, Sinks, Totals, WorkerSink};
 pub use sonde_filter::{Filter, FilterError};
 pub use sonde_thin::{Config as ThinConfig, Thinner};
 pub use stats::*;
@@ -64,12 +70,12 @@ mod tests {
         p
     }
 
-    fn run(bytes: Vec<u8>, filter: Option<&str>) -> (Outcome, Vec<FlowRecord>) {
+    fn run(bytes: Vec<u8>, filter: Option<&str>) -> (RunResult<Vec<FlowRecord>>, Vec<FlowRecord>) {
         let mut source = sonde_capture::open_bytes(bytes).unwrap();
-        let mut filter = filter.map(|f| Filter::new(f).unwrap());
-        let mut flows = Vec::new();
-        let outcome = analyze(source.as_mut(), filter.as_mut(), &Pipeline::default(), &mut flows, &mut |_| {});
-        (outcome, flows)
+        let result =
+            Run::new().filter(filter.map(str::to_string)).analyze(&mut [source.as_mut()], &Vec::new).unwrap();
+        let flows = result.flows.concat();
+        (result, flows)
     }
 
     #[test]
@@ -147,8 +153,8 @@ mod tests {
                 (vec![(1_700_000_000 + udp_idle_s) * S], "idle"),
             ] {
                 let mut source = Live { frames: frames.clone(), ticks_ns, next: 0 };
-                let mut flows: Vec<FlowRecord> = Vec::new();
-                let outcome = analyze(&mut source, None, &pipeline, &mut flows, &mut |_| {});
+                let outcome =
+                    Run::new().pipeline(pipeline.clone()).analyze(&mut [&mut source], &Vec::<FlowRecord>::new).unwrap();
                 assert_eq!(outcome.stats.packets.read, 2);
                 assert_eq!(outcome.stats.flows.end_reasons[reason], 2, "{workers} workers, {reason}");
             }

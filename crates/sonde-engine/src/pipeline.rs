@@ -10,13 +10,15 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
 use sonde_define::{ChangeError, Counter, Layers, Matcher, SetChange};
 use sonde_filter::Filter;
-use sonde_flow::{FlowConfig, FlowSink, FlowTracker, PacketKey, TableStats};
-use sonde_stats::PacketIntervals;
+use sonde_flow::{FlowConfig, FlowRecord, FlowSink, FlowTracker, PacketKey, TableStats};
+use sonde_stats::{FlowIntervals, PacketIntervals};
 use sonde_thin::Thinner;
 use sonde_wire::{LinkType, PacketSummary};
 
 use crate::defined::{DefBatch, Reorder};
-use crate::live::{DrainPoint, DrainSink, Live, LiveHooks};
+use crate::collector::{ReaderPart, ToCollector, WorkerPart};
+use crate::controls::Controls;
+use crate::sink::{DefinitionsView, ReaderStatus, Sinks, WorkerSink};
 use crate::stats::{CountingSink, FlowCounts, RunStats};
 use crate::ThinningReport;
 
@@ -128,73 +130,77 @@ struct WorkerResult<S> {
     table: TableStats,
 }
 
-/// Runs the whole analysis of one input; finished flows go to `sink` at the end.
-pub fn analyze<S: FlowSink>(
-    source: &mut dyn PacketSource,
-    filter: Option<&mut Filter>,
-    pipeline: &Pipeline,
-    sink: &mut S,
-    progress: &mut dyn FnMut(Progress),
-) -> Outcome {
-    let (outcome, per_worker) = analyze_with(source, filter, pipeline, &Vec::new, progress);
-    for record in per_worker.into_iter().flatten() {
-        sink.flow(&record);
-    }
-    outcome
+/// One reader's run: where its packets come from and where what it finds goes.
+pub(crate) struct ReaderSetup<'a, K: Sinks> {
+    pub pipeline: &'a Pipeline,
+    pub sinks: &'a K,
+    /// The packet statistics (fed here, in input order), and the flow statistics' settings
+    /// (each worker keeps its own).
+    pub intervals: Option<&'a mut PacketIntervals>,
+    pub flow_stats: Option<&'a sonde_stats::Config>,
+    pub definitions: Option<&'a mut Counter>,
+    pub drains: Option<ReaderDrains<<K::Worker as WorkerSink>::Part>>,
 }
 
-/// Runs the whole analysis of one input with one sink per worker, made by `new_sink` and fed in
-/// that worker's thread as its flows end; returns the sinks.
-pub fn analyze_with<S: FlowSink + Send>(
-    source: &mut dyn PacketSource,
-    filter: Option<&mut Filter>,
-    pipeline: &Pipeline,
-    new_sink: &(dyn Fn() -> S + Sync),
-    progress: &mut dyn FnMut(Progress),
-) -> (Outcome, Vec<S>) {
-    analyze_monitored(source, filter, pipeline, new_sink, None, None, progress)
+/// A live run's side of one reader.
+pub(crate) struct ReaderDrains<P> {
+    pub reader: usize,
+    pub every_ns: u64,
+    pub open_flows: usize,
+    pub recent_flows: usize,
+    /// Build the definitions' view at each drain.
+    pub view: bool,
+    pub to_collector: Sender<ToCollector<P>>,
+    pub controls: Option<Box<dyn Controls>>,
 }
 
-/// [`analyze_with`], also feeding every analysed packet to `monitor` (in the reader's thread, in
-/// input order) for the interval statistics, and to `definitions` (matched in the workers,
-/// counted in input order).
-pub fn analyze_monitored<S: FlowSink + Send>(
-    source: &mut dyn PacketSource,
-    filter: Option<&mut Filter>,
-    pipeline: &Pipeline,
-    new_sink: &(dyn Fn() -> S + Sync),
-    monitor: Option<&mut PacketIntervals>,
-    definitions: Option<&mut Counter>,
-    progress: &mut dyn FnMut(Progress),
-) -> (Outcome, Vec<S>) {
-    analyze_live(source, filter, pipeline, new_sink, monitor, definitions, None, progress)
+/// What a worker hands over at the end: its sink's last part and its flow statistics.
+pub(crate) struct WorkerOutput<P> {
+    pub part: P,
+    pub flows: Option<FlowIntervals>,
 }
 
-/// [`analyze_monitored`] for a live run: every `live.every_ns` of packet time the workers'
-/// sinks are drained and the reader's hooks called; the definitions change when the hooks say.
-#[allow(clippy::too_many_arguments)]
-pub fn analyze_live<S: FlowSink + Send>(
+/// Reads one input to its end through the workers; returns what was counted and each worker's
+/// output.
+pub(crate) fn read_input<K: Sinks>(
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
-    pipeline: &Pipeline,
-    new_sink: &(dyn Fn() -> S + Sync),
-    monitor: Option<&mut PacketIntervals>,
-    definitions: Option<&mut Counter>,
-    live: Option<Live<'_, S>>,
+    setup: ReaderSetup<'_, K>,
     progress: &mut dyn FnMut(Progress),
-) -> (Outcome, Vec<S>) {
+) -> (Outcome, Vec<WorkerOutput<<K::Worker as WorkerSink>::Part>>) {
+    let pipeline = setup.pipeline;
     let workers = pipeline.workers.max(1);
     let mut flow_cfg = pipeline.flow.clone();
     flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
     flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
 
     let mut stats = RunStats::default();
-    let (drain_sink, live) = match live {
-        Some(l) => (
-            Some((l.drain_sink, l.open_flows)),
-            Some(ReaderLive { every_ns: l.every_ns.max(1), seq: 0, hooks: l.hooks }),
+    let (worker_drain, live) = match setup.drains {
+        Some(d) => (
+            Some(WorkerDrain {
+                reader: d.reader,
+                open_flows: d.open_flows,
+                recent_flows: d.recent_flows,
+                to_collector: d.to_collector.clone(),
+            }),
+            Some(ReaderLive {
+                reader: d.reader,
+                every_ns: d.every_ns.max(1),
+                seq: 0,
+                view: d.view,
+                to_collector: d.to_collector,
+                controls: d.controls,
+            }),
         ),
         None => (None, None),
+    };
+    let new_worker = || {
+        let sink = WorkerOutputs {
+            sink: setup.sinks.worker(),
+            flows: setup.flow_stats.map(FlowIntervals::new),
+            recent: worker_drain.as_ref().filter(|d| d.recent_flows > 0).map(|d| Recent::new(d.recent_flows)),
+        };
+        Worker::new(flow_cfg.clone(), sink, worker_drain.clone())
     };
     let mut reader = Reader {
         stats: &mut stats,
@@ -202,29 +208,25 @@ pub fn analyze_live<S: FlowSink + Send>(
         next_drain_ns: if live.is_some() { 0 } else { u64::MAX },
         live,
         workers,
-        monitor,
-        definitions,
+        monitor: setup.intervals,
+        definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
     };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
-        let mut inline = Inline {
-            worker: Worker::new(flow_cfg, new_sink(), drain_sink),
-            batch: [Item::EMPTY; INLINE_BATCH],
-            len: 0,
-        };
+        let mut inline = Inline { worker: new_worker(), batch: [Item::EMPTY; INLINE_BATCH], len: 0 };
         let input_error = reader.read(source, filter, progress, &mut inline);
         inline.flush();
         (input_error, vec![inline.worker.finish(reader.clock_ns)])
     } else {
-        let threads = Threads { flow_cfg: &flow_cfg, batch_len: pipeline.batch_len.max(1), new_sink, drain_sink };
+        let threads = Threads { batch_len: pipeline.batch_len.max(1), new_worker: &new_worker };
         run_threads(&mut reader, source, filter, progress, threads)
     };
     let thinning = reader.thinner.as_ref().map(ThinningReport::new);
 
     let mut counts = FlowCounts::default();
     let mut table = TableStats::default();
-    let mut sinks = Vec::with_capacity(results.len());
+    let mut outputs = Vec::with_capacity(results.len());
     for r in results {
         counts.add(&r.counts);
         table.lookups += r.table.lookups;
@@ -232,32 +234,31 @@ pub fn analyze_live<S: FlowSink + Send>(
         table.peak_live += r.table.peak_live;
         table.inserted += r.table.inserted;
         table.evicted += r.table.evicted;
-        sinks.push(r.sink);
+        let WorkerOutputs { mut sink, flows, .. } = r.sink;
+        outputs.push(WorkerOutput { part: sink.take(), flows });
     }
     stats.flows = counts;
     stats.thinning = thinning;
     stats.finish();
     stats.set_table(table);
-    (Outcome { stats, input_error }, sinks)
+    (Outcome { stats, input_error }, outputs)
 }
 
 /// What the worker threads are made with.
-struct Threads<'a, S> {
-    flow_cfg: &'a FlowConfig,
+struct Threads<'a, S, P> {
     batch_len: usize,
-    new_sink: &'a (dyn Fn() -> S + Sync),
-    drain_sink: Option<(DrainSink<'a, S>, usize)>,
+    new_worker: &'a (dyn Fn() -> Worker<WorkerOutputs<S>, P> + Sync),
 }
 
 /// The reader in this thread, `reader.workers` workers in their own, batches between them.
-fn run_threads<S: FlowSink + Send>(
-    reader: &mut Reader,
+fn run_threads<S: WorkerSink>(
+    reader: &mut Reader<'_, '_, S::Part>,
     source: &mut dyn PacketSource,
     filter: Option<&mut Filter>,
     progress: &mut dyn FnMut(Progress),
-    t: Threads<'_, S>,
-) -> (Option<CaptureError>, Vec<WorkerResult<S>>) {
-    let (flow_cfg, batch_len, new_sink, drain_sink) = (t.flow_cfg, t.batch_len, t.new_sink, t.drain_sink);
+    t: Threads<'_, S, S::Part>,
+) -> (Option<CaptureError>, Vec<WorkerResult<WorkerOutputs<S>>>) {
+    let (batch_len, new_worker) = (t.batch_len, t.new_worker);
     let workers = reader.workers;
     thread::scope(|scope| {
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
@@ -268,12 +269,11 @@ fn run_threads<S: FlowSink + Send>(
         for i in 0..workers {
             let (tx, rx) = bounded::<Message>(BATCHES_PER_WORKER);
             to_workers.push(tx);
-            let cfg = flow_cfg.clone();
             let recycle = recycle_tx.clone();
             let matcher = matcher.clone();
             let worker = thread::Builder::new()
                 .name(format!("sonde-worker-{i}"))
-                .spawn_scoped(scope, move || work(Worker::new(cfg, new_sink(), drain_sink), matcher, rx, recycle))
+                .spawn_scoped(scope, move || work(new_worker(), matcher, rx, recycle))
                 .expect("spawn a worker thread");
             handles.push(worker);
         }
@@ -348,13 +348,13 @@ trait Dispatch {
 
 /// The one worker, in the reader's thread: packets are decoded straight into its batch (no
 /// copy), analysed `INLINE_BATCH` at a time.
-struct Inline<'d, S> {
-    worker: Worker<'d, S>,
+struct Inline<S: WorkerSink> {
+    worker: Worker<WorkerOutputs<S>, S::Part>,
     batch: [Item; INLINE_BATCH],
     len: usize,
 }
 
-impl<S: FlowSink> Inline<'_, S> {
+impl<S: WorkerSink> Inline<S> {
     /// Analyses the packets collected so far (before a message that must come after them).
     fn flush(&mut self) {
         self.worker.packets(&self.batch[..self.len]);
@@ -362,7 +362,7 @@ impl<S: FlowSink> Inline<'_, S> {
     }
 }
 
-impl<S: FlowSink> Dispatch for Inline<'_, S> {
+impl<S: WorkerSink> Dispatch for Inline<S> {
     fn slot(&mut self) -> &mut Item {
         &mut self.batch[self.len]
     }
@@ -553,18 +553,78 @@ impl Dispatch for ToThreads<'_> {
     }
 }
 
-/// A flow worker: a tracker and the sink of the flows it ends.
-struct Worker<'d, S> {
+/// A flow worker: a tracker and the sinks of the flows it ends.
+struct Worker<S, P> {
     tracker: FlowTracker,
     sink: S,
     counts: FlowCounts,
-    /// A live run's drain of the sink.
-    drain_sink: Option<(DrainSink<'d, S>, usize)>,
+    /// A live run's drains.
+    drain: Option<WorkerDrain<P>>,
 }
 
-impl<'d, S: FlowSink> Worker<'d, S> {
-    fn new(cfg: FlowConfig, sink: S, drain_sink: Option<(DrainSink<'d, S>, usize)>) -> Self {
-        Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default(), drain_sink }
+/// A worker's side of a live run's drains.
+struct WorkerDrain<P> {
+    reader: usize,
+    open_flows: usize,
+    recent_flows: usize,
+    to_collector: Sender<ToCollector<P>>,
+}
+
+impl<P> Clone for WorkerDrain<P> {
+    fn clone(&self) -> Self {
+        WorkerDrain { to_collector: self.to_collector.clone(), ..*self }
+    }
+}
+
+/// What a worker's flows go to: the run's sink, the interval statistics, and for a live view the
+/// flows ended lately.
+struct WorkerOutputs<S> {
+    sink: S,
+    flows: Option<FlowIntervals>,
+    recent: Option<Recent>,
+}
+
+impl<S: FlowSink> FlowSink for WorkerOutputs<S> {
+    fn flow(&mut self, record: &FlowRecord) {
+        self.sink.flow(record);
+        self.flows.flow(record);
+        if let Some(recent) = self.recent.as_mut() {
+            recent.push(record);
+        }
+    }
+    fn rtt_sample(&mut self, sample: &sonde_flow::RttSample) {
+        self.sink.rtt_sample(sample);
+        self.flows.rtt_sample(sample);
+    }
+    fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
+        self.sink.internal_nets(nets);
+        self.flows.internal_nets(nets);
+    }
+}
+
+/// The latest records of flows ended, at most `limit` (a live view shows them).
+struct Recent {
+    limit: usize,
+    records: std::collections::VecDeque<FlowRecord>,
+}
+
+impl Recent {
+    fn new(limit: usize) -> Recent {
+        Recent { limit, records: std::collections::VecDeque::new() }
+    }
+
+    #[cold]
+    fn push(&mut self, record: &FlowRecord) {
+        if self.records.len() == self.limit {
+            self.records.pop_front();
+        }
+        self.records.push_back(record.clone());
+    }
+}
+
+impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
+    fn new(cfg: FlowConfig, sink: WorkerOutputs<S>, drain: Option<WorkerDrain<S::Part>>) -> Self {
+        Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default(), drain }
     }
 
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
@@ -572,12 +632,22 @@ impl<'d, S: FlowSink> Worker<'d, S> {
         self.sink.internal_nets(nets);
     }
 
+    /// Hands the collector what the sinks gathered since the last drain, with the open flows.
     fn drain(&mut self, seq: u64) {
-        if let Some((drain, open_flows)) = self.drain_sink {
-            drain(&mut self.sink, self.tracker.open_flows(open_flows), seq);
-        }
+        let Some(d) = self.drain.as_ref() else { return };
+        let part = WorkerPart {
+            reader: d.reader,
+            seq,
+            part: self.sink.sink.take(),
+            flows: self.sink.flows.as_mut().map(FlowIntervals::take),
+            open: if d.open_flows > 0 { self.tracker.open_flows(d.open_flows) } else { Vec::new() },
+            ended: self.sink.recent.as_mut().map_or_else(Vec::new, |r| r.records.drain(..).collect()),
+        };
+        let _ = d.to_collector.send(ToCollector::Worker(part));
     }
+}
 
+impl<S: FlowSink, P> Worker<S, P> {
     fn packets(&mut self, items: &[Item]) {
         for (i, item) in items.iter().enumerate() {
             if let Some(ahead) = items.get(i + PREFETCH_INDEX) {
@@ -607,12 +677,12 @@ impl<'d, S: FlowSink> Worker<'d, S> {
 }
 
 /// A worker thread: tracks the flows of the batches it is sent, returning each for reuse.
-fn work<S: FlowSink>(
-    mut worker: Worker<'_, S>,
+fn work<S: WorkerSink>(
+    mut worker: Worker<WorkerOutputs<S>, S::Part>,
     mut matcher: Option<Arc<Matcher>>,
     rx: Receiver<Message>,
     recycle: Sender<Batch>,
-) -> WorkerResult<S> {
+) -> WorkerResult<WorkerOutputs<S>> {
     while let Ok(message) = rx.recv() {
         match message {
             Message::Batch(mut batch) => {
@@ -641,20 +711,20 @@ fn worker_of(hash: u64, workers: u64) -> usize {
     (((hash >> 32) * workers) >> 32) as usize
 }
 
-struct Reader<'a> {
+struct Reader<'a, 'c, P> {
     stats: &'a mut RunStats,
     /// The latest packet time read so far.
     clock_ns: u64,
     /// A live run drains when the clock reaches this (never otherwise).
     next_drain_ns: u64,
-    live: Option<ReaderLive<'a>>,
+    live: Option<ReaderLive<P>>,
     workers: usize,
-    monitor: Option<&'a mut PacketIntervals>,
-    definitions: Option<&'a mut Counter>,
+    monitor: Option<&'c mut PacketIntervals>,
+    definitions: Option<&'c mut Counter>,
     thinner: Option<Thinner>,
 }
 
-impl Reader<'_> {
+impl<P> Reader<'_, '_, P> {
     /// Reads the input to its end, handing each flow packet to `dispatch`.
     fn read(
         &mut self,
@@ -752,16 +822,19 @@ impl Reader<'_> {
 }
 
 /// The reader's side of a live run.
-struct ReaderLive<'a> {
+struct ReaderLive<P> {
+    reader: usize,
     every_ns: u64,
     /// The next drain's sequence number.
     seq: u64,
-    hooks: &'a mut dyn LiveHooks,
+    view: bool,
+    to_collector: Sender<ToCollector<P>>,
+    controls: Option<Box<dyn Controls>>,
 }
 
-impl ReaderLive<'_> {
-    /// Drains the workers and calls the hooks; applies the edits waiting. Returns the clock of
-    /// the next drain.
+impl<P> ReaderLive<P> {
+    /// Drains the workers and sends the reader's part; applies the edits waiting. Returns the
+    /// clock of the next drain.
     #[cold]
     fn drain(
         &mut self,
@@ -774,20 +847,35 @@ impl ReaderLive<'_> {
         if let Some(m) = intervals.as_deref_mut() {
             m.tick(clock_ns);
         }
-        if let Some(nets) = self.hooks.next_internal_nets() {
+        if let Some(nets) = self.controls.as_deref_mut().and_then(|c| c.next_internal_nets()) {
             if let Some(m) = intervals.as_deref_mut() {
                 m.set_internal_nets(nets.clone());
             }
             dispatch.internal_nets(Arc::new(nets));
         }
         dispatch.drain(self.seq);
-        self.hooks.drained(DrainPoint {
+        if let Some(controls) = self.controls.as_deref_mut() {
+            controls.at_drain(definitions.as_deref());
+        }
+        let (closed, fine) = match intervals {
+            Some(m) => (m.take_closed(), m.take_fine()),
+            None => (Vec::new(), Vec::new()),
+        };
+        let any = stats.packets.read > 0;
+        let part = ReaderPart {
+            reader: self.reader,
             seq: self.seq,
             clock_ns,
-            stats,
-            intervals,
-            definitions: definitions.as_deref(),
-        });
+            status: ReaderStatus {
+                packets: stats.packets.read,
+                wire_bytes: stats.packets.wire_bytes,
+                first_ts_ns: any.then_some(stats.first_ts_ns),
+            },
+            closed,
+            fine,
+            definitions: definitions.as_deref().filter(|_| self.view).map(DefinitionsView::of),
+        };
+        let _ = self.to_collector.send(ToCollector::Reader(part));
         self.seq += 1;
         self.apply_edits(clock_ns, definitions, dispatch);
         (clock_ns / self.every_ns + 1).saturating_mul(self.every_ns)
@@ -795,7 +883,8 @@ impl ReaderLive<'_> {
 
     /// Applies the operator's changes waiting, at packet time `clock_ns`.
     fn apply_edits(&mut self, clock_ns: u64, mut definitions: Option<&mut Counter>, dispatch: &mut impl Dispatch) {
-        while let Some(edit) = self.hooks.next_edit() {
+        let Some(controls) = self.controls.as_deref_mut() else { return };
+        while let Some(edit) = controls.next_edit() {
             let result = match definitions.as_deref_mut() {
                 None => Err(ChangeError::NotCounting),
                 Some(counter) => {

@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sonde_engine::{analyze, Pipeline, ThinConfig, Thinner};
+use sonde_engine::{Pipeline, Run, ThinConfig, Thinner};
 use sonde_flow::FlowRecord;
 
 struct Counting;
@@ -36,11 +36,12 @@ fn count(trace: &Path, workers: usize, thin: bool) -> (u64, u64, u64) {
     let mut source = sonde_capture::open(trace).expect("open trace");
     let thin = thin.then(|| Thinner::new(&ThinConfig::default()).expect("default thinning"));
     let pipeline = Pipeline { workers, thin, ..Pipeline::default() };
-    let mut flows: Vec<FlowRecord> = Vec::with_capacity(1 << 16);
+    let run = Run::new().pipeline(pipeline);
+    let new_sink = || Vec::<FlowRecord>::with_capacity(1 << 16);
     let before = ALLOCATIONS.load(Ordering::Relaxed);
-    let outcome = analyze(source.as_mut(), None, &pipeline, &mut flows, &mut |_| {});
+    let result = run.analyze(&mut [source.as_mut()], &new_sink).expect("run");
     let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
-    let s = outcome.stats;
+    let s = result.stats;
     (allocations, s.packets.read, s.flows.tcp + s.flows.udp)
 }
 

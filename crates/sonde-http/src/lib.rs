@@ -21,6 +21,7 @@ mod dashboard;
 mod flows;
 mod intervals;
 mod metrics;
+mod publish;
 mod snapshot;
 mod state;
 mod stream;
@@ -35,6 +36,7 @@ pub use dashboard::PATHS as DASHBOARD_PATHS;
 pub use flows::{FlowPage, FlowQuery, MAX_LIMIT};
 pub use intervals::from_report as intervals_from_report;
 pub use metrics::render as render_metrics;
+pub use publish::{finished as finished_snapshot, Editor, FinishedRun, LivePublisher, LiveSettings, RECENT_FLOWS};
 pub use snapshot::{
     AssociationSamples, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals,
     LiveSeries, Phase, QuantileRow, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,

@@ -12,10 +12,12 @@
 //! assert_eq!(Format::Tsv.extension(), "tsv");
 //! ```
 
+mod chunks;
 mod columns;
 mod line;
 mod writer;
 
+pub use chunks::{ChunkError, ChunkShape, Every, LocationSummary, Rotation, SpoolSummary};
 pub use columns::{tcp_columns, udp_columns, Column, Value};
 pub use line::LineFormat;
 pub use writer::{write_records, FlowLines, Format, LineSink, OutputDir, OutputError};

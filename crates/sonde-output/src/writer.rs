@@ -101,11 +101,11 @@ impl OutputDir {
     /// With more than one worker the two files are sorted and written at the same time (the
     /// end of a run is otherwise serial); with one, one after the other.
     pub fn write_lines(&self, sinks: Vec<LineSink>) -> Result<(), OutputError> {
-        self.write_flow_lines(sinks.into_iter().map(FlowLines::from).collect())
+        self.write_flow_lines(&sinks.into_iter().map(FlowLines::from).collect::<Vec<_>>())
     }
 
     /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
-    pub fn write_flow_lines(&self, parts: Vec<FlowLines>) -> Result<(), OutputError> {
+    pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
         let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let [tcp_name, udp_name, _] = Self::file_names(self.format);
@@ -249,6 +249,23 @@ impl FlowLines {
             write_header(&mut out, format, &tcp_columns())
         };
         written.map_or_else(|_| String::new(), |()| String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+impl sonde_engine::Part for FlowLines {
+    fn absorb(&mut self, other: FlowLines) {
+        FlowLines::absorb(self, other);
+    }
+    fn is_empty(&self) -> bool {
+        FlowLines::is_empty(self)
+    }
+}
+
+/// Each worker formats its flows' lines as they end; drains and the run's end take them.
+impl sonde_engine::WorkerSink for LineSink {
+    type Part = FlowLines;
+    fn take(&mut self) -> FlowLines {
+        LineSink::take(self)
     }
 }
 

@@ -3,30 +3,36 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
-use sonde_engine::{analyze_live, resources, Filter, Live, Pipeline, Progress};
+use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
-use sonde_output::{FlowLines, Format, LineSink, OutputDir};
-use sonde_stats::{FlowIntervals, PacketIntervals, Report};
+use sonde_http::RunState;
+use sonde_output::{FlowLines, Format, LineSink, OutputDir, Rotation};
+use sonde_stats::Report;
 
 use crate::flags::{AnalysisArgs, FormatArg};
-use crate::live::{Collector, LiveOptions};
-use crate::{anon, definitions, live, report, store, thin, EXIT_INPUT_DAMAGED};
+use crate::{anon, definitions, report, store, thin, EXIT_INPUT_DAMAGED};
+
+/// Packet time between two drains of a live run.
+const DRAIN_NS: u64 = 500_000_000;
+/// The live throughput's bin: the finest resolution the dashboard offers.
+pub const BIN_NS: u64 = 10_000_000;
+/// Open flows each worker shows at a drain, at most.
+const OPEN_FLOWS: usize = 2_000;
 
 /// A run ready to read its first packet: settings checked, definitions loaded, the output
 /// directory prepared.
 pub struct Prepared {
-    pipeline: Pipeline,
+    run: Run,
     monitor_cfg: Option<sonde_stats::Config>,
     store_spec: Option<sonde_rrd::Spec>,
-    filter: Option<Filter>,
     format: Format,
-    counter: Option<Counter>,
     anonymization: Option<(sonde_anon::Anonymizer, anon::AnonSummary)>,
     out: OutputDir,
 }
@@ -67,10 +73,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         ..FlowConfig::default()
     };
     let thin = thin::for_analyze(args.thin, &args.thin_params)?;
-    let filter = match args.filter_expression() {
-        Some(expr) => Some(Filter::new(&expr)?),
-        None => None,
-    };
+    // Checked now: the run compiles it again for each reader.
+    if let Some(expr) = args.filter_expression() {
+        Filter::new(&expr)?;
+    }
     let format = match args.format {
         FormatArg::Tsv => Format::Tsv,
         FormatArg::Jsonl => Format::Jsonl,
@@ -91,9 +97,12 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(mode) => Some(anon::anonymizer(mode, args.key.as_deref(), args.quiet)?),
         None => None,
     };
-    if let (Some(counter), Some((anon, _))) = (counter.as_mut(), &anonymization) {
-        counter.anonymize(anon.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
+    let run = Run::new()
+        .pipeline(Pipeline { flow: flow_cfg, workers, thin, ..Pipeline::default() })
+        .filter(args.filter_expression())
+        .intervals(monitor_cfg.clone())
+        .definitions(counter)
+        .anonymize(anonymization.as_ref().map(|a| a.0.clone()))?;
     let monitor_files: Vec<&str> = sonde_stats::report::FILES
         .iter()
         .chain(&sonde_stats::report::TABLE_FILES)
@@ -102,25 +111,45 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         .copied()
         .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
-    let pipeline = Pipeline { flow: flow_cfg, workers, thin, ..Pipeline::default() };
-    let prepared = Prepared { pipeline, monitor_cfg, store_spec, filter, format, counter, anonymization, out };
-    Ok((prepared, input))
+    Ok((Prepared { run, monitor_cfg, store_spec, format, anonymization, out }, input))
 }
 
 impl Prepared {
-    /// A live run with an editor counts definitions even when it starts with none: the
-    /// operator may add some.
     /// Workers per reader (`monitor --readers`: one each unless --threads says).
     pub fn set_workers(&mut self, workers: usize) {
-        self.pipeline.workers = workers.max(1);
+        self.run = std::mem::take(&mut self.run).workers_per_reader(workers);
     }
 
+    /// How a chunk of the outputs is made (`monitor --spool`).
+    pub fn chunk_shape(&self) -> sonde_output::ChunkShape {
+        sonde_output::ChunkShape {
+            cfg: self.monitor_cfg.clone(),
+            format: self.format,
+            anonymizer: self.anonymization.as_ref().map(|a| a.0.clone()),
+        }
+    }
+
+    /// A live run with an editor counts definitions even when it starts with none: the
+    /// operator may add some.
     pub fn count_definitions(&mut self, args: &AnalysisArgs) -> Result<()> {
-        if self.counter.is_none() {
-            self.counter = Some(Counter::new(Vec::new(), args.interval_ns()?, args.definition_fids));
+        if !self.run.counts_definitions() {
+            let counter = Counter::new(Vec::new(), args.interval_ns()?, args.definition_fids);
+            self.run = std::mem::take(&mut self.run).definitions(Some(counter));
         }
         Ok(())
     }
+}
+
+/// What a live run is published to, and where changes come from.
+pub struct LiveOptions {
+    /// Where snapshots go (`--http`); without, the run still drains (for SIGHUP's reloads).
+    pub state: Option<Arc<RunState>>,
+    /// Per reader: its operators' changes.
+    pub controls: Vec<Box<dyn Controls>>,
+    pub input: String,
+    pub started_unix_s: f64,
+    /// `--spool`: the chunks the outputs go out in.
+    pub rotation: Option<Rotation>,
 }
 
 /// A run whose outputs are written but for the summary.
@@ -129,226 +158,109 @@ pub struct Finished {
     pub report: report::RunReport,
     /// The intervals as written (anonymised if the run was), for `--http`.
     pub intervals: Option<Report>,
-    /// The definition set's version at the end (0 without definitions).
-    pub definitions_version: u64,
-    /// Per association: its latest samples (time answered, gap in ns), for `--http`.
-    pub association_samples: Vec<(String, Vec<(u64, u64)>)>,
+    pub definitions: Option<Counter>,
+    /// The flow logs' lines, for `--http`.
+    pub flows: Vec<FlowLines>,
     pub format: Format,
     /// `--spool`: where the chunks went; the outputs in the directory are the last one.
-    pub rotation: Option<crate::rotate::Rotation>,
+    pub rotation: Option<Rotation>,
     out: OutputDir,
 }
 
 /// Analyses `sources` to their end (one: a trace or a capture; several: the sockets of a
-/// PACKET_FANOUT group, each read by its own reader and workers, results merged) and writes every
-/// output but the summary.
+/// PACKET_FANOUT group) and writes every output but the summary.
 pub fn run(
     args: &AnalysisArgs,
-    mut prepared: Prepared,
+    prepared: Prepared,
     sources: &mut [&mut (dyn PacketSource + Send)],
-    input_name: &str,
-    compression: Option<&str>,
-    mut live: Option<&mut LiveOptions>,
+    input: (&str, Option<&str>),
+    live: Option<LiveOptions>,
 ) -> Result<Finished> {
-    anyhow::ensure!(!sources.is_empty(), "no input");
-    anyhow::ensure!(
-        sources.len() == 1 || prepared.counter.is_none(),
-        "flow definitions are counted in input order by one reader: they cannot be used with several readers"
-    );
-    let rotation = live.as_mut().and_then(|l| l.rotation.take());
-    // Drains come at least as often as chunks end.
-    let drain_every_ns = rotation.as_ref().map_or(live::PUBLISH_NS, |r| r.span_ns().min(live::PUBLISH_NS));
-    let live = live.map(|l| &*l);
-    let started = Instant::now();
-    let cpu_before = resources::cpu_seconds();
-    let show_progress = !args.quiet && std::io::stderr().is_terminal();
-    let mut bar: Option<ProgressBar> = None;
-    let (format, monitor_cfg) = (prepared.format, &prepared.monitor_cfg);
-    let anonymizer = prepared.anonymization.as_ref().map(|a| a.0.clone());
-    // Each worker formats its flows' lines as they end (the lines are sorted and written after)
-    // and adds the flows to its interval statistics.
-    let new_sink =
-        || (LineSink::new(format).anonymized(anonymizer.clone()), monitor_cfg.as_ref().map(FlowIntervals::new));
-    // Only a run with an HTTP state shows the live view: the fine bins and open flows are for it.
-    let publishing = live.is_some_and(LiveOptions::publishing);
-    let new_intervals = || {
-        monitor_cfg.as_ref().map(|cfg| {
-            let intervals = PacketIntervals::new(cfg);
-            if publishing {
-                intervals.with_fine_bins(live::BIN_NS)
-            } else {
-                intervals
-            }
-        })
-    };
-    // A live run drains the workers into a collector thread as it goes (published to the HTTP
-    // state); what it drained joins what the run holds at its end.
-    let (parts_tx, parts_rx) = crossbeam_channel::unbounded();
-    let drain = |source: usize| {
-        let (worker_parts, shown_anon) = (parts_tx.clone(), anonymizer.clone());
-        move |sink: &mut live::Sink, open: Vec<sonde_flow::FlowRecord>, seq: u64| {
-            let shown = LineSink::new(format).anonymized(shown_anon.clone());
-            live::drain_sink(&worker_parts, source, sink, open, shown, seq)
-        }
-    };
-    let collector = live.map(|l| {
-        let c = Collector::new(
-            prepared.pipeline.workers,
-            sources.len(),
-            monitor_cfg.clone(),
-            format,
-            anonymizer.clone(),
-            l.state.clone(),
-            rotation,
-        );
-        let rx = parts_rx.clone();
-        std::thread::Builder::new().name("sonde-publish".into()).spawn(move || c.run(rx))
-    });
-    drop(parts_rx);
-    let collector = collector.transpose().context("starting the publishing thread")?;
-    let open_flows = if publishing { live::OPEN_FLOWS } else { 0 };
-    // One reader's whole run: its packet statistics, outcome and workers' sinks.
-    let read = |source: &mut (dyn PacketSource + Send),
-                index: usize,
-                filter: Option<&mut Filter>,
-                counter: Option<&mut Counter>,
-                progress: &mut dyn FnMut(Progress)| {
-        let mut intervals = new_intervals();
-        let mut hooks = live.map(|l| live::Hooks::new(l, parts_tx.clone(), index));
-        let drain = drain(index);
-        let live_run = hooks.as_mut().map(|hooks| Live {
-            every_ns: drain_every_ns,
-            drain_sink: &drain,
-            open_flows,
-            hooks: hooks as &mut dyn sonde_engine::LiveHooks,
-        });
-        let pipeline = &prepared.pipeline;
-        let (outcome, sinks) =
-            analyze_live(source, filter, pipeline, &new_sink, intervals.as_mut(), counter, live_run, progress);
-        (outcome, sinks, intervals)
-    };
-    let mut progress = |p: Progress| {
-        // The bar appears only once a run has lasted a second.
-        if !show_progress || started.elapsed().as_secs_f64() < 1.0 {
-            return;
-        }
-        let b = bar.get_or_insert_with(|| new_bar(p.size));
-        match p.size {
-            Some(_) => b.set_position(p.position),
-            None => b.set_position(p.packets),
-        }
-    };
-    let mut readings = Vec::with_capacity(sources.len());
-    if let [source] = sources {
-        readings.push(read(&mut **source, 0, prepared.filter.as_mut(), prepared.counter.as_mut(), &mut progress));
-    } else {
-        // Each fanout socket's reader in a thread of its own, its own compiled filter.
-        let filters = sources
-            .iter()
-            .map(|_| args.filter_expression().map(|e| Filter::new(&e)).transpose())
-            .collect::<Result<Vec<_>, _>>()?;
-        let read = &read;
-        readings = std::thread::scope(|scope| {
-            let handles: Vec<_> = sources
-                .iter_mut()
-                .zip(filters)
-                .enumerate()
-                .map(|(i, (source, mut filter))| {
-                    let source: &mut (dyn PacketSource + Send) = &mut **source;
-                    std::thread::Builder::new()
-                        .name(format!("sonde-reader-{i}"))
-                        .spawn_scoped(scope, move || read(source, i, filter.as_mut(), None, &mut |_| {}))
-                        .expect("spawn a reader thread")
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    let (input_name, compression) = input;
+    let Prepared { mut run, monitor_cfg, store_spec, format, anonymization, out } = prepared;
+    let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
+    let (mut rotation, mut publisher) = (None, None);
+    if let Some(live) = live {
+        let every_ns = live.rotation.as_ref().map_or(DRAIN_NS, |r| r.span_ns().min(DRAIN_NS));
+        let view = live.state.is_some();
+        run = run.drains(Some(Drains {
+            every_ns,
+            view,
+            fine_bin_ns: BIN_NS,
+            open_flows: OPEN_FLOWS,
+            recent_flows: sonde_http::RECENT_FLOWS,
+        }));
+        run = run.controls(live.controls);
+        rotation = live.rotation;
+        publisher = live.state.map(|state| {
+            let settings = sonde_http::LiveSettings {
+                input: live.input.clone(),
+                started_unix_s: live.started_unix_s,
+                intervals: monitor_cfg.clone(),
+                format,
+                anonymizer: anonymizer.clone(),
+                bin_ns: BIN_NS,
+            };
+            sonde_http::LivePublisher::new(settings, state, sources.len())
         });
     }
-    if let Some(b) = bar.take() {
-        b.finish_and_clear();
+    if !args.quiet && std::io::stderr().is_terminal() {
+        run = run.progress(progress_bar());
     }
-    let elapsed_s = started.elapsed().as_secs_f64();
-    let cpu_s = resources::cpu_seconds() - cpu_before;
+    let new_sink = || LineSink::new(format).anonymized(anonymizer.clone());
+    let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
+    if let Some(r) = rotation.as_mut() {
+        observers.push(r);
+    }
+    if let Some(p) = publisher.as_mut() {
+        observers.push(p);
+    }
+    let result = run.analyze_observed(sources, &new_sink, &mut observers)?;
+    clear_progress_bar();
 
-    drop(parts_tx);
-    let (drained, rotation) = match collector {
-        Some(c) => c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-        None => (live::Drained::default(), None),
-    };
-    // The readers' results as one run's.
-    let mut outcome: Option<sonde_engine::Outcome> = None;
-    let (mut sinks, mut packet_intervals) = (Vec::new(), None::<Vec<sonde_stats::PacketInterval>>);
-    for (o, s, intervals) in readings {
-        match outcome.as_mut() {
-            None => outcome = Some(o),
-            Some(all) => {
-                all.stats.merge(o.stats);
-                all.input_error = all.input_error.take().or(o.input_error);
-            }
-        }
-        sinks.extend(s);
-        if let Some(i) = intervals {
-            packet_intervals.get_or_insert_with(Vec::new).extend(i.finish());
-        }
-    }
-    let outcome = outcome.expect("one reader at least");
-    let (line_sinks, mut flow_intervals): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
-    // (Nothing drained: not a part of its own, so one worker's logs are still written in turn.)
-    let drained_lines = Some(drained.lines).filter(|l| !l.is_empty());
-    let lines = drained_lines.into_iter().chain(line_sinks.into_iter().map(FlowLines::from)).collect();
-    prepared.out.write_flow_lines(lines)?;
-    flow_intervals.push(drained.flows);
+    out.write_flow_lines(&result.flows)?;
     let mut outputs = OutputDir::file_names(format).to_vec();
     let mut monitoring = None;
-    let mut intervals = None;
-    if let (Some(cfg), Some(packets)) = (monitor_cfg, packet_intervals) {
-        let mut all_packets = drained.packets;
-        all_packets.extend(packets);
-        let mut report = Report::new(cfg, all_packets, flow_intervals.into_iter().flatten().collect());
-        if let Some(anon) = &anonymizer {
-            report.anonymize(&mut anon.clone());
-        }
+    if let (Some(cfg), Some(report)) = (&monitor_cfg, &result.intervals) {
         let names =
             report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
         outputs.extend(names.iter().map(|n| n.to_string()));
-        let store = match (&args.store, &prepared.store_spec) {
-            (Some(path), Some(spec)) => Some(store::add_intervals(path, spec, args.store_archives.is_some(), &report)?),
+        let store = match (&args.store, &store_spec) {
+            (Some(path), Some(spec)) => Some(store::add_intervals(path, spec, args.store_archives.is_some(), report)?),
             _ => None,
         };
-        monitoring = Some(report::Monitoring::new(cfg, &report, store));
-        intervals = Some(report);
+        monitoring = Some(report::Monitoring::new(cfg, report, store));
     }
     let mut defined = None;
-    if let Some(counter) = &prepared.counter {
+    if let Some(counter) = &result.definitions {
         let (names, totals) = definitions::write(counter, &args.out)?;
         outputs.extend(names.iter().map(|n| n.to_string()));
         defined = Some(totals);
     }
-    let mut run = report::RunReport::new(
+    let t = result.timing;
+    let mut summary = report::RunReport::new(
         input_name,
         sources[0].format(),
         compression,
         args.filter_expression(),
-        outcome,
-        prepared.filter.as_ref().map_or(0, |f| f.uncompilable_frames),
-        report::Timing { elapsed_s, cpu_s, peak_rss_bytes: resources::peak_rss_bytes() },
+        sonde_engine::Outcome { stats: result.stats, input_error: result.input_error },
+        result.filter_uncompilable_frames,
+        report::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes },
         outputs,
         monitoring,
     );
-    run.definitions = defined;
-    run.anonymization = prepared.anonymization.map(|a| a.1);
-    run.definition_changes =
-        prepared.counter.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
-    let definitions_version = prepared.counter.as_ref().map_or(0, |c| c.version());
-    let association_samples = prepared.counter.as_ref().map_or_else(Vec::new, Counter::recent_samples);
+    summary.definitions = defined;
+    summary.anonymization = anonymization.map(|a| a.1);
+    summary.definition_changes =
+        result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
     Ok(Finished {
-        report: run,
-        intervals,
-        definitions_version,
-        association_samples,
+        report: summary,
+        intervals: result.intervals,
+        definitions: result.definitions,
+        flows: result.flows,
         format,
         rotation,
-        out: prepared.out,
+        out,
     })
 }
 
@@ -365,6 +277,30 @@ pub fn finish(args: &AnalysisArgs, finished: &Finished) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The progress bar of a long run on a terminal: it appears once the run has lasted a second.
+static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+fn progress_bar() -> impl FnMut(sonde_engine::Progress) + Send + 'static {
+    let started = Instant::now();
+    move |p| {
+        if started.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        let mut bar = BAR.lock().unwrap_or_else(|e| e.into_inner());
+        let b = bar.get_or_insert_with(|| new_bar(p.size));
+        match p.size {
+            Some(_) => b.set_position(p.position),
+            None => b.set_position(p.packets),
+        }
+    }
+}
+
+fn clear_progress_bar() {
+    if let Some(b) = BAR.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        b.finish_and_clear();
+    }
 }
 
 fn new_bar(size: Option<u64>) -> ProgressBar {

@@ -3,16 +3,13 @@
 //! analysis starts, so a refused server costs no run.
 
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use serde_json::Value;
-use sonde_http::{Access, Definition, Definitions, Flows, Phase, RunState, Snapshot, Status, Table, Tables};
-use sonde_stats::report::TABLE_FILES;
-use sonde_stats::Report;
+use sonde_http::{Access, Phase, RunState, Snapshot, Status};
 
-use crate::report::RunReport;
+use crate::analysis::Finished;
 
 /// The token's environment variable, read when `--http-token` is not given.
 pub const TOKEN_ENV: &str = "SONDE_HTTP_TOKEN";
@@ -37,46 +34,10 @@ pub fn prepare(addr: SocketAddr, token_file: Option<&Path>) -> Result<Prepared> 
     Ok(Prepared { listener, access, started_unix_s })
 }
 
-/// What the finished run produced, as the server's snapshot.
-pub struct RunOutputs<'a> {
-    pub run: &'a RunReport,
-    pub report: Option<&'a Report>,
-    /// The definition set's version at the end (0 without definitions).
-    pub definitions_version: u64,
-    pub association_samples: &'a [(String, Vec<(u64, u64)>)],
-    pub out_dir: &'a Path,
-    pub flow_ext: &'a str,
-}
-
-impl<'a> RunOutputs<'a> {
-    pub fn of(finished: &'a crate::analysis::Finished, out_dir: &'a Path) -> RunOutputs<'a> {
-        RunOutputs {
-            run: &finished.report,
-            report: finished.intervals.as_ref(),
-            definitions_version: finished.definitions_version,
-            association_samples: &finished.association_samples,
-            out_dir,
-            flow_ext: finished.format.extension(),
-        }
-    }
-}
-
-/// A definition's summary as the API lists it.
-pub fn definition(d: &crate::definitions::DefinitionSummary) -> Definition {
-    Definition {
-        name: d.name.clone(),
-        definition: d.definition.clone(),
-        version: d.version,
-        retired: d.retired,
-        packets: d.packets,
-        bytes: d.bytes,
-    }
-}
-
 impl Prepared {
     /// Publishes the finished run and serves it until SIGINT.
-    pub fn serve(self, outputs: &RunOutputs<'_>, quiet: bool) -> Result<()> {
-        let snapshot = finished_snapshot(outputs, self.started_unix_s)?;
+    pub fn serve(self, finished: &Finished, quiet: bool) -> Result<()> {
+        let snapshot = finished_snapshot(finished, self.started_unix_s)?;
         let state = RunState::new(snapshot);
         let app = self.announce(state, quiet, "Ctrl-C stops")?;
         sonde_http::serve_until_interrupted(self.listener, app).context("http server")
@@ -115,57 +76,19 @@ impl Prepared {
     }
 }
 
-fn read_table(dir: &Path, name: &str) -> Result<Table> {
-    let path: PathBuf = dir.join(name);
-    if !path.exists() {
-        return Ok(Table::default());
-    }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(if name.ends_with(".jsonl") { Table::from_jsonl(&text) } else { Table::from_tsv(&text) })
-}
-
-/// The finished run's snapshot, read from its outputs.
-pub fn finished_snapshot(o: &RunOutputs<'_>, started_unix_s: f64) -> Result<Snapshot> {
-    let summary = serde_json::to_value(o.run)?;
-    let num = |path: &[&str]| path.iter().try_fold(&summary, |v, k| v.get(k)).and_then(Value::as_f64);
-    let packets = num(&["packets", "read"]).unwrap_or(0.0) as u64;
-    let status = Status {
-        state: Phase::Finished,
-        input: o.run.input.clone(),
+/// The finished run's snapshot, from its results in memory.
+pub fn finished_snapshot(finished: &Finished, started_unix_s: f64) -> Result<Snapshot> {
+    let run = &finished.report;
+    let snapshot = sonde_http::finished_snapshot(&sonde_http::FinishedRun {
+        input: &run.input,
         started_unix_s,
-        packets,
-        bytes: num(&["packets", "wire_bytes"]).unwrap_or(0.0) as u64,
-        elapsed_s: o.run.timing.elapsed_s,
-        first_packet_s: num(&["first_ts_ns"]).filter(|_| packets > 0).map(|ns| ns / 1e9),
-        last_packet_s: num(&["last_ts_ns"]).filter(|_| packets > 0).map(|ns| ns / 1e9),
-    };
-    let dir = o.out_dir;
-    let definitions = Definitions {
-        version: o.definitions_version,
-        items: o.run.definitions.iter().flatten().map(definition).collect(),
-        counts: read_table(dir, crate::definitions::FILE)?,
-        associations: o
-            .association_samples
-            .iter()
-            .map(|(name, s)| sonde_http::AssociationSamples::from_ns(name.clone(), s))
-            .collect(),
-    };
-    Ok(Snapshot {
-        status,
-        summary,
-        intervals: o.report.map(sonde_http::intervals_from_report).unwrap_or_default(),
-        tables: Tables {
-            hosts: read_table(dir, TABLE_FILES[0])?,
-            matrix: read_table(dir, TABLE_FILES[1])?,
-            protocols: read_table(dir, TABLE_FILES[2])?,
-            top: read_table(dir, TABLE_FILES[3])?,
-        },
-        flows: Flows {
-            tcp: read_table(dir, &format!("tcp_flows.{}", o.flow_ext))?,
-            udp: read_table(dir, &format!("udp_flows.{}", o.flow_ext))?,
-        },
-        definitions,
-        live: Default::default(),
-        totals: Vec::new(),
-    })
+        elapsed_s: run.timing.elapsed_s,
+        stats: &run.stats,
+        summary: serde_json::to_value(run)?,
+        intervals: finished.intervals.as_ref(),
+        definitions: finished.definitions.as_ref(),
+        flows: &finished.flows,
+        format: finished.format,
+    })?;
+    Ok(snapshot)
 }

@@ -4,15 +4,14 @@ mod analysis;
 mod anon;
 mod anon_trace;
 mod compare;
+mod controls;
 mod definitions;
 mod flags;
 mod http;
-mod live;
 mod monitor;
 mod pending;
 mod plot;
 mod report;
-mod rotate;
 mod store;
 mod thin;
 mod ts;
@@ -54,12 +53,11 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let (prepared, mut source) =
         analysis::prepare(&args.analysis, || sonde_capture::open(&args.read).with_context(|| input_name.clone()))?;
     let compression = source.compression().map(str::to_string);
-    let finished =
-        analysis::run(&args.analysis, prepared, &mut [source.as_mut()], &input_name, compression.as_deref(), None)?;
+    let input = (input_name.as_str(), compression.as_deref());
+    let finished = analysis::run(&args.analysis, prepared, &mut [source.as_mut()], input, None)?;
     let code = analysis::finish(&args.analysis, &finished)?;
     if let Some(server) = server {
-        let outputs = http::RunOutputs::of(&finished, &args.analysis.out);
-        server.serve(&outputs, args.analysis.quiet)?;
+        server.serve(&finished, args.analysis.quiet)?;
     }
     Ok(code)
 }

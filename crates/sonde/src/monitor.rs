@@ -10,9 +10,9 @@ use clap::ValueEnum;
 use serde::Serialize;
 use sonde_live::{Backend, LiveSource};
 
+use crate::analysis::LiveOptions;
 use crate::flags::AnalysisArgs;
-use crate::live::LiveOptions;
-use crate::{analysis, http, live, rotate};
+use crate::{analysis, controls, http};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CaptureArg {
@@ -166,34 +166,40 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     // Always live: drains every half second feed the HTTP state (with --http) and let SIGHUP
     // reload the definitions at the packet it reaches.
     let (edits_tx, edits) = crossbeam_channel::unbounded();
+    let reloader = Arc::new(controls::Reloader::new(reload, args.analysis.definitions.clone(), {
+        // Networks in a file are the configuration SIGHUP reloads.
+        let (list, file) = (args.analysis.internal.clone(), args.analysis.internal_file.clone());
+        file.map(|file| {
+            Box::new(move || crate::flags::internal_nets(&list, Some(&file)))
+                as Box<dyn Fn() -> Result<Vec<ipnet::IpNet>> + Send + Sync>
+        })
+    }));
+    let quiet = args.analysis.quiet;
     let mut opts = LiveOptions {
         state: None,
-        edits,
-        reload: Some(Arc::new(live::Reloader::new(reload, args.analysis.definitions.clone(), {
-            // Networks in a file are the configuration SIGHUP reloads.
-            let (list, file) = (args.analysis.internal.clone(), args.analysis.internal_file.clone());
-            file.map(|file| {
-                Box::new(move || crate::flags::internal_nets(&list, Some(&file)))
-                    as Box<dyn Fn() -> Result<Vec<ipnet::IpNet>> + Send + Sync>
+        controls: (0..args.readers)
+            .map(|_| {
+                Box::new(controls::Hooks::new(edits.clone(), Some(reloader.clone()), quiet))
+                    as Box<dyn sonde_engine::Controls>
             })
-        }))),
+            .collect(),
         input: input_name.clone(),
         started_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
-        quiet: args.analysis.quiet,
         rotation: None,
     };
     if !args.spool.is_empty() {
-        let every = rotate::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
-        opts.rotation = Some(rotate::Rotation::open(args.spool.clone(), every, args.analysis.quiet)?);
+        let every = sonde_output::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
+        let shape = prepared.chunk_shape();
+        opts.rotation = Some(sonde_output::Rotation::open(args.spool.clone(), every, shape, quiet).context("--spool")?);
     }
     let server = match server {
         Some(server) => {
             if args.readers == 1 {
                 prepared.count_definitions(&args.analysis)?;
             }
-            let editor = Box::new(live::Editor { edits: edits_tx });
+            let editor = Box::new(sonde_http::Editor { edits: edits_tx });
             let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
             opts.started_unix_s = server.started_unix_s();
             opts.state = Some(state.clone());
@@ -213,7 +219,9 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     }
     let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
         sources.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
-    let mut finished = analysis::run(&args.analysis, prepared, &mut readers, &input_name, None, Some(&mut opts))?;
+    let state = opts.state.clone();
+    let started_unix_s = opts.started_unix_s;
+    let mut finished = analysis::run(&args.analysis, prepared, &mut readers, (&input_name, None), Some(opts))?;
     drop(readers);
     // The fanout sockets' counters, added up per interval and per interface.
     if let Some(interval_ns) = cfg.interval_ns {
@@ -265,10 +273,9 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         finished.report.spool = Some(rotation.finish(&args.analysis.out, &finished.report.outputs)?);
     }
     let code = analysis::finish(&args.analysis, &finished)?;
-    if let (Some(server), Some(state)) = (server, &opts.state) {
+    if let (Some(server), Some(state)) = (server, &state) {
         // The finished run, as `analyze --http` would serve it, then the server stops.
-        let outputs = http::RunOutputs::of(&finished, &args.analysis.out);
-        let mut last = http::finished_snapshot(&outputs, opts.started_unix_s)?;
+        let mut last = http::finished_snapshot(&finished, started_unix_s)?;
         last.live = state.snapshot().live.clone();
         state.publish(last);
         server.stop().context("stopping the http server")?;

@@ -87,7 +87,7 @@ pub struct RunReport {
     pub capture: Option<crate::monitor::CaptureSummary>,
     /// Where the chunks of a rotated run went (`sonde monitor --spool`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub spool: Option<crate::rotate::SpoolSummary>,
+    pub spool: Option<sonde_output::SpoolSummary>,
 }
 
 impl RunReport {

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use common::*;
-use sonde_engine::{analyze_monitored, Pipeline};
+use sonde_engine::{Part, Pipeline, Run, WorkerSink};
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
-use sonde_stats::{Binning, Config, Dir, FlowIntervals, Metric, Net, PacketIntervals, Report};
+use sonde_stats::{Binning, Config, Dir, Metric, Net, Report};
 
 fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
@@ -97,14 +97,9 @@ fn exact(sorted: &[u64], percent: u64) -> u64 {
 
 /// Runs the library on `trace`, returning the flow records and the merged report.
 fn run(trace: &Path, cfg: &Config, workers: usize) -> (Vec<FlowRecord>, Report) {
-    let mut source = sonde_capture::open(trace).unwrap();
-    let pipeline = Pipeline { workers, ..Pipeline::default() };
-    let mut packets = PacketIntervals::new(cfg);
-    let new_sink = || (Vec::<FlowRecord>::new(), FlowIntervals::new(cfg));
-    let (_, sinks) =
-        analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), None, &mut |_| {});
-    let (records, flows): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
-    (records.into_iter().flatten().collect(), Report::new(cfg, packets.finish(), flows))
+    let run = Run::new().pipeline(Pipeline { workers, ..Pipeline::default() }).intervals(Some(cfg.clone()));
+    let result = run.analyze_file(trace, &Vec::<FlowRecord>::new).unwrap();
+    (result.flows.concat(), result.intervals.unwrap())
 }
 
 #[test]
@@ -152,14 +147,36 @@ fn percentiles_are_within_the_bound_of_the_exact_ones() {
     assert!(checked > if shared_dir().is_some() { 100 } else { 10 }, "only {checked} percentiles checked");
 }
 
-/// Keeps every RTT sample the TCP analyzer hands the sinks.
+/// Keeps every record and RTT sample the TCP analyzer hands the sinks.
 #[derive(Default)]
-struct Samples(Vec<RttSample>);
+struct Kept {
+    records: Vec<FlowRecord>,
+    samples: Vec<RttSample>,
+}
 
-impl FlowSink for Samples {
-    fn flow(&mut self, _: &FlowRecord) {}
+impl FlowSink for Kept {
+    fn flow(&mut self, r: &FlowRecord) {
+        self.records.push(r.clone());
+    }
     fn rtt_sample(&mut self, s: &RttSample) {
-        self.0.push(*s);
+        self.samples.push(*s);
+    }
+}
+
+impl WorkerSink for Kept {
+    type Part = Kept;
+    fn take(&mut self) -> Kept {
+        std::mem::take(self)
+    }
+}
+
+impl Part for Kept {
+    fn absorb(&mut self, other: Kept) {
+        self.records.extend(other.records);
+        self.samples.extend(other.samples);
+    }
+    fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.samples.is_empty()
     }
 }
 
@@ -168,16 +185,11 @@ fn the_rtt_sample_histograms_hold_every_sample_of_the_flow_records() {
     let cfg = Config { interval_ns: 1_000_000_000, ..Config::default() };
     let mut checked = 0;
     for trace in traces() {
-        let mut source = sonde_capture::open(&trace).unwrap();
-        let mut packets = PacketIntervals::new(&cfg);
-        let new_sink = || ((Vec::<FlowRecord>::new(), Samples::default()), FlowIntervals::new(&cfg));
-        let pipeline = Pipeline { workers: 2, ..Pipeline::default() };
-        let (_, sinks) =
-            analyze_monitored(source.as_mut(), None, &pipeline, &new_sink, Some(&mut packets), None, &mut |_| {});
-        let (kept, flows): (Vec<_>, Vec<_>) = sinks.into_iter().unzip();
-        let report = Report::new(&cfg, packets.finish(), flows);
-        let (records, samples): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
-        let samples: Vec<RttSample> = samples.into_iter().flat_map(|s| s.0).collect();
+        let run = Run::new().pipeline(Pipeline { workers: 2, ..Pipeline::default() }).intervals(Some(cfg.clone()));
+        let result = run.analyze_file(&trace, &Kept::default).unwrap();
+        let report = result.intervals.unwrap();
+        let (records, samples): (Vec<_>, Vec<_>) = result.flows.into_iter().map(|k| (k.records, k.samples)).unzip();
+        let samples: Vec<RttSample> = samples.concat();
         // The samples handed out are the ones the records summarise: as many, same extremes.
         for client_data in [true, false] {
             let of_dir: Vec<u64> = samples.iter().filter(|s| s.client_data == client_data).map(|s| s.rtt_ns).collect();

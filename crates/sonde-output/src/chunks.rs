@@ -1,18 +1,46 @@
-//! `monitor --spool PATH[:QUOTA] --rotate SECONDS|--rotate-size BYTES`: a monitor that runs for
-//! months writes its outputs in chunks, each a directory in one of the storage locations
-//! (sonde-spool: quotas, a manifest of the files complete and safe to move). The collector hands
-//! over what it drained when a chunk's span of packet time is over or its flow logs reach the
-//! size; the last chunk is what the run holds at its end.
+//! A run's outputs in chunks (`monitor --spool PATH[:QUOTA] --rotate SECONDS|--rotate-size
+//! BYTES`): a monitor that runs for months writes each chunk as a directory in one of the
+//! storage locations (sonde-spool: quotas, a manifest of the files complete and safe to move).
+//! As a drain observer it takes what the drains brought when a chunk's span of packet time is
+//! over or its flow logs reach the size; the last chunk is what the run holds at its end.
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use serde::Serialize;
-use sonde_output::{FlowLines, Format};
-use sonde_spool::{Location, Spool};
+use sonde_engine::{Drain, DrainObserver, Held};
+use sonde_spool::{Location, Spool, SpoolError};
 use sonde_stats::Report;
 
-use crate::live::Drained;
+use crate::writer::{FlowLines, Format};
+
+type Result<T, E = ChunkError> = std::result::Result<T, E>;
+
+/// Why a chunk could not be written.
+#[derive(Debug)]
+pub enum ChunkError {
+    Spool(SpoolError),
+    Io(std::path::PathBuf, std::io::Error),
+    /// `--rotate` of 0.
+    ZeroSpan,
+}
+
+impl std::fmt::Display for ChunkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChunkError::Spool(e) => write!(f, "{e}"),
+            ChunkError::Io(path, e) => write!(f, "reading {}: {e}", path.display()),
+            ChunkError::ZeroSpan => write!(f, "--rotate must be more than 0 seconds"),
+        }
+    }
+}
+
+impl std::error::Error for ChunkError {}
+
+impl From<SpoolError> for ChunkError {
+    fn from(e: SpoolError) -> Self {
+        ChunkError::Spool(e)
+    }
+}
 
 /// When a chunk ends.
 #[derive(Debug, Clone, Copy)]
@@ -27,6 +55,7 @@ pub struct Every {
 pub struct Rotation {
     spool: Spool,
     every: Every,
+    shape: ChunkShape,
     /// The current chunk's first packet time, and the latest drain's.
     start_ns: Option<u64>,
     clock_ns: u64,
@@ -57,9 +86,11 @@ pub struct LocationSummary {
 }
 
 impl Rotation {
-    pub fn open(locations: Vec<Location>, every: Every, quiet: bool) -> Result<Rotation> {
-        anyhow::ensure!(every.span_ns > 0, "--rotate must be more than 0 seconds");
-        let spool = Spool::open(locations).context("--spool")?;
+    pub fn open(locations: Vec<Location>, every: Every, shape: ChunkShape, quiet: bool) -> Result<Rotation> {
+        if every.span_ns == 0 {
+            return Err(ChunkError::ZeroSpan);
+        }
+        let spool = Spool::open(locations)?;
         let leftovers = spool
             .leftovers()
             .iter()
@@ -68,44 +99,42 @@ impl Rotation {
             })
             .collect();
         let summary = SpoolSummary { leftovers, ..SpoolSummary::default() };
-        Ok(Rotation { spool, every, start_ns: None, clock_ns: 0, summary, quiet })
+        Ok(Rotation { spool, every, shape, start_ns: None, clock_ns: 0, summary, quiet })
     }
 
     pub fn span_ns(&self) -> u64 {
         self.every.span_ns
     }
 
-    /// After a drain at packet time `clock_ns`: writes `drained` as a chunk if the chunk is
-    /// over, and empties it (returns true then). A chunk that cannot be written anywhere stays
-    /// in `drained` (it goes with the next one, or into the final outputs).
-    pub fn after_drain(&mut self, clock_ns: u64, drained: &mut Drained, shape: &ChunkShape<'_>) -> bool {
+    /// After a drain at packet time `clock_ns`: writes what `held` holds as a chunk if the
+    /// chunk is over, and takes it. A chunk that cannot be written anywhere stays held (it goes
+    /// with the next one, or into the final outputs).
+    fn after_drain(&mut self, clock_ns: u64, held: &mut Held<FlowLines>) {
         self.clock_ns = self.clock_ns.max(clock_ns);
         let span = self.every.span_ns;
         let start = *self.start_ns.get_or_insert(clock_ns / span * span);
         let by_time = clock_ns >= start.saturating_add(span);
-        let by_size = self.every.max_bytes.is_some_and(|max| drained.lines.text_bytes() as u64 >= max);
+        let by_size = self.every.max_bytes.is_some_and(|max| held.part.text_bytes() as u64 >= max);
         if !(by_time || by_size) {
-            return false;
+            return;
         }
         let end = if by_time { clock_ns / span * span } else { clock_ns };
-        let files = match chunk_files(drained, shape) {
+        let files = match chunk_files(held, &self.shape) {
             Ok(files) => files,
             Err(e) => {
                 self.warn(format!("chunk at {}: {e}", end / 1_000_000_000));
-                return false;
+                return;
             }
         };
         let name = self.chunk_name(start);
         match self.write(&name, start, end, &files) {
             Ok(()) => {
-                *drained = Drained { flows: shape.cfg.map(sonde_stats::FlowIntervals::new), ..Drained::default() };
+                held.take_chunk();
                 self.start_ns = Some(end);
-                true
             }
             Err(e) => {
                 self.summary.failed_chunks += 1;
-                self.warn(format!("chunk {name}: {e:#}; its data goes with the next chunk"));
-                false
+                self.warn(format!("chunk {name}: {e}; its data goes with the next chunk"));
             }
         }
     }
@@ -135,7 +164,7 @@ impl Rotation {
         let mut files = Vec::new();
         for name in outputs.iter().filter(|n| *n != "summary.json") {
             let path = out.join(name);
-            files.push((name.clone(), std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?));
+            files.push((name.clone(), std::fs::read(&path).map_err(|e| ChunkError::Io(path, e))?));
         }
         let start = self.start_ns.unwrap_or(end_ns);
         let name = self.chunk_name(start);
@@ -169,20 +198,26 @@ impl Rotation {
     }
 }
 
+impl DrainObserver<FlowLines> for Rotation {
+    fn drained(&mut self, drain: &Drain, held: &mut Held<FlowLines>) {
+        self.after_drain(drain.clock_ns, held);
+    }
+}
+
 /// How a run's outputs look: what a chunk's files are made with.
-pub struct ChunkShape<'a> {
-    pub cfg: Option<&'a sonde_stats::Config>,
+pub struct ChunkShape {
+    pub cfg: Option<sonde_stats::Config>,
     pub format: Format,
-    pub anonymizer: Option<&'a sonde_anon::Anonymizer>,
+    pub anonymizer: Option<sonde_anon::Anonymizer>,
 }
 
 /// The files of a chunk: the flow logs of the flows that ended in it and the interval files of
 /// the intervals closed in it.
-fn chunk_files(drained: &Drained, shape: &ChunkShape<'_>) -> Result<Vec<(String, Vec<u8>)>> {
-    let mut files: Vec<(String, Vec<u8>)> = FlowLines::render(shape.format, &[&drained.lines])?.into();
-    if let (Some(cfg), Some(flows)) = (shape.cfg, &drained.flows) {
-        let mut report = Report::new(cfg, drained.packets.clone(), vec![flows.clone()]);
-        if let Some(anon) = shape.anonymizer {
+fn chunk_files(held: &Held<FlowLines>, shape: &ChunkShape) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    let mut files: Vec<(String, Vec<u8>)> = FlowLines::render(shape.format, &[&held.part])?.into();
+    if let (Some(cfg), Some(flows)) = (&shape.cfg, &held.flows) {
+        let mut report = Report::new(cfg, held.packets.clone(), vec![flows.clone()]);
+        if let Some(anon) = &shape.anonymizer {
             report.anonymize(&mut anon.clone());
         }
         for (name, text) in report.render()? {

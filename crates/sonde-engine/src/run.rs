@@ -1,0 +1,382 @@
+//! [`Run`]: one analysis, whole — its settings checked once, its inputs read by one reader or
+//! several (each with its own workers), its results pushed into sinks as they happen and
+//! returned typed at the end.
+
+use std::path::Path;
+use std::time::Instant;
+
+use sonde_anon::Anonymizer;
+use sonde_capture::{CaptureError, PacketSource};
+use sonde_define::Counter;
+use sonde_filter::{Filter, FilterError};
+use sonde_stats::{FlowIntervals, PacketIntervals, Report};
+
+use crate::collector::{collect, ToCollector};
+use crate::controls::Controls;
+use crate::pipeline::{read_input, Outcome, Pipeline, Progress, ReaderDrains, ReaderSetup, WorkerOutput};
+use crate::resources;
+use crate::sink::{DrainObserver, Held, Part, Sinks, WorkerSink};
+use crate::stats::RunStats;
+
+/// One analysis: how packets are read and split, what is measured, and (for a live run) how
+/// often what was found is handed over while it goes.
+///
+/// ```
+/// use sonde_engine::Run;
+/// use sonde_flow::FlowRecord;
+/// let mut source = sonde_capture::open_bytes(vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0,
+///     0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0]).unwrap();
+/// let result = Run::new().analyze(&mut [source.as_mut()], &Vec::<FlowRecord>::new).unwrap();
+/// assert_eq!(result.stats.packets.read, 0);
+/// assert!(result.input_error.is_none() && result.flows.is_empty());
+/// ```
+#[derive(Default)]
+pub struct Run {
+    pipeline: Pipeline,
+    filter: Option<String>,
+    intervals: Option<sonde_stats::Config>,
+    definitions: Option<Counter>,
+    anonymizer: Option<Anonymizer>,
+    drains: Option<Drains>,
+    controls: Vec<Box<dyn Controls>>,
+    progress: Option<Box<dyn FnMut(Progress) + Send>>,
+}
+
+/// A live run's drains: every `every_ns` of packet time the workers hand over what their sinks
+/// gathered (to the [`DrainObserver`]s) and the operators' changes are applied.
+#[derive(Debug, Clone, Copy)]
+pub struct Drains {
+    pub every_ns: u64,
+    /// Build what a live view shows: short traffic bins ([`Drains::fine_bin_ns`]), open flows,
+    /// flows ended lately, the definitions' counts. Without, drains only move data.
+    pub view: bool,
+    pub fine_bin_ns: u64,
+    /// Open flows each worker shows at a drain, at most.
+    pub open_flows: usize,
+    /// Flows ended since the last drain each worker shows, at most (the latest).
+    pub recent_flows: usize,
+}
+
+/// Why a run could not start.
+#[derive(Debug)]
+pub enum RunError {
+    /// No input was given.
+    NoInput,
+    /// The definitions are counted in input order by one reader.
+    DefinitionsNeedOneReader { readers: usize },
+    Filter(FilterError),
+    /// The anonymizer cannot take the definitions (their address patterns).
+    Anonymize(String),
+    Open(CaptureError),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::NoInput => write!(f, "no input"),
+            RunError::DefinitionsNeedOneReader { readers } => write!(
+                f,
+                "{readers} readers cannot count flow definitions: they are counted in input order by one reader"
+            ),
+            RunError::Filter(e) => write!(f, "{e}"),
+            RunError::Anonymize(e) => write!(f, "{e}"),
+            RunError::Open(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// What a run found.
+pub struct RunResult<P> {
+    /// Everything counted, every reader's added up.
+    pub stats: RunStats,
+    /// The damage that ended an input early (everything before it was analysed).
+    pub input_error: Option<CaptureError>,
+    /// The workers' sinks' parts: what the drains brought first, then each worker's last.
+    pub flows: Vec<P>,
+    /// The interval outputs (anonymised if the run is), with intervals on.
+    pub intervals: Option<Report>,
+    /// The definitions and their counts, with definitions.
+    pub definitions: Option<Counter>,
+    /// Frames of link types the filter cannot be compiled for (they never match).
+    pub filter_uncompilable_frames: u64,
+    pub timing: Timing,
+}
+
+/// What the run cost, read around it (never inside the analysis).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timing {
+    pub elapsed_s: f64,
+    /// User + system CPU time of the process.
+    pub cpu_s: f64,
+    pub peak_rss_bytes: u64,
+}
+
+impl Run {
+    pub fn new() -> Run {
+        Run::default()
+    }
+
+    /// Flow tracking, workers per reader and thinning.
+    pub fn pipeline(mut self, pipeline: Pipeline) -> Run {
+        self.pipeline = pipeline;
+        self
+    }
+
+    /// A tcpdump filter (compiled with libpcap for each reader and link type).
+    pub fn filter(mut self, expression: Option<String>) -> Run {
+        self.filter = expression;
+        self
+    }
+
+    /// The interval outputs: counters, distributions and tables per interval of packet time.
+    pub fn intervals(mut self, cfg: Option<sonde_stats::Config>) -> Run {
+        self.intervals = cfg;
+        self
+    }
+
+    /// Flow definitions to count (with their scheduled changes).
+    pub fn definitions(mut self, counter: Option<Counter>) -> Run {
+        self.definitions = counter;
+        self
+    }
+
+    /// Anonymise the addresses of the interval outputs and of the definitions given before
+    /// (the flow sinks are given their own anonymizer). Refused when a definition's address
+    /// pattern cannot be anonymised.
+    pub fn anonymize(mut self, anonymizer: Option<Anonymizer>) -> Result<Run, RunError> {
+        if let (Some(counter), Some(anon)) = (self.definitions.as_mut(), &anonymizer) {
+            counter.anonymize(anon.clone()).map_err(RunError::Anonymize)?;
+        }
+        self.anonymizer = anonymizer;
+        Ok(self)
+    }
+
+    /// Drain every so often of packet time (a live run).
+    pub fn drains(mut self, drains: Option<Drains>) -> Run {
+        self.drains = drains;
+        self
+    }
+
+    /// Per reader: where its operators' changes come from (asked at every drain).
+    pub fn controls(mut self, controls: Vec<Box<dyn Controls>>) -> Run {
+        self.controls = controls;
+        self
+    }
+
+    /// Hear how far the run has got (one reader only).
+    pub fn progress(mut self, progress: impl FnMut(Progress) + Send + 'static) -> Run {
+        self.progress = Some(Box::new(progress));
+        self
+    }
+
+    /// Flow-tracking workers per reader.
+    pub fn workers_per_reader(mut self, workers: usize) -> Run {
+        self.pipeline.workers = workers.max(1);
+        self
+    }
+
+    /// Whether definitions are counted.
+    pub fn counts_definitions(&self) -> bool {
+        self.definitions.is_some()
+    }
+
+    /// Workers per reader.
+    pub fn workers(&self) -> usize {
+        self.pipeline.workers.max(1)
+    }
+
+    /// Analyses the trace at `path` (format and compression found from its content).
+    pub fn analyze_file<K: Sinks>(self, path: &Path, sinks: &K) -> Result<RunResult<PartOf<K>>, RunError> {
+        let mut source = sonde_capture::open(path).map_err(RunError::Open)?;
+        self.analyze(&mut [source.as_mut()], sinks)
+    }
+
+    /// Analyses `sources` to their end: one, a trace or a capture; several, the sockets of a
+    /// PACKET_FANOUT group, each read by its own reader and workers, results added up.
+    pub fn analyze<K: Sinks>(
+        self,
+        sources: &mut [&mut (dyn PacketSource + Send)],
+        sinks: &K,
+    ) -> Result<RunResult<PartOf<K>>, RunError> {
+        self.analyze_observed(sources, sinks, &mut [])
+    }
+
+    /// [`Run::analyze`], each drain handed to `observers` (in order) in a thread of its own.
+    pub fn analyze_observed<K: Sinks>(
+        mut self,
+        sources: &mut [&mut (dyn PacketSource + Send)],
+        sinks: &K,
+        observers: &mut [&mut (dyn DrainObserver<PartOf<K>> + Send)],
+    ) -> Result<RunResult<PartOf<K>>, RunError> {
+        if sources.is_empty() {
+            return Err(RunError::NoInput);
+        }
+        if sources.len() > 1 && self.definitions.is_some() {
+            return Err(RunError::DefinitionsNeedOneReader { readers: sources.len() });
+        }
+        // Each reader its own compiled filter.
+        let mut filters = Vec::with_capacity(sources.len());
+        for _ in 0..sources.len() {
+            filters.push(self.filter.as_deref().map(Filter::new).transpose().map_err(RunError::Filter)?);
+        }
+        let started = Instant::now();
+        let cpu_before = resources::cpu_seconds();
+        let workers = self.workers();
+        let readers = sources.len();
+        let mut controls: Vec<Option<Box<dyn Controls>>> = std::mem::take(&mut self.controls).into_iter().map(Some).collect();
+        controls.resize_with(readers, || None);
+        let mut progress = self.progress.take();
+        let mut definitions = self.definitions.take();
+        let (to_collector, from_readers) = crossbeam_channel::unbounded();
+        let mut senders: Vec<_> = (0..readers).map(|_| to_collector.clone()).collect();
+        drop(to_collector);
+        let held = Held::new(self.intervals.clone());
+        let (pipeline, interval_cfg, drains) = (&self.pipeline, self.intervals.as_ref(), self.drains);
+
+        // One reader's whole run: its outcome, its workers' outputs, its packet statistics.
+        let read = |index: usize,
+                    source: &mut (dyn PacketSource + Send),
+                    filter: Option<&mut Filter>,
+                    counter: Option<&mut Counter>,
+                    controls: Option<Box<dyn Controls>>,
+                    to_collector: crossbeam_channel::Sender<ToCollector<PartOf<K>>>,
+                    progress: &mut dyn FnMut(Progress)| {
+            let mut intervals = interval_cfg.map(|cfg| {
+                let intervals = PacketIntervals::new(cfg);
+                match drains.filter(|d| d.view) {
+                    Some(d) => intervals.with_fine_bins(d.fine_bin_ns),
+                    None => intervals,
+                }
+            });
+            let setup = ReaderSetup {
+                pipeline,
+                sinks,
+                intervals: intervals.as_mut(),
+                flow_stats: interval_cfg,
+                definitions: counter,
+                drains: drains.map(|d| ReaderDrains {
+                    reader: index,
+                    every_ns: d.every_ns,
+                    open_flows: if d.view { d.open_flows } else { 0 },
+                    recent_flows: if d.view { d.recent_flows } else { 0 },
+                    view: d.view,
+                    to_collector,
+                    controls,
+                }),
+            };
+            let (outcome, outputs) = read_input(source, filter, setup, progress);
+            (outcome, outputs, intervals)
+        };
+
+        let (readings, held) = std::thread::scope(|scope| {
+            let collector = drains.map(|_| {
+                let observers = &mut *observers;
+                std::thread::Builder::new()
+                    .name("sonde-collect".into())
+                    .spawn_scoped(scope, move || collect(from_readers, workers, held, observers))
+                    .expect("spawn the collector thread")
+            });
+            let readings: Vec<_> = if let [source] = sources {
+                let mut report = |p: Progress| {
+                    if let Some(progress) = progress.as_mut() {
+                        progress(p)
+                    }
+                };
+                let controls = controls[0].take();
+                let (filter, sender) = (filters[0].as_mut(), senders.remove(0));
+                vec![read(0, &mut **source, filter, definitions.as_mut(), controls, sender, &mut report)]
+            } else {
+                let read = &read;
+                let handles: Vec<_> = sources
+                    .iter_mut()
+                    .zip(filters.iter_mut())
+                    .zip(controls.drain(..))
+                    .zip(senders.drain(..))
+                    .enumerate()
+                    .map(|(i, (((source, filter), controls), sender))| {
+                        let source: &mut (dyn PacketSource + Send) = &mut **source;
+                        std::thread::Builder::new()
+                            .name(format!("sonde-reader-{i}"))
+                            .spawn_scoped(scope, move || {
+                                read(i, source, filter.as_mut(), None, controls, sender, &mut |_| {})
+                            })
+                            .expect("spawn a reader thread")
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+            };
+            drop(senders);
+            let held = match collector {
+                Some(c) => c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                None => Held::new(interval_cfg.cloned()),
+            };
+            (readings, held)
+        });
+        let timing = Timing {
+            elapsed_s: started.elapsed().as_secs_f64(),
+            cpu_s: resources::cpu_seconds() - cpu_before,
+            peak_rss_bytes: resources::peak_rss_bytes(),
+        };
+        Ok(self.merge(readings, held, definitions, filters, timing))
+    }
+
+    /// The readers' results, with what the drains brought, as one run's.
+    fn merge<P: Part>(
+        &self,
+        readings: Vec<(Outcome, Vec<WorkerOutput<P>>, Option<PacketIntervals>)>,
+        held: Held<P>,
+        definitions: Option<Counter>,
+        filters: Vec<Option<Filter>>,
+        timing: Timing,
+    ) -> RunResult<P> {
+        let mut outcome: Option<Outcome> = None;
+        let Held { packets: mut all_packets, flows: held_flows, part: held_part, .. } = held;
+        // (Nothing drained: not a part of its own, so one worker's logs are still written in turn.)
+        let mut flows: Vec<P> = Some(held_part).filter(|p| !p.is_empty()).into_iter().collect();
+        let mut flow_stats: Vec<FlowIntervals> = Vec::new();
+        let mut packet_intervals = false;
+        for (o, outputs, intervals) in readings {
+            match outcome.as_mut() {
+                None => outcome = Some(o),
+                Some(all) => {
+                    all.stats.merge(o.stats);
+                    all.input_error = all.input_error.take().or(o.input_error);
+                }
+            }
+            for output in outputs {
+                flows.push(output.part);
+                flow_stats.extend(output.flows);
+            }
+            if let Some(i) = intervals {
+                packet_intervals = true;
+                all_packets.extend(i.finish());
+            }
+        }
+        flow_stats.extend(held_flows);
+        let outcome = outcome.expect("one reader at least");
+        let intervals = match (&self.intervals, packet_intervals) {
+            (Some(cfg), true) => {
+                let mut report = Report::new(cfg, all_packets, flow_stats);
+                if let Some(anon) = &self.anonymizer {
+                    report.anonymize(&mut anon.clone());
+                }
+                Some(report)
+            }
+            _ => None,
+        };
+        RunResult {
+            stats: outcome.stats,
+            input_error: outcome.input_error,
+            flows,
+            intervals,
+            definitions,
+            filter_uncompilable_frames: filters.iter().flatten().map(|f| f.uncompilable_frames).sum(),
+            timing,
+        }
+    }
+}
+
+/// The part a run's worker sinks hand over.
+pub type PartOf<K> = <<K as Sinks>::Worker as WorkerSink>::Part;
