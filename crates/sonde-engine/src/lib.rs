@@ -72,8 +72,7 @@ mod tests {
 
     fn run(bytes: Vec<u8>, filter: Option<&str>) -> (RunResult<Vec<FlowRecord>>, Vec<FlowRecord>) {
         let mut source = sonde_capture::open_bytes(bytes).unwrap();
-        let result =
-            Run::new().filter(filter.map(str::to_string)).analyze(&mut [source.as_mut()], &Vec::new).unwrap();
+        let result = Run::new().filter(filter.map(str::to_string)).analyze(&mut [source.as_mut()], &Vec::new).unwrap();
         let flows = result.flows.concat();
         (result, flows)
     }

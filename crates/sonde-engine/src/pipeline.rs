@@ -15,9 +15,9 @@ use sonde_stats::{FlowIntervals, PacketIntervals};
 use sonde_thin::Thinner;
 use sonde_wire::{LinkType, PacketSummary};
 
-use crate::defined::{DefBatch, Reorder};
 use crate::collector::{ReaderPart, ToCollector, WorkerPart};
 use crate::controls::Controls;
+use crate::defined::{DefBatch, Reorder};
 use crate::sink::{DefinitionsView, ReaderStatus, Sinks, WorkerSink};
 use crate::stats::{CountingSink, FlowCounts, RunStats};
 use crate::ThinningReport;

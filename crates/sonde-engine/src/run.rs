@@ -28,7 +28,7 @@ use crate::stats::RunStats;
 ///     0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0]).unwrap();
 /// let result = Run::new().analyze(&mut [source.as_mut()], &Vec::<FlowRecord>::new).unwrap();
 /// assert_eq!(result.stats.packets.read, 0);
-/// assert!(result.input_error.is_none() && result.flows.is_empty());
+/// assert!(result.input_error.is_none() && result.flows.iter().all(Vec::is_empty));
 /// ```
 #[derive(Default)]
 pub struct Run {
@@ -63,7 +63,9 @@ pub enum RunError {
     /// No input was given.
     NoInput,
     /// The definitions are counted in input order by one reader.
-    DefinitionsNeedOneReader { readers: usize },
+    DefinitionsNeedOneReader {
+        readers: usize,
+    },
     Filter(FilterError),
     /// The anonymizer cannot take the definitions (their address patterns).
     Anonymize(String),
@@ -225,7 +227,8 @@ impl Run {
         let cpu_before = resources::cpu_seconds();
         let workers = self.workers();
         let readers = sources.len();
-        let mut controls: Vec<Option<Box<dyn Controls>>> = std::mem::take(&mut self.controls).into_iter().map(Some).collect();
+        let mut controls: Vec<Option<Box<dyn Controls>>> =
+            std::mem::take(&mut self.controls).into_iter().map(Some).collect();
         controls.resize_with(readers, || None);
         let mut progress = self.progress.take();
         let mut definitions = self.definitions.take();

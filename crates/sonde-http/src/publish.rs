@@ -15,8 +15,8 @@ use sonde_output::{FlowLines, Format, LineSink};
 use sonde_stats::{FlowIntervals, PacketInterval, Report};
 
 use crate::snapshot::{
-    AssociationSamples, Definition, Definitions, Flows, LiveSeries, Phase, Snapshot, Status, Table, Tables,
-    TrafficBin, TrafficRow,
+    AssociationSamples, Definition, Definitions, Flows, LiveSeries, Phase, Snapshot, Status, Table, Tables, TrafficBin,
+    TrafficRow,
 };
 use crate::state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState};
 
@@ -97,7 +97,11 @@ impl LivePublisher {
     }
 
     /// The last `WINDOW_INTERVALS` closed intervals, packet and flow statistics merged.
-    fn recent_intervals(&self, packets: &[PacketInterval], flows: Option<&FlowIntervals>) -> (crate::Intervals, Tables) {
+    fn recent_intervals(
+        &self,
+        packets: &[PacketInterval],
+        flows: Option<&FlowIntervals>,
+    ) -> (crate::Intervals, Tables) {
         let (Some(cfg), Some(flows)) = (&self.settings.intervals, flows) else { return Default::default() };
         let newest = packets.iter().map(|p| p.index).max().unwrap_or(0);
         let from = newest.saturating_sub(WINDOW_INTERVALS - 1);
