@@ -5,8 +5,9 @@
 //! rlen (2, BE), lctr/color (2, BE), wlen (2, BE), then 8-byte extension headers while the
 //! "more" bit is set, then the type-specific payload (Ethernet types: a 2-byte offset/pad).
 
+use crate::error::{corrupt, truncated};
 use crate::stream::Input;
-use crate::util::{corrupt, secs_ns, truncated};
+use crate::timestamp::secs_ns;
 use crate::{CaptureError, Frame, PacketSource, LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6};
 
 const HDR: usize = 16;

@@ -4,8 +4,10 @@
 //! Reference: draft-ietf-opsawg-pcap §4 (file header), §5 (packet record); libpcap sf-pcap.c
 //! and Wireshark libpcap.c for the version quirks.
 
+use crate::endian::Endian;
+use crate::error::{corrupt, truncated};
 use crate::stream::{Input, MAX_RECORD};
-use crate::util::{corrupt, secs_ns, truncated, Endian};
+use crate::timestamp::secs_ns;
 use crate::{CaptureError, Frame, PacketSource};
 
 const FILE_HDR: usize = 24;

@@ -8,8 +8,10 @@
 //! A packet block naming an interface that no IDB of the current section described is reported
 //! as Corrupt (Wireshark refuses such files too); the frames before it are yielded.
 
+use crate::endian::Endian;
+use crate::error::{corrupt, truncated};
 use crate::stream::{Input, MAX_RECORD};
-use crate::util::{add_offset_secs, corrupt, truncated, Endian};
+use crate::timestamp::add_offset_secs;
 use crate::{CaptureError, Frame, PacketSource};
 
 const SHB: u32 = 0x0A0D_0D0A;

@@ -1,8 +1,10 @@
 //! Sun snoop files (RFC 1761): big-endian, 16-byte file header, 24-byte record headers, records
 //! padded to 4 bytes. Only the common datalinks are mapped to LINKTYPE_ values.
 
+use crate::endian::Endian;
+use crate::error::{corrupt, truncated, unsupported};
 use crate::stream::{Input, MAX_RECORD};
-use crate::util::{corrupt, secs_ns, truncated, unsupported, Endian};
+use crate::timestamp::secs_ns;
 use crate::{CaptureError, Frame, PacketSource, LINKTYPE_ETHERNET};
 
 pub(crate) const MAGIC: &[u8; 8] = b"snoop\0\0\0";

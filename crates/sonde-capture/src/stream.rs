@@ -29,7 +29,7 @@ pub(crate) trait Input {
             return Ok(None);
         }
         if h.len() < n {
-            return Err(crate::util::truncated(at));
+            return Err(crate::error::truncated(at));
         }
         Ok(Some(&h[..n]))
     }
@@ -38,7 +38,7 @@ pub(crate) trait Input {
     fn fill_exact(&mut self, n: usize, at: u64) -> Result<&[u8], CaptureError> {
         let b = self.fill(n)?;
         if b.len() < n {
-            return Err(crate::util::truncated(at));
+            return Err(crate::error::truncated(at));
         }
         Ok(&b[..n])
     }

@@ -18,20 +18,27 @@
 //!
 //! The language, the fields and the costs: docs/definitions.md.
 
+#![forbid(unsafe_code)]
+
 mod assoc;
 mod change;
+mod change_file;
 mod count;
 mod definition;
+mod fid;
 pub mod fields;
 mod gaps;
 mod matcher;
 mod parse;
 pub mod pattern;
 mod trie;
+mod versions;
+mod write;
 
 pub use assoc::AssociationTotal;
 pub use change::{Change, ChangeError, ChangeOutcome, ScheduledChange};
-pub use count::{Counter, DefinitionTotal, SetChange, Traffic};
+pub use change_file::{parse_change_file, ChangeFileError, ChangeFileErrorKind};
+pub use count::{Counter, DefinitionTotal, Traffic};
 pub use definition::{
     Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS,
 };
@@ -39,6 +46,7 @@ pub use matcher::Matcher;
 pub use parse::{parse_definition, parse_definition_among, parse_definitions};
 pub use pattern::{Anchor, Pattern};
 pub use trie::{Compiled, Match};
+pub use versions::SetChange;
 
 /// A packet as the patterns see it: the captured frame and where its layers start (`None`
 /// when the packet has no such layer or the capture ended before it), plus facts the decoder

@@ -1,8 +1,10 @@
 //! A network interface by name: its index, whether it is up, and the link type of its frames.
 
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use rustix::net::netdevice::name_to_index;
+use rustix::net::{socket_with, AddressFamily, SocketFlags, SocketType};
 
 use crate::LiveError;
 
@@ -24,30 +26,20 @@ pub(crate) struct Interface {
 /// type of a raw socket's frames (libpcap finds its own).
 pub(crate) fn lookup(name: &str) -> Result<Interface, LiveError> {
     let no_such = || LiveError::NoSuchInterface(name.to_string());
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return Err(no_such());
-    }
-    let c_name = CString::new(name).map_err(|_| no_such())?;
-    // SAFETY: `c_name` is a valid NUL-terminated string for the duration of the call.
-    let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
-    if index == 0 {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
         return Err(no_such());
     }
     // Any socket answers interface ioctls; a datagram one needs no privilege.
-    // SAFETY: plain socket(2) call; the descriptor is owned at once below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(LiveError::os(name, "socket for interface queries", io::Error::last_os_error()));
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-    let flags = ioctl(&sock, name, libc::SIOCGIFFLAGS, "SIOCGIFFLAGS")?;
+    let sock = socket_with(AddressFamily::INET, SocketType::DGRAM, SocketFlags::CLOEXEC, None)
+        .map_err(|e| LiveError::os(name, "socket for interface queries", e.into()))?;
+    let index = name_to_index(&sock, name).map_err(|_| no_such())?;
+    let flags = query(&sock, name, Query::Flags)?;
     // SAFETY: SIOCGIFFLAGS filled the union's flags member.
     let flags = i32::from(unsafe { flags.ifr_ifru.ifru_flags });
     if flags & libc::IFF_UP == 0 {
         return Err(LiveError::InterfaceDown(name.to_string()));
     }
-    let hw = ioctl(&sock, name, libc::SIOCGIFHWADDR, "SIOCGIFHWADDR")?;
+    let hw = query(&sock, name, Query::HardwareAddress)?;
     // SAFETY: SIOCGIFHWADDR filled the union's hardware address member.
     let arphrd = unsafe { hw.ifr_ifru.ifru_hwaddr.sa_family };
     let link_type = match arphrd {
@@ -59,15 +51,27 @@ pub(crate) fn lookup(name: &str) -> Result<Interface, LiveError> {
     Ok(Interface { name: name.to_string(), index: index as i32, arphrd, link_type })
 }
 
-fn ioctl(sock: &OwnedFd, name: &str, request: libc::c_ulong, what: &'static str) -> Result<libc::ifreq, LiveError> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+/// The two interface ioctls capture needs (rustix has no safe form of them).
+#[derive(Debug, Clone, Copy)]
+enum Query {
+    Flags,
+    HardwareAddress,
+}
+
+/// Asks the kernel `query` of interface `name` (shorter than IFNAMSIZ, without NUL).
+fn query(sock: &OwnedFd, name: &str, query: Query) -> Result<libc::ifreq, LiveError> {
+    let (request, what) = match query {
+        Query::Flags => (libc::SIOCGIFFLAGS, "SIOCGIFFLAGS"),
+        Query::HardwareAddress => (libc::SIOCGIFHWADDR, "SIOCGIFHWADDR"),
+    };
+    // SAFETY: ifreq is plain old data (integers, arrays and unions of them); all zeroes is a
+    // valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, &src) in req.ifr_name.iter_mut().zip(name.as_bytes()) {
         *dst = src as libc::c_char;
     }
-    // SAFETY: `req` is a valid ifreq with a NUL-terminated name (checked shorter than IFNAMSIZ);
-    // the kernel writes only within it.
+    // SAFETY: `req` is a valid ifreq whose name is NUL-terminated (shorter than IFNAMSIZ, the
+    // rest zeroes); SIOCGIFFLAGS and SIOCGIFHWADDR write only within it.
     if unsafe { libc::ioctl(sock.as_raw_fd(), request as _, &mut req) } < 0 {
         return Err(LiveError::os(name, what, io::Error::last_os_error()));
     }

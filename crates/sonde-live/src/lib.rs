@@ -30,13 +30,20 @@
 //! }
 //! ```
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use sonde_capture::{CaptureError, Frame, PacketSource};
 
+mod blocks;
 mod iface;
 mod libpcap;
 mod privileges;
@@ -207,10 +214,10 @@ impl Port {
     }
 
     #[inline]
-    fn take(&mut self) -> Frame<'_> {
+    fn take(&mut self) -> Option<Frame<'_>> {
         match self {
             Port::Ring(r) => r.take(),
-            Port::Pcap(p) => p.take(),
+            Port::Pcap(p) => Some(p.take()),
         }
     }
 
@@ -221,7 +228,7 @@ impl Port {
         }
     }
 
-    fn fd(&self) -> std::os::fd::RawFd {
+    fn fd(&self) -> BorrowedFd<'_> {
         match self {
             Port::Ring(r) => r.fd(),
             Port::Pcap(p) => p.fd(),
@@ -233,7 +240,6 @@ impl Port {
 pub struct LiveSource {
     names: Vec<String>,
     ports: Vec<Port>,
-    poll_fds: Vec<libc::pollfd>,
     counters: Vec<Counters>,
     interval_ns: Option<u64>,
     /// Every interface's counters added up by interval index of packet time.
@@ -284,14 +290,12 @@ impl LiveSource {
                 Backend::Pcap => Port::Pcap(libpcap::PcapPort::open(&iface, cfg.buffer_bytes, cfg.promisc)?),
             });
         }
-        let poll_fds = ports.iter().map(|p| libc::pollfd { fd: p.fd(), events: libc::POLLIN, revents: 0 }).collect();
         Ok(LiveSource {
             names: cfg.interfaces.clone(),
             counters: vec![Counters::default(); ports.len()],
             interval_ns: cfg.interval_ns.filter(|&n| n > 0),
             per_interval: BTreeMap::new(),
             ports,
-            poll_fds,
             stop,
             format: match cfg.backend {
                 Backend::AfPacket => "live-afpacket-v3",
@@ -371,22 +375,24 @@ impl LiveSource {
     /// Waits until a port may have a frame or the next tick or stop is due.
     fn wait(&mut self, wall: u64) -> Result<(), CaptureError> {
         let until = self.stop_at_wall_ns.map_or(self.next_tick_wall_ns, |s| s.min(self.next_tick_wall_ns));
-        let timeout_ms = until.saturating_sub(wall).div_ceil(1_000_000).clamp(1, 1000) as libc::c_int;
-        // SAFETY: `poll_fds` is a live array of pollfd of the length passed.
-        let n = unsafe { libc::poll(self.poll_fds.as_mut_ptr(), self.poll_fds.len() as libc::nfds_t, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
+        let timeout_ns = until.saturating_sub(wall).clamp(1_000_000, 1_000_000_000);
+        let timeout =
+            Timespec { tv_sec: (timeout_ns / 1_000_000_000) as i64, tv_nsec: (timeout_ns % 1_000_000_000) as i64 };
+        // Built per wait (a few interfaces; waits come at most once per ring block or tick, not
+        // per frame): each borrows its port's descriptor.
+        let mut fds: Vec<PollFd<'_>> =
+            self.ports.iter().map(|p| PollFd::from_borrowed_fd(p.fd(), PollFlags::IN)).collect();
+        if let Err(e) = poll(&mut fds, Some(&timeout)) {
             // A signal (the stop, most likely) interrupts the wait: look again.
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(ring::capture_error("poll", e)) };
+            return if e == rustix::io::Errno::INTR { Ok(()) } else { Err(ring::capture_error("poll", e.into())) };
         }
-        for (i, p) in self.poll_fds.iter().enumerate() {
-            if p.revents & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0 {
-                let e = match &self.ports[i] {
-                    Port::Ring(r) => r.take_error(),
-                    Port::Pcap(_) => io::Error::other("capture handle failed"),
-                };
-                return Err(ring::capture_error(&self.names[i], e));
-            }
+        let failed = fds.iter().position(|p| p.revents().intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL));
+        if let Some(i) = failed {
+            let e = match &self.ports[i] {
+                Port::Ring(r) => r.take_error(),
+                Port::Pcap(_) => io::Error::other("capture handle failed"),
+            };
+            return Err(ring::capture_error(&self.names[i], e));
         }
         Ok(())
     }
@@ -418,9 +424,15 @@ impl PacketSource for LiveSource {
                         return Ok(None); // the frame stays ready for the next call
                     }
                 }
+                let Some(frame) = self.ports[i].take() else {
+                    // The ring's header put the frame outside its block: the block goes back
+                    // unread. Pause at the time already reached, then read on.
+                    self.clock_ns = self.clock_ns.max(self.last_frame_ns);
+                    self.pending_tick = Some(self.clock_ns);
+                    return Ok(None);
+                };
                 self.frames += 1;
                 self.last_frame_ns = self.last_frame_ns.max(ts);
-                let frame = self.ports[i].take();
                 self.bytes += frame.data.len() as u64;
                 return Ok(Some(frame));
             }
@@ -460,46 +472,60 @@ fn wall_ns() -> u64 {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Per stop signal: it came once already (the next one takes the default action).
+static STOP_SEEN: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+/// The stop handlers are installed (once: a second set would end the process at the first
+/// signal).
+static STOP_INSTALLED: Mutex<bool> = Mutex::new(false);
 
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// A flag raised by the first SIGINT or SIGTERM, for [`LiveSource::open`]. The handler goes
-/// after one signal (SA_RESETHAND), so a second one ends the process at once.
+/// A flag raised by the first SIGINT or SIGTERM, for [`LiveSource::open`]. A second one of
+/// the same signal ends the process at once, by its default action (as SA_RESETHAND would).
 pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        on_signal(signal, on_stop_signal, libc::SA_RESETHAND)?;
+    let mut installed = STOP_INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if !*installed {
+        for (signal, seen) in [SIGINT, SIGTERM].into_iter().zip(&STOP_SEEN) {
+            // In this order: the default action only if the signal came before.
+            signal_hook::flag::register_conditional_default(signal, seen)?;
+            signal_hook::flag::register(signal, seen)?;
+            signal_hook::flag::register(signal, &STOP)?;
+        }
+        *installed = true;
     }
     Ok(&STOP)
 }
 
 static RELOAD: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_reload_signal(_: libc::c_int) {
-    RELOAD.store(true, Ordering::Relaxed);
-}
-
 /// A flag raised by every SIGHUP (the monitor takes it down when it has reloaded).
 pub fn reload_on_sighup() -> io::Result<&'static AtomicBool> {
-    on_signal(libc::SIGHUP, on_reload_signal, libc::SA_RESTART)?;
+    signal_hook::flag::register(SIGHUP, &RELOAD)?;
     Ok(&RELOAD)
 }
 
-fn on_signal(signal: libc::c_int, handler: extern "C" fn(libc::c_int), flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: sigaction is plain old data; all zeroes is a valid (empty) value.
-    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-    action.sa_sigaction = handler as *const () as libc::sighandler_t;
-    action.sa_flags = flags;
-    // SAFETY: installs a handler that only stores to an atomic; `action` is initialised and its
-    // mask empty (zeroed, then sigemptyset).
-    let r = unsafe {
-        libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(signal, &action, std::ptr::null_mut())
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn raised_soon(flag: &AtomicBool) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !flag.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        flag.load(Ordering::SeqCst)
     }
-    Ok(())
+
+    #[test]
+    fn the_first_stop_signal_raises_the_flag_and_sighup_the_reload_flag() {
+        let stop = stop_on_signals().unwrap();
+        // Installing twice changes nothing (the first signal must not end the process).
+        assert!(std::ptr::eq(stop, stop_on_signals().unwrap()));
+        let reload = reload_on_sighup().unwrap();
+        let me = rustix::process::getpid();
+        rustix::process::kill_process(me, rustix::process::Signal::HUP).unwrap();
+        assert!(raised_soon(reload));
+        assert!(!stop.load(Ordering::SeqCst));
+        rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
+        assert!(raised_soon(stop));
+    }
 }

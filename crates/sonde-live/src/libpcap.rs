@@ -3,7 +3,7 @@
 //! of its packets). Each frame is copied out of libpcap's buffer once, so that several
 //! interfaces can be looked at before one is picked.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use sonde_capture::{CaptureError, CaptureErrorKind, Frame};
 
@@ -64,8 +64,8 @@ impl PcapPort {
         })
     }
 
-    pub(crate) fn fd(&self) -> RawFd {
-        self.cap.as_raw_fd()
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.cap.as_fd()
     }
 
     /// The timestamp of the next frame, if one is ready; never waits.

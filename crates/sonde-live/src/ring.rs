@@ -3,12 +3,14 @@
 //! read the frames in place and give the block back. No copy and no system call per frame.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
+use memmap2::MmapOptions;
+use rustix::io::Errno;
+use rustix::net::{eth, socket_with, AddressFamily, SocketFlags, SocketType};
 use sonde_capture::{CaptureError, CaptureErrorKind, Frame};
 
+use crate::blocks::Blocks;
 use crate::iface::Interface;
 use crate::{Counters, LiveError};
 
@@ -20,34 +22,17 @@ pub(crate) const BLOCK_BYTES: usize = 1 << 20;
 pub(crate) const BLOCK_TIMEOUT_MS: u32 = 10;
 /// tp_frame_size: only used by the kernel to check the request (frames are packed in V3).
 const FRAME_BYTES: usize = 2048;
-/// Offsets in a block descriptor (struct tpacket_block_desc: version, offset_to_priv, then
-/// struct tpacket_hdr_v1, 8-byte aligned).
-const BLOCK_STATUS: usize = 8;
-const BLOCK_NUM_PKTS: usize = 12;
-const BLOCK_FIRST_PKT: usize = 16;
 
 /// One interface's ring.
 pub(crate) struct Ring {
+    /// Declared before `fd`, so unmapped before the socket closes.
+    blocks: Blocks,
     fd: OwnedFd,
-    map: NonNull<u8>,
-    map_bytes: usize,
-    blocks: usize,
-    /// The block read next, or being read when `held`.
-    block: usize,
-    /// The current block is ours (the kernel marked it TP_STATUS_USER).
-    held: bool,
-    /// Frames of the held block not read yet, and the next one's offset in it.
-    left: u32,
-    next_offset: usize,
     link_type: u32,
     /// A frame whose VLAN tag the kernel took out, with the tag put back.
     vlan_frame: Vec<u8>,
     counters: Counters,
 }
-
-// SAFETY: the mapping belongs to this value alone (nothing else holds its address), so moving
-// the value to another thread moves the only access to it.
-unsafe impl Send for Ring {}
 
 impl Ring {
     /// Opens a raw socket on `iface` with a ring of about `ring_bytes`.
@@ -67,180 +52,89 @@ impl Ring {
         let Some(link_type) = iface.link_type else {
             return Err(LiveError::UnsupportedLink { interface: name.to_string(), arphrd: iface.arphrd });
         };
-        let protocol = (libc::ETH_P_ALL as u16).to_be();
-        // SAFETY: plain socket(2) call; the descriptor is owned at once below.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, i32::from(protocol)) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM | libc::EACCES) => LiveError::Permission { interface: name.to_string() },
-                _ => LiveError::os(name, "AF_PACKET socket", e),
-            });
-        }
-        // SAFETY: `raw` is a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        set_option(&fd, libc::PACKET_VERSION, &(libc::tpacket_versions::TPACKET_V3 as libc::c_int))
+        let fd =
+            socket_with(AddressFamily::PACKET, SocketType::RAW, SocketFlags::CLOEXEC, Some(eth::ALL)).map_err(|e| {
+                match e {
+                    Errno::PERM | Errno::ACCESS => LiveError::Permission { interface: name.to_string() },
+                    _ => LiveError::os(name, "AF_PACKET socket", e.into()),
+                }
+            })?;
+        set_option(&fd, libc::PACKET_VERSION, &PacketOption::Int(libc::tpacket_versions::TPACKET_V3 as libc::c_int))
             .map_err(|e| LiveError::os(name, "TPACKET_V3", e))?;
-        let blocks = (ring_bytes / BLOCK_BYTES).max(2);
+        let block_count = (ring_bytes / BLOCK_BYTES).max(2);
         let req = libc::tpacket_req3 {
             tp_block_size: BLOCK_BYTES as u32,
-            tp_block_nr: blocks as u32,
+            tp_block_nr: block_count as u32,
             tp_frame_size: FRAME_BYTES as u32,
-            tp_frame_nr: (BLOCK_BYTES / FRAME_BYTES * blocks) as u32,
+            tp_frame_nr: (BLOCK_BYTES / FRAME_BYTES * block_count) as u32,
             tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        set_option(&fd, libc::PACKET_RX_RING, &req).map_err(|e| LiveError::os(name, "ring (--ring-mb)", e))?;
-        let map_bytes = BLOCK_BYTES * blocks;
-        // SAFETY: maps the ring the kernel just made for this socket, at an address it picks.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(LiveError::os(name, "mmap of the ring", io::Error::last_os_error()));
-        }
-        let map = NonNull::new(map.cast::<u8>()).expect("mmap never maps address 0");
-        // From here on Drop unmaps.
+        set_option(&fd, libc::PACKET_RX_RING, &PacketOption::Ring(req))
+            .map_err(|e| LiveError::os(name, "ring (--ring-mb)", e))?;
+        // The ring the kernel just made for this socket, shared read-write (we hand blocks back
+        // by writing their status). A raw map: it never gives out references to its bytes.
+        let map = MmapOptions::new()
+            .len(BLOCK_BYTES * block_count)
+            .map_raw(&fd)
+            .map_err(|e| LiveError::os(name, "mmap of the ring", e))?;
         let ring = Ring {
+            blocks: Blocks::new(map, BLOCK_BYTES),
             fd,
-            map,
-            map_bytes,
-            blocks,
-            block: 0,
-            held: false,
-            left: 0,
-            next_offset: 0,
             link_type,
             vlan_frame: Vec::with_capacity(BLOCK_BYTES),
             counters: Counters::default(),
         };
         if promisc {
             // Dropped by the kernel when the socket closes: the interface does not stay promiscuous.
-            // SAFETY: packet_mreq is plain old data; all zeroes is a valid value.
-            let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
-            mreq.mr_ifindex = iface.index;
-            mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
-            set_option(&ring.fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+            let mreq = libc::packet_mreq {
+                mr_ifindex: iface.index,
+                mr_type: libc::PACKET_MR_PROMISC as u16,
+                mr_alen: 0,
+                mr_address: [0; 8],
+            };
+            set_option(&ring.fd, libc::PACKET_ADD_MEMBERSHIP, &PacketOption::Membership(mreq))
                 .map_err(|e| LiveError::os(name, "promiscuous mode", e))?;
         }
-        // SAFETY: sockaddr_ll is plain old data; all zeroes is a valid value.
-        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = protocol;
-        addr.sll_ifindex = iface.index;
-        // SAFETY: `addr` is a valid sockaddr_ll and its size is passed with it.
-        let bound = unsafe {
-            libc::bind(
-                ring.fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if bound < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::ENETDOWN) => LiveError::InterfaceDown(name.to_string()),
-                Some(libc::ENODEV) => LiveError::NoSuchInterface(name.to_string()),
-                _ => LiveError::os(name, "bind", e),
-            });
-        }
+        bind_to(ring.fd.as_fd(), iface.index).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENETDOWN) => LiveError::InterfaceDown(name.to_string()),
+            Some(libc::ENODEV) => LiveError::NoSuchInterface(name.to_string()),
+            _ => LiveError::os(name, "bind", e),
+        })?;
         if let Some(group) = fanout {
             let arg = u32::from(group) | (libc::PACKET_FANOUT_HASH << 16);
-            set_option(&ring.fd, libc::PACKET_FANOUT, &arg).map_err(|e| LiveError::os(name, "PACKET_FANOUT", e))?;
+            set_option(&ring.fd, libc::PACKET_FANOUT, &PacketOption::Int(arg as libc::c_int))
+                .map_err(|e| LiveError::os(name, "PACKET_FANOUT", e))?;
         }
         Ok(ring)
     }
 
-    pub(crate) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-
-    /// The status word of block `i`, shared with the kernel.
-    fn status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: block `i` < `blocks` lies inside the mapping, which lives as long as `self`;
-        // its status word is 4-byte aligned (blocks are page aligned) and the kernel only
-        // accesses it atomically too.
-        unsafe { AtomicU32::from_ptr(self.map.as_ptr().add(i * BLOCK_BYTES + BLOCK_STATUS).cast()) }
-    }
-
-    fn block_u32(&self, offset: usize) -> u32 {
-        // SAFETY: `offset` is within the held block (callers pass descriptor offsets), which the
-        // kernel does not write while it is ours.
-        unsafe { self.map.as_ptr().add(self.block * BLOCK_BYTES + offset).cast::<u32>().read_unaligned() }
-    }
-
-    /// The header of the next frame of the held block.
-    fn header(&self) -> libc::tpacket3_hdr {
-        // SAFETY: `next_offset` came from the kernel's block descriptor or the previous
-        // frame's tp_next_offset and was checked to leave a whole header inside the block.
-        unsafe {
-            self.map
-                .as_ptr()
-                .add(self.block * BLOCK_BYTES + self.next_offset)
-                .cast::<libc::tpacket3_hdr>()
-                .read_unaligned()
-        }
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// The timestamp of the next frame, if one is ready; never waits.
     pub(crate) fn ready(&mut self) -> Option<u64> {
-        loop {
-            if self.held {
-                if self.left > 0 && self.next_offset + std::mem::size_of::<libc::tpacket3_hdr>() <= BLOCK_BYTES {
-                    let h = self.header();
-                    return Some(u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec));
-                }
-                // Every frame read (and the last one handed out is no longer borrowed): give
-                // the block back.
-                self.status(self.block).store(libc::TP_STATUS_KERNEL, Ordering::Release);
-                self.held = false;
-                self.block = (self.block + 1) % self.blocks;
-            }
-            if self.status(self.block).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-                return None;
-            }
-            self.held = true;
-            self.left = self.block_u32(BLOCK_NUM_PKTS);
-            self.next_offset = self.block_u32(BLOCK_FIRST_PKT) as usize;
-        }
+        self.blocks.ready().map(|h| u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec))
     }
 
-    /// The frame `ready` announced; call only after it returned `Some`.
-    pub(crate) fn take(&mut self) -> Frame<'_> {
-        let h = self.header();
-        let start = self.next_offset;
-        self.left -= 1;
-        self.next_offset += h.tp_next_offset as usize;
-        if h.tp_next_offset == 0 {
-            self.left = 0; // the block's last frame
-        }
-        let mac = start + usize::from(h.tp_mac);
-        let len = (h.tp_snaplen as usize).min(BLOCK_BYTES.saturating_sub(mac));
-        // SAFETY: `mac..mac + len` is inside the held block (clamped above), which stays ours
-        // until `ready` is called again, after this frame's borrow of `self` has ended.
-        let data = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(self.block * BLOCK_BYTES + mac), len) };
+    /// The frame `ready` announced; `None` if there is none, or if the ring's header put it
+    /// outside its block (the block is then given back at the next `ready`).
+    pub(crate) fn take(&mut self) -> Option<Frame<'_>> {
+        let (h, data) = self.blocks.take()?;
         let ts_ns = u64::from(h.tp_sec) * 1_000_000_000 + u64::from(h.tp_nsec);
-        let mut frame = Frame { ts_ns, wire_len: h.tp_len, link_type: self.link_type, data };
+        let frame = Frame { ts_ns, wire_len: h.tp_len, link_type: self.link_type, data };
         if h.tp_status & libc::TP_STATUS_VLAN_VALID != 0 && self.link_type == sonde_capture::LINKTYPE_ETHERNET {
             let tpid = if h.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 { h.hv1.tp_vlan_tpid } else { 0x8100 };
-            frame = with_vlan_tag(&mut self.vlan_frame, frame, tpid, h.hv1.tp_vlan_tci as u16);
+            return Some(with_vlan_tag(&mut self.vlan_frame, frame, tpid, h.hv1.tp_vlan_tci as u16));
         }
-        frame
+        Some(frame)
     }
 
     /// Adds the kernel's counters since the last call (reading them resets them).
     pub(crate) fn update_counters(&mut self) -> Counters {
-        // SAFETY: tpacket_stats_v3 is plain old data; all zeroes is a valid value.
-        let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
-        if get_option(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS, &mut st).is_ok() {
+        if let Ok(st) = statistics(&self.fd) {
             // tp_packets counts the dropped packets too.
             self.counters.received_pkts += u64::from(st.tp_packets);
             self.counters.dropped_pkts += u64::from(st.tp_drops);
@@ -250,19 +144,10 @@ impl Ring {
 
     /// The error pending on the socket (after poll reported POLLERR), cleared by reading it.
     pub(crate) fn take_error(&self) -> io::Error {
-        let mut err: libc::c_int = 0;
-        match get_option(&self.fd, libc::SOL_SOCKET, libc::SO_ERROR, &mut err) {
-            Ok(()) => io::Error::from_raw_os_error(err),
-            Err(e) => e,
+        match rustix::net::sockopt::socket_error(&self.fd) {
+            Ok(Ok(())) => io::Error::from_raw_os_error(0),
+            Ok(Err(e)) | Err(e) => e.into(),
         }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `open`; no frame borrows it any more
-        // (frames borrow `self`).
-        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_bytes) };
     }
 }
 
@@ -279,28 +164,63 @@ fn with_vlan_tag<'a>(buf: &'a mut Vec<u8>, frame: Frame<'_>, tpid: u16, tci: u16
     Frame { ts_ns: frame.ts_ns, wire_len: frame.wire_len + 4, link_type: frame.link_type, data: buf }
 }
 
-/// Reads a socket option into `value`, a plain-old-data T the kernel fills for `option`.
-fn get_option<T>(fd: &OwnedFd, level: libc::c_int, option: libc::c_int, value: &mut T) -> io::Result<()> {
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` points to a live T whose size is passed with it; the kernel writes at
-    // most that many bytes.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, option, (value as *mut T).cast(), &mut len) };
+/// The SOL_PACKET options set here, by value type (rustix has no packet socket options).
+enum PacketOption {
+    Int(libc::c_int),
+    Ring(libc::tpacket_req3),
+    Membership(libc::packet_mreq),
+}
+
+fn set_option(fd: &OwnedFd, option: libc::c_int, value: &PacketOption) -> io::Result<()> {
+    let (value, len): (*const libc::c_void, usize) = match value {
+        PacketOption::Int(v) => ((v as *const libc::c_int).cast(), size_of_val(v)),
+        PacketOption::Ring(v) => ((v as *const libc::tpacket_req3).cast(), size_of_val(v)),
+        PacketOption::Membership(v) => ((v as *const libc::packet_mreq).cast(), size_of_val(v)),
+    };
+    // SAFETY: `value` points to a live, initialised value of `len` bytes, which the kernel
+    // only reads.
+    let r = unsafe { libc::setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, option, value, len as libc::socklen_t) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
-fn set_option<T>(fd: &OwnedFd, option: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` points to a live T whose size is passed with it.
+/// PACKET_STATISTICS: the packets offered and dropped since the last read (reading resets them).
+fn statistics(fd: &OwnedFd) -> io::Result<libc::tpacket_stats_v3> {
+    let mut st = libc::tpacket_stats_v3 { tp_packets: 0, tp_drops: 0, tp_freeze_q_cnt: 0 };
+    let mut len = size_of_val(&st) as libc::socklen_t;
+    // SAFETY: `st` is a live tpacket_stats_v3 (integers only) whose size is passed with it; the
+    // kernel writes at most that many bytes.
     let r = unsafe {
-        libc::setsockopt(
+        libc::getsockopt(
             fd.as_raw_fd(),
             libc::SOL_PACKET,
-            option,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
+            libc::PACKET_STATISTICS,
+            (&mut st as *mut libc::tpacket_stats_v3).cast(),
+            &mut len,
         )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// Binds the socket to interface `index` for every protocol (rustix has no link-layer address).
+fn bind_to(fd: BorrowedFd<'_>, index: i32) -> io::Result<()> {
+    let addr = libc::sockaddr_ll {
+        sll_family: libc::AF_PACKET as u16,
+        sll_protocol: (libc::ETH_P_ALL as u16).to_be(),
+        sll_ifindex: index,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 0,
+        sll_addr: [0; 8],
+    };
+    // SAFETY: `addr` is a live, initialised sockaddr_ll and its size is passed with it.
+    let r = unsafe {
+        libc::bind(fd.as_raw_fd(), (&addr as *const libc::sockaddr_ll).cast(), size_of_val(&addr) as libc::socklen_t)
     };
     if r < 0 {
         return Err(io::Error::last_os_error());

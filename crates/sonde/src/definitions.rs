@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use sonde_define::{parse_definitions, Change, Counter, ScheduledChange};
+use sonde_define::{parse_change_file, parse_definitions, Change, Counter, ScheduledChange};
 
 pub const FILE: &str = "definitions.tsv";
 /// Written when a definition asks for `gap`, and for `length`.
@@ -31,40 +31,7 @@ pub fn load(path: &Path, interval_ns: Option<u64>, max_fids: usize) -> Result<Co
 pub fn load_changes(path: &Path) -> Result<Vec<ScheduledChange>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading definition changes {}", path.display()))?;
-    let mut changes = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = |what: &str| anyhow::anyhow!("{}: line {}: {what}", path.display(), i + 1);
-        let mut parts = line.splitn(4, char::is_whitespace);
-        let (Some(time), Some(version), Some(op), Some(rest)) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad("expected TIME VERSION add|replace|remove WHAT"));
-        };
-        let at_ns = epoch_ns(time).ok_or_else(|| bad("TIME is epoch seconds, up to nine decimals"))?;
-        let version: u64 = version.parse().map_err(|_| bad("VERSION is a whole number"))?;
-        let change = match op {
-            "add" => Change::Add(rest.trim().to_string()),
-            "replace" => Change::Replace(rest.trim().to_string()),
-            "remove" => Change::Remove(rest.trim().to_string()),
-            _ => return Err(bad("the change is add, replace or remove")),
-        };
-        changes.push(ScheduledChange { at_ns, expected_version: version, change });
-    }
-    Ok(changes)
-}
-
-/// `SECONDS[.FRACTION]` in ns, exactly (a float would round it).
-fn epoch_ns(text: &str) -> Option<u64> {
-    let (s, frac) = text.split_once('.').unwrap_or((text, ""));
-    if frac.len() > 9 || !s.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) || s.is_empty() {
-        return None;
-    }
-    let frac_ns: u64 = format!("{frac:0<9}").parse().ok()?;
-    s.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+    parse_change_file(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// What became of a scheduled change, for summary.json.

@@ -1,6 +1,4 @@
-//! Small helpers shared by the parsers: byte-order reads, error constructors, time conversion.
-
-use crate::{CaptureError, CaptureErrorKind};
+//! Byte order of a capture file's fields, and reads of them.
 
 /// Byte order of the fields of a file (pcap header magic, pcapng section magic).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,33 +48,15 @@ fn bytes_at<const N: usize>(b: &[u8], off: usize) -> [u8; N] {
     a
 }
 
-#[cold]
-pub(crate) fn truncated(offset: u64) -> CaptureError {
-    CaptureError { kind: CaptureErrorKind::Truncated, offset }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-#[cold]
-pub(crate) fn corrupt(offset: u64, what: &'static str) -> CaptureError {
-    CaptureError { kind: CaptureErrorKind::Corrupt(what), offset }
-}
-
-#[cold]
-pub(crate) fn unsupported(offset: u64, what: &'static str) -> CaptureError {
-    CaptureError { kind: CaptureErrorKind::Unsupported(what), offset }
-}
-
-/// Seconds plus a sub-second part already in nanoseconds, saturating instead of overflowing.
-#[inline(always)]
-pub(crate) fn secs_ns(secs: u64, ns: u64) -> u64 {
-    secs.saturating_mul(1_000_000_000).saturating_add(ns)
-}
-
-/// Applies a signed offset in seconds (pcapng if_tsoffset), clamping to [0, u64::MAX].
-#[inline]
-pub(crate) fn add_offset_secs(ts_ns: u64, offset_s: i64) -> u64 {
-    if offset_s >= 0 {
-        ts_ns.saturating_add((offset_s as u64).saturating_mul(1_000_000_000))
-    } else {
-        ts_ns.saturating_sub(offset_s.unsigned_abs().saturating_mul(1_000_000_000))
+    #[test]
+    fn reads_fields_in_either_order_at_any_offset() {
+        let b = [0xff, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08];
+        assert_eq!((Endian::Little.u16(&b, 1), Endian::Big.u16(&b, 1)), (0x0201, 0x0102));
+        assert_eq!((Endian::Little.u32(&b, 1), Endian::Big.u32(&b, 1)), (0x0403_0201, 0x0102_0304));
+        assert_eq!((Endian::Little.u64(&b, 1), Endian::Big.u64(&b, 1)), (0x0807_0605_0403_0201, 0x0102_0304_0506_0708));
     }
 }

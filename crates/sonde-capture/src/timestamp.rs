@@ -1,0 +1,33 @@
+//! Capture timestamps as ns since the Unix epoch, saturating at 0 and `u64::MAX` (year 2554)
+//! instead of wrapping.
+
+/// Seconds plus a sub-second part already in nanoseconds, saturating instead of overflowing.
+#[inline(always)]
+pub(crate) fn secs_ns(secs: u64, ns: u64) -> u64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(ns)
+}
+
+/// Applies a signed offset in seconds (pcapng if_tsoffset), clamping to [0, u64::MAX].
+#[inline]
+pub(crate) fn add_offset_secs(ts_ns: u64, offset_s: i64) -> u64 {
+    if offset_s >= 0 {
+        ts_ns.saturating_add((offset_s as u64).saturating_mul(1_000_000_000))
+    } else {
+        ts_ns.saturating_sub(offset_s.unsigned_abs().saturating_mul(1_000_000_000))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_saturate_instead_of_wrapping() {
+        assert_eq!(secs_ns(2, 5), 2_000_000_005);
+        assert_eq!(secs_ns(u64::MAX / 1000, 1), u64::MAX);
+        assert_eq!(add_offset_secs(5_000_000_000, -2), 3_000_000_000);
+        assert_eq!(add_offset_secs(1_000_000_000, -2), 0);
+        assert_eq!(add_offset_secs(1, i64::MIN), 0);
+        assert_eq!(add_offset_secs(u64::MAX - 1, 1), u64::MAX);
+    }
+}
