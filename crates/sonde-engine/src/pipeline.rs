@@ -208,7 +208,7 @@ pub(crate) fn read_input<K: Sinks>(
         next_drain_ns: if live.is_some() { 0 } else { u64::MAX },
         live,
         workers,
-        monitor: setup.intervals,
+        intervals: setup.intervals,
         definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
     };
@@ -719,7 +719,7 @@ struct Reader<'a, 'c, P> {
     next_drain_ns: u64,
     live: Option<ReaderLive<P>>,
     workers: usize,
-    monitor: Option<&'c mut PacketIntervals>,
+    intervals: Option<&'c mut PacketIntervals>,
     definitions: Option<&'c mut Counter>,
     thinner: Option<Thinner>,
 }
@@ -743,7 +743,7 @@ impl<P> Reader<'_, '_, P> {
                     self.next_drain_ns = live.drain(
                         self.clock_ns,
                         stats,
-                        self.monitor.as_deref_mut(),
+                        self.intervals.as_deref_mut(),
                         self.definitions.as_deref_mut(),
                         dispatch,
                     );
@@ -760,7 +760,7 @@ impl<P> Reader<'_, '_, P> {
                 Ok(None) => match source.tick() {
                     Some(now_ns) => {
                         self.clock_ns = self.clock_ns.max(now_ns);
-                        tick(self.clock_ns, self.monitor.as_deref_mut(), dispatch);
+                        tick(self.clock_ns, self.intervals.as_deref_mut(), dispatch);
                         if let Some(live) = self.live.as_mut() {
                             live.apply_edits(self.clock_ns, self.definitions.as_deref_mut(), dispatch);
                         }
@@ -802,7 +802,7 @@ impl<P> Reader<'_, '_, P> {
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
             // The trackers count only TCP and UDP flows; the rest only feed the counters.
             let key = sonde_flow::flow_key(&item.packet);
-            if let Some(m) = self.monitor.as_deref_mut() {
+            if let Some(m) = self.intervals.as_deref_mut() {
                 m.packet(frame.ts_ns, &item.packet, key.is_ok(), frame.wire_len);
             }
             let worker = key.ok().map(|key| {
@@ -904,8 +904,8 @@ impl<P> ReaderLive<P> {
 /// idle flows end on a quiet link. (The definitions' counter hears time only from packets: its
 /// counts come back from the workers in input order, and a tick has no place in that order.)
 #[cold]
-fn tick(clock_ns: u64, monitor: Option<&mut PacketIntervals>, dispatch: &mut impl Dispatch) {
-    if let Some(m) = monitor {
+fn tick(clock_ns: u64, intervals: Option<&mut PacketIntervals>, dispatch: &mut impl Dispatch) {
+    if let Some(m) = intervals {
         m.tick(clock_ns);
     }
     dispatch.tick(clock_ns);

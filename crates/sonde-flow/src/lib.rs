@@ -17,7 +17,7 @@
 //! ```
 
 pub mod key;
-mod live;
+mod counters;
 pub mod record;
 mod sent;
 pub mod seq;

@@ -6,7 +6,7 @@
 
 use sonde_wire::{IpSummary, TcpSummary};
 
-use crate::live::{DirLive, Pool, Rare, Rtt};
+use crate::counters::{DirCounters, Pool, Rare, Rtt};
 use crate::record::{EndReason, TcpDirStats};
 use crate::sent::{Sent, SentList, SentPool};
 use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
@@ -67,7 +67,7 @@ impl TcpPools {
 /// The state of one direction: what it sent, and what its peer acknowledged of it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Half {
-    pub stats: DirLive,
+    pub stats: DirCounters,
     /// Valid when `flags` has `ISN`: the SYN's sequence number.
     isn: u32,
     /// Valid when `flags` has `SEQ`.

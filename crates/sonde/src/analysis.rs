@@ -30,7 +30,7 @@ const OPEN_FLOWS: usize = 2_000;
 /// directory prepared.
 pub struct Prepared {
     run: Run,
-    monitor_cfg: Option<sonde_stats::Config>,
+    interval_cfg: Option<sonde_stats::Config>,
     store_spec: Option<sonde_rrd::Spec>,
     format: Format,
     anonymization: Option<(sonde_anon::Anonymizer, anon::AnonSummary)>,
@@ -57,7 +57,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         None if args.store_archives.is_some() => anyhow::bail!("--store-archives needs --store"),
         None => None,
     };
-    let monitor_cfg = interval_ns.map(|interval_ns| sonde_stats::Config {
+    let interval_cfg = interval_ns.map(|interval_ns| sonde_stats::Config {
         interval_ns,
         internal_nets: internal_nets.clone(),
         tables: args.tables,
@@ -100,7 +100,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     let run = Run::new()
         .pipeline(Pipeline { flow: flow_cfg, workers, thin, ..Pipeline::default() })
         .filter(args.filter_expression())
-        .intervals(monitor_cfg.clone())
+        .intervals(interval_cfg.clone())
         .definitions(counter)
         .anonymize(anonymization.as_ref().map(|a| a.0.clone()))?;
     let monitor_files: Vec<&str> = sonde_stats::report::FILES
@@ -111,7 +111,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         .copied()
         .collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
-    Ok((Prepared { run, monitor_cfg, store_spec, format, anonymization, out }, input))
+    Ok((Prepared { run, interval_cfg, store_spec, format, anonymization, out }, input))
 }
 
 impl Prepared {
@@ -123,7 +123,7 @@ impl Prepared {
     /// How a chunk of the outputs is made (`monitor --spool`).
     pub fn chunk_shape(&self) -> sonde_output::ChunkShape {
         sonde_output::ChunkShape {
-            cfg: self.monitor_cfg.clone(),
+            cfg: self.interval_cfg.clone(),
             format: self.format,
             anonymizer: self.anonymization.as_ref().map(|a| a.0.clone()),
         }
@@ -177,7 +177,7 @@ pub fn run(
     live: Option<LiveOptions>,
 ) -> Result<Finished> {
     let (input_name, compression) = input;
-    let Prepared { mut run, monitor_cfg, store_spec, format, anonymization, out } = prepared;
+    let Prepared { mut run, interval_cfg, store_spec, format, anonymization, out } = prepared;
     let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
     let (mut rotation, mut publisher) = (None, None);
     if let Some(live) = live {
@@ -196,7 +196,7 @@ pub fn run(
             let settings = sonde_http::LiveSettings {
                 input: live.input.clone(),
                 started_unix_s: live.started_unix_s,
-                intervals: monitor_cfg.clone(),
+                intervals: interval_cfg.clone(),
                 format,
                 anonymizer: anonymizer.clone(),
                 bin_ns: BIN_NS,
@@ -221,7 +221,7 @@ pub fn run(
     out.write_flow_lines(&result.flows)?;
     let mut outputs = OutputDir::file_names(format).to_vec();
     let mut monitoring = None;
-    if let (Some(cfg), Some(report)) = (&monitor_cfg, &result.intervals) {
+    if let (Some(cfg), Some(report)) = (&interval_cfg, &result.intervals) {
         let names =
             report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
         outputs.extend(names.iter().map(|n| n.to_string()));

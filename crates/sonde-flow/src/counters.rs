@@ -1,4 +1,4 @@
-//! The live per-direction counters of a TCP flow: the fields of [`TcpDirStats`] in the narrowest
+//! The per-direction counters of an open TCP flow: the fields of [`TcpDirStats`] in the narrowest
 //! types that hold them (packet counts in u32, windows in u32 since a scaled window is below
 //! 2^30), widened into the record only when the flow ends. Counters of rare events live out of
 //! line in a pool ([`Rare`]), so that the many flows that never retransmit stay small.
@@ -9,7 +9,7 @@ use crate::record::{AnomalyCounts, RttStats, TcpDirStats};
 
 /// `AnomalyCounts` in u32 (packets of one flow).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct AnomaliesLive {
+pub(crate) struct AnomalyCounters {
     pub rto: u32,
     pub fast_retx: u32,
     pub reordering: u32,
@@ -24,7 +24,7 @@ pub(crate) struct AnomaliesLive {
 /// SYNs with a new ISN, and 4 GiB of bytes in one direction.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Rare {
-    /// The high words of `DirLive::ip_bytes` and `payload_bytes`.
+    /// The high words of `DirCounters::ip_bytes` and `payload_bytes`.
     pub ip_bytes_high: u32,
     pub payload_bytes_high: u32,
     pub retx_bytes: u64,
@@ -32,8 +32,8 @@ pub(crate) struct Rare {
     pub ooo_pkts: u32,
     pub win_zero: u32,
     pub syn_retx_new_isn: u32,
-    pub anomalies: AnomaliesLive,
-    /// The in-flight counts once one passed 32 bits (`DirLive::inflight_wide`).
+    pub anomalies: AnomalyCounters,
+    /// The in-flight counts once one passed 32 bits (`DirCounters::inflight_wide`).
     pub inflight: Inflight<u64>,
 }
 
@@ -128,7 +128,7 @@ impl<T: Copy + Default> Pool<T> {
 
 /// See `TcpDirStats` for each field's meaning.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct DirLive {
+pub(crate) struct DirCounters {
     /// The low words of the byte counts (`Rare` has the high ones: few directions carry 4 GiB).
     pub ip_bytes: u32,
     pub payload_bytes: u32,
@@ -164,7 +164,7 @@ pub(crate) struct DirLive {
     pub inflight_wide: bool,
 }
 
-impl DirLive {
+impl DirCounters {
     pub fn record(&self, unique_bytes: u64, rare: &Rare, rtt: &Rtt) -> TcpDirStats {
         let a = &rare.anomalies;
         let inflight = if self.inflight_wide { rare.inflight } else { self.inflight.widen() };
