@@ -49,6 +49,7 @@ mod cdp;
 mod error;
 mod export;
 mod format;
+mod info;
 mod spec;
 mod store;
 
