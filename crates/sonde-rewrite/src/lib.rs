@@ -2,7 +2,8 @@
 //! for `sonde anon` (anonymised traces other tools can read).
 //!
 //! Its place: `sonde anon` reads frames (sonde-capture), hands each to [`Rewriter::rewrite`],
-//! cuts it to the snaplen and writes it (`sonde_capture::TraceWriter`). This crate does no I/O.
+//! cuts it to the snaplen and writes it (`sonde_capture::TraceWriter`): [`rewrite_trace`] does
+//! all of that for a source and a writer the caller opened. This crate opens nothing.
 //! It walks the frame with sonde-wire's walks (link layer, tunnels, IPv6 extension headers) and
 //! maps every address through one [`sonde_anon::Anonymizer`]:
 //! - IPv4 and IPv6 source and destination, and the addresses of IPv6 routing headers (types 0,
@@ -44,10 +45,12 @@
 mod checksum;
 mod frame;
 mod ip;
+mod trace;
 mod transport;
 
 use sonde_anon::Anonymizer;
 pub use sonde_wire::LinkType;
+pub use trace::{rewrite_trace, RewrittenTrace};
 
 /// What a frame turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

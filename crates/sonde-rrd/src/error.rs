@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use crate::spec::{Cf, SpecError};
+use crate::spec::{Cf, Spec, SpecError};
 
 /// What went wrong. Messages say what was expected and what was found; the caller adds the
 /// file's name.
@@ -40,6 +40,9 @@ pub enum Error {
     TooManyRows { rows: u64 },
     /// [`crate::Store::open_or_create`] found a store made with another spec.
     SpecMismatch,
+    /// [`crate::append_steps`] or [`crate::check_appendable`] found a store made with another
+    /// step, other data sources, or (when they must match) other archives.
+    Incompatible { had: Box<Spec>, wanted: Box<Spec> },
 }
 
 impl fmt::Display for Error {
@@ -72,6 +75,9 @@ impl fmt::Display for Error {
             Error::BadRange { start_s, end_s } => write!(f, "start ({start_s} s) is after end ({end_s} s)"),
             Error::TooManyRows { rows } => write!(f, "the fetch would return {rows} rows; ask for a shorter range"),
             Error::SpecMismatch => f.write_str("the store exists with another spec (step, sources or archives)"),
+            Error::Incompatible { had, wanted } => {
+                write!(f, "the store was created with {}; this run asks for {}", had.summary(), wanted.summary())
+            }
         }
     }
 }

@@ -21,6 +21,8 @@
 //! Rules for updates ([`Store::update`]): one primary point per step, at a time that is a
 //! multiple of the step and after the last update (else an error, and nothing changes); steps
 //! skipped in between are unknown; NaN and ±infinity are unknown.
+//! [`append_steps`] adds a run's steps to a store that may already hold an earlier run's,
+//! skipping the steps it holds.
 //!
 //! ```
 //! use sonde_rrd::{Cf, Spec, Store};
@@ -45,13 +47,16 @@
 
 #![forbid(unsafe_code)]
 
+mod append;
 mod cdp;
 mod error;
 mod export;
 mod format;
+mod info;
 mod spec;
 mod store;
 
+pub use append::{append_steps, check_appendable, Appended};
 pub use error::Error;
 pub use export::{civil, utc};
 pub use spec::{check_name, ArchiveSpec, Cf, NameProblem, Spec, SpecError, DEFAULT_XFF, MAX_ARCHIVES, MAX_NAME_LEN};

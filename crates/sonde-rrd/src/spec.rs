@@ -185,6 +185,19 @@ impl Spec {
     pub fn resolution_s(&self, index: usize) -> u64 {
         self.archives.get(index).map_or(0, |a| self.step_s * u64::from(a.steps))
     }
+
+    /// The step and the distinct resolutions, for a message: "step 60 s, 2 sources, archives
+    /// 60 s × 60, 3600 s × 24" (row length × rows; the consolidation functions left out).
+    pub fn summary(&self) -> String {
+        let mut archives: Vec<String> = Vec::new();
+        for a in &self.archives {
+            let text = format!("{} s × {}", u64::from(a.steps) * self.step_s, a.rows);
+            if !archives.contains(&text) {
+                archives.push(text);
+            }
+        }
+        format!("step {} s, {} sources, archives {}", self.step_s, self.sources.len(), archives.join(", "))
+    }
 }
 
 /// Checks a data-source name against rrdtool's rule: 1–19 characters of `[A-Za-z0-9_]`.

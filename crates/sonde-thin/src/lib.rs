@@ -14,7 +14,8 @@
 //! headers that could not be read whole — is kept.
 //!
 //! No I/O, no clock: packet time is passed in, so a trace thins the same way every time. The
-//! counters are a `Copy` [`ThinStats`].
+//! counters are a `Copy` [`ThinStats`]. [`thin_trace`] runs a whole trace through a thinner,
+//! from a sonde-capture source to a trace writer the caller opened (`sonde thin`).
 //!
 //! ```
 //! use sonde_thin::{Config, Thinner};
@@ -26,11 +27,13 @@
 //! ```
 
 pub mod table;
+mod trace;
 
 use std::net::IpAddr;
 
 use sonde_wire::{Fragment, PacketSummary, Transport};
 use table::{HandshakeTable, Insert, Lookup};
+pub use trace::{thin_trace, ThinnedTrace};
 
 /// The 99th percentile of the standard normal distribution (one-sided), as in the paper's
 /// sizing of the table.

@@ -1,14 +1,14 @@
 //! `sonde anon -r IN -w OUT`: a copy of a trace with every address anonymised and the checksums
 //! fixed (sonde-rewrite), in the input's format (docs/anonymization.md, "`sonde anon`").
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use sonde_capture::{TraceFormat, TraceWriter, WriteError};
-use sonde_rewrite::{LinkType, RewriteStats, Rewriter};
+use sonde_rewrite::{rewrite_trace, RewriteStats, Rewriter, RewrittenTrace};
 
 use crate::pending::PendingFile;
 use crate::EXIT_INPUT_DAMAGED;
@@ -40,13 +40,6 @@ pub struct AnonTraceArgs {
     pub quiet: bool,
 }
 
-/// Frames read and written, and why the input ended early if it did.
-struct Copied {
-    frames_written: u64,
-    frames_cut: u64,
-    input_error: Option<String>,
-}
-
 pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     if args.snaplen == Some(0) {
         bail!("--snaplen must be at least 1");
@@ -60,14 +53,15 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
 
     let copied = if args.write.as_os_str() == "-" {
         let stdout = io::stdout().lock();
-        match copy(source.as_mut(), &mut rewriter, args.snaplen, TraceWriter::new(BufWriter::new(stdout), format)) {
+        let writer = TraceWriter::new(BufWriter::new(stdout), format);
+        match rewrite_trace(source.as_mut(), &mut rewriter, args.snaplen, writer) {
             Err(WriteError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
             other => other.context("writing standard output")?,
         }
     } else {
         let out = PendingFile::create(&args.write, args.force)?;
         let writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
-        let copied = copy(source.as_mut(), &mut rewriter, args.snaplen, writer)
+        let copied = rewrite_trace(source.as_mut(), &mut rewriter, args.snaplen, writer)
             .with_context(|| format!("writing {}", args.write.display()))?;
         out.commit(args.force)?;
         copied
@@ -94,39 +88,7 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads every frame, rewrites it, cuts it to the snaplen and writes it.
-fn copy<W: Write>(
-    source: &mut dyn sonde_capture::PacketSource,
-    rewriter: &mut Rewriter,
-    snaplen: Option<u32>,
-    mut writer: TraceWriter<W>,
-) -> Result<Copied, WriteError> {
-    let snaplen = snaplen.map_or(usize::MAX, |n| n as usize);
-    let mut frame_bytes = Vec::new();
-    let mut frames_cut = 0;
-    let input_error = loop {
-        let frame = match source.next_frame() {
-            Ok(Some(frame)) => frame,
-            Ok(None) => break None,
-            Err(e) => break Some(e.to_string()),
-        };
-        frame_bytes.clear();
-        frame_bytes.extend_from_slice(frame.data);
-        rewriter.rewrite(LinkType(frame.link_type), &mut frame_bytes, frame.wire_len);
-        if frame_bytes.len() > snaplen {
-            frame_bytes.truncate(snaplen);
-            frames_cut += 1;
-        }
-        // The wire length stays what the input said (never below the captured length).
-        let wire_len = frame.wire_len.max(u32::try_from(frame.data.len()).unwrap_or(u32::MAX));
-        writer.write(frame.ts_ns, wire_len, frame.link_type, &frame_bytes)?;
-    };
-    let frames_written = writer.frames();
-    writer.finish()?;
-    Ok(Copied { frames_written, frames_cut, input_error })
-}
-
-fn print_summary(s: &RewriteStats, copied: &Copied, args: &AnonTraceArgs, elapsed_s: f64) {
+fn print_summary(s: &RewriteStats, copied: &RewrittenTrace, args: &AnonTraceArgs, elapsed_s: f64) {
     let per_frame_ns = if s.frames > 0 { elapsed_s * 1e9 / s.frames as f64 } else { 0.0 };
     eprintln!(
         "sonde anon ({}): {} frames read, {} written to {} in {:.2} s ({:.0} ns/frame)",

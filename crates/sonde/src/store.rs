@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use sonde_rrd::{Spec, Store};
+use sonde_rrd::Spec;
 use sonde_stats::Report;
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -69,57 +69,20 @@ fn parse_archives(text: &str) -> Result<Vec<(u64, u64)>> {
 /// missing); the intervals it already holds are counted, not written. An existing store keeps
 /// its archives unless `archives_given` asks for others.
 pub fn add_intervals(path: &Path, spec: &Spec, archives_given: bool, report: &Report) -> Result<StoreReport> {
-    let step_s = spec.step_s;
-    let what = || path.display().to_string();
-    let mut result = StoreReport { path: what(), created: false, updates: 0, already_stored: 0 };
+    let mut result = StoreReport { path: path.display().to_string(), created: false, updates: 0, already_stored: 0 };
     let Some(&first) = report.intervals.keys().next() else { return Ok(result) };
-    let mut store = match Store::open(path) {
-        Err(sonde_rrd::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            result.created = true;
-            Store::create(path, spec, first * step_s).with_context(what)?
-        }
-        opened => opened.with_context(what)?,
-    };
-    check_compatible(path, store.spec(), spec, archives_given)?;
-    // A row is the step *ending* at its time.
-    let from = store.last_update_s() / step_s;
-    let rows = report.series(from);
-    result.already_stored = report.intervals.range(..from).count() as u64;
-    for row in rows {
-        store.update((row.index + 1) * step_s, &row.values).with_context(what)?;
-        result.updates += 1;
-    }
-    store.sync().with_context(what)?;
+    let rows = |from| report.series(from).into_iter().map(|row| (row.index, row.values));
+    let appended =
+        sonde_rrd::append_steps(path, spec, archives_given, first, rows).with_context(|| path.display().to_string())?;
+    result.created = appended.created;
+    result.updates = appended.updates;
+    result.already_stored = report.intervals.range(..appended.from_index).count() as u64;
     Ok(result)
 }
 
 /// Refuses, before the analysis, a run whose intervals an existing store cannot take.
 pub fn check_existing(path: &Path, spec: &Spec, archives_given: bool) -> Result<()> {
-    match Store::open(path) {
-        Err(sonde_rrd::Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        opened => {
-            check_compatible(path, opened.with_context(|| path.display().to_string())?.spec(), spec, archives_given)
-        }
-    }
-}
-
-fn check_compatible(path: &Path, had: &Spec, spec: &Spec, archives_given: bool) -> Result<()> {
-    if had.step_s != spec.step_s || had.sources != spec.sources || (archives_given && had.archives != spec.archives) {
-        bail!("{}: the store was created with {}; this run asks for {}", path.display(), describe(had), describe(spec))
-    }
-    Ok(())
-}
-
-/// A store's step and resolutions, for an error message.
-fn describe(spec: &Spec) -> String {
-    let mut archives: Vec<String> = Vec::new();
-    for a in &spec.archives {
-        let text = format!("{} s × {}", u64::from(a.steps) * spec.step_s, a.rows);
-        if !archives.contains(&text) {
-            archives.push(text);
-        }
-    }
-    format!("step {} s, {} sources, archives {}", spec.step_s, spec.sources.len(), archives.join(", "))
+    sonde_rrd::check_appendable(path, spec, archives_given).with_context(|| path.display().to_string())
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use clap::ValueEnum;
 use serde::Serialize;
 use sonde_capture::{TraceFormat, TraceWriter};
 use sonde_engine::{ThinConfig, Thinner, ThinningReport};
-use sonde_wire::{LinkType, PacketSummary};
 
 use crate::pending::PendingFile;
 use crate::EXIT_INPUT_DAMAGED;
@@ -111,38 +110,8 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
     let out = PendingFile::create(&args.write, args.force)?;
     let format = TraceFormat::matching(source.format());
-    let mut writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
-    let (mut frames_read, mut frames_undecoded) = (0u64, 0u64);
-    let mut packet = PacketSummary::EMPTY;
-    let mut written = || -> Result<Option<sonde_capture::CaptureError>> {
-        loop {
-            let frame = match source.next_frame() {
-                Ok(Some(f)) => f,
-                Ok(None) => return Ok(None),
-                Err(e) => return Ok(Some(e)),
-            };
-            frames_read += 1;
-            // A frame sonde cannot decode passes unchanged: never drop what could not be read.
-            let keep = match sonde_wire::decode_into(LinkType(frame.link_type), frame.data, frame.wire_len, &mut packet)
-            {
-                Ok(()) => thinner.keep(frame.ts_ns, &packet, frame.wire_len),
-                Err(_) => {
-                    frames_undecoded += 1;
-                    true
-                }
-            };
-            if keep {
-                writer.write(frame.ts_ns, frame.wire_len, frame.link_type, frame.data)?;
-            }
-        }
-    };
-    let outcome = written();
-    let (input_error, frames_written) = outcome
-        .and_then(|input_error| {
-            let frames_written = writer.frames();
-            writer.finish()?;
-            Ok((input_error, frames_written))
-        })
+    let writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
+    let thinned = sonde_thin::thin_trace(source.as_mut(), &mut thinner, writer)
         .with_context(|| format!("writing {}", args.write.display()))?;
     out.commit(args.force)?;
 
@@ -151,10 +120,10 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
         input: input_name.clone(),
         output: args.write.display().to_string(),
         format: source.format().to_string(),
-        frames_read,
-        frames_written,
-        frames_undecoded,
-        input_error: input_error.as_ref().map(|e| e.to_string()),
+        frames_read: thinned.frames_read,
+        frames_written: thinned.frames_written,
+        frames_undecoded: thinned.frames_undecoded,
+        input_error: thinned.input_error.as_ref().map(|e| e.to_string()),
         thinning: &thinning,
     };
     if let Some(path) = &args.report {
@@ -167,14 +136,14 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
             "sonde thin — {} → {}: {} frames read, {} written ({} undecoded, passed)\n  thinning  {}\n",
             report.input,
             report.output,
-            frames_read,
-            frames_written,
-            frames_undecoded,
+            report.frames_read,
+            report.frames_written,
+            report.frames_undecoded,
             thinning.human()
         );
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
-    if let Some(e) = &input_error {
+    if let Some(e) = &thinned.input_error {
         eprintln!("sonde: warning: {input_name}: {e}; the output holds the input before that point");
         return Ok(ExitCode::from(EXIT_INPUT_DAMAGED));
     }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use sonde_rrd::{utc, Store};
+use sonde_rrd::Store;
 
 #[derive(Debug, Subcommand)]
 pub enum TsCommand {
@@ -69,7 +69,7 @@ pub fn run(cmd: &TsCommand) -> Result<ExitCode> {
         }
         TsCommand::Info(args) => {
             let store = open(&args.store)?;
-            write_out(None, |w| info(&store, &args.store, w).map_err(sonde_rrd::Error::Io))
+            write_out(None, |w| store.write_info(&args.store, w))
         }
     }
 }
@@ -107,60 +107,5 @@ fn write_out(
                 Ok(()) => Ok(ExitCode::SUCCESS),
             }
         }
-    }
-}
-
-fn info(store: &Store, path: &Path, w: &mut dyn Write) -> io::Result<()> {
-    let spec = store.spec();
-    writeln!(w, "store        {}", path.display())?;
-    writeln!(w, "size         {} bytes (fixed at creation)", store.file_len_bytes())?;
-    writeln!(w, "step         {} s", spec.step_s)?;
-    writeln!(w, "sources      {}", spec.sources.join(", "))?;
-    writeln!(w, "xff          {}", spec.xff)?;
-    writeln!(w, "created      {} ({})", store.start_s(), utc(store.start_s() as i64))?;
-    if store.last_update_s() == store.start_s() {
-        writeln!(w, "last update  none yet")?;
-    } else {
-        writeln!(w, "last update  {} ({})", store.last_update_s(), utc(store.last_update_s() as i64))?;
-    }
-    writeln!(w, "archives")?;
-    writeln!(w, "  {:>3}  {:<7}  {:>7}  {:>6}  {:>10}  {:>10}", "#", "cf", "per row", "rows", "resolution", "span")?;
-    for (a, archive) in spec.archives.iter().enumerate() {
-        let resolution_s = spec.resolution_s(a);
-        writeln!(
-            w,
-            "  {a:>3}  {:<7}  {:>7}  {:>6}  {:>10}  {:>10}",
-            archive.cf.name(),
-            archive.steps,
-            archive.rows,
-            duration(resolution_s),
-            duration(resolution_s * u64::from(archive.rows)),
-        )?;
-    }
-    Ok(())
-}
-
-/// Seconds in the largest unit that divides them: "5 min", "2 h", "365 days".
-fn duration(s: u64) -> String {
-    match s {
-        0 => "0 s".into(),
-        _ if s.is_multiple_of(86_400) => format!("{} day{}", s / 86_400, if s == 86_400 { "" } else { "s" }),
-        _ if s.is_multiple_of(3_600) => format!("{} h", s / 3_600),
-        _ if s.is_multiple_of(60) => format!("{} min", s / 60),
-        _ => format!("{s} s"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(duration(300), "5 min");
-        assert_eq!(duration(7_200), "2 h");
-        assert_eq!(duration(86_400), "1 day");
-        assert_eq!(duration(365 * 86_400), "365 days");
-        assert_eq!(duration(7), "7 s");
     }
 }
