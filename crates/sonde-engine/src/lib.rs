@@ -24,6 +24,8 @@
 //! assert!(result.input_error.is_none());
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod collector;
 mod controls;
 mod defined;

@@ -1,26 +1,23 @@
 //! What the process used: CPU time and peak memory, from getrusage(2). Read around a run for
 //! the summary, never inside the analysis path.
 
+use nix::sys::resource::{getrusage, Usage, UsageWho};
+use nix::sys::time::TimeValLike;
+
 /// CPU seconds (user + system) used by this process so far.
 pub fn cpu_seconds() -> f64 {
-    let u = usage();
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(u.ru_utime) + tv(u.ru_stime)
+    usage().map_or(0.0, |u| (u.user_time().num_microseconds() + u.system_time().num_microseconds()) as f64 / 1e6)
 }
 
 /// Peak resident memory in bytes.
 pub fn peak_rss_bytes() -> u64 {
     // Linux reports ru_maxrss in KiB.
-    (usage().ru_maxrss.max(0) as u64) * 1024
+    usage().map_or(0, |u| (u.max_rss().max(0) as u64) * 1024)
 }
 
-fn usage() -> libc::rusage {
-    // SAFETY: getrusage only writes into the struct we pass; zeroed is a valid rusage.
-    unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut u);
-        u
-    }
+/// getrusage(2) cannot fail for RUSAGE_SELF; a failure reads as nothing used.
+fn usage() -> Option<Usage> {
+    getrusage(UsageWho::RUSAGE_SELF).ok()
 }
 
 #[cfg(test)]
