@@ -17,8 +17,8 @@ use std::sync::Arc;
 use sonde_anon::Anonymizer;
 
 use rustc_hash::FxHashMap;
-use sonde_stats::report::seconds;
-pub use sonde_stats::Traffic;
+use sonde_types::time::seconds_6;
+pub use sonde_types::Traffic;
 
 use crate::assoc::{answer, arm, Armed, AssociationTotal};
 use crate::gaps::{add_gap, Gaps, GAP_BINS};
@@ -496,8 +496,8 @@ impl Counter {
                     "{}\t{}\t{}\t{}\t{:.6}\t{}\t{}",
                     def.name,
                     fid_text(def, f.fid),
-                    seconds(f.start_ns),
-                    seconds(f.end_ns),
+                    seconds_6(f.start_ns),
+                    seconds_6(f.end_ns),
                     (f.end_ns - f.start_ns) as f64 / 1e6,
                     f.traffic.packets,
                     f.traffic.bytes
@@ -557,7 +557,7 @@ impl Counter {
         }
         for (start, tables) in by_start {
             for (d, end, t) in tables {
-                let span = format!("{}\t{}\t", seconds(start), seconds(end));
+                let span = format!("{}\t{}\t", seconds_6(start), seconds_6(end));
                 let def = &self.defs[d];
                 let mut rows: Vec<_> =
                     t.rows.iter().map(|(fid, traffic)| (self.shown(def, *fid), *fid, traffic)).collect();

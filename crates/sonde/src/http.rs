@@ -62,15 +62,8 @@ impl<'a> RunOutputs<'a> {
 }
 
 /// A definition's summary as the API lists it.
-pub fn definition(d: &crate::definitions::DefinitionSummary) -> Definition {
-    Definition {
-        name: d.name.clone(),
-        definition: d.definition.clone(),
-        version: d.version,
-        retired: d.retired,
-        packets: d.packets,
-        bytes: d.bytes,
-    }
+pub fn definition(d: &sonde_types::DefinitionEntry) -> Definition {
+    d.summary.clone()
 }
 
 impl Prepared {
