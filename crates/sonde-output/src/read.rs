@@ -96,16 +96,15 @@ impl ReadError {
     /// `line` is the line of the record the parser refused.
     #[cold]
     fn from_csv(path: &Path, e: csv::Error, line: usize) -> ReadError {
-        let line = |pos: &Option<csv::Position>| pos.as_ref().map(|_| line);
         match e.into_kind() {
             csv::ErrorKind::Io(e) => ReadError::new(path, None, ReadErrorKind::Io(e)),
-            csv::ErrorKind::UnequalLengths { pos, expected_len, len } => ReadError::new(
+            csv::ErrorKind::UnequalLengths { expected_len, len, .. } => ReadError::new(
                 path,
-                line(&pos),
+                Some(line),
                 ReadErrorKind::FieldCount { fields: len as usize, columns: expected_len as usize },
             ),
-            csv::ErrorKind::Utf8 { pos, err } => {
-                ReadError::new(path, line(&pos), ReadErrorKind::NotUtf8(err.to_string()))
+            csv::ErrorKind::Utf8 { err, .. } => {
+                ReadError::new(path, Some(line), ReadErrorKind::NotUtf8(err.to_string()))
             }
             // Seeking and serde are not used here.
             other => ReadError::new(path, None, ReadErrorKind::Other(format!("{other:?}"))),
@@ -286,12 +285,6 @@ impl Table {
             }
         }
         Table { columns: tsv.columns, rows }
-    }
-
-    /// A table of `columns` whose rows are tab-joined lines (each with as many fields as
-    /// `columns`: the caller's promise, as [`Table::into_parts`] gave them).
-    pub fn from_parts(columns: Vec<String>, rows: Vec<Box<str>>) -> Table {
-        Table { columns, rows }
     }
 
     /// The columns, and each row as its fields joined by tabs.

@@ -204,8 +204,8 @@ impl Report {
                     rows.push((
                         i,
                         TrafficRow {
-                            proto: proto.name(),
-                            net: net.name(),
+                            proto: proto.name().into(),
+                            net: net.name().into(),
                             packets: traffic.packets,
                             bytes: traffic.bytes,
                             flows_opened: opened,

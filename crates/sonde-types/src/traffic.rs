@@ -1,6 +1,8 @@
 //! Packets and bytes: what every counter of the run adds up ([`Traffic`]), and one row of
 //! `intervals.tsv` ([`TrafficRow`]).
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 /// Packets and bytes (original lengths on the wire, or IP lengths where the counter says so)
@@ -27,11 +29,12 @@ impl Traffic {
 
 /// One row of `intervals.tsv`: a protocol's traffic and flows in one direction in one
 /// interval, as the file and the HTTP API give it. `proto` and `net` are the names of
-/// [`crate::Proto`] and [`crate::Net`] (static text: a row costs no allocation).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// [`crate::Proto`] and [`crate::Net`]: borrowed from them for the rows sonde makes (a row
+/// costs no allocation), owned when a caller builds a row from text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TrafficRow {
-    pub proto: &'static str,
-    pub net: &'static str,
+    pub proto: Cow<'static, str>,
+    pub net: Cow<'static, str>,
     pub packets: u64,
     pub bytes: u64,
     pub flows_opened: u64,

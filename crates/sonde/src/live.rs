@@ -526,8 +526,8 @@ impl Collector {
             .map(|(proto, net)| {
                 let [packets, bytes, flows_opened, flows_closed] = all[proto as usize][net as usize];
                 sonde_http::TrafficRow {
-                    proto: proto.name(),
-                    net: net.name(),
+                    proto: proto.name().into(),
+                    net: net.name().into(),
                     packets,
                     bytes,
                     flows_opened,
