@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use sonde_output::read::{JsonLines, ReadError, ReadErrorKind, TsvReader};
+
 use crate::CompareError;
 
 /// One cell. Numbers compare as numbers, so `124.730` (TSV) equals `124.73` (JSON).
@@ -59,28 +61,10 @@ impl FlowLog {
 
     /// A TSV log: a header line of column names, then one line per flow.
     pub fn parse_tsv(path: &Path, reader: impl BufRead) -> Result<FlowLog, CompareError> {
-        let mut log = FlowLog { path: path.to_path_buf(), columns: Vec::new(), rows: Vec::new() };
-        for (i, line) in reader.lines().enumerate() {
-            let line = line.map_err(|e| CompareError::Io { path: path.to_path_buf(), error: e })?;
-            let line = line.trim_end_matches('\r');
-            if i == 0 {
-                log.columns = line.split('\t').map(str::to_string).collect();
-                continue;
-            }
-            if line.is_empty() {
-                continue;
-            }
-            let row: Vec<Value> = line.split('\t').map(Value::parse).collect();
-            if row.len() != log.columns.len() {
-                return Err(log.bad_line(
-                    i + 1,
-                    format!("{} fields, but the header has {} columns", row.len(), log.columns.len()),
-                ));
-            }
-            log.rows.push(row);
-        }
-        if log.columns.is_empty() {
-            return Err(log.bad_line(1, "empty file: no header line".to_string()));
+        let mut tsv = TsvReader::new(path, reader).map_err(compare_error)?;
+        let mut log = FlowLog { path: path.to_path_buf(), columns: tsv.columns().to_vec(), rows: Vec::new() };
+        while let Some(row) = tsv.next_row().map_err(compare_error)? {
+            log.rows.push(row.fields().map(Value::parse).collect());
         }
         Ok(log)
     }
@@ -90,13 +74,8 @@ impl FlowLog {
     pub fn parse_jsonl(path: &Path, reader: impl BufRead) -> Result<FlowLog, CompareError> {
         let mut log = FlowLog { path: path.to_path_buf(), columns: Vec::new(), rows: Vec::new() };
         let mut objects = Vec::new();
-        for (i, line) in reader.lines().enumerate() {
-            let line = line.map_err(|e| CompareError::Io { path: path.to_path_buf(), error: e })?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let object: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(&line).map_err(|e| log.bad_line(i + 1, e.to_string()))?;
+        for object in JsonLines::new(path, reader) {
+            let (_, object) = object.map_err(compare_error)?;
             for key in object.keys() {
                 if !log.columns.contains(key) {
                     log.columns.push(key.clone());
@@ -124,9 +103,12 @@ impl FlowLog {
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c == name)
     }
+}
 
-    fn bad_line(&self, line: usize, what: String) -> CompareError {
-        CompareError::Malformed { path: self.path.clone(), line, what }
+fn compare_error(e: ReadError) -> CompareError {
+    match e.kind {
+        ReadErrorKind::Io(error) => CompareError::Io { path: e.path, error },
+        kind => CompareError::Malformed { path: e.path, line: e.line.unwrap_or(0), what: kind.to_string() },
     }
 }
 

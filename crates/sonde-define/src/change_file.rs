@@ -69,7 +69,7 @@ pub fn parse_change_file(text: &str) -> Result<Vec<ScheduledChange>, ChangeFileE
         else {
             return Err(bad(ChangeFileErrorKind::Fields));
         };
-        let at_ns = epoch_ns(time).ok_or_else(|| bad(ChangeFileErrorKind::Time))?;
+        let at_ns = sonde_types::time::parse_seconds(time).ok_or_else(|| bad(ChangeFileErrorKind::Time))?;
         let expected_version: u64 = version.parse().map_err(|_| bad(ChangeFileErrorKind::Version))?;
         let what = rest.trim().to_string();
         let change = match op {
@@ -81,17 +81,6 @@ pub fn parse_change_file(text: &str) -> Result<Vec<ScheduledChange>, ChangeFileE
         changes.push(ScheduledChange { at_ns, expected_version, change });
     }
     Ok(changes)
-}
-
-/// `SECONDS[.FRACTION]` in ns, exactly (a float would round it).
-fn epoch_ns(text: &str) -> Option<u64> {
-    let (s, frac) = text.split_once('.').unwrap_or((text, ""));
-    if s.is_empty() || frac.len() > 9 || !s.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // Nine digits or fewer: fits, and scaling them to ns cannot overflow.
-    let frac_ns = if frac.is_empty() { 0 } else { frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32) };
-    s.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
 #[cfg(test)]
@@ -149,6 +138,7 @@ mod tests {
 
     #[test]
     fn epoch_seconds_are_read_exactly_or_refused() {
+        let epoch_ns = sonde_types::time::parse_seconds;
         assert_eq!(epoch_ns("0"), Some(0));
         assert_eq!(epoch_ns("5."), Some(5_000_000_000));
         assert_eq!(epoch_ns("1.123456789"), Some(1_123_456_789));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use sonde_anon::Anonymizer;
-pub use sonde_stats::Traffic;
+pub use sonde_types::Traffic;
 
 use crate::assoc::{answer, arm, Armed, AssociationTotal};
 use crate::gaps::{add_gap, Gaps, GAP_BINS};

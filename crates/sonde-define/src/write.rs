@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sonde_anon::Anonymizer;
-use sonde_stats::report::seconds;
+use sonde_types::time::seconds_6 as seconds;
 
 use crate::count::{FidFlow, FidTable};
 use crate::fid::{address_field, anonymized_fid, fid_text, reads_address_bits};

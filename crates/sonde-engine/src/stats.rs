@@ -22,24 +22,8 @@ pub struct PacketCounts {
     pub time_went_backwards: u64,
 }
 
-/// Packets and bytes (original lengths on the wire) of one kind.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-pub struct Traffic {
-    pub packets: u64,
-    pub bytes: u64,
-}
-
-impl Traffic {
-    fn add(&mut self, wire_len: u32) {
-        self.packets += 1;
-        self.bytes += u64::from(wire_len);
-    }
-
-    fn merge(&mut self, other: &Traffic) {
-        self.packets += other.packets;
-        self.bytes += other.bytes;
-    }
-}
+/// Packets and bytes of one kind; here the bytes are original lengths on the wire.
+pub use sonde_types::Traffic;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ProtocolCounts {
@@ -163,7 +147,7 @@ impl RunStats {
         self.last_ts_ns = self.last_ts_ns.max(ts_ns);
         let raw = &mut self.raw;
         match &mut raw.link_run {
-            Some((lt, traffic)) if *lt == link_type => traffic.add(wire_len),
+            Some((lt, traffic)) if *lt == link_type => traffic.add(u64::from(wire_len)),
             _ => {
                 raw.end_link_run();
                 raw.link_run = Some((link_type, Traffic { packets: 1, bytes: u64::from(wire_len) }));
@@ -183,7 +167,7 @@ impl RunStats {
         }
         let Some(ip) = p.ip else {
             if let Some(non_ip) = p.non_ip {
-                c.non_ip.add(wire_len);
+                c.non_ip.add(u64::from(wire_len));
                 let key = match non_ip {
                     NonIp::EtherType(t) => Some(t),
                     NonIp::Other => None,
@@ -194,9 +178,9 @@ impl RunStats {
         };
         let v6 = ip.src.is_ipv6();
         if v6 {
-            c.ipv6.add(wire_len);
+            c.ipv6.add(u64::from(wire_len));
         } else {
-            c.ipv4.add(wire_len);
+            c.ipv4.add(u64::from(wire_len));
         }
         match ip.fragment {
             sonde_wire::Fragment::First => c.fragments_first += 1,
@@ -207,17 +191,17 @@ impl RunStats {
             *raw.tunnels.entry(t).or_default() += 1;
         }
         match p.transport {
-            Some(Transport::Tcp(_) | Transport::Truncated { protocol: 6 }) => c.tcp.add(wire_len),
-            Some(Transport::Udp(_) | Transport::Truncated { protocol: 17 }) => c.udp.add(wire_len),
+            Some(Transport::Tcp(_) | Transport::Truncated { protocol: 6 }) => c.tcp.add(u64::from(wire_len)),
+            Some(Transport::Udp(_) | Transport::Truncated { protocol: 17 }) => c.udp.add(u64::from(wire_len)),
             Some(Transport::Icmp { icmp_type, .. }) => {
                 if v6 {
-                    c.icmpv6.add(wire_len);
+                    c.icmpv6.add(u64::from(wire_len));
                 } else {
-                    c.icmp.add(wire_len);
+                    c.icmp.add(u64::from(wire_len));
                 }
                 *raw.icmp.entry((v6, icmp_type)).or_default() += 1;
             }
-            _ => c.other_ip.add(wire_len),
+            _ => c.other_ip.add(u64::from(wire_len)),
         }
     }
 

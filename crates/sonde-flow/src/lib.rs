@@ -16,8 +16,8 @@
 //! assert!(records.is_empty());
 //! ```
 
-pub mod key;
 mod counters;
+pub mod key;
 pub mod record;
 mod sent;
 pub mod seq;

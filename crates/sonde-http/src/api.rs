@@ -120,7 +120,7 @@ async fn histograms(State(s): State<Shared>, Query(q): Query<Since>) -> Response
 
 const TABLES: [&str; 4] = ["hosts", "matrix", "protocols", "top"];
 
-fn table_named<'a>(t: &'a crate::snapshot::Tables, name: &str) -> Option<&'a Table> {
+fn table_named<'a>(t: &'a crate::snapshot::TableFiles, name: &str) -> Option<&'a Table> {
     match name {
         "hosts" => Some(&t.hosts),
         "matrix" => Some(&t.matrix),

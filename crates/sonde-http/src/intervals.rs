@@ -3,7 +3,7 @@
 
 use sonde_stats::Report;
 
-use crate::snapshot::{HistogramRow, IntervalData, IntervalHistograms, Intervals, QuantileRow, TrafficRow};
+use crate::snapshot::{HistogramRow, IntervalData, IntervalHistograms, Intervals, QuantileRow};
 
 /// Every interval of `report` with its traffic, quantiles and histograms.
 pub fn from_report(report: &Report) -> Intervals {
@@ -21,15 +21,7 @@ pub fn from_report(report: &Report) -> Intervals {
         };
         // The rows intervals.tsv writes, in the same order.
         while let Some((_, r)) = traffic.next_if(|(i, _)| *i == index) {
-            data.traffic.push(TrafficRow {
-                proto: r.proto.name().into(),
-                net: r.net.name().into(),
-                packets: r.traffic.packets,
-                bytes: r.traffic.bytes,
-                flows_opened: r.opened,
-                flows_closed: r.closed,
-                flows_active: r.active,
-            });
+            data.traffic.push(r);
         }
         let mut histograms = IntervalHistograms { index, start_s, histograms: Vec::new() };
         for ((metric, dir, net), d) in interval.dists() {

@@ -38,9 +38,12 @@ pub use intervals::from_report as intervals_from_report;
 pub use metrics::render as render_metrics;
 pub use publish::{finished as finished_snapshot, Editor, FinishedRun, LivePublisher, LiveSettings, RECENT_FLOWS};
 pub use snapshot::{
-    AssociationSamples, Definition, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms, Intervals,
-    LiveSeries, Phase, QuantileRow, Snapshot, Status, Table, Tables, TrafficBin, TrafficRow,
+    AssociationSamples, DefinitionSummary, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms,
+    Intervals, LiveSeries, Phase, QuantileRow, Snapshot, Status, Table, TableFiles, TrafficBin, TrafficRow,
 };
+// The names these had before they were told apart from sonde-define's `Definition` and
+// sonde-stats' `Tables`; kept so callers written against them compile unchanged.
+pub use snapshot::{DefinitionSummary as Definition, TableFiles as Tables};
 pub use state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState, Update, UpdateKind, UPDATE_BACKLOG};
 pub use stream::MIN_RESOLUTION_MS;
 

@@ -104,7 +104,7 @@ pub fn render(snap: &Snapshot) -> String {
         Box::new(snap.totals.iter())
     };
     for row in rows {
-        let sum = sums.entry((&row.proto, &row.net)).or_default();
+        let sum = sums.entry((row.proto.as_ref(), row.net.as_ref())).or_default();
         for (acc, v) in sum.iter_mut().zip([row.packets, row.bytes, row.flows_opened, row.flows_closed]) {
             *acc += v;
         }
@@ -120,7 +120,7 @@ pub fn render(snap: &Snapshot) -> String {
     }
     if let Some(last) = snap.intervals.items.last() {
         for row in last.traffic.iter().filter(|r| r.proto == "tcp" || r.proto == "udp") {
-            let labels = [("protocol", row.proto.as_str()), ("direction", row.net.as_str())];
+            let labels = [("protocol", row.proto.as_ref()), ("direction", row.net.as_ref())];
             e.add(
                 "sonde_flows_active",
                 "Flows active in the latest interval.",

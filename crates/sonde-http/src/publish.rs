@@ -15,8 +15,8 @@ use sonde_output::{FlowLines, Format, LineSink};
 use sonde_stats::{FlowIntervals, PacketInterval, Report};
 
 use crate::snapshot::{
-    AssociationSamples, Definition, Definitions, Flows, LiveSeries, Phase, Snapshot, Status, Table, Tables, TrafficBin,
-    TrafficRow,
+    AssociationSamples, DefinitionSummary as Definition, Definitions, Flows, LiveSeries, Phase, Snapshot, Status,
+    Table, TableFiles as Tables, TrafficBin, TrafficRow,
 };
 use crate::state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState};
 
@@ -188,8 +188,8 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
             .map(|(proto, net)| {
                 let [packets, bytes, flows_opened, flows_closed] = all[proto as usize][net as usize];
                 TrafficRow {
-                    proto: proto.name().to_string(),
-                    net: net.name().to_string(),
+                    proto: proto.name().into(),
+                    net: net.name().into(),
                     packets,
                     bytes,
                     flows_opened,

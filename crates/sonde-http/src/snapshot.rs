@@ -1,8 +1,12 @@
 //! What the engine side publishes: one whole, immutable view of a run. The server only reads
 //! snapshots; a new one replaces the old whole, so a request never sees half an update.
 
+use std::path::Path;
+
 use serde::Serialize;
 use serde_json::Value;
+use sonde_output::read::{self, JsonLines, TsvReader};
+pub use sonde_types::{DefinitionSummary, TrafficRow};
 
 /// Everything the API serves, as of one moment of the run.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -11,7 +15,7 @@ pub struct Snapshot {
     /// The run's summary.json value (`null` while a live run has none yet).
     pub summary: Value,
     pub intervals: Intervals,
-    pub tables: Tables,
+    pub tables: TableFiles,
     pub flows: Flows,
     pub definitions: Definitions,
     /// A live run's traffic in short bins (empty for a finished offline run).
@@ -84,18 +88,6 @@ pub struct IntervalData {
     pub quantiles: Vec<QuantileRow>,
 }
 
-/// Packets, bytes and flows of one protocol and direction (`net`: in, out, loc, ext).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct TrafficRow {
-    pub proto: String,
-    pub net: String,
-    pub packets: u64,
-    pub bytes: u64,
-    pub flows_opened: u64,
-    pub flows_closed: u64,
-    pub flows_active: u64,
-}
-
 /// One distribution's summary, values in `unit` (as quantiles.tsv writes them).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct QuantileRow {
@@ -140,11 +132,11 @@ pub struct Table {
 
 impl Table {
     /// Reads a TSV text with a header line; a field that reads as a number becomes one, `-`
-    /// and empty become `null`.
+    /// and empty become `null`. The text is the run's own (a file it wrote, lines it holds):
+    /// a line with the wrong number of fields is left out rather than failing the whole view.
     pub fn from_tsv(text: &str) -> Table {
-        let mut lines = text.lines();
-        let columns: Vec<String> = lines.next().unwrap_or("").split('\t').map(str::to_string).collect();
-        let rows = lines.filter(|l| !l.is_empty()).map(Box::from).collect();
+        let Ok(tsv) = TsvReader::new(Path::new("-"), text.as_bytes()) else { return Table::default() };
+        let (columns, rows) = read::Table::from_tsv_lenient(tsv).into_parts();
         Table { columns, rows }
     }
 
@@ -152,8 +144,7 @@ impl Table {
     /// that is not an object is skipped.
     pub fn from_jsonl(text: &str) -> Table {
         let mut table = Table::default();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) else { continue };
+        for (_, map) in JsonLines::new(Path::new("-"), text.as_bytes()).flatten() {
             if table.columns.is_empty() {
                 table.columns = map.keys().cloned().collect();
             }
@@ -230,9 +221,11 @@ fn cell(text: &str) -> Value {
     }
 }
 
-/// The RMON2-style tables of every interval (empty when the run kept none).
+/// The RMON2-style tables of every interval as the table files hold them (empty when the run
+/// kept none): the text of hosts.tsv, matrix.tsv, protocols.tsv and top.tsv, not sonde-stats'
+/// `Tables` (one interval's bounded maps, from which those files are written).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Tables {
+pub struct TableFiles {
     pub hosts: Table,
     pub matrix: Table,
     pub protocols: Table,
@@ -251,7 +244,7 @@ pub struct Flows {
 pub struct Definitions {
     /// The set's version (every change bumps it; 0 when the run had no definitions).
     pub version: u64,
-    pub items: Vec<Definition>,
+    pub items: Vec<DefinitionSummary>,
     /// definitions.tsv: per interval, definition and FID, packets and bytes.
     pub counts: Table,
     /// Per association: its latest samples, for the RTT phase plot.
@@ -270,18 +263,6 @@ impl AssociationSamples {
     pub fn from_ns(name: String, samples: &[(u64, u64)]) -> AssociationSamples {
         AssociationSamples { name, samples: samples.iter().map(|&(t, g)| [t as f64 / 1e9, g as f64 / 1e6]).collect() }
     }
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Definition {
-    pub name: String,
-    pub definition: String,
-    /// The set's version when it was added.
-    pub version: u64,
-    /// Removed or replaced: its figures cover the time before.
-    pub retired: bool,
-    pub packets: u64,
-    pub bytes: u64,
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ pub fn utc_label(t: f64) -> String {
 
 /// UTC calendar fields of epoch seconds `t` (the fraction dropped).
 fn utc(t: f64) -> (i64, u32, u32, u32, u32, u32) {
-    sonde_rrd::civil(t.floor() as i64)
+    sonde_types::time::civil(t.floor() as i64)
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ fn time_figure(rows: &[IntervalRow], span: &Span, res: &Resolution, layout: &Lay
     // Bins are drawn over the part the trace covers: a coarse first or last bin only partly.
     let mut edges: Vec<f64> = bins.iter().map(|b| b.start_s.max(span.start_s)).collect();
     edges.extend(bins.last().map(|b| b.end_s.min(span.end_s)));
-    let side = |b: &Bin, pick: fn(&crate::intervals::Traffic) -> [f64; 4], nets: &[Net]| {
+    let side = |b: &Bin, pick: fn(&crate::intervals::Rates) -> [f64; 4], nets: &[Net]| {
         let mut v = [0.0; 4];
         for &n in nets {
             for (acc, x) in v.iter_mut().zip(pick(&b.net[n as usize])) {
@@ -115,7 +115,7 @@ fn time_figure(rows: &[IntervalRow], span: &Span, res: &Resolution, layout: &Lay
         Layout::InOut { .. } => (&[Net::In], &[Net::Out]),
         Layout::AllAbove => (&[Net::In, Net::Out, Net::Loc, Net::Ext], &[]),
     };
-    let panel = |caption, unit, pick: fn(&crate::intervals::Traffic) -> [f64; 4]| Panel {
+    let panel = |caption, unit, pick: fn(&crate::intervals::Rates) -> [f64; 4]| Panel {
         caption,
         unit,
         above: bins.iter().map(|b| side(b, pick, up)).collect(),

@@ -23,7 +23,7 @@ pub fn read_flows(path: &Path) -> Result<Vec<FlowSample>, PlotError> {
     parse_flows(Tsv::open(path)?)
 }
 
-pub(crate) fn parse_flows<R: std::io::BufRead>(tsv: Tsv<R>) -> Result<Vec<FlowSample>, PlotError> {
+pub(crate) fn parse_flows<R: std::io::Read>(tsv: Tsv<R>) -> Result<Vec<FlowSample>, PlotError> {
     let durat = tsv.column("durat")?;
     let (c_bytes, s_bytes) = (tsv.column("c_bytes_all")?, tsv.column("s_bytes_all")?);
     let rtt = |side: &str| {

@@ -23,7 +23,7 @@ pub fn read_histograms(path: &Path, metric: &str) -> Result<Vec<Histogram>, Plot
     parse_histograms(Tsv::open(path)?, metric)
 }
 
-pub(crate) fn parse_histograms<R: std::io::BufRead>(tsv: Tsv<R>, metric: &str) -> Result<Vec<Histogram>, PlotError> {
+pub(crate) fn parse_histograms<R: std::io::Read>(tsv: Tsv<R>, metric: &str) -> Result<Vec<Histogram>, PlotError> {
     let (m, dir, lo, hi, count) =
         (tsv.column("metric")?, tsv.column("dir")?, tsv.column("bin_lo")?, tsv.column("bin_hi")?, tsv.column("count")?);
     // (dir, bin_lo bits, bin_hi bits) → count; the bits of non-negative floats sort as the floats.

@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::error::PlotError;
 use crate::table::Tsv;
 
-pub use sonde_stats::{Net, Proto};
+pub use sonde_types::{Net, Proto};
 
 /// Protocols, in the order they are stacked: those of `intervals.tsv`.
 pub const PROTOS: [Proto; 4] = Proto::ALL;
@@ -37,7 +37,7 @@ pub fn read_intervals(path: &Path) -> Result<Vec<IntervalRow>, PlotError> {
     parse_intervals(Tsv::open(path)?)
 }
 
-pub(crate) fn parse_intervals<R: std::io::BufRead>(tsv: Tsv<R>) -> Result<Vec<IntervalRow>, PlotError> {
+pub(crate) fn parse_intervals<R: std::io::Read>(tsv: Tsv<R>) -> Result<Vec<IntervalRow>, PlotError> {
     let (start, end, proto, net) = (tsv.column("start")?, tsv.column("end")?, tsv.column("proto")?, tsv.column("net")?);
     let (bytes, opened, active) = (tsv.column("bytes")?, tsv.column("flows_opened")?, tsv.column("flows_active")?);
     let mut rows = Vec::new();
@@ -109,9 +109,10 @@ pub enum Align {
     Epoch,
 }
 
-/// What one direction carried in one bin, per protocol (index as [`PROTOS`]).
+/// What one direction carried in one bin, per protocol (index as [`PROTOS`]): rates, not the
+/// packet and byte counts of `sonde_types::Traffic`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Traffic {
+pub struct Rates {
     pub bit_rate: [f64; 4],
     /// New flows per second.
     pub flows_opened_rate: [f64; 4],
@@ -127,7 +128,7 @@ pub struct Bin {
     /// Seconds of the bin inside the trace: the divisor of every rate.
     pub covered_s: f64,
     /// Indexed by [`Net`] as `in, out, loc, ext`.
-    pub net: [Traffic; 4],
+    pub net: [Rates; 4],
 }
 
 /// Sums the rows into bins of `bin_s` seconds. A row counts wholly in the bin holding its start
@@ -149,7 +150,7 @@ pub fn aggregate(rows: &[IntervalRow], span: &Span, bin_s: f64, align: Align) ->
             let start_s = origin + i as f64 * bin_s;
             let end_s = start_s + bin_s;
             let covered_s = end_s.min(span.end_s) - start_s.max(span.start_s);
-            Bin { start_s, end_s, covered_s, net: [Traffic::default(); 4] }
+            Bin { start_s, end_s, covered_s, net: [Rates::default(); 4] }
         })
         .collect();
     for r in rows {
@@ -305,7 +306,7 @@ mod tests {
         assert_eq!(bins[0].net[Net::In as usize].bit_rate, [1000.0, 0.0, 0.0, 0.0]);
         assert_eq!(bins[0].net[Net::In as usize].flows_opened_rate[0], 0.1);
         assert_eq!(bins[0].net[Net::In as usize].flows_active[0], 4.0);
-        assert_eq!(bins[1].net, [Traffic::default(); 4]);
+        assert_eq!(bins[1].net, [Rates::default(); 4]);
         assert_eq!(bins[2].net[Net::Out as usize].bit_rate[1], 100.0);
     }
 

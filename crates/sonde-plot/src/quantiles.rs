@@ -13,9 +13,11 @@ use crate::figures::{Line, LineFigure, LinePanel};
 use crate::intervals::{resolutions, Align, Net, Span};
 use crate::table::Tsv;
 
-/// One row of `quantiles.tsv`: the percentiles of one metric, direction and net in one interval.
+/// The percentiles of one metric, direction and net in one interval: the part of a
+/// `quantiles.tsv` row the figure draws (the whole row, as the HTTP API serves it, is
+/// `sonde_http::QuantileRow`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct QuantileRow {
+pub struct PercentileRow {
     pub start_s: f64,
     pub end_s: f64,
     pub metric: String,
@@ -33,14 +35,14 @@ pub const RTT_METRIC_NAMES: [&str; 2] = [RTT_METRICS[0].0, RTT_METRICS[1].0];
 const PERCENTILES: [&str; 3] = ["p50", "p95", "p99"];
 
 /// Reads the rows of `metrics` from `quantiles.tsv` (any column order; other rows skipped).
-pub fn read_quantiles(path: &Path, metrics: &[&str]) -> Result<Vec<QuantileRow>, PlotError> {
+pub fn read_quantiles(path: &Path, metrics: &[&str]) -> Result<Vec<PercentileRow>, PlotError> {
     parse_quantiles(Tsv::open(path)?, metrics)
 }
 
-pub(crate) fn parse_quantiles<R: std::io::BufRead>(
+pub(crate) fn parse_quantiles<R: std::io::Read>(
     tsv: Tsv<R>,
     metrics: &[&str],
-) -> Result<Vec<QuantileRow>, PlotError> {
+) -> Result<Vec<PercentileRow>, PlotError> {
     let (start, end, metric, dir, net) =
         (tsv.column("start")?, tsv.column("end")?, tsv.column("metric")?, tsv.column("dir")?, tsv.column("net")?);
     let pcts = [tsv.column("p50")?, tsv.column("p95")?, tsv.column("p99")?];
@@ -58,7 +60,7 @@ pub(crate) fn parse_quantiles<R: std::io::BufRead>(
         for (v, (&c, name)) in percentiles.iter_mut().zip(pcts.iter().zip(PERCENTILES)) {
             *v = r.optional_number(c, name)?.unwrap_or(f64::NAN);
         }
-        rows.push(QuantileRow {
+        rows.push(PercentileRow {
             start_s,
             end_s,
             metric: r.text(metric).to_string(),
@@ -72,7 +74,7 @@ pub(crate) fn parse_quantiles<R: std::io::BufRead>(
 }
 
 /// The RTT percentiles at the file's interval, or why there is no such figure.
-pub fn rtt_time_figure(rows: &[QuantileRow], dir_label: &str) -> Result<LineFigure, String> {
+pub fn rtt_time_figure(rows: &[PercentileRow], dir_label: &str) -> Result<LineFigure, String> {
     let Some(span) = Span::of_intervals(rows.iter().map(|r| (r.start_s, r.end_s))) else {
         return Err("no RTT time figure: quantiles.tsv has no tcp_hs_rtt or tcp_rtt_avg row".to_string());
     };
@@ -87,7 +89,7 @@ pub fn rtt_time_figure(rows: &[QuantileRow], dir_label: &str) -> Result<LineFigu
     let mut panels = Vec::new();
     for (metric, caption) in RTT_METRICS {
         for dir in ["c2s", "s2c"] {
-            let of = |r: &&QuantileRow| r.metric == metric && r.dir == dir;
+            let of = |r: &&PercentileRow| r.metric == metric && r.dir == dir;
             let mut lines = Vec::new();
             for net in Net::ALL.into_iter().filter(|n| rows.iter().filter(of).any(|r| r.net == *n)) {
                 for (k, pct) in PERCENTILES.iter().enumerate() {
@@ -125,7 +127,7 @@ mod tests {
 
     const HEADER: &str = "start\tend\tmetric\tdir\tnet\tunit\tcount\tmean\tmin\tp50\tp95\tp99\tmax\n";
 
-    fn parse(text: &str) -> Result<Vec<QuantileRow>, PlotError> {
+    fn parse(text: &str) -> Result<Vec<PercentileRow>, PlotError> {
         parse_quantiles(Tsv::new(Path::new("q.tsv"), text.as_bytes()).unwrap(), &RTT_METRIC_NAMES)
     }
 

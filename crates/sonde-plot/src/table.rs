@@ -1,101 +1,84 @@
 //! Reading the tab-separated files of an output directory: a header line names the columns, so
 //! a reader finds its columns by name and does not depend on their order or on extra columns.
+//! The reading itself is sonde-output's ([`sonde_output::read`]); this adds the figures' way
+//! of taking numbers and their errors.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::Path;
 
-use crate::error::{io_error, PlotError};
+use sonde_output::read::{ReadError, ReadErrorKind, TsvReader};
+
+use crate::error::PlotError;
 
 /// A TSV file open for reading, its header already read.
 pub(crate) struct Tsv<R> {
-    path: PathBuf,
-    reader: R,
+    reader: TsvReader<R>,
+    /// The column names without surrounding blanks.
     header: Vec<String>,
-    line: usize,
 }
 
-impl Tsv<BufReader<File>> {
+impl Tsv<File> {
     pub(crate) fn open(path: &Path) -> Result<Self, PlotError> {
-        let file = File::open(path).map_err(|e| io_error(path, e))?;
-        Tsv::new(path, BufReader::new(file))
+        Tsv::from_reader(TsvReader::open(path))
     }
 }
 
-impl<R: BufRead> Tsv<R> {
+impl<R: Read> Tsv<R> {
     /// Reads the header line; `path` names the input in errors.
+    #[cfg(test)]
     pub(crate) fn new(path: &Path, reader: R) -> Result<Self, PlotError> {
-        let mut tsv = Tsv { path: path.to_path_buf(), reader, header: Vec::new(), line: 0 };
-        let mut buf = Vec::new();
-        match tsv.next_line(&mut buf)? {
-            Some(header) => tsv.header = header.split('\t').map(|s| s.trim().to_string()).collect(),
-            None => return Err(tsv.error_at(1, "empty file: no header line".to_string())),
-        }
-        Ok(tsv)
+        Tsv::from_reader(TsvReader::new(path, reader))
+    }
+
+    fn from_reader(reader: Result<TsvReader<R>, ReadError>) -> Result<Self, PlotError> {
+        let reader = reader.map_err(plot_error)?;
+        let header = reader.columns().iter().map(|h| h.trim().to_string()).collect();
+        Ok(Tsv { reader, header })
     }
 
     /// The index of a column the caller cannot do without.
     pub(crate) fn column(&self, name: &'static str) -> Result<usize, PlotError> {
-        self.optional_column(name).ok_or_else(|| PlotError::MissingColumn { path: self.path.clone(), column: name })
+        self.optional_column(name)
+            .ok_or_else(|| PlotError::MissingColumn { path: self.reader.path().to_path_buf(), column: name })
     }
 
     pub(crate) fn optional_column(&self, name: &str) -> Option<usize> {
         self.header.iter().position(|h| h == name)
     }
 
-    /// Calls `f` on every non-empty data line, in order; stops at the first error.
+    /// Calls `f` on every data line, in order; stops at the first error.
     pub(crate) fn for_each_row(
         mut self,
         mut f: impl FnMut(&Row<'_>) -> Result<(), PlotError>,
     ) -> Result<(), PlotError> {
-        let mut buf = Vec::new();
-        let columns = self.header.len();
-        while let Some(text) = self.next_line(&mut buf)? {
-            if text.trim().is_empty() {
-                continue;
+        let path = self.reader.path().to_path_buf();
+        loop {
+            match self.reader.next_row() {
+                Ok(Some(row)) => f(&Row { path: &path, row })?,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(plot_error(e)),
             }
-            let fields: Vec<&str> = text.split('\t').collect();
-            let row = Row { path: &self.path, line: self.line, fields };
-            if row.fields.len() != columns {
-                return Err(row.error(format!("{} fields, but the header has {columns} columns", row.fields.len())));
-            }
-            f(&row)?;
         }
-        Ok(())
-    }
-
-    /// The next line without its line ending, or `None` at the end of the file.
-    fn next_line<'b>(&mut self, buf: &'b mut Vec<u8>) -> Result<Option<&'b str>, PlotError> {
-        buf.clear();
-        let n = self.reader.read_until(b'\n', buf).map_err(|e| io_error(&self.path, e))?;
-        if n == 0 {
-            return Ok(None);
-        }
-        self.line += 1;
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        match std::str::from_utf8(buf) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) => Err(self.error_at(self.line, format!("not UTF-8 text ({e})"))),
-        }
-    }
-
-    fn error_at(&self, line: usize, reason: String) -> PlotError {
-        PlotError::Parse { path: self.path.clone(), line, reason }
     }
 }
 
-/// One data line, split into fields.
+fn plot_error(e: ReadError) -> PlotError {
+    match (e.kind, e.line) {
+        (ReadErrorKind::Io(source), _) => PlotError::Io { path: e.path, source },
+        (kind, line) => PlotError::Parse { path: e.path, line: line.unwrap_or(0), reason: kind.to_string() },
+    }
+}
+
+/// One data line, split into fields (as many as the header has columns).
 pub(crate) struct Row<'a> {
     path: &'a Path,
-    line: usize,
-    fields: Vec<&'a str>,
+    row: sonde_output::read::Row<'a>,
 }
 
 impl Row<'_> {
     pub(crate) fn text(&self, column: usize) -> &str {
-        self.fields[column].trim()
+        self.row.get(column).unwrap_or_default().trim()
     }
 
     /// A finite number, not negative.
@@ -117,7 +100,7 @@ impl Row<'_> {
     }
 
     pub(crate) fn error(&self, reason: String) -> PlotError {
-        PlotError::Parse { path: self.path.to_path_buf(), line: self.line, reason }
+        PlotError::Parse { path: self.path.to_path_buf(), line: self.row.line, reason }
     }
 }
 

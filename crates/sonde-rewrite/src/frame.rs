@@ -2,7 +2,7 @@
 //! sonde-wire's walks, so that exactly the packets sonde analyses are the ones rewritten.
 
 use sonde_wire::ethernet::{self, ethertype, skip_vlan_tags};
-use sonde_wire::link::Net;
+use sonde_wire::link::LinkEnd;
 use sonde_wire::{link_network, LinkType, NonIp, MAX_TUNNEL_DEPTH};
 
 use crate::{FrameKind, Rewriter};
@@ -23,7 +23,7 @@ pub(crate) fn rewrite(rw: &mut Rewriter, link: LinkType, frame: &mut [u8], decla
         Ok(net) => net,
         Err(_) => return FrameKind::UnsupportedLink,
     };
-    if let Net::NonIp(NonIp::EtherType(ty)) = net {
+    if let LinkEnd::NonIp(NonIp::EtherType(ty)) = net {
         if ty == ethertype::ARP || ty == RARP {
             return match arp_offset(link, frame) {
                 Some(at) => arp(rw, sub(frame, at)),
@@ -35,32 +35,32 @@ pub(crate) fn rewrite(rw: &mut Rewriter, link: LinkType, frame: &mut [u8], decla
 }
 
 /// Rewrites the network layer `net` found in `buf` (of which `declared` bytes exist).
-pub(crate) fn network(rw: &mut Rewriter, net: Net, buf: &mut [u8], declared: usize, depth: u8) -> FrameKind {
+pub(crate) fn network(rw: &mut Rewriter, net: LinkEnd, buf: &mut [u8], declared: usize, depth: u8) -> FrameKind {
     match net {
-        Net::Ipv4(at) => rw.ipv4(sub(buf, at), declared.saturating_sub(at), depth, false),
-        Net::Ipv6(at) => rw.ipv6(sub(buf, at), declared.saturating_sub(at), depth, false),
-        Net::Ip(at) => rw.ip_any(sub(buf, at), declared.saturating_sub(at), depth, false),
-        Net::Ethernet(at) => {
+        LinkEnd::Ipv4(at) => rw.ipv4(sub(buf, at), declared.saturating_sub(at), depth, false),
+        LinkEnd::Ipv6(at) => rw.ipv6(sub(buf, at), declared.saturating_sub(at), depth, false),
+        LinkEnd::Ip(at) => rw.ip_any(sub(buf, at), declared.saturating_sub(at), depth, false),
+        LinkEnd::Ethernet(at) => {
             let inner = sub(buf, at);
             match ethernet::walk(inner) {
-                Net::NonIp(NonIp::EtherType(ty)) if ty == ethertype::ARP || ty == RARP => {
+                LinkEnd::NonIp(NonIp::EtherType(ty)) if ty == ethertype::ARP || ty == RARP => {
                     match arp_offset(LinkType::ETHERNET, inner) {
                         Some(o) => arp(rw, sub(inner, o)),
                         None => FrameKind::NonIp,
                     }
                 }
                 // The Ethernet walk never returns Ethernet: no unbounded recursion.
-                Net::Ethernet(_) => FrameKind::UnreadableLink,
+                LinkEnd::Ethernet(_) => FrameKind::UnreadableLink,
                 net => network(rw, net, inner, declared.saturating_sub(at), depth),
             }
         }
-        Net::NonIp(_) => FrameKind::NonIp,
-        Net::Cut | Net::Malformed => FrameKind::UnreadableLink,
+        LinkEnd::NonIp(_) => FrameKind::NonIp,
+        LinkEnd::Cut | LinkEnd::Malformed => FrameKind::UnreadableLink,
     }
 }
 
 /// Rewrites the packet inside a tunnel whose inner layer `net` starts in `buf`; counts it.
-pub(crate) fn tunnel(rw: &mut Rewriter, net: Net, buf: &mut [u8], declared: usize, depth: u8) {
+pub(crate) fn tunnel(rw: &mut Rewriter, net: LinkEnd, buf: &mut [u8], declared: usize, depth: u8) {
     if depth >= MAX_TUNNEL_DEPTH {
         // As the decoder: deeper tunnels are not entered.
         rw.stats.headers_unreadable += 1;

@@ -2,7 +2,7 @@
 //! (quoted packets, redirect and neighbour-discovery addresses) and the tunnels' inner packets.
 
 use sonde_wire::icmp::{self, IcmpHeader};
-use sonde_wire::link::Net;
+use sonde_wire::link::LinkEnd;
 use sonde_wire::tcp::{self, TcpHeader};
 use sonde_wire::tunnel::{self, walk_gre, walk_gtpu, walk_vxlan, GreHeader};
 use sonde_wire::udp::{self, UdpHeader};
@@ -82,8 +82,8 @@ impl Rewriter {
                 );
             }
             _ if seg.quoted => {}
-            tunnel::IPIP_PROTOCOL => frame::tunnel(self, Net::Ipv4(0), buf, seg.declared, seg.depth),
-            tunnel::IPV6_IN_IP_PROTOCOL => frame::tunnel(self, Net::Ipv6(0), buf, seg.declared, seg.depth),
+            tunnel::IPIP_PROTOCOL => frame::tunnel(self, LinkEnd::Ipv4(0), buf, seg.declared, seg.depth),
+            tunnel::IPV6_IN_IP_PROTOCOL => frame::tunnel(self, LinkEnd::Ipv6(0), buf, seg.declared, seg.depth),
             tunnel::GRE_PROTOCOL => {
                 // RFC 2784 §2.5: the checksum (version 0, C bit) covers the GRE header and payload.
                 let checked = GreHeader::new_checked(buf).is_ok_and(|g| g.version() == 0 && g.has_checksum());

@@ -129,27 +129,8 @@ pub(crate) fn num(v: f64) -> String {
     format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs())
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC` for seconds since the epoch (as the XML export's comments write it).
-pub fn utc(t_s: i64) -> String {
-    let (year, month, day, h, m, s) = civil(t_s);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02} UTC")
-}
-
-/// Year, month, day, hour, minute and second (UTC) of seconds since the epoch, by Howard
-/// Hinnant's civil_from_days.
-pub fn civil(t_s: i64) -> (i64, u32, u32, u32, u32, u32) {
-    let (days, secs) = (t_s.div_euclid(86_400), t_s.rem_euclid(86_400) as u32);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day, secs / 3600, secs / 60 % 60, secs % 60)
-}
+// The calendar is sonde-types': one for the export's comments and the figures' axes.
+pub use sonde_types::time::{civil, utc};
 
 #[cfg(test)]
 mod tests {
@@ -167,13 +148,5 @@ mod tests {
         for v in [0.1, 1.0 / 3.0, 2.0f64.sqrt() * 1e17, f64::MIN_POSITIVE, f64::MAX] {
             assert_eq!(num(v).parse::<f64>().unwrap(), v, "{v} round trip");
         }
-    }
-
-    #[test]
-    fn utc_dates() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(999_999_900), "2001-09-09 01:45:00 UTC");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
-        assert_eq!(utc(-1), "1969-12-31 23:59:59 UTC");
     }
 }

@@ -46,11 +46,13 @@
 
 #![forbid(unsafe_code)]
 
+mod chunks;
 mod error;
 mod location;
 mod manifest;
 mod spool;
 
+pub use chunks::{ChunkError, ChunkShape, Every, LocationSummary, Rotation, SpoolSummary};
 pub use error::{Failure, SpoolError};
 pub use location::{parse_quota_bytes, Location, LocationParseError, QuotaProblem};
 pub use manifest::{HEADER as MANIFEST_HEADER, MANIFEST_NAME, PART_SUFFIX};

@@ -5,6 +5,8 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
+use sonde_output::read::{ReadError, ReadErrorKind, TsvReader};
+
 pub const MANIFEST_NAME: &str = "manifest.tsv";
 /// The manifest is written under this name, then renamed over [`MANIFEST_NAME`].
 pub const MANIFEST_TMP_NAME: &str = "manifest.tsv.tmp";
@@ -23,18 +25,9 @@ pub struct Entry {
     pub completed_unix_s: u64,
 }
 
-/// Seconds with 9 decimals: exact for nanoseconds, read back without floating point.
-pub fn seconds_9(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
-fn parse_seconds_9(s: &str) -> Option<u64> {
-    let (whole, frac) = s.split_once('.')?;
-    if whole.is_empty() || frac.len() != 9 || !(whole.bytes().chain(frac.bytes())).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    whole.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac.parse().ok()?)
-}
+// Seconds with 9 decimals: exact for nanoseconds, read back without floating point.
+use sonde_types::time::parse_seconds_9;
+pub use sonde_types::time::seconds_9;
 
 fn parse_u64(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -63,20 +56,29 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Reads a manifest; a line that is not exactly what [`write`] writes is an error with its
+/// Reads a manifest; a line that is not exactly what [`write`] writes (blank lines aside) is an error with its
 /// number (1-based) and what was wrong: the spool does not guess at a damaged manifest.
 pub fn read(text: &str) -> Result<Vec<Entry>, (usize, String)> {
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        None => return Ok(Vec::new()),
-        Some((_, HEADER)) => {}
-        Some(_) => return Err((1, format!("expected the header '{}'", HEADER.replace('\t', "\\t")))),
+    let problem = |e: ReadError| {
+        let reason = match e.kind {
+            ReadErrorKind::FieldCount { fields, columns } => format!("{fields} fields, expected {columns}"),
+            kind => kind.to_string(),
+        };
+        (e.line.unwrap_or(1), reason)
+    };
+    let mut tsv = match TsvReader::new(Path::new(MANIFEST_NAME), text.as_bytes()) {
+        Err(ReadError { kind: ReadErrorKind::NoHeader, .. }) => return Ok(Vec::new()),
+        other => other.map_err(problem)?,
+    };
+    if !tsv.columns().iter().map(String::as_str).eq(HEADER.split('\t')) {
+        return Err((1, format!("expected the header '{}'", HEADER.replace('\t', "\\t"))));
     }
     let mut entries: Vec<Entry> = Vec::new();
     let mut listed: HashSet<(String, String)> = HashSet::new();
-    for (index, line) in lines {
-        let number = index + 1;
-        let fields: Vec<&str> = line.split('\t').collect();
+    while let Some(row) = tsv.next_row().map_err(problem)? {
+        let number = row.line;
+        let fields: Vec<&str> = row.fields().collect();
+        // The header has the six columns: the reader refused any other count.
         let [chunk, file, bytes, first, end, completed] = fields[..] else {
             return Err((number, format!("{} fields, expected 6", fields.len())));
         };

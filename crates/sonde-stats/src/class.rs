@@ -8,40 +8,8 @@ use ipnet::IpNet;
 
 use crate::bins::Binning;
 
-/// Tstat's traffic directions, by whether each end is in an internal network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Net {
-    /// External → internal.
-    In,
-    /// Internal → external.
-    Out,
-    /// Internal ↔ internal.
-    Loc,
-    /// Neither end internal (everything, when no internal networks are given).
-    Ext,
-}
-
-impl Net {
-    pub const ALL: [Net; 4] = [Net::In, Net::Out, Net::Loc, Net::Ext];
-
-    pub fn of(src_internal: bool, dst_internal: bool) -> Net {
-        match (src_internal, dst_internal) {
-            (false, true) => Net::In,
-            (true, false) => Net::Out,
-            (true, true) => Net::Loc,
-            (false, false) => Net::Ext,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        ["in", "out", "loc", "ext"][self as usize]
-    }
-
-    /// The direction a [`Net::name`] names.
-    pub fn from_name(name: &str) -> Option<Net> {
-        Net::ALL.into_iter().find(|n| n.name() == name)
-    }
-}
+// The directions and protocols are the whole workspace's words: defined in sonde-types.
+pub use sonde_types::{Net, Proto};
 
 /// The internal networks (Tstat's net.conf).
 #[derive(Debug, Clone, Default)]
@@ -62,24 +30,6 @@ impl Internal {
     #[inline]
     pub fn net(&self, src: &IpAddr, dst: &IpAddr) -> Net {
         Net::of(self.contains(src), self.contains(dst))
-    }
-}
-
-/// The protocols interval counters are kept for. `Tcp` and `Udp` are exactly the packets counted
-/// in TCP and UDP flows; IP fragments after the first and TCP/UDP headers cut short are `Other`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Proto {
-    Tcp,
-    Udp,
-    Icmp,
-    Other,
-}
-
-impl Proto {
-    pub const ALL: [Proto; 4] = [Proto::Tcp, Proto::Udp, Proto::Icmp, Proto::Other];
-
-    pub fn name(self) -> &'static str {
-        ["tcp", "udp", "icmp", "other"][self as usize]
     }
 }
 

@@ -53,18 +53,7 @@ impl Interval {
     }
 }
 
-/// One row of intervals.tsv: a protocol's traffic and flows on one side of the network in one
-/// interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TrafficRow {
-    pub proto: Proto,
-    pub net: Net,
-    pub traffic: Traffic,
-    pub opened: u64,
-    pub closed: u64,
-    /// Flows open at some time in the interval.
-    pub active: u64,
-}
+pub use sonde_types::TrafficRow;
 
 /// Every interval of a run, by index (start time ÷ interval length).
 #[derive(Debug, Clone)]
@@ -212,7 +201,18 @@ impl Report {
                     if traffic.packets == 0 && opened == 0 && closed == 0 && active == 0 {
                         continue;
                     }
-                    rows.push((i, TrafficRow { proto, net, traffic, opened, closed, active }));
+                    rows.push((
+                        i,
+                        TrafficRow {
+                            proto: proto.name().into(),
+                            net: net.name().into(),
+                            packets: traffic.packets,
+                            bytes: traffic.bytes,
+                            flows_opened: opened,
+                            flows_closed: closed,
+                            flows_active: active,
+                        },
+                    ));
                 }
             }
         }
@@ -230,13 +230,7 @@ impl Report {
             let _ = writeln!(
                 out,
                 "{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                r.proto.name(),
-                r.net.name(),
-                r.traffic.packets,
-                r.traffic.bytes,
-                r.opened,
-                r.closed,
-                r.active
+                r.proto, r.net, r.packets, r.bytes, r.flows_opened, r.flows_closed, r.flows_active
             );
         }
         Ok(())
@@ -448,10 +442,9 @@ fn push_ip(out: &mut String, ip: IpAddr) {
     }
 }
 
-/// Packet time in seconds with microseconds, as every interval file writes it.
-pub fn seconds(ns: u64) -> String {
-    format!("{}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1000)
-}
+/// Packet time in seconds with microseconds, as every interval file writes it (the old name of
+/// [`sonde_types::time::seconds_6`], kept for its callers).
+pub use sonde_types::time::seconds_6 as seconds;
 
 /// The distributions kept as time series (their mean and percentiles), all directions merged.
 const SERIES_METRICS: [(Metric, &str); 9] = [

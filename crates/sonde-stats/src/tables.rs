@@ -8,25 +8,7 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 use sonde_wire::{PacketSummary, Transport};
 
-/// Packets and bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Traffic {
-    pub packets: u64,
-    pub bytes: u64,
-}
-
-impl Traffic {
-    #[inline]
-    pub fn add(&mut self, bytes: u64) {
-        self.packets += 1;
-        self.bytes += bytes;
-    }
-
-    pub fn merge(&mut self, other: &Traffic) {
-        self.packets += other.packets;
-        self.bytes += other.bytes;
-    }
-}
+pub use sonde_types::Traffic;
 
 /// One host's traffic: what it sent and received, and the flows it took part in that started
 /// in the interval.

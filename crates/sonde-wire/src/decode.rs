@@ -7,7 +7,7 @@ use crate::bytes::{clamp, tail};
 use crate::icmp;
 use crate::ipv4::Ipv4Header;
 use crate::ipv6::{self, walk_extensions, ExtEnd, Ipv6Header};
-use crate::link::{self, Net};
+use crate::link::{self, LinkEnd};
 use crate::tunnel::{self, walk_gre, walk_gtpu, walk_vxlan};
 use crate::{ethernet, linux_sll, tcp, udp};
 use crate::{
@@ -122,23 +122,23 @@ impl<N: Notes> Walker<N> {
     /// Decodes the network layer `net` found in `r` into `out`, which starts out empty. The
     /// summary is filled in place all along the walk: it is too big to be returned cheaply
     /// from every step.
-    fn network(self, net: Net, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
+    fn network(self, net: LinkEnd, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         match net {
-            Net::Ipv4(o) => self.ipv4(r.at(o), depth, out),
-            Net::Ipv6(o) => self.ipv6(r.at(o), depth, out),
-            Net::Ip(o) => self.ip(r.at(o), depth, out),
-            Net::Ethernet(o) => {
+            LinkEnd::Ipv4(o) => self.ipv4(r.at(o), depth, out),
+            LinkEnd::Ipv6(o) => self.ipv6(r.at(o), depth, out),
+            LinkEnd::Ip(o) => self.ip(r.at(o), depth, out),
+            LinkEnd::Ethernet(o) => {
                 let inner = r.at(o);
                 match ethernet::walk(inner.bytes) {
                     // The Ethernet walk never returns Ethernet; this arm only keeps the
                     // recursion visibly finite.
-                    Net::Ethernet(_) => note(out, DecodeProblem::Malformed(Layer::Link)),
+                    LinkEnd::Ethernet(_) => note(out, DecodeProblem::Malformed(Layer::Link)),
                     net => self.network(net, inner, depth, out),
                 }
             }
-            Net::NonIp(n) => out.non_ip = Some(n),
-            Net::Cut => note(out, self.short(r, Layer::Link)),
-            Net::Malformed => note(out, DecodeProblem::Malformed(Layer::Link)),
+            LinkEnd::NonIp(n) => out.non_ip = Some(n),
+            LinkEnd::Cut => note(out, self.short(r, Layer::Link)),
+            LinkEnd::Malformed => note(out, DecodeProblem::Malformed(Layer::Link)),
         }
     }
 
@@ -285,7 +285,7 @@ impl<N: Notes> Walker<N> {
             tunnel::IPIP_PROTOCOL | tunnel::IPV6_IN_IP_PROTOCOL => {
                 out.transport = Some(Transport::Other { protocol });
                 if whole {
-                    let net = if protocol == tunnel::IPIP_PROTOCOL { Net::Ipv4(0) } else { Net::Ipv6(0) };
+                    let net = if protocol == tunnel::IPIP_PROTOCOL { LinkEnd::Ipv4(0) } else { LinkEnd::Ipv6(0) };
                     self.tunnel(Tunnel::IpInIp, net, r, depth, out);
                 }
             }
@@ -313,7 +313,7 @@ impl<N: Notes> Walker<N> {
     /// Decodes the inner packet found at `net` in `r`. An inner IP packet replaces the outer
     /// one in `out` (the outermost tunnel kind is kept); otherwise the outer packet stays, with
     /// the inner problem if there was one.
-    fn tunnel(self, kind: Tunnel, net: Net, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
+    fn tunnel(self, kind: Tunnel, net: LinkEnd, r: Region<'_>, depth: u8, out: &mut PacketSummary) {
         if depth >= MAX_TUNNEL_DEPTH {
             return note(out, DecodeProblem::Malformed(Layer::Tunnel));
         }
@@ -360,7 +360,7 @@ fn clear(out: &mut PacketSummary) {
 /// Inlined into each walk (the hot one lost 40 M instructions on the benchmark trace when a
 /// second caller made the compiler keep it apart).
 #[inline(always)]
-pub(crate) fn link_walk(link: LinkType, frame: &[u8]) -> Result<Net, UnsupportedLink> {
+pub(crate) fn link_walk(link: LinkType, frame: &[u8]) -> Result<LinkEnd, UnsupportedLink> {
     Ok(match link {
         LinkType::ETHERNET => ethernet::walk(frame),
         LinkType::LINUX_SLL => linux_sll::walk_sll(frame),
@@ -418,7 +418,7 @@ fn walk<N: Notes>(
     match net {
         // The common case, without the dispatch in `network` (which the compiler does not
         // inline here: it is recursive).
-        Net::Ipv4(o) => walker.ipv4(region.at(o), 0, out),
+        LinkEnd::Ipv4(o) => walker.ipv4(region.at(o), 0, out),
         net => walker.network(net, region, 0, out),
     }
     Ok(())

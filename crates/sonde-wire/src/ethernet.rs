@@ -3,7 +3,7 @@
 //! reported as non-IP.
 
 use crate::bytes::{array, be16, be32, u8_at};
-use crate::link::{ppp_net, Net};
+use crate::link::{ppp_net, LinkEnd};
 use crate::{NonIp, WireError};
 
 /// EtherTypes the decoder follows.
@@ -201,78 +201,78 @@ impl<'a> PppoeSession<'a> {
 
 /// Walks an Ethernet II frame to its network layer.
 #[inline]
-pub fn walk(buf: &[u8]) -> Net {
+pub fn walk(buf: &[u8]) -> LinkEnd {
     match EthernetFrame::new_checked(buf) {
         // Untagged IP, most frames: no call into the walk through tags.
-        Ok(eth) if eth.ethertype() == ethertype::IPV4 => Net::Ipv4(field::HEADER_LEN),
-        Ok(eth) if eth.ethertype() == ethertype::IPV6 => Net::Ipv6(field::HEADER_LEN),
+        Ok(eth) if eth.ethertype() == ethertype::IPV4 => LinkEnd::Ipv4(field::HEADER_LEN),
+        Ok(eth) if eth.ethertype() == ethertype::IPV6 => LinkEnd::Ipv6(field::HEADER_LEN),
         Ok(eth) => walk_ethertype(buf, field::HEADER_LEN, eth.ethertype()),
-        Err(_) => Net::Cut,
+        Err(_) => LinkEnd::Cut,
     }
 }
 
 /// Follows `ethertype`, whose payload starts at `offset` in `buf`, through VLAN tags, MPLS and
 /// PPPoE to the network layer.
-pub fn walk_ethertype(buf: &[u8], offset: usize, ty: u16) -> Net {
+pub fn walk_ethertype(buf: &[u8], offset: usize, ty: u16) -> LinkEnd {
     let (ty, offset) = match skip_vlan_tags(buf, offset, ty) {
         Ok(found) => found,
         Err(net) => return net,
     };
     match ty {
-        ethertype::IPV4 => Net::Ipv4(offset),
-        ethertype::IPV6 => Net::Ipv6(offset),
+        ethertype::IPV4 => LinkEnd::Ipv4(offset),
+        ethertype::IPV6 => LinkEnd::Ipv6(offset),
         ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => walk_mpls(buf, offset),
         ethertype::PPPOE_SESSION => {
             let Ok(s) = PppoeSession::new_checked(crate::bytes::tail(buf, offset)) else {
-                return Net::Cut;
+                return LinkEnd::Cut;
             };
             match ppp_net(s.ppp_protocol(), buf, offset + PppoeSession::LEN) {
-                Net::NonIp(_) => Net::NonIp(NonIp::EtherType(ethertype::PPPOE_SESSION)),
+                LinkEnd::NonIp(_) => LinkEnd::NonIp(NonIp::EtherType(ethertype::PPPOE_SESSION)),
                 net => net,
             }
         }
-        t if t <= ethertype::MAX_8023_LEN => Net::NonIp(NonIp::Other),
-        t => Net::NonIp(NonIp::EtherType(t)),
+        t if t <= ethertype::MAX_8023_LEN => LinkEnd::NonIp(NonIp::Other),
+        t => LinkEnd::NonIp(NonIp::EtherType(t)),
     }
 }
 
 /// Follows 802.1Q / 802.1ad tags from `ethertype` (whose payload starts at `offset`) to the
 /// first EtherType that is not a tag, and where its payload starts; `Err` holds the walk's
 /// result when the tags are cut or too many. (Callers that rewrite a non-IP payload, such as
-/// ARP, need its offset, which [`Net::NonIp`] does not carry.)
+/// ARP, need its offset, which [`LinkEnd::NonIp`] does not carry.)
 #[inline]
-pub fn skip_vlan_tags(buf: &[u8], mut offset: usize, mut ty: u16) -> Result<(u16, usize), Net> {
+pub fn skip_vlan_tags(buf: &[u8], mut offset: usize, mut ty: u16) -> Result<(u16, usize), LinkEnd> {
     for _ in 0..MAX_TAGS {
         if !matches!(ty, ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_OLD) {
             return Ok((ty, offset));
         }
         let Ok(tag) = VlanTag::new_checked(crate::bytes::tail(buf, offset)) else {
-            return Err(Net::Cut);
+            return Err(LinkEnd::Cut);
         };
         ty = tag.next_ethertype();
         offset += VlanTag::LEN;
     }
-    Err(Net::Malformed)
+    Err(LinkEnd::Malformed)
 }
 
 /// Walks an MPLS label stack starting at `offset` and guesses the payload from its first nibble,
 /// as tcpdump does.
-pub fn walk_mpls(buf: &[u8], mut offset: usize) -> Net {
+pub fn walk_mpls(buf: &[u8], mut offset: usize) -> LinkEnd {
     for _ in 0..MAX_TAGS {
         let Ok(label) = MplsLabel::new_checked(crate::bytes::tail(buf, offset)) else {
-            return Net::Cut;
+            return LinkEnd::Cut;
         };
         offset += MplsLabel::LEN;
         if label.bottom_of_stack() {
             return match buf.get(offset) {
-                None => Net::Cut,
-                Some(b) if b >> 4 == 4 => Net::Ipv4(offset),
-                Some(b) if b >> 4 == 6 => Net::Ipv6(offset),
-                Some(_) => Net::NonIp(NonIp::Other),
+                None => LinkEnd::Cut,
+                Some(b) if b >> 4 == 4 => LinkEnd::Ipv4(offset),
+                Some(b) if b >> 4 == 6 => LinkEnd::Ipv6(offset),
+                Some(_) => LinkEnd::NonIp(NonIp::Other),
             };
         }
     }
-    Net::Malformed
+    LinkEnd::Malformed
 }
 
 #[cfg(test)]
@@ -296,31 +296,31 @@ mod tests {
         assert_eq!(e.src(), [0xa, 0xb, 0xc, 0xd, 0xe, 0xf]);
         assert_eq!(e.ethertype(), 0x0800);
         assert_eq!(e.payload(), &[0x45]);
-        assert_eq!(walk(&f[..n]), Net::Ipv4(14));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(14));
         for cut in 0..14 {
             assert_eq!(EthernetFrame::new_checked(&f[..cut]).unwrap_err(), WireError::Truncated);
-            assert_eq!(walk(&f[..cut]), Net::Cut);
+            assert_eq!(walk(&f[..cut]), LinkEnd::Cut);
         }
     }
 
     #[test]
     fn ethertypes() {
         let (f, n) = frame(&[0x86, 0xdd]);
-        assert_eq!(walk(&f[..n]), Net::Ipv6(14));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv6(14));
         let (f, n) = frame(&[0x08, 0x06]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x0806)));
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
         let (f, n) = frame(&[0x88, 0xcc]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x88cc)));
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x88cc)));
         // 802.3 with a length field and LLC.
         let (f, n) = frame(&[0x00, 0x26, 0x42, 0x42, 0x03]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Other));
     }
 
     #[test]
     fn vlan_stack() {
         // QinQ: 0x88a8 vid 100, 0x8100 vid 200 pcp 5, then IPv4.
         let (f, n) = frame(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0xa0, 0xc8, 0x08, 0x00, 0x45]);
-        assert_eq!(walk(&f[..n]), Net::Ipv4(22));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(22));
         let tag = VlanTag::new_checked(&f[14..]).unwrap();
         assert_eq!(tag.vid(), 100);
         assert_eq!(tag.next_ethertype(), 0x8100);
@@ -329,10 +329,10 @@ mod tests {
         assert_eq!(tag.pcp(), 5);
         // 0x9100 outer tag, ARP inside.
         let (f, n) = frame(&[0x91, 0x00, 0x00, 0x01, 0x08, 0x06]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x0806)));
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
         // Cut inside a tag.
         for cut in 14..22 {
-            assert_eq!(walk(&f[..cut.min(n)]), if cut >= 18 { walk(&f[..n]) } else { Net::Cut });
+            assert_eq!(walk(&f[..cut.min(n)]), if cut >= 18 { walk(&f[..n]) } else { LinkEnd::Cut });
         }
         assert_eq!(VlanTag::new_checked(&[1, 2, 3]).unwrap_err(), WireError::Truncated);
     }
@@ -344,49 +344,49 @@ mod tests {
         for i in 0..20 {
             f[14 + 4 * i + 2] = 0x81;
         }
-        assert_eq!(walk(&f), Net::Malformed);
+        assert_eq!(walk(&f), LinkEnd::Malformed);
     }
 
     #[test]
     fn mpls() {
         // Two labels (16, 17 bottom), then IPv6.
         let (f, n) = frame(&[0x88, 0x47, 0x00, 0x01, 0x00, 0x40, 0x00, 0x01, 0x11, 0x3f, 0x60]);
-        assert_eq!(walk(&f[..n]), Net::Ipv6(22));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv6(22));
         let l = MplsLabel::new_checked(&f[14..]).unwrap();
         assert_eq!((l.label(), l.bottom_of_stack(), l.ttl()), (16, false, 64));
         let l = MplsLabel::new_checked(&f[18..]).unwrap();
         assert_eq!((l.label(), l.bottom_of_stack(), l.ttl(), l.traffic_class()), (17, true, 63, 0));
         // Multicast, IPv4 payload.
         let (f, n) = frame(&[0x88, 0x48, 0x00, 0x01, 0x01, 0x40, 0x45]);
-        assert_eq!(walk(&f[..n]), Net::Ipv4(18));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(18));
         // Pseudowire control word: not IP.
         let (f, n) = frame(&[0x88, 0x47, 0x00, 0x01, 0x01, 0x40, 0x00]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Other));
         // Cut right after the stack and inside it.
-        assert_eq!(walk(&f[..n - 1]), Net::Cut);
-        assert_eq!(walk(&f[..n - 3]), Net::Cut);
+        assert_eq!(walk(&f[..n - 1]), LinkEnd::Cut);
+        assert_eq!(walk(&f[..n - 3]), LinkEnd::Cut);
         // A stack that never ends.
         let mut f = [0u8; 14 + 4 * 20];
         f[12] = 0x88;
         f[13] = 0x47;
-        assert_eq!(walk(&f), Net::Malformed);
+        assert_eq!(walk(&f), LinkEnd::Malformed);
     }
 
     #[test]
     fn pppoe() {
         let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x21, 0x45]);
-        assert_eq!(walk(&f[..n]), Net::Ipv4(22));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(22));
         let s = PppoeSession::new_checked(&f[14..]).unwrap();
         assert_eq!((s.version(), s.pppoe_type(), s.code()), (1, 1, 0));
         assert_eq!((s.session_id(), s.length(), s.ppp_protocol()), (0x1234, 42, 0x21));
         let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0x00, 0x57, 0x60]);
-        assert_eq!(walk(&f[..n]), Net::Ipv6(22));
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv6(22));
         // LCP inside a session.
         let (f, n) = frame(&[0x88, 0x64, 0x11, 0x00, 0x12, 0x34, 0x00, 0x2a, 0xc0, 0x21]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x8864)));
-        assert_eq!(walk(&f[..n - 1]), Net::Cut);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x8864)));
+        assert_eq!(walk(&f[..n - 1]), LinkEnd::Cut);
         // Discovery stage.
         let (f, n) = frame(&[0x88, 0x63, 0x11, 0x09]);
-        assert_eq!(walk(&f[..n]), Net::NonIp(NonIp::EtherType(0x8863)));
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x8863)));
     }
 }

@@ -75,7 +75,7 @@ pub use decode::MAX_TUNNEL_DEPTH;
 
 /// Walks the link layer of `frame` to where its network layer starts (the first step of
 /// [`decode`]), for callers that work on the bytes themselves (rewriting a trace).
-pub fn link_network(link: LinkType, frame: &[u8]) -> Result<link::Net, UnsupportedLink> {
+pub fn link_network(link: LinkType, frame: &[u8]) -> Result<link::LinkEnd, UnsupportedLink> {
     decode::link_walk(link, frame)
 }
 

@@ -3,7 +3,7 @@
 
 use crate::bytes::{be16, be32, u8_at};
 use crate::ethernet::walk_ethertype;
-use crate::link::Net;
+use crate::link::LinkEnd;
 use crate::{NonIp, WireError};
 
 mod field {
@@ -111,26 +111,26 @@ impl<'a> Sll2Header<'a> {
     }
 }
 
-fn sll_net(buf: &[u8], offset: usize, hatype: u16, protocol: u16) -> Net {
+fn sll_net(buf: &[u8], offset: usize, hatype: u16, protocol: u16) -> LinkEnd {
     if hatype == ARPHRD_NETLINK || protocol <= MAX_LINUX_PSEUDO_PROTOCOL {
-        return Net::NonIp(NonIp::Other);
+        return LinkEnd::NonIp(NonIp::Other);
     }
     walk_ethertype(buf, offset, protocol)
 }
 
 /// Walks a Linux SLL frame to its network layer.
-pub fn walk_sll(buf: &[u8]) -> Net {
+pub fn walk_sll(buf: &[u8]) -> LinkEnd {
     match SllHeader::new_checked(buf) {
         Ok(h) => sll_net(buf, SllHeader::LEN, h.hatype(), h.protocol()),
-        Err(_) => Net::Cut,
+        Err(_) => LinkEnd::Cut,
     }
 }
 
 /// Walks a Linux SLL2 frame to its network layer.
-pub fn walk_sll2(buf: &[u8]) -> Net {
+pub fn walk_sll2(buf: &[u8]) -> LinkEnd {
     match Sll2Header::new_checked(buf) {
         Ok(h) => sll_net(buf, Sll2Header::LEN, h.hatype(), h.protocol()),
-        Err(_) => Net::Cut,
+        Err(_) => LinkEnd::Cut,
     }
 }
 
@@ -166,9 +166,9 @@ mod tests {
         assert_eq!(h.addr_len(), 6);
         assert_eq!(h.addr(), [0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0, 0]);
         assert_eq!(h.protocol(), 0x0800);
-        assert_eq!(walk_sll(&SLL_V4), Net::Ipv4(16));
+        assert_eq!(walk_sll(&SLL_V4), LinkEnd::Ipv4(16));
         for cut in 0..16 {
-            assert_eq!(walk_sll(&SLL_V4[..cut]), Net::Cut);
+            assert_eq!(walk_sll(&SLL_V4[..cut]), LinkEnd::Cut);
         }
     }
 
@@ -181,9 +181,9 @@ mod tests {
         assert_eq!(h.packet_type(), 0);
         assert_eq!(h.addr_len(), 6);
         assert_eq!(h.addr()[..6], [0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
-        assert_eq!(walk_sll2(&SLL2_V6), Net::Ipv6(20));
+        assert_eq!(walk_sll2(&SLL2_V6), LinkEnd::Ipv6(20));
         for cut in 0..20 {
-            assert_eq!(walk_sll2(&SLL2_V6[..cut]), Net::Cut);
+            assert_eq!(walk_sll2(&SLL2_V6[..cut]), LinkEnd::Cut);
         }
     }
 
@@ -191,12 +191,12 @@ mod tests {
     fn sll_non_ip() {
         let mut f = SLL_V4;
         f[14..16].copy_from_slice(&[0x08, 0x06]);
-        assert_eq!(walk_sll(&f), Net::NonIp(NonIp::EtherType(0x0806)));
+        assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
         f[14..16].copy_from_slice(&[0x00, 0x04]); // ETH_P_802_2
-        assert_eq!(walk_sll(&f), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::Other));
         let mut f = SLL_V4;
         f[2..4].copy_from_slice(&ARPHRD_NETLINK.to_be_bytes());
-        assert_eq!(walk_sll(&f), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::Other));
     }
 
     #[test]
@@ -204,6 +204,6 @@ mod tests {
         let mut f = [0u8; 21];
         f[..14].copy_from_slice(&SLL_V4[..14]);
         f[14..21].copy_from_slice(&[0x81, 0x00, 0x00, 0x05, 0x86, 0xdd, 0x60]);
-        assert_eq!(walk_sll(&f), Net::Ipv6(20));
+        assert_eq!(walk_sll(&f), LinkEnd::Ipv6(20));
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::bytes::{be16, be32, tail, u8_at};
 use crate::ethernet::{ethertype, walk_ethertype};
-use crate::link::{walk_ppp, Net};
+use crate::link::{walk_ppp, LinkEnd};
 use crate::{NonIp, WireError};
 
 /// IP protocol number of GRE.
@@ -144,31 +144,31 @@ impl<'a> GreHeader<'a> {
 }
 
 /// Walks a GRE header to the inner packet.
-pub fn walk_gre(buf: &[u8]) -> Net {
+pub fn walk_gre(buf: &[u8]) -> LinkEnd {
     let Ok(gre) = GreHeader::new_checked(buf) else {
-        return Net::Cut;
+        return LinkEnd::Cut;
     };
     let len = gre.header_len();
     match gre.version() {
         0 if !gre.has_routing() => {}
         1 if gre.protocol() == GRE_PPP && gre.has_key() => {
             if buf.len() < len {
-                return Net::Cut;
+                return LinkEnd::Cut;
             }
             return match walk_ppp(tail(buf, len)) {
                 // A GRE packet with only an acknowledgment carries no PPP frame at all.
-                Net::Cut if buf.len() == len => Net::NonIp(NonIp::Other),
+                LinkEnd::Cut if buf.len() == len => LinkEnd::NonIp(NonIp::Other),
                 net => net.shift(len),
             };
         }
-        _ => return Net::NonIp(NonIp::Other),
+        _ => return LinkEnd::NonIp(NonIp::Other),
     }
     if buf.len() < len {
-        return Net::Cut;
+        return LinkEnd::Cut;
     }
     match gre.protocol() {
-        ethertype::TEB => Net::Ethernet(len),
-        ethertype::ERSPAN_II if !gre.has_sequence() => Net::Ethernet(len), // ERSPAN type I
+        ethertype::TEB => LinkEnd::Ethernet(len),
+        ethertype::ERSPAN_II if !gre.has_sequence() => LinkEnd::Ethernet(len), // ERSPAN type I
         ethertype::ERSPAN_II => walk_erspan2(tail(buf, len)).shift(len),
         ethertype::ERSPAN_III => walk_erspan3(tail(buf, len)).shift(len),
         ty => walk_ethertype(buf, len, ty),
@@ -176,35 +176,35 @@ pub fn walk_gre(buf: &[u8]) -> Net {
 }
 
 /// ERSPAN type II: an 8-byte header (version 1), then the mirrored Ethernet frame.
-pub fn walk_erspan2(buf: &[u8]) -> Net {
+pub fn walk_erspan2(buf: &[u8]) -> LinkEnd {
     if buf.len() < field::ERSPAN2_LEN {
-        return Net::Cut;
+        return LinkEnd::Cut;
     }
     match u8_at(buf, 0) >> 4 {
-        1 => Net::Ethernet(field::ERSPAN2_LEN),
-        _ => Net::NonIp(NonIp::Other),
+        1 => LinkEnd::Ethernet(field::ERSPAN2_LEN),
+        _ => LinkEnd::NonIp(NonIp::Other),
     }
 }
 
 /// ERSPAN type III: a 12-byte header (version 2), an optional 8-byte platform sub-header (O
 /// flag), then the mirrored frame when the frame type is Ethernet (0).
-pub fn walk_erspan3(buf: &[u8]) -> Net {
+pub fn walk_erspan3(buf: &[u8]) -> LinkEnd {
     if buf.len() < field::ERSPAN3_LEN {
-        return Net::Cut;
+        return LinkEnd::Cut;
     }
     let flags = u8_at(buf, field::ERSPAN3_FLAGS);
     let frame_type = (be16(buf, 10) >> 10) & 0x1f;
     if u8_at(buf, 0) >> 4 != 2 || frame_type != 0 {
-        return Net::NonIp(NonIp::Other);
+        return LinkEnd::NonIp(NonIp::Other);
     }
     let mut len = field::ERSPAN3_LEN;
     if flags & 0x01 != 0 {
         len += field::ERSPAN3_SUBHEADER_LEN;
     }
     if buf.len() < len {
-        return Net::Cut;
+        return LinkEnd::Cut;
     }
-    Net::Ethernet(len)
+    LinkEnd::Ethernet(len)
 }
 
 /// A VXLAN header view.
@@ -238,11 +238,11 @@ impl<'a> VxlanHeader<'a> {
 }
 
 /// Walks a VXLAN header to the inner Ethernet frame.
-pub fn walk_vxlan(buf: &[u8]) -> Net {
+pub fn walk_vxlan(buf: &[u8]) -> LinkEnd {
     match VxlanHeader::new_checked(buf) {
-        Ok(h) if h.vni_valid() => Net::Ethernet(VxlanHeader::LEN),
-        Ok(_) => Net::NonIp(NonIp::Other),
-        Err(_) => Net::Cut,
+        Ok(h) if h.vni_valid() => LinkEnd::Ethernet(VxlanHeader::LEN),
+        Ok(_) => LinkEnd::NonIp(NonIp::Other),
+        Err(_) => LinkEnd::Cut,
     }
 }
 
@@ -315,18 +315,18 @@ impl<'a> GtpuHeader<'a> {
 
 /// Walks a GTP-U header (and its extension headers) to the inner IP packet. Messages other
 /// than a G-PDU (echo, end marker, …) are not IP.
-pub fn walk_gtpu(buf: &[u8]) -> Net {
+pub fn walk_gtpu(buf: &[u8]) -> LinkEnd {
     let Ok(h) = GtpuHeader::new_checked(buf) else {
-        return Net::Cut;
+        return LinkEnd::Cut;
     };
     if h.version() != 1 || !h.protocol_type() || h.message_type() != GTP_G_PDU {
-        return Net::NonIp(NonIp::Other);
+        return LinkEnd::NonIp(NonIp::Other);
     }
     let mut off = field::GTP_LEN;
     if h.has_extension() || h.has_sequence() || h.has_npdu() {
         off += field::GTP_OPT_LEN;
         if buf.len() < off {
-            return Net::Cut;
+            return LinkEnd::Cut;
         }
         let mut next = h.next_extension();
         // Each extension header: length in 4-byte units, contents, next type in its last byte.
@@ -335,27 +335,27 @@ pub fn walk_gtpu(buf: &[u8]) -> Net {
                 break;
             }
             let Some(&units) = buf.get(off) else {
-                return Net::Cut;
+                return LinkEnd::Cut;
             };
             if units == 0 {
-                return Net::Malformed;
+                return LinkEnd::Malformed;
             }
             let len = usize::from(units) * 4;
             let Some(&n) = buf.get(off + len - 1) else {
-                return Net::Cut;
+                return LinkEnd::Cut;
             };
             next = n;
             off += len;
         }
         if next != 0 {
-            return Net::Malformed;
+            return LinkEnd::Malformed;
         }
     }
     match buf.get(off) {
-        None if usize::from(h.length()) + field::GTP_LEN <= off => Net::NonIp(NonIp::Other),
-        None => Net::Cut,
-        Some(b) if b >> 4 == 4 || b >> 4 == 6 => Net::Ip(off),
-        Some(_) => Net::NonIp(NonIp::Other),
+        None if usize::from(h.length()) + field::GTP_LEN <= off => LinkEnd::NonIp(NonIp::Other),
+        None => LinkEnd::Cut,
+        Some(b) if b >> 4 == 4 || b >> 4 == 6 => LinkEnd::Ip(off),
+        Some(_) => LinkEnd::NonIp(NonIp::Other),
     }
 }
 
@@ -368,9 +368,9 @@ mod tests {
         let b = [0x00, 0x00, 0x08, 0x00, 0x45];
         let h = GreHeader::new_checked(&b).unwrap();
         assert_eq!((h.version(), h.protocol(), h.header_len(), h.key(), h.sequence()), (0, 0x0800, 4, None, None));
-        assert_eq!(walk_gre(&b), Net::Ipv4(4));
+        assert_eq!(walk_gre(&b), LinkEnd::Ipv4(4));
         for cut in 0..4 {
-            assert_eq!(walk_gre(&b[..cut]), Net::Cut);
+            assert_eq!(walk_gre(&b[..cut]), LinkEnd::Cut);
         }
     }
 
@@ -381,21 +381,21 @@ mod tests {
         let h = GreHeader::new_checked(&b).unwrap();
         assert!(h.has_checksum() && h.has_key() && h.has_sequence() && !h.has_routing());
         assert_eq!((h.header_len(), h.key(), h.sequence()), (16, Some(0x01020304), Some(7)));
-        assert_eq!(walk_gre(&b), Net::Ipv6(16));
+        assert_eq!(walk_gre(&b), LinkEnd::Ipv6(16));
         for cut in 4..16 {
-            assert_eq!(walk_gre(&b[..cut]), Net::Cut);
+            assert_eq!(walk_gre(&b[..cut]), LinkEnd::Cut);
         }
         // Key only.
         let b = [0x20, 0x00, 0x65, 0x58, 0, 0, 0, 9];
         assert_eq!(GreHeader::new_checked(&b).unwrap().key(), Some(9));
-        assert_eq!(walk_gre(&b), Net::Ethernet(8));
+        assert_eq!(walk_gre(&b), LinkEnd::Ethernet(8));
         // Routing present, or an unknown version: not followed.
-        assert_eq!(walk_gre(&[0x40, 0x00, 0x08, 0x00, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
-        assert_eq!(walk_gre(&[0x00, 0x02, 0x08, 0x00]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_gre(&[0x40, 0x00, 0x08, 0x00, 0, 0, 0, 0]), LinkEnd::NonIp(NonIp::Other));
+        assert_eq!(walk_gre(&[0x00, 0x02, 0x08, 0x00]), LinkEnd::NonIp(NonIp::Other));
         // MPLS over GRE.
-        assert_eq!(walk_gre(&[0, 0, 0x88, 0x47, 0, 0, 0x11, 0x40, 0x45]), Net::Ipv4(8));
+        assert_eq!(walk_gre(&[0, 0, 0x88, 0x47, 0, 0, 0x11, 0x40, 0x45]), LinkEnd::Ipv4(8));
         // Something else.
-        assert_eq!(walk_gre(&[0, 0, 0x08, 0x06]), Net::NonIp(NonIp::EtherType(0x0806)));
+        assert_eq!(walk_gre(&[0, 0, 0x08, 0x06]), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
     }
 
     #[test]
@@ -404,13 +404,13 @@ mod tests {
         let b = [0x30, 0x01, 0x88, 0x0b, 0, 40, 0, 5, 0, 0, 0, 1, 0xff, 0x03, 0x00, 0x21, 0x45];
         let h = GreHeader::new_checked(&b).unwrap();
         assert_eq!((h.version(), h.header_len()), (1, 12));
-        assert_eq!(walk_gre(&b), Net::Ipv4(16));
+        assert_eq!(walk_gre(&b), LinkEnd::Ipv4(16));
         // Compressed address/control and protocol.
         let b = [0x30, 0x81, 0x88, 0x0b, 0, 40, 0, 5, 0, 0, 0, 1, 0, 0, 0, 1, 0x21, 0x45];
-        assert_eq!(walk_gre(&b), Net::Ipv4(17));
+        assert_eq!(walk_gre(&b), LinkEnd::Ipv4(17));
         // Acknowledgment only.
-        assert_eq!(walk_gre(&b[..16]), Net::NonIp(NonIp::Other));
-        assert_eq!(walk_gre(&b[..10]), Net::Cut);
+        assert_eq!(walk_gre(&b[..16]), LinkEnd::NonIp(NonIp::Other));
+        assert_eq!(walk_gre(&b[..10]), LinkEnd::Cut);
     }
 
     #[test]
@@ -419,21 +419,21 @@ mod tests {
         let mut b = [0u8; 16];
         b[..4].copy_from_slice(&[0x10, 0x00, 0x88, 0xbe]);
         b[8] = 0x10;
-        assert_eq!(walk_gre(&b), Net::Ethernet(16));
-        assert_eq!(walk_gre(&b[..12]), Net::Cut);
+        assert_eq!(walk_gre(&b), LinkEnd::Ethernet(16));
+        assert_eq!(walk_gre(&b[..12]), LinkEnd::Cut);
         // Type I: no sequence number, Ethernet right away.
-        assert_eq!(walk_gre(&[0x00, 0x00, 0x88, 0xbe]), Net::Ethernet(4));
+        assert_eq!(walk_gre(&[0x00, 0x00, 0x88, 0xbe]), LinkEnd::Ethernet(4));
         // Type III without and with the platform sub-header.
         let mut b = [0u8; 36];
         b[..4].copy_from_slice(&[0x10, 0x00, 0x22, 0xeb]);
         b[8] = 0x20;
-        assert_eq!(walk_gre(&b[..24]), Net::Ethernet(20));
+        assert_eq!(walk_gre(&b[..24]), LinkEnd::Ethernet(20));
         b[8 + 11] = 0x01;
-        assert_eq!(walk_gre(&b), Net::Ethernet(28));
-        assert_eq!(walk_gre(&b[..27]), Net::Cut);
+        assert_eq!(walk_gre(&b), LinkEnd::Ethernet(28));
+        assert_eq!(walk_gre(&b[..27]), LinkEnd::Cut);
         // Type III with a non-Ethernet frame type.
         b[8 + 10] = 0x08;
-        assert_eq!(walk_gre(&b), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_gre(&b), LinkEnd::NonIp(NonIp::Other));
     }
 
     #[test]
@@ -442,10 +442,10 @@ mod tests {
         let h = VxlanHeader::new_checked(&b).unwrap();
         assert!(h.vni_valid());
         assert_eq!((h.flags(), h.vni()), (0x08, 0x1234));
-        assert_eq!(walk_vxlan(&b), Net::Ethernet(8));
-        assert_eq!(walk_vxlan(&[0, 0, 0, 0, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_vxlan(&b), LinkEnd::Ethernet(8));
+        assert_eq!(walk_vxlan(&[0, 0, 0, 0, 0, 0, 0, 0]), LinkEnd::NonIp(NonIp::Other));
         for cut in 0..8 {
-            assert_eq!(walk_vxlan(&b[..cut]), Net::Cut);
+            assert_eq!(walk_vxlan(&b[..cut]), LinkEnd::Cut);
         }
     }
 
@@ -455,15 +455,15 @@ mod tests {
         let h = GtpuHeader::new_checked(&b).unwrap();
         assert_eq!((h.version(), h.protocol_type(), h.message_type()), (1, true, 255));
         assert_eq!((h.length(), h.teid(), h.next_extension()), (20, 0x11223344, 0));
-        assert_eq!(walk_gtpu(&b), Net::Ip(8));
+        assert_eq!(walk_gtpu(&b), LinkEnd::Ip(8));
         for cut in 0..9 {
-            assert_eq!(walk_gtpu(&b[..cut]), Net::Cut);
+            assert_eq!(walk_gtpu(&b[..cut]), LinkEnd::Cut);
         }
         // Echo request: not user data.
-        assert_eq!(walk_gtpu(&[0x32, 0x01, 0, 4, 0, 0, 0, 0, 0, 1, 0, 0]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_gtpu(&[0x32, 0x01, 0, 4, 0, 0, 0, 0, 0, 1, 0, 0]), LinkEnd::NonIp(NonIp::Other));
         // GTP version 2 / GTP'.
-        assert_eq!(walk_gtpu(&[0x40, 0xff, 0, 0, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
-        assert_eq!(walk_gtpu(&[0x20, 0xff, 0, 0, 0, 0, 0, 0]), Net::NonIp(NonIp::Other));
+        assert_eq!(walk_gtpu(&[0x40, 0xff, 0, 0, 0, 0, 0, 0]), LinkEnd::NonIp(NonIp::Other));
+        assert_eq!(walk_gtpu(&[0x20, 0xff, 0, 0, 0, 0, 0, 0]), LinkEnd::NonIp(NonIp::Other));
     }
 
     #[test]
@@ -480,15 +480,15 @@ mod tests {
         let h = GtpuHeader::new_checked(&b).unwrap();
         assert!(h.has_extension() && h.has_sequence() && !h.has_npdu());
         assert_eq!(h.next_extension(), 0x85);
-        assert_eq!(walk_gtpu(&b), Net::Ip(24));
+        assert_eq!(walk_gtpu(&b), LinkEnd::Ip(24));
         for cut in 0..24 {
-            assert_eq!(walk_gtpu(&b[..cut]), Net::Cut, "cut {cut}");
+            assert_eq!(walk_gtpu(&b[..cut]), LinkEnd::Cut, "cut {cut}");
         }
         let mut bad = b;
         bad[16] = 0;
-        assert_eq!(walk_gtpu(&bad), Net::Malformed);
+        assert_eq!(walk_gtpu(&bad), LinkEnd::Malformed);
         // Sequence flag only: 4 optional bytes, next extension ignored.
         let b = [0x32, 0xff, 0, 8, 0, 0, 0, 1, 0, 9, 0, 0x85, 0x45];
-        assert_eq!(walk_gtpu(&b), Net::Ip(12));
+        assert_eq!(walk_gtpu(&b), LinkEnd::Ip(12));
     }
 }

@@ -13,7 +13,8 @@ use sonde_define::Counter;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
-use sonde_output::{FlowLines, Format, LineSink, OutputDir, Rotation};
+use sonde_output::{FlowLines, Format, LineSink, OutputDir};
+use sonde_spool::Rotation;
 use sonde_stats::Report;
 
 use crate::flags::{AnalysisArgs, FormatArg};
@@ -121,8 +122,8 @@ impl Prepared {
     }
 
     /// How a chunk of the outputs is made (`monitor --spool`).
-    pub fn chunk_shape(&self) -> sonde_output::ChunkShape {
-        sonde_output::ChunkShape {
+    pub fn chunk_shape(&self) -> sonde_spool::ChunkShape {
+        sonde_spool::ChunkShape {
             cfg: self.interval_cfg.clone(),
             format: self.format,
             anonymizer: self.anonymization.as_ref().map(|a| a.0.clone()),

@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use sonde_define::{parse_change_file, parse_definitions, Change, Counter, ScheduledChange};
+use sonde_types::{DefinitionEntry, DefinitionSummary};
 
 pub const FILE: &str = "definitions.tsv";
 /// Written when a definition asks for `gap`, and for `length`.
@@ -64,38 +65,21 @@ pub fn change_log(counter: &Counter) -> Vec<ChangeSummary> {
         .collect()
 }
 
-/// One definition's totals, for summary.json.
-#[derive(Debug, Serialize)]
-pub struct DefinitionSummary {
-    pub name: String,
-    pub definition: String,
-    /// The set's version when it was added (1: the file the run started with).
-    pub version: u64,
-    /// Removed or replaced during the run: its figures cover the time before.
-    pub retired: bool,
-    pub packets: u64,
-    pub bytes: u64,
-    /// Rows of definitions.tsv: distinct FIDs summed over the intervals.
-    pub fid_rows: u64,
-    /// Packets counted in an overflow row (their FID found the interval's table full).
-    pub overflow_packets: u64,
-    /// Packets `gap` and `length` did not follow (their table of FIDs was full).
-    pub untracked_packets: u64,
-}
-
 /// What each definition (not the associations) counted so far.
-pub fn summaries(counter: &Counter) -> Vec<DefinitionSummary> {
+pub fn summaries(counter: &Counter) -> Vec<DefinitionEntry> {
     counter
         .totals()
         .into_iter()
         .filter(|t| !t.association)
-        .map(|t| DefinitionSummary {
-            name: t.name,
-            definition: t.text,
-            version: t.version,
-            retired: t.retired,
-            packets: t.traffic.packets,
-            bytes: t.traffic.bytes,
+        .map(|t| DefinitionEntry {
+            summary: DefinitionSummary {
+                name: t.name,
+                definition: t.text,
+                version: t.version,
+                retired: t.retired,
+                packets: t.traffic.packets,
+                bytes: t.traffic.bytes,
+            },
             fid_rows: t.fid_rows,
             overflow_packets: t.overflow_packets,
             untracked_packets: t.untracked_packets,
@@ -105,7 +89,7 @@ pub fn summaries(counter: &Counter) -> Vec<DefinitionSummary> {
 
 /// Writes definitions.tsv (and the gap and flow files the definitions ask for) into `dir`;
 /// returns the names written and the totals.
-pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<DefinitionSummary>)> {
+pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<DefinitionEntry>)> {
     let file = |name: &str, body: &dyn Fn(&mut String)| -> Result<()> {
         let mut text = String::new();
         body(&mut text);

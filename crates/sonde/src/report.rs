@@ -75,7 +75,7 @@ pub struct RunReport {
     pub outputs: Vec<String>,
     pub monitoring: Option<Monitoring>,
     /// What each flow definition (`--definitions`) counted.
-    pub definitions: Option<Vec<crate::definitions::DefinitionSummary>>,
+    pub definitions: Option<Vec<sonde_types::DefinitionEntry>>,
     /// What became of each `--definition-changes` entry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub definition_changes: Option<Vec<crate::definitions::ChangeSummary>>,
@@ -87,7 +87,7 @@ pub struct RunReport {
     pub capture: Option<crate::monitor::CaptureSummary>,
     /// Where the chunks of a rotated run went (`sonde monitor --spool`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub spool: Option<sonde_output::SpoolSummary>,
+    pub spool: Option<sonde_spool::SpoolSummary>,
 }
 
 impl RunReport {

@@ -142,8 +142,7 @@ fn a_refused_definition_names_file_line_and_column_and_writes_nothing() {
 
 /// Epoch seconds with up to nine decimals, as tshark prints them, in ns.
 fn epoch_ns(text: &str) -> u64 {
-    let (s, frac) = text.split_once('.').unwrap_or((text, "0"));
-    s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap()
+    sonde_types::time::parse_seconds(text).unwrap()
 }
 
 #[test]

@@ -8,10 +8,10 @@ use std::path::Path;
 
 use serde::Serialize;
 use sonde_engine::{Drain, DrainObserver, Held};
-use sonde_spool::{Location, Spool, SpoolError};
+use sonde_output::{FlowLines, Format};
 use sonde_stats::Report;
 
-use crate::writer::{FlowLines, Format};
+use crate::{Location, Spool, SpoolError};
 
 type Result<T, E = ChunkError> = std::result::Result<T, E>;
 
