@@ -84,7 +84,7 @@ pub enum Command {
     /// Exit status: 0 success; 1 error (the capture could not start, or outputs could not be
     /// written); 2 bad usage; 3 the capture failed while running (an interface went away):
     /// everything captured before was analysed and written.
-    Monitor(Box<crate::monitor::MonitorArgs>),
+    Monitor(Box<MonitorArgs>),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -265,6 +265,73 @@ pub fn parse_net(s: &str) -> Result<IpNet> {
     }
     let addr: std::net::IpAddr = s.trim().parse().context("not an address or network")?;
     Ok(IpNet::from(addr))
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CaptureArg {
+    /// Linux AF_PACKET with a TPACKET_V3 memory-mapped ring.
+    Afpacket,
+    /// libpcap.
+    Pcap,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MonitorArgs {
+    /// Interface to capture on; repeat for several (their frames are merged by timestamp).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    pub interfaces: Vec<String>,
+    /// Capture mechanism.
+    #[arg(long, value_enum, default_value = "afpacket")]
+    pub capture: CaptureArg,
+    /// Per interface: the ring's size in MiB (afpacket), or libpcap's buffer (pcap).
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub ring_mb: usize,
+    /// Put the interfaces in promiscuous mode while capturing.
+    #[arg(long)]
+    pub promisc: bool,
+    /// Once the capture is open, become this user (and its group) before reading a packet.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Milliseconds without a packet after which packet time moves on by itself (the idle tick:
+    /// intervals close and flows time out on a quiet link).
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub tick_ms: u64,
+    /// Readers, each with its own AF_PACKET socket of a PACKET_FANOUT group per interface: the
+    /// kernel spreads the flows over them by a symmetric hash, and each reader analyses its share
+    /// with its own workers (--threads per reader; default 1, in the reader's thread). Not with
+    /// --definitions (counted in input order by one reader).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub readers: usize,
+    /// While capturing, serve the live run (JSON API, stream, Prometheus /metrics, dashboard;
+    /// docs/http.md) on ADDR, e.g. 127.0.0.1:8080 (port 0: any free one). Definitions can be
+    /// added, replaced and removed there while the capture runs.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;
+    /// default: the SONDE_HTTP_TOKEN environment variable).
+    #[arg(long, value_name = "FILE")]
+    pub http_token: Option<std::path::PathBuf>,
+    /// Write the outputs in chunks into this storage location, with an optional byte quota
+    /// (K, M, G, T: powers of 1024), e.g. /data1:500G; repeat for more: when one is at its quota
+    /// the chunks continue in the next. Each location's manifest.tsv lists the files complete
+    /// and safe to move (docs/spool.md).
+    #[arg(long, value_name = "PATH[:QUOTA]")]
+    pub spool: Vec<sonde_spool::Location>,
+    /// With --spool: seconds of packet time per chunk (aligned, as Tstat's hourly directories).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
+    pub rotate: f64,
+    /// With --spool: also end a chunk when its flow logs reach this many bytes (K, M, G, T).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub rotate_size: Option<u64>,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    sonde_spool::parse_quota_bytes(text).map_err(|_| {
+        format!("'{text}': expected a number of bytes, optionally followed by K, M, G or T (powers of 1024)")
+    })
 }
 
 #[cfg(test)]
