@@ -4,15 +4,15 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use sonde_define::{parse_definitions, Change, Counter, ScheduledChange};
+use sonde_output::OutputFile;
 
-pub const FILE: &str = "definitions.tsv";
+pub const FILE: &str = OutputFile::Definitions.name();
 /// Written when a definition asks for `gap`, and for `length`.
-pub const GAP_FILES: [&str; 2] = ["definition_gaps.tsv", "definition_gap_histogram.tsv"];
-pub const FLOWS_FILE: &str = "definition_flows.tsv";
+pub const GAP_FILES: [&str; 2] = [OutputFile::DefinitionGaps.name(), OutputFile::DefinitionGapHistogram.name()];
+pub const FLOWS_FILE: &str = OutputFile::DefinitionFlows.name();
 /// Written when the file has associations.
-pub const ASSOC_FILE: &str = "definition_associations.tsv";
+pub const ASSOC_FILE: &str = OutputFile::DefinitionAssociations.name();
 
 /// A definitions file, parsed and compiled; a refused line is an error naming the file, line and
 /// column.
@@ -67,100 +67,27 @@ fn epoch_ns(text: &str) -> Option<u64> {
     s.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
-/// What became of a scheduled change, for summary.json.
-#[derive(Debug, Serialize)]
-pub struct ChangeSummary {
-    pub at_s: f64,
-    pub change: String,
-    /// `applied` (with the new version) or why not.
-    pub result: String,
-    pub version: Option<u64>,
-}
+/// What became of a scheduled change, and one definition's totals, for summary.json.
+pub use sonde_output::summary::{ChangeSummary, DefinitionSummary};
 
 pub fn change_log(counter: &Counter) -> Vec<ChangeSummary> {
-    counter
-        .change_log()
-        .iter()
-        .map(|o| ChangeSummary {
-            at_s: o.at_ns as f64 / 1e9,
-            change: match &o.change {
-                Change::Add(l) => format!("add {l}"),
-                Change::Replace(l) => format!("replace {l}"),
-                Change::Remove(n) => format!("remove {n}"),
-            },
-            result: match &o.result {
-                Ok(_) => "applied".to_string(),
-                Err(e) => e.to_string(),
-            },
-            version: o.result.as_ref().ok().copied(),
-        })
-        .collect()
-}
-
-/// One definition's totals, for summary.json.
-#[derive(Debug, Serialize)]
-pub struct DefinitionSummary {
-    pub name: String,
-    pub definition: String,
-    /// The set's version when it was added (1: the file the run started with).
-    pub version: u64,
-    /// Removed or replaced during the run: its figures cover the time before.
-    pub retired: bool,
-    pub packets: u64,
-    pub bytes: u64,
-    /// Rows of definitions.tsv: distinct FIDs summed over the intervals.
-    pub fid_rows: u64,
-    /// Packets counted in an overflow row (their FID found the interval's table full).
-    pub overflow_packets: u64,
-    /// Packets `gap` and `length` did not follow (their table of FIDs was full).
-    pub untracked_packets: u64,
+    ChangeSummary::log(counter)
 }
 
 /// What each definition (not the associations) counted so far.
 pub fn summaries(counter: &Counter) -> Vec<DefinitionSummary> {
-    counter
-        .totals()
-        .into_iter()
-        .filter(|t| !t.association)
-        .map(|t| DefinitionSummary {
-            name: t.name,
-            definition: t.text,
-            version: t.version,
-            retired: t.retired,
-            packets: t.traffic.packets,
-            bytes: t.traffic.bytes,
-            fid_rows: t.fid_rows,
-            overflow_packets: t.overflow_packets,
-            untracked_packets: t.untracked_packets,
-        })
-        .collect()
+    DefinitionSummary::all(counter)
 }
 
 /// Writes definitions.tsv (and the gap and flow files the definitions ask for) into `dir`;
 /// returns the names written and the totals.
 pub fn write(counter: &Counter, dir: &Path) -> Result<(Vec<&'static str>, Vec<DefinitionSummary>)> {
-    let file = |name: &str, body: &dyn Fn(&mut String)| -> Result<()> {
-        let mut text = String::new();
-        body(&mut text);
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
-    let mut names = vec![FILE];
-    file(FILE, &|out| counter.write_tsv(out))?;
-    let (gap, length, associations) = counter.wants();
-    if gap {
-        file(GAP_FILES[0], &|out| counter.write_gaps(out))?;
-        file(GAP_FILES[1], &|out| counter.write_gap_histogram(out))?;
-        names.extend(GAP_FILES);
+    let mut names = Vec::new();
+    for (file, text) in sonde_output::definition_files(counter) {
+        let path = dir.join(file.name());
+        sonde_output::write_atomic(&path, |w| w.write_all(text.as_bytes()))
+            .with_context(|| format!("writing {}", path.display()))?;
+        names.push(file.name());
     }
-    if length {
-        file(FLOWS_FILE, &|out| counter.write_flows(out))?;
-        names.push(FLOWS_FILE);
-    }
-    if associations {
-        file(ASSOC_FILE, &|out| counter.write_associations(out))?;
-        names.push(ASSOC_FILE);
-    }
-    let totals = summaries(counter);
-    Ok((names, totals))
+    Ok((names, summaries(counter)))
 }
