@@ -70,8 +70,7 @@ impl OutputFile {
     pub const INTERVALS: [OutputFile; 3] = [OutputFile::Intervals, OutputFile::Quantiles, OutputFile::Histograms];
 
     /// The interval tables `--tables` adds, in the order written.
-    pub const TABLES: [OutputFile; 4] =
-        [OutputFile::Hosts, OutputFile::Matrix, OutputFile::Protocols, OutputFile::Top];
+    pub const TABLES: [OutputFile; 4] = [OutputFile::Hosts, OutputFile::Matrix, OutputFile::Protocols, OutputFile::Top];
 
     /// The file's name in the output directory.
     pub const fn name(self) -> &'static str {

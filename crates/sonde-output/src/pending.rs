@@ -43,7 +43,8 @@ impl PendingFile {
     /// Starts `dest` under the temporary path `tmp` (in the same directory, so the rename is
     /// atomic); `tmp` must not exist.
     pub fn with_temp(dest: &Path, tmp: &Path) -> io::Result<PendingFile> {
-        let file = OpenOptions::new().write(true).create_new(true).open(tmp).map_err(|e| context("creating", tmp, e))?;
+        let file =
+            OpenOptions::new().write(true).create_new(true).open(tmp).map_err(|e| context("creating", tmp, e))?;
         Ok(PendingFile { file, tmp: tmp.to_path_buf(), dest: dest.to_path_buf(), committed: false })
     }
 

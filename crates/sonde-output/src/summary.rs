@@ -430,7 +430,11 @@ impl Summary {
             pr.fragments_first,
             pr.fragments_later
         ));
-        line(format!("  problems  {} (snaplen cuts: {})", join_counts(&s.decode_problems), join_counts(&s.snaplen_cuts)));
+        line(format!(
+            "  problems  {} (snaplen cuts: {})",
+            join_counts(&s.decode_problems),
+            join_counts(&s.snaplen_cuts)
+        ));
         line(format!(
             "  flows     TCP {} ({} complete, {} incomplete), UDP {}, evicted {}",
             f.tcp, f.tcp_complete, f.tcp_incomplete, f.udp, f.evicted

@@ -128,8 +128,10 @@ impl OutputDir {
         let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let [tcp_file, udp_file, _] = Self::files(self.format);
-        let write_tcp = || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
-        let write_udp = || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
+        let write_tcp =
+            || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
+        let write_udp =
+            || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
         if !parallel {
             return write_tcp().and_then(|_| write_udp());
         }
@@ -445,7 +447,10 @@ fn write_sorted<R>(w: &mut impl Write, format: Format, columns: &[Column<R>], si
 }
 
 /// Writes `path` whole or not at all, through a buffer, with [`PendingFile`].
-fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<PendingFile>) -> io::Result<()>) -> Result<(), OutputError> {
+fn write_file(
+    path: &Path,
+    body: impl FnOnce(&mut BufWriter<PendingFile>) -> io::Result<()>,
+) -> Result<(), OutputError> {
     let pending = PendingFile::create(path, true).map_err(|e| error(path, format!("cannot create: {e}")))?;
     let mut w = BufWriter::with_capacity(1 << 16, pending);
     body(&mut w).and_then(|_| w.flush()).map_err(|e| error(path, format!("write failed: {e}")))?;
@@ -516,6 +521,100 @@ mod tests {
         let err = OutputDir::prepare(&dir, Format::Tsv, false).unwrap_err();
         assert!(err.to_string().contains("--force"), "{err}");
         assert!(OutputDir::prepare(&dir, Format::Tsv, true).is_ok());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sonde-out-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// Every file of [`OutputFile::ALL`] is refused, and removed with force: the caller passes
+    /// no list.
+    #[test]
+    fn prepare_refuses_every_output_file() {
+        let dir = scratch("every");
+        for file in OutputFile::ALL {
+            OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+            fs::write(dir.join(file.name()), b"earlier").unwrap();
+            let err = OutputDir::prepare(&dir, Format::Jsonl, false).unwrap_err();
+            assert!(err.path.ends_with(file.name()), "{file}: {err}");
+            OutputDir::prepare(&dir, Format::Jsonl, true).unwrap();
+            assert!(!dir.join(file.name()).exists(), "{file}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The files in the directory after writes: no temporary file is left.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// write_intervals writes what sonde-stats renders, byte for byte, and names the files.
+    #[test]
+    fn interval_files_are_the_rendered_ones() {
+        let dir = scratch("intervals");
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let cfg = sonde_stats::Config { interval_ns: 1_000_000_000, ..sonde_stats::Config::default() };
+        let report = sonde_stats::Report::new(&cfg, Vec::new(), Vec::new());
+        let written = out.write_intervals(&report).unwrap();
+        assert_eq!(written, OutputFile::INTERVALS);
+        for (name, text) in report.render().unwrap() {
+            assert_eq!(fs::read_to_string(dir.join(name)).unwrap(), text, "{name}");
+        }
+        assert_eq!(names(&dir), ["histograms.tsv", "intervals.tsv", "quantiles.tsv"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// write_definitions writes what the counter renders, and only the files it asks for.
+    #[test]
+    fn definition_files_follow_what_the_definitions_ask() {
+        let defs = |text: &str| {
+            sonde_define::Counter::new(sonde_define::parse_definitions(text).unwrap(), Some(1_000_000_000), 100)
+        };
+        let dir = scratch("definitions");
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let plain = defs("tcp = ip.proto == 6\n");
+        assert_eq!(out.write_definitions(&plain).unwrap(), [OutputFile::Definitions]);
+        let mut expected = String::new();
+        plain.write_tsv(&mut expected);
+        assert_eq!(fs::read_to_string(dir.join("definitions.tsv")).unwrap(), expected);
+        let measured = defs("ports = ip.proto == 6 key tcp.dport measure gap,length idle 1s\n");
+        assert_eq!(
+            out.write_definitions(&measured).unwrap(),
+            [
+                OutputFile::Definitions,
+                OutputFile::DefinitionGaps,
+                OutputFile::DefinitionGapHistogram,
+                OutputFile::DefinitionFlows
+            ]
+        );
+        let mut expected = String::new();
+        measured.write_flows(&mut expected);
+        assert_eq!(fs::read_to_string(dir.join("definition_flows.tsv")).unwrap(), expected);
+        assert_eq!(names(&dir).len(), 4, "{:?}", names(&dir));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn capture_and_summary_files() {
+        let dir = scratch("capture");
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let c = CaptureCounters { received_pkts: 5, dropped_pkts: 1, if_dropped_pkts: 0 };
+        assert_eq!(out.write_capture(&[(0, c)], 1_000_000_000).unwrap(), OutputFile::Capture);
+        assert_eq!(fs::read_to_string(dir.join("capture.tsv")).unwrap(), capture_tsv(&[(0, c)], 1_000_000_000));
+        let outcome = sonde_engine::Outcome { stats: sonde_engine::RunStats::default(), input_error: None };
+        let timing = crate::summary::Timing { elapsed_s: 0.0, cpu_s: 0.0, peak_rss_bytes: 0 };
+        let summary = Summary::new("x.pcap", "pcap", None, None, outcome, 0, timing, Vec::new(), None);
+        assert_eq!(out.write_run_summary(&summary).unwrap(), OutputFile::Summary);
+        let text = fs::read_to_string(dir.join("summary.json")).unwrap();
+        assert_eq!(text, summary.to_json());
+        assert!(text.starts_with("{\n  \"sonde_version\": ") && text.ends_with("}\n"), "{text}");
+        assert_eq!(names(&dir), ["capture.tsv", "summary.json"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -18,7 +18,8 @@ fn schema_path() -> PathBuf {
 }
 
 fn committed_schema() -> Value {
-    let text = std::fs::read_to_string(schema_path()).expect("docs/schema/summary.schema.json (UPDATE_SCHEMA=1 makes it)");
+    let text =
+        std::fs::read_to_string(schema_path()).expect("docs/schema/summary.schema.json (UPDATE_SCHEMA=1 makes it)");
     serde_json::from_str(&text).expect("the committed schema is JSON")
 }
 
