@@ -29,7 +29,7 @@ fn validator() -> jsonschema::Validator {
 
 /// Every error of `instance`, one per line (empty when valid).
 fn errors(validator: &jsonschema::Validator, instance: &Value) -> String {
-    validator.iter_errors(instance).map(|e| format!("{} at {}\n", e, e.instance_path())).collect()
+    validator.iter_errors(instance).map(|e| format!("{} at {}\n", e, e.instance_path)).collect()
 }
 
 #[test]
