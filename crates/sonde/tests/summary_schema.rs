@@ -29,8 +29,7 @@ fn check(validator: &jsonschema::Validator, trace: &Path, args: &[&str], status:
     assert_eq!(o.status.code(), Some(status), "{what}: {}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(out.path().join("summary.json")).unwrap_or_else(|e| panic!("{what}: {e}"));
     let summary: Value = serde_json::from_str(&text).unwrap();
-    let errors: Vec<String> =
-        validator.iter_errors(&summary).map(|e| format!("{e} at {}", e.instance_path)).collect();
+    let errors: Vec<String> = validator.iter_errors(&summary).map(|e| format!("{e} at {}", e.instance_path)).collect();
     assert!(
         errors.is_empty(),
         "{what}: summary.json does not match docs/schema/summary.schema.json:\n{}",
