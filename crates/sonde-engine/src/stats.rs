@@ -3,14 +3,17 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use sonde_flow::{EndReason, FlowRecord, FlowSink, RttSample, TableStats};
 use sonde_wire::{DecodeProblem, Layer, NonIp, PacketSummary, Transport, Tunnel};
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct PacketCounts {
     /// Frames read from the input (before the filter).
     pub read: u64,
+    /// Sum of captured lengths (at most the snaplen each).
     pub captured_bytes: u64,
     /// Sum of original lengths on the wire.
     pub wire_bytes: u64,
@@ -25,18 +28,28 @@ pub struct PacketCounts {
 /// Packets and bytes of one kind; here the bytes are original lengths on the wire.
 pub use sonde_types::Traffic;
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ProtocolCounts {
+    /// IPv4 packets (the outermost IP header).
     pub ipv4: Traffic,
+    /// IPv6 packets (the outermost IP header).
     pub ipv6: Traffic,
+    /// Frames that carry no IP.
     pub non_ip: Traffic,
+    /// TCP segments (in the analysed, innermost IP packet).
     pub tcp: Traffic,
+    /// UDP datagrams.
     pub udp: Traffic,
+    /// ICMP messages.
     pub icmp: Traffic,
+    /// ICMPv6 messages.
     pub icmpv6: Traffic,
+    /// IP packets of any other protocol.
     pub other_ip: Traffic,
     /// IPv4 and IPv6 fragments: the first is analysed, the later ones only counted.
     pub fragments_first: u64,
+    /// Later fragments: counted, not analysed.
     pub fragments_later: u64,
     /// ICMP messages by "v4:type" / "v6:type".
     pub icmp_types: BTreeMap<String, u64>,
@@ -46,12 +59,18 @@ pub struct ProtocolCounts {
     pub non_ip_types: BTreeMap<String, u64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct FlowCounts {
+    /// TCP flows logged.
     pub tcp: u64,
+    /// TCP flows whose SYN and SYN/ACK were both seen.
     pub tcp_complete: u64,
+    /// TCP flows without the SYN or the SYN/ACK.
     pub tcp_incomplete: u64,
+    /// UDP flows logged.
     pub udp: u64,
+    /// Open flows ended early because the flow table was full.
     pub evicted: u64,
     /// Flows by why they ended.
     pub end_reasons: BTreeMap<&'static str, u64>,
@@ -70,33 +89,43 @@ impl FlowCounts {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct TableLoad {
+    /// The most flows open at once.
     pub peak_live_flows: u64,
+    /// Slots probed per lookup, on average.
     pub mean_probe_len: f64,
+    /// Flow table lookups.
     pub lookups: u64,
 }
 
 /// Everything a run counted.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct RunStats {
+    /// Frames read, filtered and analysed.
     pub packets: PacketCounts,
     /// Frames and bytes per link type ("EN10MB(1)"), as read.
     pub link_types: BTreeMap<String, Traffic>,
     /// Frames of link types sonde cannot decode, counted per type and not analysed.
     pub unsupported_link_types: BTreeMap<String, u64>,
+    /// Packets and bytes per network and transport protocol.
     pub protocols: ProtocolCounts,
     /// Malformed or broken packets by kind ("malformed.tcp": n); analysis went on with what
     /// could be read.
     pub decode_problems: BTreeMap<String, u64>,
     /// Packets cut by the snaplen (normal, not errors), by the layer where the cut fell.
     pub snaplen_cuts: BTreeMap<String, u64>,
+    /// Flows logged, and how they ended.
     pub flows: FlowCounts,
+    /// How the flow table fared.
     pub table: TableLoad,
-    /// What `--thin` dropped; `None` when off.
+    /// What `--thin` dropped; null when off.
     pub thinning: Option<crate::ThinningReport>,
     /// First and last packet timestamps (ns since the epoch), 0 when no packet.
     pub first_ts_ns: u64,
+    /// Last packet timestamp (ns since the epoch), 0 when no packet.
     pub last_ts_ns: u64,
     /// Tallies kept by number in the packet path (no string per packet), named by `finish`.
     #[serde(skip)]

@@ -1,33 +1,50 @@
 //! The thinning part of the run summary: the thinner's settings, its table and what it dropped.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use sonde_thin::Thinner;
 
 /// What `--thin` did, for summary.json (`"thinning": null` when off) and `sonde thin --report`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ThinningReport {
+    /// The thinning algorithm (`natra`).
     pub mode: &'static str,
+    /// The settings the table was sized from.
     pub parameters: ThinParameters,
+    /// The handshake table: its size and how it fared.
     pub table: ThinTable,
     /// Of the packets offered to the thinner (decoded, past the filter).
     pub seen: ThinSeen,
+    /// The packets thinning dropped.
     pub dropped: ThinDropped,
+    /// The TCP handshakes the table followed.
     pub handshakes: ThinHandshakes,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ThinParameters {
+    /// λ: expected new connections per second.
     pub connection_rate_per_s: f64,
+    /// 1/μ: how long a handshake holds its entry, SYN/ACK to ACK, in seconds.
     pub hold_s: f64,
+    /// P: the collision probability the table is sized for.
     pub collision_probability: f64,
+    /// Entries expire this long after their SYN/ACK: the longest handshake RTT expected.
     pub max_handshake_rtt_s: f64,
+    /// The 99th percentile of the standard normal distribution used in the sizing.
     pub z99: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ThinTable {
+    /// Slots in the table.
     pub slots: u64,
+    /// Memory the table takes, in bytes.
     pub bytes: u64,
+    /// The most slots in use at once.
     pub peak_occupancy: u64,
     /// SYN/ACKs that met a slot held by another live handshake.
     pub collisions: u64,
@@ -35,31 +52,49 @@ pub struct ThinTable {
     pub collided_passes: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ThinSeen {
+    /// Packets offered.
     pub packets: u64,
+    /// Bytes (on the wire) offered.
     pub bytes: u64,
+    /// TCP packets offered (a TCP header cut short included).
     pub tcp_packets: u64,
+    /// Bytes of the TCP packets offered.
     pub tcp_bytes: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ThinDropped {
+    /// Packets dropped.
     pub packets: u64,
+    /// Bytes (on the wire) dropped.
     pub bytes: u64,
+    /// Dropped packets ÷ packets seen (0 to 1).
     pub share_of_packets: f64,
+    /// Dropped bytes ÷ bytes seen (0 to 1).
     pub share_of_bytes: f64,
+    /// Dropped packets ÷ TCP packets seen (0 to 1).
     pub share_of_tcp_packets: f64,
+    /// Dropped bytes ÷ TCP bytes seen (0 to 1).
     pub share_of_tcp_bytes: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ThinHandshakes {
+    /// SYN/ACKs that opened an entry.
     pub tracked: u64,
+    /// Retransmitted SYN/ACKs of a handshake already tracked.
     pub syn_ack_repeats: u64,
+    /// Handshakes whose ACK was found (and kept).
     pub matched: u64,
     /// Matched after their entry's expiry, before its slot was reused.
     pub late: u64,
+    /// Entries that expired unanswered (their ACK carried data, was not captured, or the
+    /// handshake failed).
     pub expired: u64,
 }
 

@@ -1,25 +1,38 @@
-//! sonde-output: the file sinks at the top of the pipeline.
+//! sonde-output: the output directory, at the top of the pipeline. It owns every file a run
+//! writes there ([`OutputFile`]) and writes each of them.
 //!
-//! Writes flow records into an output directory as `tcp_flows.tsv`/`udp_flows.tsv` (a header
-//! line, then one tab-separated line per flow) or `.jsonl` (one JSON object per flow), in a
-//! deterministic order (flow start, then tuple) with fixed number formatting, so the same trace
-//! gives byte-identical logs. [`OutputDir::prepare`] checks the directory before any packet is
-//! read and refuses to overwrite a previous run unless forced.
+//! Flow records go into `tcp_flows.tsv`/`udp_flows.tsv` (a header line, then one tab-separated
+//! line per flow) or `.jsonl` (one JSON object per flow), in a deterministic order (flow start,
+//! then tuple) with fixed number formatting, so the same trace gives byte-identical logs. The
+//! interval files, the definitions files, `capture.tsv` and `summary.json` (a typed
+//! [`Summary`], with a published JSON Schema) are written by [`OutputDir`] too. Every file
+//! appears whole or not at all ([`PendingFile`]: a temporary name, fsync, rename).
+//! [`OutputDir::prepare`] checks the directory before any packet is read and refuses to
+//! overwrite a previous run unless forced.
 //!
 //! It also reads them back: [`read`] is the one reader of the directory's tab-separated files
 //! and JSON lines, used by the figures, the comparison, the HTTP view and the spool's manifest.
 //!
 //! ```
-//! use sonde_output::{tcp_columns, Format};
+//! use sonde_output::{tcp_columns, Format, OutputFile};
 //! assert_eq!(tcp_columns()[0].name, "c_ip");
 //! assert_eq!(Format::Tsv.extension(), "tsv");
+//! assert_eq!(OutputFile::TcpFlows(Format::Jsonl).name(), "tcp_flows.jsonl");
 //! ```
 
+mod capture;
 mod columns;
+mod files;
 mod line;
+pub mod pending;
 pub mod read;
+pub mod summary;
 mod writer;
 
+pub use capture::{capture_tsv, CaptureCounters};
 pub use columns::{tcp_columns, udp_columns, Column, Value};
+pub use files::OutputFile;
 pub use line::LineFormat;
-pub use writer::{write_records, FlowLines, Format, LineSink, OutputDir, OutputError};
+pub use pending::{write_atomic, PendingFile};
+pub use summary::Summary;
+pub use writer::{definition_files, write_records, FlowLines, Format, LineSink, OutputDir, OutputError};

@@ -8,10 +8,14 @@ use sonde_anon::Anonymizer;
 use sonde_flow::key::ip_order_key;
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
 
+use crate::capture::{capture_tsv, CaptureCounters};
 use crate::columns::{mark_anonymized, tcp_columns, udp_columns, Column};
+use crate::files::OutputFile;
 use crate::line::LineFormat;
+use crate::pending::PendingFile;
+use crate::summary::Summary;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
     Tsv,
     Jsonl,
@@ -53,27 +57,32 @@ pub struct OutputDir {
 }
 
 impl OutputDir {
-    /// The files a run writes.
+    /// The files every run writes, by name: the flow logs in `format`, then the summary.
     pub fn file_names(format: Format) -> [String; 3] {
-        let ext = format.extension();
-        [format!("tcp_flows.{ext}"), format!("udp_flows.{ext}"), "summary.json".to_string()]
+        Self::files(format).map(|f| f.name().to_string())
+    }
+
+    /// The files every run writes: the flow logs in `format`, then the summary.
+    pub fn files(format: Format) -> [OutputFile; 3] {
+        [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format), OutputFile::Summary]
     }
 
     /// Creates `dir` if needed and checks, before any work, that it is writable and holds no
-    /// earlier run's outputs (with `force`, removes them).
+    /// earlier run's outputs — none of [`OutputFile::ALL`] (with `force`, removes them).
     pub fn prepare(dir: &Path, format: Format, force: bool) -> Result<OutputDir, OutputError> {
         Self::prepare_with(dir, format, force, &[])
     }
 
-    /// [`OutputDir::prepare`], also refusing to overwrite the files named in `others` (the
-    /// outputs other crates write there).
+    /// [`OutputDir::prepare`], also refusing to overwrite the files named in `others`. Every
+    /// file sonde writes is in [`OutputFile::ALL`]: this remains for callers that still pass
+    /// the list, until they call [`OutputDir::prepare`].
     pub fn prepare_with(dir: &Path, format: Format, force: bool, others: &[&str]) -> Result<OutputDir, OutputError> {
         fs::create_dir_all(dir).map_err(|e| error(dir, format!("cannot create output directory: {e}")))?;
         if !dir.is_dir() {
             return Err(error(dir, "not a directory"));
         }
-        let ours = Self::file_names(Format::Tsv).into_iter().chain(Self::file_names(Format::Jsonl));
-        for name in ours.chain(others.iter().map(|n| n.to_string())) {
+        let ours = OutputFile::ALL.iter().map(|f| f.name());
+        for name in ours.chain(others.iter().copied().filter(|n| OutputFile::from_name(n).is_none())) {
             let path = dir.join(name);
             if !path.exists() {
                 continue;
@@ -93,6 +102,16 @@ impl OutputDir {
         Ok(OutputDir { dir: dir.to_path_buf(), format })
     }
 
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The flow logs' format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
@@ -108,9 +127,11 @@ impl OutputDir {
     pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
         let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
-        let [tcp_name, udp_name, _] = Self::file_names(self.format);
-        let write_tcp = || write_file(&self.path(&tcp_name), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
-        let write_udp = || write_file(&self.path(&udp_name), |w| write_sorted(w, self.format, &udp_columns(), &udp));
+        let [tcp_file, udp_file, _] = Self::files(self.format);
+        let write_tcp =
+            || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
+        let write_udp =
+            || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
         if !parallel {
             return write_tcp().and_then(|_| write_udp());
         }
@@ -122,9 +143,77 @@ impl OutputDir {
         })
     }
 
+    /// Writes summary.json from its text (as [`Summary::to_json`] gives it).
     pub fn write_summary(&self, json: &str) -> Result<(), OutputError> {
-        write_file(&self.path("summary.json"), |w| w.write_all(json.as_bytes()))
+        self.write(OutputFile::Summary, json.as_bytes())
     }
+
+    /// Writes `summary` as summary.json.
+    pub fn write_run_summary(&self, summary: &Summary) -> Result<OutputFile, OutputError> {
+        self.write(OutputFile::Summary, summary.to_json().as_bytes()).map(|()| OutputFile::Summary)
+    }
+
+    /// Writes the interval files of `report` (the tables' only when the run kept them);
+    /// returns them in the order written.
+    pub fn write_intervals(&self, report: &sonde_stats::Report) -> Result<Vec<OutputFile>, OutputError> {
+        let files = report.render().map_err(|e| error(&self.dir, format!("rendering the interval outputs: {e}")))?;
+        let mut written = Vec::with_capacity(files.len());
+        for (name, text) in files {
+            let file = OutputFile::from_name(name)
+                .ok_or_else(|| error(&self.path(name), "not a file sonde-output knows (add it to OutputFile)"))?;
+            self.write(file, text.as_bytes())?;
+            written.push(file);
+        }
+        Ok(written)
+    }
+
+    /// Writes definitions.tsv and the gap, flow and association files the definitions of
+    /// `counter` ask for; returns them in the order written.
+    pub fn write_definitions(&self, counter: &sonde_define::Counter) -> Result<Vec<OutputFile>, OutputError> {
+        let files = definition_files(counter);
+        for (file, text) in &files {
+            self.write(*file, text.as_bytes())?;
+        }
+        Ok(files.into_iter().map(|(file, _)| file).collect())
+    }
+
+    /// Writes capture.tsv: the capture's counters per interval (by start, ns).
+    pub fn write_capture(
+        &self,
+        intervals: &[(u64, CaptureCounters)],
+        interval_ns: u64,
+    ) -> Result<OutputFile, OutputError> {
+        self.write(OutputFile::Capture, capture_tsv(intervals, interval_ns).as_bytes()).map(|()| OutputFile::Capture)
+    }
+
+    /// Writes `file` whole or not at all.
+    pub fn write(&self, file: OutputFile, bytes: &[u8]) -> Result<(), OutputError> {
+        write_file(&self.path(file.name()), |w| w.write_all(bytes))
+    }
+}
+
+/// The definitions files `counter` asks for and their texts, in the order written:
+/// definitions.tsv, then the gap files (a definition with `gap`), the flows (`length`) and the
+/// associations (a file with associations).
+pub fn definition_files(counter: &sonde_define::Counter) -> Vec<(OutputFile, String)> {
+    let text = |body: &dyn Fn(&mut String)| {
+        let mut text = String::new();
+        body(&mut text);
+        text
+    };
+    let mut files = vec![(OutputFile::Definitions, text(&|out| counter.write_tsv(out)))];
+    let (gap, length, associations) = counter.wants();
+    if gap {
+        files.push((OutputFile::DefinitionGaps, text(&|out| counter.write_gaps(out))));
+        files.push((OutputFile::DefinitionGapHistogram, text(&|out| counter.write_gap_histogram(out))));
+    }
+    if length {
+        files.push((OutputFile::DefinitionFlows, text(&|out| counter.write_flows(out))));
+    }
+    if associations {
+        files.push((OutputFile::DefinitionAssociations, text(&|out| counter.write_associations(out))));
+    }
+    files
 }
 
 /// The output order: flow start, then protocol and tuple, then end and packet counts as tie
@@ -374,13 +463,16 @@ fn write_sorted<R>(w: &mut impl Write, format: Format, columns: &[Column<R>], si
     Ok(())
 }
 
-fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) -> Result<(), OutputError> {
-    let file = File::create(path).map_err(|e| error(path, format!("cannot create: {e}")))?;
-    let mut w = BufWriter::with_capacity(1 << 16, file);
-    body(&mut w)
-        .and_then(|_| w.flush())
-        .and_then(|_| w.get_ref().sync_data())
-        .map_err(|e| error(path, format!("write failed: {e}")))
+/// Writes `path` whole or not at all, through a buffer, with [`PendingFile`].
+fn write_file(
+    path: &Path,
+    body: impl FnOnce(&mut BufWriter<PendingFile>) -> io::Result<()>,
+) -> Result<(), OutputError> {
+    let pending = PendingFile::create(path, true).map_err(|e| error(path, format!("cannot create: {e}")))?;
+    let mut w = BufWriter::with_capacity(1 << 16, pending);
+    body(&mut w).and_then(|_| w.flush()).map_err(|e| error(path, format!("write failed: {e}")))?;
+    let pending = w.into_inner().map_err(|e| error(path, format!("write failed: {}", e.error())))?;
+    pending.commit(true).map_err(|e| error(path, format!("write failed: {e}")))
 }
 
 /// Writes `records` with `columns` in `format`: for TSV a header line first.
@@ -446,6 +538,100 @@ mod tests {
         let err = OutputDir::prepare(&dir, Format::Tsv, false).unwrap_err();
         assert!(err.to_string().contains("--force"), "{err}");
         assert!(OutputDir::prepare(&dir, Format::Tsv, true).is_ok());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sonde-out-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// Every file of [`OutputFile::ALL`] is refused, and removed with force: the caller passes
+    /// no list.
+    #[test]
+    fn prepare_refuses_every_output_file() {
+        let dir = scratch("every");
+        for file in OutputFile::ALL {
+            OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+            fs::write(dir.join(file.name()), b"earlier").unwrap();
+            let err = OutputDir::prepare(&dir, Format::Jsonl, false).unwrap_err();
+            assert!(err.path.ends_with(file.name()), "{file}: {err}");
+            OutputDir::prepare(&dir, Format::Jsonl, true).unwrap();
+            assert!(!dir.join(file.name()).exists(), "{file}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The files in the directory after writes: no temporary file is left.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// write_intervals writes what sonde-stats renders, byte for byte, and names the files.
+    #[test]
+    fn interval_files_are_the_rendered_ones() {
+        let dir = scratch("intervals");
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let cfg = sonde_stats::Config { interval_ns: 1_000_000_000, ..sonde_stats::Config::default() };
+        let report = sonde_stats::Report::new(&cfg, Vec::new(), Vec::new());
+        let written = out.write_intervals(&report).unwrap();
+        assert_eq!(written, OutputFile::INTERVALS);
+        for (name, text) in report.render().unwrap() {
+            assert_eq!(fs::read_to_string(dir.join(name)).unwrap(), text, "{name}");
+        }
+        assert_eq!(names(&dir), ["histograms.tsv", "intervals.tsv", "quantiles.tsv"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// write_definitions writes what the counter renders, and only the files it asks for.
+    #[test]
+    fn definition_files_follow_what_the_definitions_ask() {
+        let defs = |text: &str| {
+            sonde_define::Counter::new(sonde_define::parse_definitions(text).unwrap(), Some(1_000_000_000), 100)
+        };
+        let dir = scratch("definitions");
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let plain = defs("tcp = ip.proto == 6\n");
+        assert_eq!(out.write_definitions(&plain).unwrap(), [OutputFile::Definitions]);
+        let mut expected = String::new();
+        plain.write_tsv(&mut expected);
+        assert_eq!(fs::read_to_string(dir.join("definitions.tsv")).unwrap(), expected);
+        let measured = defs("ports = ip.proto == 6 key tcp.dport measure gap,length idle 1s\n");
+        assert_eq!(
+            out.write_definitions(&measured).unwrap(),
+            [
+                OutputFile::Definitions,
+                OutputFile::DefinitionGaps,
+                OutputFile::DefinitionGapHistogram,
+                OutputFile::DefinitionFlows
+            ]
+        );
+        let mut expected = String::new();
+        measured.write_flows(&mut expected);
+        assert_eq!(fs::read_to_string(dir.join("definition_flows.tsv")).unwrap(), expected);
+        assert_eq!(names(&dir).len(), 4, "{:?}", names(&dir));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn capture_and_summary_files() {
+        let dir = scratch("capture");
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let c = CaptureCounters { received_pkts: 5, dropped_pkts: 1, if_dropped_pkts: 0 };
+        assert_eq!(out.write_capture(&[(0, c)], 1_000_000_000).unwrap(), OutputFile::Capture);
+        assert_eq!(fs::read_to_string(dir.join("capture.tsv")).unwrap(), capture_tsv(&[(0, c)], 1_000_000_000));
+        let outcome = sonde_engine::Outcome { stats: sonde_engine::RunStats::default(), input_error: None };
+        let timing = crate::summary::Timing { elapsed_s: 0.0, cpu_s: 0.0, peak_rss_bytes: 0 };
+        let summary = Summary::new("x.pcap", "pcap", None, None, outcome, 0, timing, Vec::new(), None);
+        assert_eq!(out.write_run_summary(&summary).unwrap(), OutputFile::Summary);
+        let text = fs::read_to_string(dir.join("summary.json")).unwrap();
+        assert_eq!(text, summary.to_json());
+        assert!(text.starts_with("{\n  \"sonde_version\": ") && text.ends_with("}\n"), "{text}");
+        assert_eq!(names(&dir), ["capture.tsv", "summary.json"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,7 +6,6 @@
 
 use std::path::Path;
 
-use serde::Serialize;
 use sonde_engine::{Drain, DrainObserver, Held};
 use sonde_output::{FlowLines, Format};
 use sonde_stats::Report;
@@ -63,27 +62,8 @@ pub struct Rotation {
     quiet: bool,
 }
 
-/// What summary.json says of the chunks.
-#[derive(Debug, Default, Serialize)]
-pub struct SpoolSummary {
-    pub chunks: u64,
-    pub bytes: u64,
-    /// Chunks no location had room for (written past a quota).
-    pub over_quota_chunks: u64,
-    /// Chunk writes that failed everywhere: their data went into the next chunk.
-    pub failed_chunks: u64,
-    pub locations: Vec<LocationSummary>,
-    /// What an interrupted earlier run left (removed `.part` files, unlisted whole files kept).
-    pub leftovers: Vec<String>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct LocationSummary {
-    pub path: String,
-    pub used_bytes: u64,
-    pub quota_bytes: Option<u64>,
-    pub chunks_written: u64,
-}
+/// What summary.json says of the chunks and their locations.
+pub use sonde_output::summary::{LocationSummary, SpoolSummary};
 
 impl Rotation {
     pub fn open(locations: Vec<Location>, every: Every, shape: ChunkShape, quiet: bool) -> Result<Rotation> {

@@ -1,11 +1,12 @@
 //! `manifest.tsv`: one line per complete file of a location, rewritten whole (temp file + rename).
 
 use std::collections::HashSet;
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
 use sonde_output::read::{ReadError, ReadErrorKind, TsvReader};
+use sonde_output::PendingFile;
 
 pub const MANIFEST_NAME: &str = "manifest.tsv";
 /// The manifest is written under this name, then renamed over [`MANIFEST_NAME`].
@@ -128,16 +129,11 @@ pub fn render(entries: &[Entry]) -> String {
 /// error means the old one is still in place.
 pub fn write(dir: &Path, entries: &[Entry]) -> io::Result<()> {
     let tmp = dir.join(MANIFEST_TMP_NAME);
-    let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(render(entries).as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, dir.join(MANIFEST_NAME))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-        return result;
-    }
+    // A temporary file an earlier failure could not remove is never complete.
+    let _ = fs::remove_file(&tmp);
+    let mut pending = PendingFile::with_temp(&dir.join(MANIFEST_NAME), &tmp)?;
+    pending.write_all(render(entries).as_bytes())?;
+    pending.commit(true)?;
     // The new manifest is in place and lists whole files: a failed sync leaves only the
     // rename's durability in doubt, and taking the chunk back now would list files gone.
     let _ = sync_dir(dir);
@@ -145,9 +141,7 @@ pub fn write(dir: &Path, entries: &[Entry]) -> io::Result<()> {
 }
 
 /// Makes renames and creations in `dir` durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
+pub use sonde_output::pending::sync_dir;
 
 #[cfg(test)]
 mod tests {

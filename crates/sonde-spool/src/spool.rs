@@ -6,6 +6,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use sonde_output::PendingFile;
+
 use crate::error::{Failure, SpoolError};
 use crate::location::Location;
 use crate::manifest::{self, name_problem, Entry, MANIFEST_NAME, MANIFEST_TMP_NAME, PART_SUFFIX};
@@ -329,20 +331,13 @@ fn write_files(location: &Path, chunk: &str, files: &[(&str, &[u8])], entries: &
     let mut complete: Vec<PathBuf> = Vec::with_capacity(files.len());
     let result = (|| {
         for (name, data) in files {
+            // sonde-output's atomic write: `name.part` (what `leftovers` recognises), fsync,
+            // rename; a failure removes the `.part` file.
             let part = dir.join(format!("{name}{PART_SUFFIX}"));
             let dest = dir.join(name);
-            let written = File::create_new(&part).and_then(|mut file| {
-                file.write_all(data)?;
-                file.sync_all()
-            });
-            if let Err(error) = written {
-                let _ = fs::remove_file(&part);
-                return Err(fail("writing", &part)(error));
-            }
-            if let Err(error) = fs::rename(&part, &dest) {
-                let _ = fs::remove_file(&part);
-                return Err(fail("renaming", &part)(error));
-            }
+            let mut pending = PendingFile::with_temp(&dest, &part).map_err(fail("writing", &part))?;
+            pending.write_all(data).map_err(fail("writing", &part))?;
+            pending.commit(true).map_err(fail("renaming", &part))?;
             complete.push(dest);
         }
         manifest::sync_dir(&dir).map_err(fail("syncing", &dir))?;

@@ -135,7 +135,9 @@ impl Report {
         active
     }
 
-    /// Writes the interval files into `dir`; returns their names.
+    /// Writes the interval files into `dir`; returns their names. Superseded by sonde-output's
+    /// `OutputDir::write_intervals` (the same bytes, each file written atomically): kept until
+    /// the binary calls that.
     pub fn write(&self, dir: &Path) -> io::Result<Vec<&'static str>> {
         let files = self.render()?;
         for (name, text) in &files {

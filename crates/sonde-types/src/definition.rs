@@ -4,21 +4,26 @@
 use serde::Serialize;
 
 /// One flow definition and what it counted so far.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DefinitionSummary {
+    /// The definition's name.
     pub name: String,
+    /// The definition's text, as given.
     pub definition: String,
     /// The set's version when it was added (1: the file the run started with).
     pub version: u64,
     /// Removed or replaced during the run: its figures cover the time before.
     pub retired: bool,
+    /// Packets the definition counted.
     pub packets: u64,
+    /// Bytes (original lengths on the wire) of those packets.
     pub bytes: u64,
 }
 
 /// One entry of summary.json's `definitions`: the [`DefinitionSummary`] fields, in the same
 /// order and at the same level (flattened), followed by the FID table counts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct DefinitionEntry {
     #[serde(flatten)]
     pub summary: DefinitionSummary,

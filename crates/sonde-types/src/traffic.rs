@@ -7,9 +7,12 @@ use serde::Serialize;
 
 /// Packets and bytes (original lengths on the wire, or IP lengths where the counter says so)
 /// of one kind. Plain `Copy` data: cheap to snapshot and to add.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Traffic {
+    /// Packets.
     pub packets: u64,
+    /// Bytes (original lengths on the wire, unless the counter says otherwise).
     pub bytes: u64,
 }
 

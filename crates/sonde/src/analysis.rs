@@ -13,12 +13,13 @@ use sonde_define::Counter;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
+use sonde_output::summary::{self, ChangeSummary, Monitoring, Summary};
 use sonde_output::{FlowLines, Format, LineSink, OutputDir};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
 
 use crate::flags::{AnalysisArgs, FormatArg};
-use crate::{anon, definitions, report, store, thin, EXIT_INPUT_DAMAGED};
+use crate::{anon, definitions, store, thin, EXIT_INPUT_DAMAGED};
 
 /// Packet time between two drains of a live run.
 const DRAIN_NS: u64 = 500_000_000;
@@ -104,14 +105,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         .intervals(interval_cfg.clone())
         .definitions(counter)
         .anonymize(anonymization.as_ref().map(|a| a.0.clone()))?;
-    let monitor_files: Vec<&str> = sonde_stats::report::FILES
-        .iter()
-        .chain(&sonde_stats::report::TABLE_FILES)
-        .chain(&[definitions::FILE, definitions::GAP_FILES[0], definitions::GAP_FILES[1], definitions::FLOWS_FILE])
-        .chain(&[definitions::ASSOC_FILE, crate::monitor::FILE])
-        .copied()
-        .collect();
-    let out = OutputDir::prepare_with(&args.out, format, args.force, &monitor_files)?;
+    let out = OutputDir::prepare(&args.out, format, args.force)?;
     Ok((Prepared { run, interval_cfg, store_spec, format, anonymization, out }, input))
 }
 
@@ -156,7 +150,7 @@ pub struct LiveOptions {
 /// A run whose outputs are written but for the summary.
 pub struct Finished {
     /// The caller may complete it (its optional parts) before [`finish`] writes it.
-    pub report: report::RunReport,
+    pub report: Summary,
     /// The intervals as written (anonymised if the run was), for `--http`.
     pub intervals: Option<Report>,
     pub definitions: Option<Counter>,
@@ -223,37 +217,38 @@ pub fn run(
     let mut outputs = OutputDir::file_names(format).to_vec();
     let mut monitoring = None;
     if let (Some(cfg), Some(report)) = (&interval_cfg, &result.intervals) {
-        let names =
-            report.write(&args.out).with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
+        let names = out
+            .write_intervals(report)
+            .with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
         outputs.extend(names.iter().map(|n| n.to_string()));
         let store = match (&args.store, &store_spec) {
             (Some(path), Some(spec)) => Some(store::add_intervals(path, spec, args.store_archives.is_some(), report)?),
             _ => None,
         };
-        monitoring = Some(report::Monitoring::new(cfg, report, store));
+        monitoring = Some(Monitoring::new(cfg, report, store));
     }
     let mut defined = None;
     if let Some(counter) = &result.definitions {
-        let (names, totals) = definitions::write(counter, &args.out)?;
+        let names = out.write_definitions(counter)?;
         outputs.extend(names.iter().map(|n| n.to_string()));
-        defined = Some(totals);
+        defined = Some(summary::definition_summaries(counter));
     }
     let t = result.timing;
-    let mut summary = report::RunReport::new(
+    let mut summary = Summary::new(
         input_name,
         sources[0].format(),
         compression,
         args.filter_expression(),
         sonde_engine::Outcome { stats: result.stats, input_error: result.input_error },
         result.filter_uncompilable_frames,
-        report::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes },
+        summary::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes },
         outputs,
         monitoring,
     );
     summary.definitions = defined;
     summary.anonymization = anonymization.map(|a| a.1);
     summary.definition_changes =
-        result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(definitions::change_log);
+        result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(ChangeSummary::log);
     Ok(Finished {
         report: summary,
         intervals: result.intervals,
@@ -269,9 +264,10 @@ pub fn run(
 /// early.
 pub fn finish(args: &AnalysisArgs, finished: &Finished) -> Result<ExitCode> {
     let run = &finished.report;
-    finished.out.write_summary(&run.to_json())?;
+    finished.out.write_run_summary(run)?;
     if !args.quiet {
-        report::print_human(run, &args.out);
+        // A closed pipe is not an error.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), run.human(&args.out).as_bytes());
     }
     if let Some(e) = &run.input_error {
         eprintln!("sonde: warning: {}: {}; results cover the input before that point", run.input, e.message);

@@ -4,18 +4,10 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use sonde_anon::{Anonymizer, Key, Mode};
 
-/// How the run's outputs were anonymised (never the key itself).
-#[derive(Debug, Clone, Serialize)]
-pub struct AnonSummary {
-    pub mode: &'static str,
-    pub key_file: Option<String>,
-    /// The key file did not exist: a new random key was made (outputs of earlier runs under
-    /// another key do not join with these).
-    pub key_created: bool,
-}
+/// How the run's outputs were anonymised, for summary.json.
+pub use sonde_output::summary::AnonSummary;
 
 /// The anonymizer `mode` asks for, under the key in `key` (created 0600 if absent).
 pub fn anonymizer(mode: Mode, key: Option<&Path>, quiet: bool) -> Result<(Anonymizer, AnonSummary)> {

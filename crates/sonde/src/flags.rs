@@ -327,7 +327,6 @@ pub struct MonitorArgs {
     pub analysis: AnalysisArgs,
 }
 
-
 fn parse_bytes(text: &str) -> Result<u64, String> {
     sonde_spool::parse_quota_bytes(text).map_err(|_| {
         format!("'{text}': expected a number of bytes, optionally followed by K, M, G or T (powers of 1024)")

@@ -11,7 +11,6 @@ mod http;
 mod monitor;
 mod pending;
 mod plot;
-mod report;
 mod store;
 mod thin;
 mod ts;

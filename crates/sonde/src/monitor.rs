@@ -6,54 +6,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use sonde_live::{Backend, LiveSource};
 
 use crate::analysis::LiveOptions;
 use crate::flags::{CaptureArg, MonitorArgs};
 use crate::{analysis, controls, http};
 
-/// One interface's counters, as summary.json gives them.
-#[derive(Debug, Serialize)]
-pub struct InterfaceCounters {
-    pub interface: String,
-    pub received_pkts: u64,
-    pub dropped_pkts: u64,
-    pub if_dropped_pkts: u64,
-}
-
-/// The capture's settings and the kernel's (or libpcap's) counters, totals and per interface.
-#[derive(Debug, Serialize)]
-pub struct CaptureSummary {
-    pub backend: &'static str,
-    pub buffer_bytes: u64,
-    pub promisc: bool,
-    pub user: Option<String>,
-    /// Packets the sockets were offered (AF_PACKET tp_packets, libpcap ps_recv).
-    pub received_pkts: u64,
-    /// Lost because the ring or buffer was full (tp_drops, ps_drop).
-    pub dropped_pkts: u64,
-    /// Lost by the interface or its driver (ps_ifdrop; 0 with AF_PACKET, which does not say).
-    pub if_dropped_pkts: u64,
-    pub interfaces: Vec<InterfaceCounters>,
-    /// With --readers: packets each reader's sockets were offered (the fanout's split).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub readers_received_pkts: Vec<u64>,
-}
-
-impl CaptureSummary {
-    pub fn human(&self) -> String {
-        format!(
-            "{} on {}: {} packets offered, {} dropped (buffer full), {} dropped (interface)",
-            self.backend,
-            self.interfaces.iter().map(|i| i.interface.as_str()).collect::<Vec<_>>().join(", "),
-            self.received_pkts,
-            self.dropped_pkts,
-            self.if_dropped_pkts
-        )
-    }
-}
-
+/// The capture's settings and counters, for summary.json.
+pub use sonde_output::summary::{CaptureSummary, InterfaceCounters};
 
 pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
@@ -218,18 +178,19 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
 }
 
 /// The capture's counters per interval (with the monitoring outputs).
-pub const FILE: &str = "capture.tsv";
+pub const FILE: &str = sonde_output::OutputFile::Capture.name();
 
 /// One line per interval in which the counters were read (every tick, so every interval the
 /// capture ran through): what every interface's socket was offered and dropped.
 fn capture_tsv(intervals: &[(u64, sonde_live::Counters)], interval_ns: u64) -> String {
-    let mut out = String::from("start\tend\treceived_pkts\tdropped_pkts\tif_dropped_pkts\n");
-    for (start_ns, c) in intervals {
-        let end = sonde_stats::report::seconds(start_ns.saturating_add(interval_ns));
-        let start = sonde_stats::report::seconds(*start_ns);
-        out.push_str(&format!("{start}\t{end}\t{}\t{}\t{}\n", c.received_pkts, c.dropped_pkts, c.if_dropped_pkts));
-    }
-    out
+    let counters: Vec<(u64, sonde_output::CaptureCounters)> = intervals
+        .iter()
+        .map(|(start_ns, c)| {
+            let (received_pkts, dropped_pkts, if_dropped_pkts) = (c.received_pkts, c.dropped_pkts, c.if_dropped_pkts);
+            (*start_ns, sonde_output::CaptureCounters { received_pkts, dropped_pkts, if_dropped_pkts })
+        })
+        .collect();
+    sonde_output::capture_tsv(&counters, interval_ns)
 }
 
 /// After dropping to `user`, the outputs must still be writable: find out now, not after hours

@@ -3,22 +3,13 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use sonde_rrd::Spec;
 use sonde_stats::Report;
 
 const SECOND_NS: u64 = 1_000_000_000;
 
-/// What a run did to its store.
-#[derive(Debug, Serialize)]
-pub struct StoreReport {
-    pub path: String,
-    pub created: bool,
-    /// Intervals written.
-    pub updates: u64,
-    /// Intervals the store already had (an earlier run ended in or after them): not written.
-    pub already_stored: u64,
-}
+/// What a run did to its store, for summary.json.
+pub use sonde_output::summary::StoreReport;
 
 /// The layout of a store for this run: its step is the interval (a whole number of seconds),
 /// its archives Tstat's or those of `--store-archives`.

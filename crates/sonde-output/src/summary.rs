@@ -1,0 +1,475 @@
+//! The run summary: `summary.json` as a typed struct, its JSON Schema, and the short version
+//! for a person.
+//!
+//! [`Summary`] is what a run says about itself: what it read, what it counted
+//! ([`sonde_engine::RunStats`], flattened in), how long it took, which files it wrote and what
+//! each optional part did (intervals, definitions, anonymization, a live capture, a spool). Its
+//! JSON is published as `docs/schema/summary.schema.json` ([`Summary::schema`]); every object
+//! there refuses unknown fields, so a field added here without regenerating the schema fails
+//! the tests.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use sonde_define::{Change, Counter};
+use sonde_engine::{Outcome, RunStats};
+
+/// How long the run took and how much it used.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Timing {
+    /// Wall-clock time of the run, in seconds.
+    pub elapsed_s: f64,
+    /// User + system CPU time of the process.
+    pub cpu_s: f64,
+    /// Peak resident memory of the process, in bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// Why the input stopped early (exit status 3): the results cover what was read before.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct InputError {
+    /// What was wrong, for a person.
+    pub message: String,
+    /// Byte offset in the (decompressed) input where reading stopped.
+    pub offset: u64,
+}
+
+/// Throughput of the analysis.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Rates {
+    /// Packets read per second of elapsed time.
+    pub packets_per_s: f64,
+    /// Flows (TCP and UDP) per second of elapsed time.
+    pub flows_per_s: f64,
+    /// Trace duration ÷ CPU time: how many times faster than real time the trace was analysed.
+    pub speedup: f64,
+}
+
+/// The interval outputs' settings and totals.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Monitoring {
+    /// Interval length (`--interval`), in seconds.
+    pub interval_s: f64,
+    /// Intervals written.
+    pub intervals: u64,
+    /// Whether the host, host-pair, protocol and top tables were kept (`--tables`).
+    pub tables: bool,
+    /// Table updates that found their table full and went to its overflow row.
+    pub table_overflows: u64,
+    /// The time-series store this run added to, if any.
+    pub store: Option<StoreReport>,
+}
+
+impl Monitoring {
+    pub fn new(cfg: &sonde_stats::Config, report: &sonde_stats::Report, store: Option<StoreReport>) -> Monitoring {
+        let s = report.summary();
+        Monitoring {
+            interval_s: cfg.interval_ns as f64 / 1e9,
+            intervals: s.intervals,
+            tables: cfg.tables,
+            table_overflows: s.table_overflows,
+            store,
+        }
+    }
+}
+
+/// What a run did to its time-series store (`--store`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct StoreReport {
+    /// The store's file.
+    pub path: String,
+    /// The store did not exist: this run created it.
+    pub created: bool,
+    /// Intervals written.
+    pub updates: u64,
+    /// Intervals the store already had (an earlier run ended in or after them): not written.
+    pub already_stored: u64,
+}
+
+/// One definition's entry in summary.json (`--definitions`): the API's summary, then how its
+/// FID tables fared.
+pub use sonde_types::DefinitionEntry as DefinitionSummary;
+
+/// What each definition (not the associations) of `counter` counted so far.
+pub fn definition_summaries(counter: &Counter) -> Vec<DefinitionSummary> {
+    counter
+        .totals()
+        .into_iter()
+        .filter(|t| !t.association)
+        .map(|t| DefinitionSummary {
+            summary: sonde_types::DefinitionSummary {
+                name: t.name,
+                definition: t.text,
+                version: t.version,
+                retired: t.retired,
+                packets: t.traffic.packets,
+                bytes: t.traffic.bytes,
+            },
+            fid_rows: t.fid_rows,
+            overflow_packets: t.overflow_packets,
+            untracked_packets: t.untracked_packets,
+        })
+        .collect()
+}
+
+/// What became of a scheduled change (`--definition-changes`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ChangeSummary {
+    /// When the change was due, in seconds since the epoch (packet time).
+    pub at_s: f64,
+    /// The change: `add LINE`, `replace LINE` or `remove NAME`.
+    pub change: String,
+    /// `applied` (with the new version) or why not.
+    pub result: String,
+    /// The set's version after the change; null when it was not applied.
+    pub version: Option<u64>,
+}
+
+impl ChangeSummary {
+    /// What became of each change scheduled on `counter`, in the order they came due.
+    pub fn log(counter: &Counter) -> Vec<ChangeSummary> {
+        counter
+            .change_log()
+            .iter()
+            .map(|o| ChangeSummary {
+                at_s: o.at_ns as f64 / 1e9,
+                change: match &o.change {
+                    Change::Add(l) => format!("add {l}"),
+                    Change::Replace(l) => format!("replace {l}"),
+                    Change::Remove(n) => format!("remove {n}"),
+                },
+                result: match &o.result {
+                    Ok(_) => "applied".to_string(),
+                    Err(e) => e.to_string(),
+                },
+                version: o.result.as_ref().ok().copied(),
+            })
+            .collect()
+    }
+}
+
+/// How the run's outputs were anonymised (never the key itself).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AnonSummary {
+    /// The `--anonymize` mode.
+    pub mode: &'static str,
+    /// The key file (`--key`); null for a mode without a key.
+    pub key_file: Option<String>,
+    /// The key file did not exist: a new random key was made (outputs of earlier runs under
+    /// another key do not join with these).
+    pub key_created: bool,
+}
+
+/// One interface's counters.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct InterfaceCounters {
+    /// The interface's name.
+    pub interface: String,
+    /// Packets its sockets were offered.
+    pub received_pkts: u64,
+    /// Lost because the ring or buffer was full.
+    pub dropped_pkts: u64,
+    /// Lost by the interface or its driver.
+    pub if_dropped_pkts: u64,
+}
+
+/// The capture's settings and the kernel's (or libpcap's) counters, totals and per interface.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct CaptureSummary {
+    /// The capture mechanism: `afpacket` or `pcap`.
+    pub backend: &'static str,
+    /// Per interface: the ring's (afpacket) or libpcap's buffer size, in bytes.
+    pub buffer_bytes: u64,
+    /// Whether the interfaces were put in promiscuous mode.
+    pub promisc: bool,
+    /// The user the capture became once open (`--user`), if any.
+    pub user: Option<String>,
+    /// Packets the sockets were offered (AF_PACKET tp_packets, libpcap ps_recv).
+    pub received_pkts: u64,
+    /// Lost because the ring or buffer was full (tp_drops, ps_drop).
+    pub dropped_pkts: u64,
+    /// Lost by the interface or its driver (ps_ifdrop; 0 with AF_PACKET, which does not say).
+    pub if_dropped_pkts: u64,
+    /// The counters of each interface.
+    pub interfaces: Vec<InterfaceCounters>,
+    /// With --readers: packets each reader's sockets were offered (the fanout's split).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readers_received_pkts: Vec<u64>,
+}
+
+impl CaptureSummary {
+    pub fn human(&self) -> String {
+        format!(
+            "{} on {}: {} packets offered, {} dropped (buffer full), {} dropped (interface)",
+            self.backend,
+            self.interfaces.iter().map(|i| i.interface.as_str()).collect::<Vec<_>>().join(", "),
+            self.received_pkts,
+            self.dropped_pkts,
+            self.if_dropped_pkts
+        )
+    }
+}
+
+/// Where the chunks of a rotated run went (`sonde monitor --spool`).
+#[derive(Debug, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SpoolSummary {
+    /// Chunks written.
+    pub chunks: u64,
+    /// Bytes of the chunks written.
+    pub bytes: u64,
+    /// Chunks no location had room for (written past a quota).
+    pub over_quota_chunks: u64,
+    /// Chunk writes that failed everywhere: their data went into the next chunk.
+    pub failed_chunks: u64,
+    /// Each storage location, in the order given.
+    pub locations: Vec<LocationSummary>,
+    /// What an interrupted earlier run left (removed `.part` files, unlisted whole files kept).
+    pub leftovers: Vec<String>,
+}
+
+/// One storage location of a spool.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct LocationSummary {
+    /// The location's directory.
+    pub path: String,
+    /// Bytes its manifest lists.
+    pub used_bytes: u64,
+    /// Its quota, in bytes; null without one.
+    pub quota_bytes: Option<u64>,
+    /// Chunks this run wrote there.
+    pub chunks_written: u64,
+}
+
+/// `summary.json`: what a run read, counted, took and wrote.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct Summary {
+    /// The version of sonde that wrote the summary.
+    pub sonde_version: &'static str,
+    /// The input: a trace's path, or the interfaces captured on (comma-separated).
+    pub input: String,
+    /// The input's format, as its reader names it.
+    pub format: String,
+    /// The decompressor the input was read through (`gzip`, `zstd`, `xz`), if any.
+    pub compression: Option<String>,
+    /// The BPF filter expression, if any.
+    pub filter: Option<String>,
+    /// Frames of link types the filter cannot be compiled for (they never match).
+    pub filter_uncompilable_frames: u64,
+    /// Why the input stopped early, if it did (the exit status is then 3).
+    pub input_error: Option<InputError>,
+    /// Last packet time minus first, in seconds.
+    pub trace_duration_s: f64,
+    /// What the run counted (its fields are at the top level).
+    #[serde(flatten)]
+    pub stats: RunStats,
+    /// How long the run took and how much it used.
+    pub timing: Timing,
+    /// Throughput of the analysis.
+    pub rates: Rates,
+    /// The files written into the output directory, by name.
+    pub outputs: Vec<String>,
+    /// The interval outputs (`--interval`); null without.
+    pub monitoring: Option<Monitoring>,
+    /// What each flow definition (`--definitions`) counted.
+    pub definitions: Option<Vec<DefinitionSummary>>,
+    /// What became of each `--definition-changes` entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub definition_changes: Option<Vec<ChangeSummary>>,
+    /// How addresses were anonymised (`--anonymize`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anonymization: Option<AnonSummary>,
+    /// The live capture's interfaces and the kernel's counters (`sonde monitor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureSummary>,
+    /// Where the chunks of a rotated run went (`sonde monitor --spool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spool: Option<SpoolSummary>,
+}
+
+impl Summary {
+    /// The summary of a run that read `input` (in `format`, maybe compressed, maybe filtered)
+    /// and ended with `outcome`; its optional parts are set by the caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        input: &str,
+        format: &str,
+        compression: Option<&str>,
+        filter: Option<String>,
+        outcome: Outcome,
+        filter_uncompilable_frames: u64,
+        timing: Timing,
+        outputs: Vec<String>,
+        monitoring: Option<Monitoring>,
+    ) -> Summary {
+        let stats = outcome.stats;
+        let per_s = |n: u64| if timing.elapsed_s > 0.0 { n as f64 / timing.elapsed_s } else { 0.0 };
+        let trace_duration_s = stats.trace_duration_s();
+        let rates = Rates {
+            packets_per_s: per_s(stats.packets.read),
+            flows_per_s: per_s(stats.flows.tcp + stats.flows.udp),
+            speedup: if timing.cpu_s > 0.0 { trace_duration_s / timing.cpu_s } else { 0.0 },
+        };
+        Summary {
+            sonde_version: env!("CARGO_PKG_VERSION"),
+            input: input.to_string(),
+            format: format.to_string(),
+            compression: compression.map(str::to_string),
+            filter,
+            filter_uncompilable_frames,
+            input_error: outcome.input_error.map(|e| InputError { message: e.to_string(), offset: e.offset }),
+            trace_duration_s,
+            stats,
+            timing,
+            rates,
+            outputs,
+            monitoring,
+            definitions: None,
+            definition_changes: None,
+            anonymization: None,
+            capture: None,
+            spool: None,
+        }
+    }
+
+    /// The text of summary.json: pretty-printed, with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+        s.push('\n');
+        s
+    }
+
+    /// The JSON Schema (draft 2020-12) of summary.json, every object closed to unknown fields.
+    pub fn schema() -> serde_json::Value {
+        let generator = schemars::generate::SchemaSettings::draft2020_12().for_serialize().into_generator();
+        generator.into_root_schema_for::<Summary>().to_value()
+    }
+
+    /// The text of `docs/schema/summary.schema.json`: [`Summary::schema`] pretty-printed, with a
+    /// final newline.
+    pub fn schema_json() -> String {
+        let mut s = serde_json::to_string_pretty(&Summary::schema()).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// The short summary for a person (the binary prints it on stderr); `out_dir` is where the
+    /// outputs went.
+    pub fn human(&self, out_dir: &Path) -> String {
+        let s = &self.stats;
+        let p = &s.packets;
+        let pr = &s.protocols;
+        let f = &s.flows;
+        let mut text = String::new();
+        let mut line = |l: String| {
+            text.push_str(&l);
+            text.push('\n');
+        };
+        line(format!(
+            "sonde {} — {} ({}{})",
+            self.sonde_version,
+            self.input,
+            self.format,
+            self.compression.as_deref().map(|c| format!(", {c}")).unwrap_or_default()
+        ));
+        line(format!(
+            "  packets   {} read ({}B on the wire), {} analysed, {} filtered out",
+            p.read,
+            si(p.wire_bytes as f64),
+            p.analysed,
+            p.filtered_out
+        ));
+        let links: BTreeMap<String, u64> = s.link_types.iter().map(|(k, t)| (k.clone(), t.packets)).collect();
+        line(format!("  links     {}", join_counts(&links)));
+        if !s.unsupported_link_types.is_empty() {
+            line(format!("  skipped   unsupported link types: {}", join_counts(&s.unsupported_link_types)));
+        }
+        line(format!(
+            "  protocols IPv4 {}, IPv6 {}, non-IP {}; TCP {}, UDP {}, ICMP {}, ICMPv6 {}, other {}; fragments {}+{}",
+            pr.ipv4.packets,
+            pr.ipv6.packets,
+            pr.non_ip.packets,
+            pr.tcp.packets,
+            pr.udp.packets,
+            pr.icmp.packets,
+            pr.icmpv6.packets,
+            pr.other_ip.packets,
+            pr.fragments_first,
+            pr.fragments_later
+        ));
+        line(format!(
+            "  problems  {} (snaplen cuts: {})",
+            join_counts(&s.decode_problems),
+            join_counts(&s.snaplen_cuts)
+        ));
+        line(format!(
+            "  flows     TCP {} ({} complete, {} incomplete), UDP {}, evicted {}",
+            f.tcp, f.tcp_complete, f.tcp_incomplete, f.udp, f.evicted
+        ));
+        line(format!(
+            "  time      trace {:.3} s, elapsed {:.3} s, CPU {:.3} s, speed-up ×{:.1}",
+            self.trace_duration_s, self.timing.elapsed_s, self.timing.cpu_s, self.rates.speedup
+        ));
+        line(format!(
+            "  rate      {}packets/s, {}flows/s; peak memory {}B; table peak {} flows, mean probe {:.2}",
+            si(self.rates.packets_per_s),
+            si(self.rates.flows_per_s),
+            si(self.timing.peak_rss_bytes as f64),
+            s.table.peak_live_flows,
+            s.table.mean_probe_len
+        ));
+        if let Some(t) = &s.thinning {
+            line(format!("  thinning  {}", t.human()));
+        }
+        if let Some(c) = &self.capture {
+            line(format!("  capture   {}", c.human()));
+        }
+        if let Some(s) = &self.spool {
+            line(format!(
+                "  spool     {} chunks, {} bytes in {}{}",
+                s.chunks,
+                s.bytes,
+                s.locations.iter().map(|l| l.path.as_str()).collect::<Vec<_>>().join(", "),
+                if s.over_quota_chunks > 0 {
+                    format!(" ({} past every quota)", s.over_quota_chunks)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        if let Some(e) = &self.input_error {
+            line(format!("  STOPPED   {}", e.message));
+        }
+        line(format!("  outputs   {}/{{{}}}", out_dir.display(), self.outputs.join(",")));
+        text
+    }
+}
+
+fn join_counts<K: std::fmt::Display>(map: &BTreeMap<K, u64>) -> String {
+    if map.is_empty() {
+        return "none".to_string();
+    }
+    map.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+}
+
+fn si(x: f64) -> String {
+    match x {
+        x if x >= 1e9 => format!("{:.2} G", x / 1e9),
+        x if x >= 1e6 => format!("{:.2} M", x / 1e6),
+        x if x >= 1e3 => format!("{:.1} k", x / 1e3),
+        x => format!("{x:.0} "),
+    }
+}
