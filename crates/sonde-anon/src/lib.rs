@@ -31,6 +31,8 @@
 //! assert_eq!(out, IpAddr::V4(Ipv4Addr::new(0, 219, 7, 41)));
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;

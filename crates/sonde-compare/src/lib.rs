@@ -25,6 +25,8 @@
 //! assert_eq!((c.matched, c.fields[1].changed, c.fields[1].decreased), (1, 1, 1));
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -12,6 +12,8 @@
 //! assert!(sonde_filter::Filter::new("tcp port").is_err());
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 
 use pcap::{BpfProgram, Capture, Linktype};

@@ -23,18 +23,22 @@ struct Counting;
 
 static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
 
+// SAFETY: forwards to the system allocator unchanged; only counts bytes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        System.alloc(layout)
+        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        System.dealloc(ptr, layout)
+        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
+        unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 

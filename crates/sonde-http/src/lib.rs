@@ -15,6 +15,8 @@
 //! # let _ = app;
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod api;
 mod auth;
 mod dashboard;

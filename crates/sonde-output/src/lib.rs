@@ -20,6 +20,8 @@
 //! assert_eq!(OutputFile::TcpFlows(Format::Jsonl).name(), "tcp_flows.jsonl");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod capture;
 mod columns;
 mod files;

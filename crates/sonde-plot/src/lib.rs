@@ -28,6 +28,8 @@
 //! assert!(String::from_utf8(svg).unwrap().starts_with("<svg"));
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod axis;
 pub mod dist;
 mod error;

@@ -14,6 +14,8 @@
 //! assert!(report.intervals.is_empty());
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod bins;
 pub mod class;
 pub mod flows;

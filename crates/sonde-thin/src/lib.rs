@@ -26,6 +26,8 @@
 //! assert!(thinner.keep(0, &arp, 60));
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod table;
 mod trace;
 

@@ -35,7 +35,7 @@ pub struct Prepared {
     interval_cfg: Option<sonde_stats::Config>,
     store_spec: Option<sonde_rrd::Spec>,
     format: Format,
-    anonymization: Option<(sonde_anon::Anonymizer, anon::AnonSummary)>,
+    anonymization: Option<(sonde_anon::Anonymizer, summary::AnonSummary)>,
     out: OutputDir,
 }
 
@@ -258,6 +258,13 @@ pub fn run(
         rotation,
         out,
     })
+}
+
+impl Finished {
+    /// The output directory, for the outputs the caller adds (`capture.tsv`).
+    pub fn out(&self) -> &OutputDir {
+        &self.out
+    }
 }
 
 /// Writes summary.json and the human summary; the exit status says whether the input ended

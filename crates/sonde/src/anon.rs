@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use sonde_anon::{Anonymizer, Key, Mode};
 
 /// How the run's outputs were anonymised, for summary.json.
-pub use sonde_output::summary::AnonSummary;
+use sonde_output::summary::AnonSummary;
 
 /// The anonymizer `mode` asks for, under the key in `key` (created 0600 if absent).
 pub fn anonymizer(mode: Mode, key: Option<&Path>, quiet: bool) -> Result<(Anonymizer, AnonSummary)> {

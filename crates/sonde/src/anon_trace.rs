@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use sonde_capture::{TraceFormat, TraceWriter, WriteError};
 use sonde_rewrite::{rewrite_trace, RewriteStats, Rewriter, RewrittenTrace};
 
-use crate::pending::PendingFile;
 use crate::EXIT_INPUT_DAMAGED;
+use sonde_output::PendingFile;
 
 #[derive(Debug, clap::Args)]
 pub struct AnonTraceArgs {

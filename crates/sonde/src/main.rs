@@ -1,5 +1,7 @@
 //! The `sonde` command: argument handling, progress and summary printing around the library.
 
+#![forbid(unsafe_code)]
+
 mod analysis;
 mod anon;
 mod anon_trace;
@@ -9,7 +11,6 @@ mod definitions;
 mod flags;
 mod http;
 mod monitor;
-mod pending;
 mod plot;
 mod store;
 mod thin;

@@ -13,7 +13,7 @@ use crate::flags::{CaptureArg, MonitorArgs};
 use crate::{analysis, controls, http};
 
 /// The capture's settings and counters, for summary.json.
-pub use sonde_output::summary::{CaptureSummary, InterfaceCounters};
+use sonde_output::summary::{CaptureSummary, InterfaceCounters};
 
 pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
@@ -119,14 +119,15 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     drop(readers);
     // The fanout sockets' counters, added up per interval and per interface.
     if let Some(interval_ns) = cfg.interval_ns {
-        let mut per_interval: std::collections::BTreeMap<u64, sonde_live::Counters> = Default::default();
+        let mut per_interval: std::collections::BTreeMap<u64, sonde_output::CaptureCounters> = Default::default();
         for (start, c) in sources.iter().flat_map(LiveSource::interval_counters) {
-            per_interval.entry(start).or_default().add(c);
+            let sum = per_interval.entry(start).or_default();
+            sum.received_pkts += c.received_pkts;
+            sum.dropped_pkts += c.dropped_pkts;
+            sum.if_dropped_pkts += c.if_dropped_pkts;
         }
-        let path = args.analysis.out.join(FILE);
-        std::fs::write(&path, capture_tsv(&per_interval.into_iter().collect::<Vec<_>>(), interval_ns))
-            .with_context(|| format!("writing {}", path.display()))?;
-        finished.report.outputs.push(FILE.to_string());
+        let file = finished.out().write_capture(&per_interval.into_iter().collect::<Vec<_>>(), interval_ns)?;
+        finished.report.outputs.push(file.name().to_string());
     }
     let readers_received_pkts: Vec<u64> = if sources.len() > 1 {
         sources.iter().map(|s| s.counters().iter().map(|(_, c)| c.received_pkts).sum()).collect()
@@ -175,22 +176,6 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         server.stop().context("stopping the http server")?;
     }
     Ok(code)
-}
-
-/// The capture's counters per interval (with the monitoring outputs).
-pub const FILE: &str = sonde_output::OutputFile::Capture.name();
-
-/// One line per interval in which the counters were read (every tick, so every interval the
-/// capture ran through): what every interface's socket was offered and dropped.
-fn capture_tsv(intervals: &[(u64, sonde_live::Counters)], interval_ns: u64) -> String {
-    let counters: Vec<(u64, sonde_output::CaptureCounters)> = intervals
-        .iter()
-        .map(|(start_ns, c)| {
-            let (received_pkts, dropped_pkts, if_dropped_pkts) = (c.received_pkts, c.dropped_pkts, c.if_dropped_pkts);
-            (*start_ns, sonde_output::CaptureCounters { received_pkts, dropped_pkts, if_dropped_pkts })
-        })
-        .collect();
-    sonde_output::capture_tsv(&counters, interval_ns)
 }
 
 /// After dropping to `user`, the outputs must still be writable: find out now, not after hours

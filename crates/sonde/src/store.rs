@@ -9,7 +9,7 @@ use sonde_stats::Report;
 const SECOND_NS: u64 = 1_000_000_000;
 
 /// What a run did to its store, for summary.json.
-pub use sonde_output::summary::StoreReport;
+use sonde_output::summary::StoreReport;
 
 /// The layout of a store for this run: its step is the interval (a whole number of seconds),
 /// its archives Tstat's or those of `--store-archives`.

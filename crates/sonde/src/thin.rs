@@ -11,8 +11,8 @@ use serde::Serialize;
 use sonde_capture::{TraceFormat, TraceWriter};
 use sonde_engine::{ThinConfig, Thinner, ThinningReport};
 
-use crate::pending::PendingFile;
 use crate::EXIT_INPUT_DAMAGED;
+use sonde_output::PendingFile;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ThinMode {
