@@ -150,6 +150,26 @@ impl Counter {
         self.set.next_due(ts_ns)
     }
 
+    /// The changes that turn the active set into `wanted` (name, line), as a reload of a
+    /// definitions file makes them: new and changed lines in the file's order (an association
+    /// after what it names), then removals.
+    pub fn changes_to(&self, wanted: &[(String, String)]) -> Vec<Change> {
+        let active: BTreeMap<String, String> =
+            self.totals().into_iter().filter(|t| !t.retired).map(|t| (t.name, t.text)).collect();
+        let mut changes = Vec::new();
+        for (name, line) in wanted {
+            match active.get(name) {
+                None => changes.push(Change::Add(line.clone())),
+                Some(old) if old.trim() != line.trim() => changes.push(Change::Replace(line.clone())),
+                Some(_) => {}
+            }
+        }
+        for name in active.keys().filter(|n| !wanted.iter().any(|(w, _)| w == *n)) {
+            changes.push(Change::Remove(name.clone()));
+        }
+        changes
+    }
+
     /// Applies `change` to the set at once (an operator's edit, at packet time `at_ns`), logged
     /// as a scheduled change is; an accepted one is for [`Counter::settle`] when the
     /// measurements reach the next packet.
@@ -344,6 +364,23 @@ fn track(t: &mut Tracked, cap: usize, idle_ns: u64, fid: u128, ts_ns: u64, bytes
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_reload_adds_replaces_and_removes_by_name() {
+        let defs = crate::parse_definitions("web = tcp.dport == 80\ndns = udp.dport == 53\n").unwrap();
+        let counter = Counter::new(defs, None, 10);
+        let wanted = [
+            ("web".to_string(), "web = tcp.dport == 8080".to_string()),
+            ("ssh".to_string(), "ssh = tcp.dport == 22".to_string()),
+        ];
+        assert_eq!(
+            counter.changes_to(&wanted),
+            [Change::Replace(wanted[0].1.clone()), Change::Add(wanted[1].1.clone()), Change::Remove("dns".to_string())]
+        );
+        let same: Vec<(String, String)> = counter.totals().into_iter().map(|t| (t.name, t.text)).collect();
+        assert!(counter.changes_to(&same).is_empty());
+    }
+
     use super::*;
     use crate::parse_definitions;
 

@@ -327,7 +327,48 @@ impl LiveSource {
         let interval_ns = self.interval_ns.unwrap_or(0);
         self.per_interval.iter().map(|(&i, &c)| (i * interval_ns, c)).collect()
     }
+}
 
+/// The counters of a capture read by several sources (the sockets of a PACKET_FANOUT group, or
+/// one), added up.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureCounters {
+    /// Per interval (start in ns), every interface and source.
+    pub per_interval: Vec<(u64, Counters)>,
+    /// Per interface, every source.
+    pub per_interface: Vec<(String, Counters)>,
+    /// Per source, the packets its sockets were offered (the fanout's split).
+    pub per_source_received: Vec<u64>,
+}
+
+impl CaptureCounters {
+    pub fn of(sources: &[LiveSource]) -> CaptureCounters {
+        let mut per_interval: std::collections::BTreeMap<u64, Counters> = Default::default();
+        for (start, c) in sources.iter().flat_map(LiveSource::interval_counters) {
+            per_interval.entry(start).or_default().add(c);
+        }
+        let mut per_interface = sources.first().map(LiveSource::counters).unwrap_or_default();
+        for source in sources.iter().skip(1) {
+            for (mine, (_, theirs)) in per_interface.iter_mut().zip(source.counters()) {
+                mine.1.add(theirs);
+            }
+        }
+        let per_source_received =
+            sources.iter().map(|s| s.counters().iter().map(|(_, c)| c.received_pkts).sum()).collect();
+        CaptureCounters { per_interval: per_interval.into_iter().collect(), per_interface, per_source_received }
+    }
+
+    /// Every interface and source added up.
+    pub fn total(&self) -> Counters {
+        let mut all = Counters::default();
+        for (_, c) in &self.per_interface {
+            all.add(*c);
+        }
+        all
+    }
+}
+
+impl LiveSource {
     /// Reads the counters at packet time `at_ns`.
     fn update_counters(&mut self, at_ns: u64) {
         let mut change = Counters::default();

@@ -2,13 +2,13 @@
 //! reader, which applies them at the packet they reach; SIGHUP turns the definitions file into
 //! such changes and reloads the internal networks.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use sonde_define::{Change, Counter};
+use sonde_define::Counter;
 use sonde_engine::{Controls, Edit};
 
 /// A reader's controls: the API's edits, and what SIGHUP reloads.
@@ -51,8 +51,7 @@ impl Controls for Hooks {
             Ok(defs) => defs,
             Err(e) => return warn(say, format!("SIGHUP: {}: {e}; definitions unchanged", path.display())),
         };
-        let changes =
-            reload_changes(counter, &wanted.iter().map(|d| (d.name.clone(), d.text.clone())).collect::<Vec<_>>());
+        let changes = counter.changes_to(&wanted.iter().map(|d| (d.name.clone(), d.text.clone())).collect::<Vec<_>>());
         if changes.is_empty() {
             return warn(say, format!("SIGHUP: {} unchanged", path.display()));
         }
@@ -123,46 +122,5 @@ impl Reloader {
 fn warn(say: bool, message: String) {
     if say {
         eprintln!("sonde: {message}");
-    }
-}
-
-/// The changes that turn the counter's active set into `wanted` (name, line): new and changed
-/// lines in the file's order (an association after what it names), then removals.
-fn reload_changes(counter: &Counter, wanted: &[(String, String)]) -> Vec<Change> {
-    let active: BTreeMap<String, String> =
-        counter.totals().into_iter().filter(|t| !t.retired).map(|t| (t.name, t.text)).collect();
-    let mut changes = Vec::new();
-    for (name, line) in wanted {
-        match active.get(name) {
-            None => changes.push(Change::Add(line.clone())),
-            Some(old) if old.trim() != line.trim() => changes.push(Change::Replace(line.clone())),
-            Some(_) => {}
-        }
-    }
-    for name in active.keys().filter(|n| !wanted.iter().any(|(w, _)| w == *n)) {
-        changes.push(Change::Remove(name.clone()));
-    }
-    changes
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_reload_adds_replaces_and_removes_by_name() {
-        let defs = sonde_define::parse_definitions("web = tcp.dport == 80\ndns = udp.dport == 53\n").unwrap();
-        let counter = Counter::new(defs, None, 10);
-        let wanted = [
-            ("web".to_string(), "web = tcp.dport == 8080".to_string()),
-            ("ssh".to_string(), "ssh = tcp.dport == 22".to_string()),
-        ];
-        let changes = reload_changes(&counter, &wanted);
-        assert_eq!(
-            changes,
-            [Change::Replace(wanted[0].1.clone()), Change::Add(wanted[1].1.clone()), Change::Remove("dns".to_string())]
-        );
-        let same: Vec<(String, String)> = counter.totals().into_iter().map(|t| (t.name, t.text)).collect();
-        assert!(reload_changes(&counter, &same).is_empty());
     }
 }

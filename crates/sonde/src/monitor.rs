@@ -118,37 +118,13 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let mut finished = analysis::run(&args.analysis, prepared, &mut readers, (&input_name, None), Some(opts))?;
     drop(readers);
     // The fanout sockets' counters, added up per interval and per interface.
+    let counters = sonde_live::CaptureCounters::of(&sources);
     if let Some(interval_ns) = cfg.interval_ns {
-        let mut per_interval: std::collections::BTreeMap<u64, sonde_output::CaptureCounters> = Default::default();
-        for (start, c) in sources.iter().flat_map(LiveSource::interval_counters) {
-            let sum = per_interval.entry(start).or_default();
-            sum.received_pkts += c.received_pkts;
-            sum.dropped_pkts += c.dropped_pkts;
-            sum.if_dropped_pkts += c.if_dropped_pkts;
-        }
-        let file = finished.out().write_capture(&per_interval.into_iter().collect::<Vec<_>>(), interval_ns)?;
+        let per_interval: Vec<_> = counters.per_interval.iter().map(|&(start, c)| (start, shown(c))).collect();
+        let file = finished.out().write_capture(&per_interval, interval_ns)?;
         finished.report.outputs.push(file.name().to_string());
     }
-    let readers_received_pkts: Vec<u64> = if sources.len() > 1 {
-        sources.iter().map(|s| s.counters().iter().map(|(_, c)| c.received_pkts).sum()).collect()
-    } else {
-        Vec::new()
-    };
-    let mut per_interface = sources[0].counters();
-    for source in &sources[1..] {
-        for (mine, (_, theirs)) in per_interface.iter_mut().zip(source.counters()) {
-            mine.1.add(theirs);
-        }
-    }
-    let interfaces: Vec<InterfaceCounters> = per_interface
-        .into_iter()
-        .map(|(interface, c)| InterfaceCounters {
-            interface,
-            received_pkts: c.received_pkts,
-            dropped_pkts: c.dropped_pkts,
-            if_dropped_pkts: c.if_dropped_pkts,
-        })
-        .collect();
+    let total = shown(counters.total());
     finished.report.capture = Some(CaptureSummary {
         backend: match args.capture {
             CaptureArg::Afpacket => "afpacket",
@@ -157,11 +133,20 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         buffer_bytes: cfg.buffer_bytes as u64,
         promisc: cfg.promisc,
         user: args.user.clone(),
-        received_pkts: interfaces.iter().map(|i| i.received_pkts).sum(),
-        dropped_pkts: interfaces.iter().map(|i| i.dropped_pkts).sum(),
-        if_dropped_pkts: interfaces.iter().map(|i| i.if_dropped_pkts).sum(),
-        interfaces,
-        readers_received_pkts,
+        received_pkts: total.received_pkts,
+        dropped_pkts: total.dropped_pkts,
+        if_dropped_pkts: total.if_dropped_pkts,
+        interfaces: counters
+            .per_interface
+            .into_iter()
+            .map(|(interface, c)| InterfaceCounters {
+                interface,
+                received_pkts: c.received_pkts,
+                dropped_pkts: c.dropped_pkts,
+                if_dropped_pkts: c.if_dropped_pkts,
+            })
+            .collect(),
+        readers_received_pkts: if sources.len() > 1 { counters.per_source_received } else { Vec::new() },
     });
     if let Some(rotation) = finished.rotation.take() {
         // The outputs in the directory are the last chunk: into the spool with the others.
@@ -176,6 +161,12 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         server.stop().context("stopping the http server")?;
     }
     Ok(code)
+}
+
+/// The kernel's counters as the outputs show them.
+fn shown(c: sonde_live::Counters) -> sonde_output::CaptureCounters {
+    let (received_pkts, dropped_pkts, if_dropped_pkts) = (c.received_pkts, c.dropped_pkts, c.if_dropped_pkts);
+    sonde_output::CaptureCounters { received_pkts, dropped_pkts, if_dropped_pkts }
 }
 
 /// After dropping to `user`, the outputs must still be writable: find out now, not after hours
