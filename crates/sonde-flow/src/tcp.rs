@@ -303,7 +303,7 @@ impl TcpConn {
 
         let seg_len = payload + u64::from(flags.syn()) + u64::from(flags.fin());
         if seg_len > 0 && !flags.rst() {
-            self.sequence(pools, dir, ts_ns, ip, t, payload, seg_len);
+            self.sequence(pools, dir, ts_ns, ip, t, payload);
         }
         if flags.ack() {
             self.acknowledge(pools, dir, ts_ns, t);
@@ -402,19 +402,11 @@ impl TcpConn {
         }
     }
 
-    /// Places the segment in the sender's sequence space.
-    #[allow(clippy::too_many_arguments)]
-    fn sequence(
-        &mut self,
-        pools: &mut TcpPools,
-        dir: usize,
-        ts_ns: u64,
-        ip: &IpSummary,
-        t: &TcpSummary,
-        payload: u64,
-        seg_len: u64,
-    ) {
+    /// Places the segment (`payload` bytes, plus its SYN and FIN) in the sender's sequence
+    /// space.
+    fn sequence(&mut self, pools: &mut TcpPools, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary, payload: u64) {
         let flags = t.flags;
+        let seg_len = payload + u64::from(flags.syn()) + u64::from(flags.fin());
         let h = &mut self.half[dir];
         if flags.syn() {
             match h.isn() {

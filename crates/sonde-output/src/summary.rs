@@ -300,21 +300,19 @@ pub struct Summary {
     pub spool: Option<SpoolSummary>,
 }
 
+/// What a run read: the input's name, the format found, its compression and the filter.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub name: String,
+    pub format: String,
+    pub compression: Option<String>,
+    pub filter: Option<String>,
+}
+
 impl Summary {
-    /// The summary of a run that read `input` (in `format`, maybe compressed, maybe filtered)
-    /// and ended with `outcome`; its optional parts are set by the caller.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        input: &str,
-        format: &str,
-        compression: Option<&str>,
-        filter: Option<String>,
-        outcome: Outcome,
-        filter_uncompilable_frames: u64,
-        timing: Timing,
-        outputs: Vec<String>,
-        monitoring: Option<Monitoring>,
-    ) -> Summary {
+    /// The summary of a run that read `input` and ended with `outcome`; the outputs, the
+    /// monitoring totals and the optional sections are set by the caller.
+    pub fn new(input: Input, outcome: Outcome, timing: Timing) -> Summary {
         let stats = outcome.stats;
         let per_s = |n: u64| if timing.elapsed_s > 0.0 { n as f64 / timing.elapsed_s } else { 0.0 };
         let trace_duration_s = stats.trace_duration_s();
@@ -325,18 +323,18 @@ impl Summary {
         };
         Summary {
             sonde_version: env!("CARGO_PKG_VERSION"),
-            input: input.to_string(),
-            format: format.to_string(),
-            compression: compression.map(str::to_string),
-            filter,
-            filter_uncompilable_frames,
+            input: input.name,
+            format: input.format,
+            compression: input.compression,
+            filter: input.filter,
+            filter_uncompilable_frames: 0,
             input_error: outcome.input_error.map(|e| InputError { message: e.to_string(), offset: e.offset }),
             trace_duration_s,
             stats,
             timing,
             rates,
-            outputs,
-            monitoring,
+            outputs: Vec::new(),
+            monitoring: None,
             definitions: None,
             definition_changes: None,
             anonymization: None,

@@ -626,7 +626,8 @@ mod tests {
         assert_eq!(fs::read_to_string(dir.join("capture.tsv")).unwrap(), capture_tsv(&[(0, c)], 1_000_000_000));
         let outcome = sonde_engine::Outcome { stats: sonde_engine::RunStats::default(), input_error: None };
         let timing = crate::summary::Timing { elapsed_s: 0.0, cpu_s: 0.0, peak_rss_bytes: 0 };
-        let summary = Summary::new("x.pcap", "pcap", None, None, outcome, 0, timing, Vec::new(), None);
+        let input = crate::summary::Input { name: "x.pcap".into(), format: "pcap".into(), ..Default::default() };
+        let summary = Summary::new(input, outcome, timing);
         assert_eq!(out.write_run_summary(&summary).unwrap(), OutputFile::Summary);
         let text = fs::read_to_string(dir.join("summary.json")).unwrap();
         assert_eq!(text, summary.to_json());

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use sonde_engine::{Outcome, RunStats};
 use sonde_output::summary::{
-    AnonSummary, CaptureSummary, ChangeSummary, DefinitionSummary, InterfaceCounters, LocationSummary, Monitoring,
-    SpoolSummary, StoreReport, Timing,
+    AnonSummary, CaptureSummary, ChangeSummary, DefinitionSummary, Input, InterfaceCounters, LocationSummary,
+    Monitoring, SpoolSummary, StoreReport, Timing,
 };
 use sonde_output::Summary;
 
@@ -77,7 +77,11 @@ fn summary() -> Summary {
     let outcome = Outcome { stats: RunStats::default(), input_error: None };
     let timing = Timing { elapsed_s: 1.5, cpu_s: 1.25, peak_rss_bytes: 1 << 20 };
     let outputs = ["tcp_flows.tsv", "udp_flows.tsv", "capture.tsv", "summary.json"].map(String::from).to_vec();
-    Summary::new("eth0,eth1", "live", None, Some("tcp".into()), outcome, 0, timing, outputs, None)
+    let input =
+        Input { name: "eth0,eth1".into(), format: "live".into(), compression: None, filter: Some("tcp".into()) };
+    let mut summary = Summary::new(input, outcome, timing);
+    summary.outputs = outputs;
+    summary
 }
 
 /// `sonde monitor --spool`: the capture and spool sections, as monitor.rs and rotate.rs fill

@@ -234,17 +234,18 @@ pub fn run(
         defined = Some(summary::definition_summaries(counter));
     }
     let t = result.timing;
-    let mut summary = Summary::new(
-        input_name,
-        sources[0].format(),
-        compression,
-        args.filter_expression(),
-        sonde_engine::Outcome { stats: result.stats, input_error: result.input_error },
-        result.filter_uncompilable_frames,
-        summary::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes },
-        outputs,
-        monitoring,
-    );
+    let input = summary::Input {
+        name: input_name.to_string(),
+        format: sources[0].format().to_string(),
+        compression: compression.map(str::to_string),
+        filter: args.filter_expression(),
+    };
+    let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
+    let timing = summary::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes };
+    let mut summary = Summary::new(input, outcome, timing);
+    summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
+    summary.outputs = outputs;
+    summary.monitoring = monitoring;
     summary.definitions = defined;
     summary.anonymization = anonymization.map(|a| a.1);
     summary.definition_changes =

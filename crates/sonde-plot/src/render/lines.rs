@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::time::{known_runs, steps, time_chart, TimeFrame};
+use super::time::{known_runs, steps, time_chart, TimeFrame, ValueAxis};
 use super::{light, text, Scale, FONT, PROTO_COLORS, SERIES_COLORS};
 use crate::axis::{log_ticks, trim_number, value_ticks, TimeStyle};
 use crate::figures::{LineFigure, LinePanel};
@@ -74,7 +74,8 @@ fn draw_panel<DB: DrawingBackend>(
     };
     let caption = format!("{}, {} (log)", panel.caption, panel.unit);
     let y_fmt = |v: &f64| trim_number(*v, 3);
-    let mut chart = time_chart(area, &caption, (x0, x1), log_scale(lo, hi), &y_fmt, panel.unit, style, x_desc)?;
+    let y_axis = ValueAxis { scale: log_scale(lo, hi), label: &y_fmt, desc: panel.unit };
+    let mut chart = time_chart(area, &caption, (x0, x1), y_axis, style, x_desc)?;
 
     // Bands first, under every line.
     for line in &panel.lines {

@@ -50,7 +50,8 @@ fn draw_time_panel<DB: DrawingBackend>(
     };
     let y = Scale::linear(-bottom * 1.05, top * 1.05, value_ticks(-bottom * 1.05, top * 1.05, 6));
     let caption = format!("{}, {}{directions}", panel.caption, panel.unit);
-    let mut chart = time_chart(area, &caption, (x0, x1), y, &|v| si(*v), panel.unit, style, x_desc)?;
+    let y_axis = ValueAxis { scale: y, label: &|v| si(*v), desc: panel.unit };
+    let mut chart = time_chart(area, &caption, (x0, x1), y_axis, style, x_desc)?;
 
     // Stacked areas, drawn from the whole stack down so each protocol shows its own layer.
     for (sign, values) in [(1.0, &panel.above), (-1.0, &panel.below)] {
@@ -109,19 +110,24 @@ impl<DB: DrawingBackend> TimeFrame<DB> {
     }
 }
 
+/// A panel's value axis: its scale, how its labels read, and what it measures.
+pub(super) struct ValueAxis<'f> {
+    pub scale: Scale,
+    pub label: &'f dyn Fn(&f64) -> String,
+    pub desc: &'f str,
+}
+
 /// One panel of a time figure: the chart over `x0..x1` with its mesh drawn; `x_desc` is given
 /// to the bottom panel only, the others share its time axis.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn time_chart<'a, DB: DrawingBackend>(
     area: &'a DrawingArea<DB, Shift>,
     caption: &str,
     (x0, x1): (f64, f64),
-    y: Scale,
-    y_fmt: &dyn Fn(&f64) -> String,
-    y_desc: &str,
+    y_axis: ValueAxis<'_>,
     style: TimeStyle,
     x_desc: Option<&str>,
 ) -> Result<ChartContext<'a, DB, Cartesian2d<Scale, Scale>>, String> {
+    let ValueAxis { scale: y, label: y_fmt, desc: y_desc } = y_axis;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FONT, 16))
         .margin(6)
