@@ -235,7 +235,6 @@ impl Run {
         let (to_collector, from_readers) = crossbeam_channel::unbounded();
         let mut senders: Vec<_> = (0..readers).map(|_| to_collector.clone()).collect();
         drop(to_collector);
-        let held = Held::new(self.intervals.clone());
         let (pipeline, interval_cfg, drains) = (&self.pipeline, self.intervals.as_ref(), self.drains);
 
         // One reader's whole run: its outcome, its workers' outputs, its packet statistics.
@@ -275,6 +274,7 @@ impl Run {
 
         let (readings, held) = std::thread::scope(|scope| {
             let collector = drains.map(|_| {
+                let held = Held::new(interval_cfg.cloned());
                 let observers = &mut *observers;
                 std::thread::Builder::new()
                     .name("sonde-collect".into())

@@ -55,12 +55,13 @@ pub struct LivePublisher {
     /// By bin index (readers' bins of the same time add up).
     bins: BTreeMap<u64, TrafficBin>,
     definitions: Definitions,
+    /// Formats the records a drain brings as the flow logs' lines (one column plan per run).
+    lines: LineSink,
 }
 
 impl LivePublisher {
     pub fn new(settings: LiveSettings, state: Arc<RunState>, readers: usize) -> LivePublisher {
         LivePublisher {
-            settings,
             state,
             started: Instant::now(),
             recent: Default::default(),
@@ -68,11 +69,9 @@ impl LivePublisher {
             status: vec![None; readers],
             bins: BTreeMap::new(),
             definitions: Definitions::default(),
+            lines: LineSink::new(settings.format).anonymized(settings.anonymizer.clone()),
+            settings,
         }
-    }
-
-    fn lines(&self) -> LineSink {
-        LineSink::new(self.settings.format).anonymized(self.settings.anonymizer.clone())
     }
 
     /// Every reader's status, added up.
@@ -123,11 +122,10 @@ impl LivePublisher {
 impl<P: Part> DrainObserver<P> for LivePublisher {
     fn drained(&mut self, drain: &Drain, held: &mut Held<P>) {
         // The flows ended lately, as the logs show them.
-        let mut ended = self.lines();
         for record in &drain.ended {
-            ended.flow(record);
+            self.lines.flow(record);
         }
-        let ended = ended.take();
+        let ended = self.lines.take();
         for (udp, recent) in self.recent.iter_mut().enumerate() {
             for line in ended.lines(udp == 1) {
                 if recent.len() == RECENT_FLOWS {
@@ -136,11 +134,10 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
                 recent.push_back(String::from_utf8_lossy(line).trim_end().into());
             }
         }
-        let mut open = self.lines();
         for record in &drain.open {
-            open.flow(record);
+            self.lines.flow(record);
         }
-        self.open[drain.reader] = open.take();
+        self.open[drain.reader] = self.lines.take();
         let bin_ns = self.settings.bin_ns;
         for bin in &drain.fine {
             let b = self

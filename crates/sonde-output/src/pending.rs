@@ -111,7 +111,7 @@ fn context(action: &str, path: &Path, e: io::Error) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
@@ -121,7 +121,8 @@ mod tests {
         dir
     }
 
-    fn names(dir: &Path) -> Vec<String> {
+    /// The files in `dir`, sorted: what a write left there (no temporary file).
+    pub(crate) fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
             fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();

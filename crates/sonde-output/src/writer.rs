@@ -503,6 +503,7 @@ fn write_header<R>(w: &mut impl Write, format: Format, columns: &[Column<R>]) ->
 mod tests {
     use super::*;
     use crate::columns::Value;
+    use crate::pending::tests::names;
 
     struct Row(u64, &'static str);
 
@@ -561,14 +562,6 @@ mod tests {
             assert!(!dir.join(file.name()).exists(), "{file}");
         }
         fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// The files in the directory after writes: no temporary file is left.
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> =
-            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
-        names
     }
 
     /// write_intervals writes what sonde-stats renders, byte for byte, and names the files.
