@@ -151,6 +151,14 @@ fn every_address_output_is_the_plain_one_mapped_through_the_key() {
         originals.sort();
         originals.dedup();
         assert!(!originals.is_empty());
+        // An original that is also the image of an address of the trace is shown legitimately:
+        // Crypto-PAn's pad bits repeat whenever an address bit equals the pad's, so such
+        // collisions are far likelier than 2^-32 (about one run in a hundred per trace here). The
+        // comparisons above already prove those columns are mapped.
+        let images: std::collections::HashSet<String> =
+            originals.iter().map(|o| anon.ip(o.parse().unwrap()).to_string()).collect();
+        originals.retain(|o| !images.contains(o));
+        assert!(!originals.is_empty());
         for entry in std::fs::read_dir(anonymized.path()).unwrap() {
             let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
             let words: std::collections::HashSet<&str> = text.split(['\t', '\n', '"', ',', ':', ' ']).collect();
