@@ -194,16 +194,21 @@ def pair_up(s, n):
 
 
 def take_pairs(s, n_left, fits):
+    """Pairs each flow of S with the nearest in time of N_LEFT that FITS it."""
     pairs, s_left = [], []
     for a in s:
         twins = [b for b in n_left if fits(a, b)]
         if twins:
-            twin = min(twins, key=lambda b: (b["last"] - a["last"], b["first"] - a["first"]))
+            twin = min(twins, key=lambda b: distance(a, b))
             n_left.remove(twin)
             pairs.append((a, twin))
         else:
             s_left.append(a)
     return pairs, s_left, n_left
+
+
+def distance(a, b):
+    return (abs(b["last"] - a["last"]), abs(b["first"] - a["first"]))
 
 
 def by_time(f):
