@@ -170,7 +170,7 @@ pub fn compare(a: &FlowLog, b: &FlowLog) -> Result<Comparison, CompareError> {
         let (mut relative_sum, mut relative_n) = (0.0, 0u64);
         for &(ra, rb) in &pairs {
             let (va, vb) = (&a.rows[ra][ia], &b.rows[rb][ib]);
-            if va == vb {
+            if va.same_as(vb) {
                 continue;
             }
             change.changed += 1;

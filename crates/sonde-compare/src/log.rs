@@ -31,6 +31,14 @@ impl Value {
         }
     }
 
+    /// Equal, or TSV's `0` for a metric without a sample against JSONL's `null` for it.
+    pub fn same_as(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Number(n), Value::Missing) | (Value::Missing, Value::Number(n)) => *n == 0.0,
+            _ => self == other,
+        }
+    }
+
     pub fn number(&self) -> Option<f64> {
         match self {
             Value::Number(n) => Some(*n),

@@ -7,11 +7,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-/// Does a JSON value say the same as a TSV field? TSV writes a missing value as `-` (JSON
-/// null), booleans as 0/1, and milliseconds with 3 decimals like JSON does.
+/// Does a JSON value say the same as a TSV field? TSV writes a missing value as `-` and a
+/// metric without a sample as `0` (both JSON null), booleans as 0/1, and milliseconds with 3
+/// decimals like JSON does.
 fn same(tsv: &str, json: &Value) -> bool {
     match json {
-        Value::Null => tsv == "-" || tsv.parse::<f64>().is_ok_and(|x| !x.is_finite()),
+        Value::Null => ["-", "0", "0.000"].contains(&tsv) || tsv.parse::<f64>().is_ok_and(|x| !x.is_finite()),
         Value::Bool(b) => tsv == if *b { "1" } else { "0" },
         Value::String(s) => tsv == s,
         Value::Number(n) => match (n.as_u64(), tsv.parse::<u64>()) {

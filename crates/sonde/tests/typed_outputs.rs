@@ -1,0 +1,176 @@
+//! `--format parquet` and `--format arrow`: every output of a run with intervals, tables and
+//! definitions is written typed, reads back with the arrow-rs readers, and holds the TSV run's
+//! rows value for value.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use sonde_arrow::arrow::array::{Array, AsArray, RecordBatch};
+use sonde_arrow::arrow::compute::concat_batches;
+use sonde_arrow::arrow::datatypes::{
+    DataType, DurationNanosecondType, Float64Type, Int32Type, TimeUnit, TimestampNanosecondType, UInt64Type,
+};
+use sonde_arrow::arrow::ipc::reader::FileReader;
+use sonde_types::time::parse_seconds;
+
+const DEFS: &str = "src = ip.version == 4 key ip4.src measure count,gap,length\n\
+                    port = ip.proto == 6 key tcp.dport\n";
+
+fn traces() -> Vec<PathBuf> {
+    let mut traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")];
+    if let Some(shared) = shared_dir() {
+        traces.push(shared.join("groundtruth/mixed.pcap"));
+    }
+    traces
+}
+
+fn read(path: &Path) -> RecordBatch {
+    let file = File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // The file's schema, with its metadata (the Parquet reader's batches come without it).
+    let (schema, batches): (_, Vec<RecordBatch>) = if path.extension().is_some_and(|e| e == "parquet") {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        (builder.schema().clone(), builder.build().unwrap().map(Result::unwrap).collect())
+    } else {
+        let reader = FileReader::try_new(file, None).unwrap();
+        (reader.schema(), reader.map(Result::unwrap).collect())
+    };
+    concat_batches(&schema, &batches).unwrap()
+}
+
+/// Does the typed cell say what the TSV's text says? Times and spans are compared in ns (flow
+/// logs' ms, intervals' s); a null is `-` or a sample-less zero.
+fn same(column: &dyn Array, row: usize, text: &str, flow_log: bool) -> bool {
+    if column.is_null(row) {
+        return ["-", "0", "0.000"].contains(&text);
+    }
+    // Flow logs print ms with 3 decimals (µs, rounded half up); the other outputs s or ms with
+    // up to 9 decimals (exact ns).
+    let us_of_ms =
+        || text.split_once('.').filter(|(_, f)| f.len() == 3).and_then(|_| text.replace('.', "").parse().ok());
+    let text_ns = |ns: u64, unit_ns: u64| {
+        if flow_log {
+            us_of_ms() == Some(ns.div_euclid(1000) + u64::from(ns % 1000 >= 500))
+        } else {
+            parse_seconds(text).map(|v| v / (1_000_000_000 / unit_ns)) == Some(ns)
+        }
+    };
+    match column.data_type() {
+        DataType::UInt64 => text.parse() == Ok(column.as_primitive::<UInt64Type>().value(row)),
+        DataType::Float64 => text.parse() == Ok(column.as_primitive::<Float64Type>().value(row)),
+        DataType::Boolean => text == if column.as_boolean().value(row) { "1" } else { "0" },
+        DataType::Timestamp(TimeUnit::Nanosecond, Some(tz)) if tz.as_ref() == "UTC" => {
+            text_ns(column.as_primitive::<TimestampNanosecondType>().value(row) as u64, 1_000_000_000)
+        }
+        DataType::Duration(TimeUnit::Nanosecond) => {
+            text_ns(column.as_primitive::<DurationNanosecondType>().value(row) as u64, 1_000_000)
+        }
+        DataType::Dictionary(..) => {
+            let dict = column.as_dictionary::<Int32Type>();
+            dict.values().as_string::<i32>().value(dict.keys().value(row) as usize) == text
+        }
+        other => panic!("unexpected type {other}"),
+    }
+}
+
+fn compare(typed: &RecordBatch, tsv: &Path) -> usize {
+    let text = std::fs::read_to_string(tsv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let schema = typed.schema();
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, header, "{}", tsv.display());
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split('\t').collect()).collect();
+    assert_eq!(typed.num_rows(), rows.len(), "{}", tsv.display());
+    let flow_log = ["tcp_flows.tsv", "udp_flows.tsv"].contains(&tsv.file_name().unwrap().to_str().unwrap());
+    for (c, name) in header.iter().enumerate() {
+        for (r, row) in rows.iter().enumerate() {
+            assert!(
+                same(typed.column(c).as_ref(), r, row[c], flow_log),
+                "{} row {r} {name}: TSV {:?}, typed {:?}",
+                tsv.display(),
+                row[c],
+                typed.column(c).slice(r, 1)
+            );
+        }
+    }
+    rows.len() * header.len()
+}
+
+#[test]
+fn every_output_is_written_typed_with_the_tsv_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    std::fs::write(&defs, DEFS).unwrap();
+    let args = ["--interval", "1", "--tables", "--definitions", defs.to_str().unwrap()];
+    for trace in traces() {
+        let (tsv, o) = analyze(&trace, &args);
+        assert!(o.status.success(), "{o:?}");
+        let tsv_files: Vec<String> = std::fs::read_dir(tsv.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tsv"))
+            .collect();
+        assert!(tsv_files.len() >= 13, "{tsv_files:?}");
+        for format in ["parquet", "arrow"] {
+            let typed_args: Vec<&str> = args.iter().copied().chain(["--format", format]).collect();
+            let (typed, o) = analyze(&trace, &typed_args);
+            assert!(o.status.success(), "{o:?}");
+            let mut cells = 0;
+            for name in &tsv_files {
+                let stem = name.trim_end_matches(".tsv");
+                let path = typed.path().join(format!("{stem}.{format}"));
+                let table = read(&path);
+                assert_eq!(table.schema().metadata()["sonde.output"], stem);
+                cells += compare(&table, &tsv.path().join(name));
+            }
+            // Only typed files and the summary; the summary lists them.
+            let written: Vec<String> = std::fs::read_dir(typed.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(written.len(), tsv_files.len() + 1, "{written:?}");
+            let summary: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(typed.path().join("summary.json")).unwrap()).unwrap();
+            let mut listed: Vec<String> =
+                summary["outputs"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+            let mut want = written.clone();
+            listed.sort();
+            want.sort();
+            assert_eq!(listed, want);
+            assert!(cells > 1000, "{}: {cells}", trace.display());
+        }
+    }
+}
+
+#[test]
+fn flow_logs_carry_types_nulls_and_definitions() {
+    let trace = &traces()[0];
+    let (out, o) = analyze(trace, &["--format", "parquet"]);
+    assert!(o.status.success(), "{o:?}");
+    let tcp = read(&out.path().join("tcp_flows.parquet"));
+    let schema = tcp.schema();
+    let types: HashMap<&str, &DataType> = schema.fields().iter().map(|f| (f.name().as_str(), f.data_type())).collect();
+    assert_eq!(types["first"], &DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())));
+    assert_eq!(types["c_rtt_avg"], &DataType::Duration(TimeUnit::Nanosecond));
+    assert_eq!(types["complete"], &DataType::Boolean);
+    assert_eq!(types["c_pkts_all"], &DataType::UInt64);
+    assert!(matches!(types["c_ip"], DataType::Dictionary(..)));
+    let rtt = schema.field_with_name("c_rtt_avg").unwrap().metadata();
+    assert!(rtt["description"].starts_with("data→ACK round trip"), "{rtt:?}");
+    assert_eq!(schema.metadata()["sonde.version"], env!("CARGO_PKG_VERSION"));
+    // The tunnel column is null for every flow of the demo (no tunnel), never "-".
+    assert_eq!(tcp.column_by_name("tunnel").unwrap().null_count(), tcp.num_rows());
+}
+
+#[test]
+fn http_and_spool_refuse_typed_formats() {
+    let trace = &traces()[0];
+    let (_, o) = analyze(trace, &["--format", "arrow", "--http", "127.0.0.1:0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--http serves the flow logs as text"), "{o:?}");
+}
