@@ -509,16 +509,18 @@ fn write_header<R>(w: &mut impl Write, format: Format, columns: &[Column<R>]) ->
 mod tests {
     use super::*;
     use crate::columns::Value;
+    use crate::columns::Kind;
     use crate::pending::tests::names;
 
     struct Row(u64, &'static str);
 
     fn cols() -> Vec<Column<Row>> {
         vec![
-            Column { name: "n", value: |r| Value::Int(r.0) },
-            Column { name: "t", value: |r| Value::Text(r.1) },
-            Column { name: "ms", value: |r| Value::Ms(r.0 * 1_000_000 / 3) },
-            Column { name: "x", value: |_| Value::Missing },
+            Column { name: "n", kind: Kind::Count, value: |r| Value::Int(r.0) },
+            Column { name: "t", kind: Kind::Label, value: |r| Value::Text(r.1) },
+            Column { name: "ms", kind: Kind::Duration, value: |r| Value::Ms(r.0 * 1_000_000 / 3) },
+            Column { name: "x", kind: Kind::Label, value: |_| Value::Missing },
+            Column { name: "none", kind: Kind::Duration, value: |_| Value::NoSample },
         ]
     }
 
@@ -526,14 +528,14 @@ mod tests {
     fn tsv_has_header_and_fixed_decimals() {
         let mut out = Vec::new();
         write_records(&mut out, Format::Tsv, &cols(), [Row(1, "a"), Row(2, "b")].iter()).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "n\tt\tms\tx\n1\ta\t0.333\t-\n2\tb\t0.667\t-\n");
+        assert_eq!(String::from_utf8(out).unwrap(), "n\tt\tms\tx\tnone\n1\ta\t0.333\t-\t0.000\n2\tb\t0.667\t-\t0.000\n");
     }
 
     #[test]
     fn jsonl_is_one_object_per_line() {
         let mut out = Vec::new();
         write_records(&mut out, Format::Jsonl, &cols(), [Row(3, "c")].iter()).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "{\"n\":3,\"t\":\"c\",\"ms\":1.000,\"x\":null}\n");
+        assert_eq!(String::from_utf8(out).unwrap(), "{\"n\":3,\"t\":\"c\",\"ms\":1.000,\"x\":null,\"none\":null}\n");
     }
 
     #[test]
