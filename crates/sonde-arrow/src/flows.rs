@@ -1,7 +1,6 @@
 //! Flow records as typed Arrow rows: each worker's sink appends every record as the flow ends
 //! to one builder per column, in the worker's thread.
 
-use std::fmt::Write as _;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
@@ -16,10 +15,13 @@ use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey, Value,
+    anonymized_record, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey, Value,
 };
 
 use crate::schema::{tcp_schema, udp_schema};
+
+/// Where an address is spelled out.
+type Scratch = sonde_output::IpBuf;
 
 /// Which flow log a batch belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +59,7 @@ impl Builder {
 
     /// Appends `value`; `scratch` is where an address is spelled out.
     #[inline]
-    fn push(&mut self, value: Value, scratch: &mut String) {
+    fn push(&mut self, value: Value, scratch: &mut Scratch) {
         match (self, value) {
             (Builder::Count(b), Value::Int(n)) => b.append_value(n),
             // ns since the epoch fit an i64 until 2262.
@@ -65,11 +67,7 @@ impl Builder {
             (Builder::Duration(b), Value::Ms(ns)) => b.append_value(ns as i64),
             (Builder::Flag(b), Value::Bool(v)) => b.append_value(v),
             (Builder::Text(b), Value::Text(s)) => b.append_value(s),
-            (Builder::Text(b), Value::Ip(ip)) => {
-                scratch.clear();
-                let _ = write!(scratch, "{ip}");
-                b.append_value(scratch.as_str());
-            }
+            (Builder::Text(b), Value::Ip(ip)) => b.append_value(ip_text(ip, scratch)),
             (b, v) => {
                 // Only "no value" and "no sample" reach here: a column whose kind does not
                 // match its values is a bug the tests catch.
@@ -114,7 +112,7 @@ impl<R> Rows<R> {
         Rows { schema, columns, builders, keys: Vec::new() }
     }
 
-    fn push(&mut self, key: OrderKey, record: &R, scratch: &mut String) {
+    fn push(&mut self, key: OrderKey, record: &R, scratch: &mut Scratch) {
         for (column, builder) in self.columns.iter().zip(&mut self.builders) {
             builder.push((column.value)(record), scratch);
         }
@@ -145,7 +143,7 @@ struct Logs {
     tcp: Rows<TcpRecord>,
     udp: Rows<UdpRecord>,
     anon: Option<Anonymizer>,
-    scratch: String,
+    scratch: Scratch,
 }
 
 impl Logs {
@@ -154,7 +152,12 @@ impl Logs {
             Some(_) => (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns())),
             None => (tcp_columns(), udp_columns()),
         };
-        Logs { tcp: Rows::new(tcp_schema(), tcp), udp: Rows::new(udp_schema(), udp), anon, scratch: String::new() }
+        Logs {
+            tcp: Rows::new(tcp_schema(), tcp),
+            udp: Rows::new(udp_schema(), udp),
+            anon,
+            scratch: [0; std::mem::size_of::<Scratch>()],
+        }
     }
 
     /// Appends `record`; says which log took it.

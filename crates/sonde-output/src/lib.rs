@@ -34,7 +34,7 @@ mod writer;
 pub use capture::{capture_tsv, CaptureCounters};
 pub use columns::{mark_anonymized, tcp_columns, udp_columns, Column, Kind, Value};
 pub use files::OutputFile;
-pub use line::LineFormat;
+pub use line::{ip_text, IpBuf, LineFormat};
 pub use pending::{write_atomic, PendingFile};
 pub use summary::Summary;
 pub use writer::{

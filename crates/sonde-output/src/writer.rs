@@ -508,8 +508,8 @@ fn write_header<R>(w: &mut impl Write, format: Format, columns: &[Column<R>]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::columns::Value;
     use crate::columns::Kind;
+    use crate::columns::Value;
     use crate::pending::tests::names;
 
     struct Row(u64, &'static str);
@@ -528,7 +528,10 @@ mod tests {
     fn tsv_has_header_and_fixed_decimals() {
         let mut out = Vec::new();
         write_records(&mut out, Format::Tsv, &cols(), [Row(1, "a"), Row(2, "b")].iter()).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "n\tt\tms\tx\tnone\n1\ta\t0.333\t-\t0.000\n2\tb\t0.667\t-\t0.000\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "n\tt\tms\tx\tnone\n1\ta\t0.333\t-\t0.000\n2\tb\t0.667\t-\t0.000\n"
+        );
     }
 
     #[test]
