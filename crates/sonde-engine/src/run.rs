@@ -106,6 +106,16 @@ pub struct RunResult<P> {
     pub timing: Timing,
 }
 
+impl<P> RunResult<P> {
+    /// The result with `flows` in place of its flows, and the flows it had: for a caller that
+    /// writes the parts of one kind of sink and hands on the rest.
+    pub fn swap_flows<Q>(self, flows: Vec<Q>) -> (RunResult<Q>, Vec<P>) {
+        let RunResult { stats, input_error, flows: had, intervals, definitions, filter_uncompilable_frames, timing } =
+            self;
+        (RunResult { stats, input_error, flows, intervals, definitions, filter_uncompilable_frames, timing }, had)
+    }
+}
+
 /// What the run cost, read around it (never inside the analysis).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Timing {

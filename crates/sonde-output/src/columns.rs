@@ -18,10 +18,30 @@ pub enum Value {
     Bool(bool),
     /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
     Missing,
+    /// A metric without a sample (no RTT sample, an event that never happened): Tstat's `0` in
+    /// TSV, `null` in JSON and the typed outputs.
+    NoSample,
+}
+
+/// What a column holds, for the typed outputs (Parquet, Arrow, Python).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An unsigned integer: a count, a port, a TTL.
+    Count,
+    /// An IP address (text).
+    Address,
+    /// A name from a small set (dictionary-encoded).
+    Label,
+    Flag,
+    /// A point in time, ns since the Unix epoch (UTC).
+    Time,
+    /// A span of time in ns (TSV: ms); relative times are spans since the flow's first packet.
+    Duration,
 }
 
 pub struct Column<R> {
     pub name: &'static str,
+    pub kind: Kind,
     pub value: fn(&R) -> Value,
 }
 
@@ -34,12 +54,31 @@ fn ms_f(ns: f64) -> Value {
     Value::Ms(if ns.is_finite() && ns > 0.0 { ns.round() as u64 } else { 0 })
 }
 
-/// A time relative to the flow's first packet, 0 when the event never happened (as Tstat).
+/// An RTT statistic, without a sample when fewer than `least` samples were taken.
+fn rtt(samples: u64, least: u64, value: Value) -> Value {
+    if samples < least {
+        Value::NoSample
+    } else {
+        value
+    }
+}
+
+/// A time relative to the flow's first packet; no sample when the event never happened
+/// (Tstat's 0).
 fn rel(t_ns: u64, first_ns: u64) -> Value {
     if t_ns == 0 {
-        Value::Ms(0)
+        Value::NoSample
     } else {
         ms(t_ns.saturating_sub(first_ns))
+    }
+}
+
+/// A value measured on packets of one direction: no sample when there were none.
+fn seen(pkts: u64, value: u64) -> Value {
+    if pkts == 0 {
+        Value::NoSample
+    } else {
+        Value::Int(value)
     }
 }
 
@@ -50,18 +89,22 @@ fn opt_ms(v: Option<u64>) -> Value {
 macro_rules! tcp_dir_columns {
     ($p:literal, $side:ident) => {
         [
-            Column::<TcpRecord> { name: concat!($p, "_pkts_all"), value: |r| Value::Int(r.$side.pkts) },
-            Column { name: concat!($p, "_rst_cnt"), value: |r| Value::Int(r.$side.rst_cnt) },
-            Column { name: concat!($p, "_ack_cnt"), value: |r| Value::Int(r.$side.ack_pkts) },
-            Column { name: concat!($p, "_ack_cnt_p"), value: |r| Value::Int(r.$side.pure_ack_pkts) },
-            Column { name: concat!($p, "_bytes_uniq"), value: |r| Value::Int(r.$side.unique_bytes) },
-            Column { name: concat!($p, "_pkts_data"), value: |r| Value::Int(r.$side.data_pkts) },
-            Column { name: concat!($p, "_bytes_all"), value: |r| Value::Int(r.$side.payload_bytes) },
-            Column { name: concat!($p, "_pkts_retx"), value: |r| Value::Int(r.$side.retx_pkts) },
-            Column { name: concat!($p, "_bytes_retx"), value: |r| Value::Int(r.$side.retx_bytes) },
-            Column { name: concat!($p, "_pkts_ooo"), value: |r| Value::Int(r.$side.ooo_pkts) },
-            Column { name: concat!($p, "_syn_cnt"), value: |r| Value::Int(r.$side.syn_cnt) },
-            Column { name: concat!($p, "_fin_cnt"), value: |r| Value::Int(r.$side.fin_cnt) },
+            Column::<TcpRecord> {
+                name: concat!($p, "_pkts_all"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.pkts),
+            },
+            Column { name: concat!($p, "_rst_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.rst_cnt) },
+            Column { name: concat!($p, "_ack_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.ack_pkts) },
+            Column { name: concat!($p, "_ack_cnt_p"), kind: Kind::Count, value: |r| Value::Int(r.$side.pure_ack_pkts) },
+            Column { name: concat!($p, "_bytes_uniq"), kind: Kind::Count, value: |r| Value::Int(r.$side.unique_bytes) },
+            Column { name: concat!($p, "_pkts_data"), kind: Kind::Count, value: |r| Value::Int(r.$side.data_pkts) },
+            Column { name: concat!($p, "_bytes_all"), kind: Kind::Count, value: |r| Value::Int(r.$side.payload_bytes) },
+            Column { name: concat!($p, "_pkts_retx"), kind: Kind::Count, value: |r| Value::Int(r.$side.retx_pkts) },
+            Column { name: concat!($p, "_bytes_retx"), kind: Kind::Count, value: |r| Value::Int(r.$side.retx_bytes) },
+            Column { name: concat!($p, "_pkts_ooo"), kind: Kind::Count, value: |r| Value::Int(r.$side.ooo_pkts) },
+            Column { name: concat!($p, "_syn_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.syn_cnt) },
+            Column { name: concat!($p, "_fin_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.fin_cnt) },
         ]
     };
 }
@@ -69,13 +112,37 @@ macro_rules! tcp_dir_columns {
 macro_rules! tcp_dir_rtt_columns {
     ($p:literal, $side:ident) => {
         [
-            Column::<TcpRecord> { name: concat!($p, "_rtt_avg"), value: |r| ms_f(r.$side.rtt.mean_ns()) },
-            Column { name: concat!($p, "_rtt_min"), value: |r| ms(r.$side.rtt.min_ns) },
-            Column { name: concat!($p, "_rtt_max"), value: |r| ms(r.$side.rtt.max_ns) },
-            Column { name: concat!($p, "_rtt_std"), value: |r| ms_f(r.$side.rtt.stdev_ns()) },
-            Column { name: concat!($p, "_rtt_cnt"), value: |r| Value::Int(r.$side.rtt.count) },
-            Column { name: concat!($p, "_ttl_min"), value: |r| Value::Int(u64::from(r.$side.ttl_min)) },
-            Column { name: concat!($p, "_ttl_max"), value: |r| Value::Int(u64::from(r.$side.ttl_max)) },
+            Column::<TcpRecord> {
+                name: concat!($p, "_rtt_avg"),
+                kind: Kind::Duration,
+                value: |r| rtt(r.$side.rtt.count, 1, ms_f(r.$side.rtt.mean_ns())),
+            },
+            Column {
+                name: concat!($p, "_rtt_min"),
+                kind: Kind::Duration,
+                value: |r| rtt(r.$side.rtt.count, 1, ms(r.$side.rtt.min_ns)),
+            },
+            Column {
+                name: concat!($p, "_rtt_max"),
+                kind: Kind::Duration,
+                value: |r| rtt(r.$side.rtt.count, 1, ms(r.$side.rtt.max_ns)),
+            },
+            Column {
+                name: concat!($p, "_rtt_std"),
+                kind: Kind::Duration,
+                value: |r| rtt(r.$side.rtt.count, 2, ms_f(r.$side.rtt.stdev_ns())),
+            },
+            Column { name: concat!($p, "_rtt_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.rtt.count) },
+            Column {
+                name: concat!($p, "_ttl_min"),
+                kind: Kind::Count,
+                value: |r| seen(r.$side.pkts, u64::from(r.$side.ttl_min)),
+            },
+            Column {
+                name: concat!($p, "_ttl_max"),
+                kind: Kind::Count,
+                value: |r| seen(r.$side.pkts, u64::from(r.$side.ttl_max)),
+            },
         ]
     };
 }
@@ -85,30 +152,83 @@ macro_rules! tcp_dir_option_columns {
         [
             Column::<TcpRecord> {
                 name: concat!($p, "_f1323_opt"),
+                kind: Kind::Flag,
                 value: |r| Value::Bool(r.$side.win_scale.is_some()),
             },
-            Column { name: concat!($p, "_tm_opt"), value: |r| Value::Bool(r.$side.timestamps) },
-            Column { name: concat!($p, "_win_scl"), value: |r| Value::Int(u64::from(r.$side.win_scale.unwrap_or(0))) },
-            Column { name: concat!($p, "_sack_opt"), value: |r| Value::Bool(r.$side.sack_permitted) },
-            Column { name: concat!($p, "_sack_cnt"), value: |r| Value::Int(r.$side.sack_blocks) },
-            Column { name: concat!($p, "_mss"), value: |r| Value::Int(u64::from(r.$side.mss_opt)) },
-            Column { name: concat!($p, "_mss_max"), value: |r| Value::Int(u64::from(r.$side.seg_max)) },
-            Column { name: concat!($p, "_mss_min"), value: |r| Value::Int(u64::from(r.$side.seg_min)) },
-            Column { name: concat!($p, "_win_max"), value: |r| Value::Int(r.$side.win_max) },
-            Column { name: concat!($p, "_win_min"), value: |r| Value::Int(r.$side.win_min) },
-            Column { name: concat!($p, "_win_0"), value: |r| Value::Int(r.$side.win_zero) },
-            Column { name: concat!($p, "_cwin_max"), value: |r| Value::Int(r.$side.inflight_max) },
-            Column { name: concat!($p, "_cwin_min"), value: |r| Value::Int(r.$side.inflight_min) },
-            Column { name: concat!($p, "_cwin_ini"), value: |r| Value::Int(r.$side.inflight_initial) },
-            Column { name: concat!($p, "_pkts_rto"), value: |r| Value::Int(r.$side.anomalies.rto) },
-            Column { name: concat!($p, "_pkts_fs"), value: |r| Value::Int(r.$side.anomalies.fast_retx) },
-            Column { name: concat!($p, "_pkts_reor"), value: |r| Value::Int(r.$side.anomalies.reordering) },
-            Column { name: concat!($p, "_pkts_dup"), value: |r| Value::Int(r.$side.anomalies.net_dup) },
-            Column { name: concat!($p, "_pkts_unk"), value: |r| Value::Int(r.$side.anomalies.unknown) },
-            Column { name: concat!($p, "_pkts_fc"), value: |r| Value::Int(r.$side.anomalies.flow_control) },
-            Column { name: concat!($p, "_pkts_unrto"), value: |r| Value::Int(r.$side.anomalies.unneeded_rto) },
-            Column { name: concat!($p, "_pkts_unfs"), value: |r| Value::Int(r.$side.anomalies.unneeded_fast_retx) },
-            Column { name: concat!($p, "_syn_retx"), value: |r| Value::Int(r.$side.syn_retx_new_isn) },
+            Column { name: concat!($p, "_tm_opt"), kind: Kind::Flag, value: |r| Value::Bool(r.$side.timestamps) },
+            Column {
+                name: concat!($p, "_win_scl"),
+                kind: Kind::Count,
+                value: |r| r.$side.win_scale.map_or(Value::NoSample, |s| Value::Int(u64::from(s))),
+            },
+            Column { name: concat!($p, "_sack_opt"), kind: Kind::Flag, value: |r| Value::Bool(r.$side.sack_permitted) },
+            Column { name: concat!($p, "_sack_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.sack_blocks) },
+            Column {
+                name: concat!($p, "_mss"),
+                kind: Kind::Count,
+                value: |r| if r.$side.mss_opt == 0 { Value::NoSample } else { Value::Int(u64::from(r.$side.mss_opt)) },
+            },
+            Column {
+                name: concat!($p, "_mss_max"),
+                kind: Kind::Count,
+                value: |r| seen(r.$side.data_pkts, u64::from(r.$side.seg_max)),
+            },
+            Column {
+                name: concat!($p, "_mss_min"),
+                kind: Kind::Count,
+                value: |r| seen(r.$side.data_pkts, u64::from(r.$side.seg_min)),
+            },
+            Column { name: concat!($p, "_win_max"), kind: Kind::Count, value: |r| seen(r.$side.pkts, r.$side.win_max) },
+            Column { name: concat!($p, "_win_min"), kind: Kind::Count, value: |r| seen(r.$side.pkts, r.$side.win_min) },
+            Column { name: concat!($p, "_win_0"), kind: Kind::Count, value: |r| Value::Int(r.$side.win_zero) },
+            Column { name: concat!($p, "_cwin_max"), kind: Kind::Count, value: |r| Value::Int(r.$side.inflight_max) },
+            Column { name: concat!($p, "_cwin_min"), kind: Kind::Count, value: |r| Value::Int(r.$side.inflight_min) },
+            Column {
+                name: concat!($p, "_cwin_ini"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.inflight_initial),
+            },
+            Column { name: concat!($p, "_pkts_rto"), kind: Kind::Count, value: |r| Value::Int(r.$side.anomalies.rto) },
+            Column {
+                name: concat!($p, "_pkts_fs"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.fast_retx),
+            },
+            Column {
+                name: concat!($p, "_pkts_reor"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.reordering),
+            },
+            Column {
+                name: concat!($p, "_pkts_dup"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.net_dup),
+            },
+            Column {
+                name: concat!($p, "_pkts_unk"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.unknown),
+            },
+            Column {
+                name: concat!($p, "_pkts_fc"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.flow_control),
+            },
+            Column {
+                name: concat!($p, "_pkts_unrto"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.unneeded_rto),
+            },
+            Column {
+                name: concat!($p, "_pkts_unfs"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.anomalies.unneeded_fast_retx),
+            },
+            Column {
+                name: concat!($p, "_syn_retx"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.syn_retx_new_isn),
+            },
         ]
     };
 }
@@ -116,9 +236,21 @@ macro_rules! tcp_dir_option_columns {
 macro_rules! tcp_dir_extra_columns {
     ($p:literal, $side:ident) => {
         [
-            Column::<TcpRecord> { name: concat!($p, "_bytes_ip"), value: |r| Value::Int(r.$side.ip_bytes) },
-            Column { name: concat!($p, "_first_pkt"), value: |r| rel(r.$side.first_ns, r.first_ns) },
-            Column { name: concat!($p, "_last_pkt"), value: |r| rel(r.$side.last_ns, r.first_ns) },
+            Column::<TcpRecord> {
+                name: concat!($p, "_bytes_ip"),
+                kind: Kind::Count,
+                value: |r| Value::Int(r.$side.ip_bytes),
+            },
+            Column {
+                name: concat!($p, "_first_pkt"),
+                kind: Kind::Duration,
+                value: |r| rel(r.$side.first_ns, r.first_ns),
+            },
+            Column {
+                name: concat!($p, "_last_pkt"),
+                kind: Kind::Duration,
+                value: |r| rel(r.$side.last_ns, r.first_ns),
+            },
         ]
     };
 }
@@ -130,27 +262,27 @@ fn dir_first(d: &TcpDirStats, first_ns: u64) -> Value {
 /// The TCP flow log's columns, in output order.
 pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
     let mut cols: Vec<Column<TcpRecord>> = vec![
-        Column { name: "c_ip", value: |r| Value::Ip(r.endpoints.client_ip) },
-        Column { name: "c_port", value: |r| Value::Int(u64::from(r.endpoints.client_port)) },
+        Column { name: "c_ip", kind: Kind::Address, value: |r| Value::Ip(r.endpoints.client_ip) },
+        Column { name: "c_port", kind: Kind::Count, value: |r| Value::Int(u64::from(r.endpoints.client_port)) },
     ];
     cols.extend(tcp_dir_columns!("c", client));
-    cols.push(Column { name: "s_ip", value: |r| Value::Ip(r.endpoints.server_ip) });
-    cols.push(Column { name: "s_port", value: |r| Value::Int(u64::from(r.endpoints.server_port)) });
+    cols.push(Column { name: "s_ip", kind: Kind::Address, value: |r| Value::Ip(r.endpoints.server_ip) });
+    cols.push(Column { name: "s_port", kind: Kind::Count, value: |r| Value::Int(u64::from(r.endpoints.server_port)) });
     cols.extend(tcp_dir_columns!("s", server));
     cols.extend([
-        Column::<TcpRecord> { name: "first", value: |r| ms(r.first_ns) },
-        Column { name: "last", value: |r| ms(r.last_ns) },
-        Column { name: "durat", value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
-        Column { name: "c_first", value: |r| dir_first(&r.client, r.first_ns) },
-        Column { name: "s_first", value: |r| dir_first(&r.server, r.first_ns) },
-        Column { name: "c_last", value: |r| rel(r.client.last_payload_ns, r.first_ns) },
-        Column { name: "s_last", value: |r| rel(r.server.last_payload_ns, r.first_ns) },
-        Column { name: "c_first_ack", value: |r| rel(r.client.first_ack_ns, r.first_ns) },
-        Column { name: "s_first_ack", value: |r| rel(r.server.first_ack_ns, r.first_ns) },
-        Column { name: "c_isint", value: |r| Value::Bool(r.endpoints.client_internal) },
-        Column { name: "s_isint", value: |r| Value::Bool(r.endpoints.server_internal) },
-        Column { name: "c_iscrypto", value: |_| Value::Bool(false) },
-        Column { name: "s_iscrypto", value: |_| Value::Bool(false) },
+        Column::<TcpRecord> { name: "first", kind: Kind::Time, value: |r| ms(r.first_ns) },
+        Column { name: "last", kind: Kind::Time, value: |r| ms(r.last_ns) },
+        Column { name: "durat", kind: Kind::Duration, value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
+        Column { name: "c_first", kind: Kind::Duration, value: |r| dir_first(&r.client, r.first_ns) },
+        Column { name: "s_first", kind: Kind::Duration, value: |r| dir_first(&r.server, r.first_ns) },
+        Column { name: "c_last", kind: Kind::Duration, value: |r| rel(r.client.last_payload_ns, r.first_ns) },
+        Column { name: "s_last", kind: Kind::Duration, value: |r| rel(r.server.last_payload_ns, r.first_ns) },
+        Column { name: "c_first_ack", kind: Kind::Duration, value: |r| rel(r.client.first_ack_ns, r.first_ns) },
+        Column { name: "s_first_ack", kind: Kind::Duration, value: |r| rel(r.server.first_ack_ns, r.first_ns) },
+        Column { name: "c_isint", kind: Kind::Flag, value: |r| Value::Bool(r.endpoints.client_internal) },
+        Column { name: "s_isint", kind: Kind::Flag, value: |r| Value::Bool(r.endpoints.server_internal) },
+        Column { name: "c_iscrypto", kind: Kind::Flag, value: |_| Value::Bool(false) },
+        Column { name: "s_iscrypto", kind: Kind::Flag, value: |_| Value::Bool(false) },
     ]);
     cols.extend(tcp_dir_rtt_columns!("c", client));
     cols.extend(tcp_dir_rtt_columns!("s", server));
@@ -160,11 +292,15 @@ pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
     cols.extend(tcp_dir_extra_columns!("c", client));
     cols.extend(tcp_dir_extra_columns!("s", server));
     cols.extend([
-        Column::<TcpRecord> { name: "c_hs_rtt", value: |r| opt_ms(r.hs_syn_synack_ns) },
-        Column { name: "s_hs_rtt", value: |r| opt_ms(r.hs_synack_ack_ns) },
-        Column { name: "complete", value: |r| Value::Bool(r.complete) },
-        Column { name: "end_reason", value: |r| Value::Text(r.end.name()) },
-        Column { name: "tunnel", value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())) },
+        Column::<TcpRecord> { name: "c_hs_rtt", kind: Kind::Duration, value: |r| opt_ms(r.hs_syn_synack_ns) },
+        Column { name: "s_hs_rtt", kind: Kind::Duration, value: |r| opt_ms(r.hs_synack_ack_ns) },
+        Column { name: "complete", kind: Kind::Flag, value: |r| Value::Bool(r.complete) },
+        Column { name: "end_reason", kind: Kind::Label, value: |r| Value::Text(r.end.name()) },
+        Column {
+            name: "tunnel",
+            kind: Kind::Label,
+            value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
+        },
     ]);
     cols
 }
@@ -172,23 +308,39 @@ pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
 macro_rules! udp_dir_columns {
     ($p:literal, $side:ident, $ip:ident, $port:ident, $int:ident) => {
         [
-            Column::<UdpRecord> { name: concat!($p, "_ip"), value: |r| Value::Ip(r.endpoints.$ip) },
-            Column { name: concat!($p, "_port"), value: |r| Value::Int(u64::from(r.endpoints.$port)) },
-            Column { name: concat!($p, "_first_abs"), value: |r| udp_first_abs(&r.$side) },
-            Column { name: concat!($p, "_durat"), value: |r| ms(r.$side.last_ns.saturating_sub(r.$side.first_ns)) },
-            Column { name: concat!($p, "_bytes_all"), value: |r| Value::Int(r.$side.payload_bytes) },
-            Column { name: concat!($p, "_pkts_all"), value: |r| Value::Int(r.$side.pkts) },
-            Column { name: concat!($p, "_isint"), value: |r| Value::Bool(r.endpoints.$int) },
-            Column { name: concat!($p, "_iscrypto"), value: |_| Value::Bool(false) },
+            Column::<UdpRecord> {
+                name: concat!($p, "_ip"),
+                kind: Kind::Address,
+                value: |r| Value::Ip(r.endpoints.$ip),
+            },
+            Column {
+                name: concat!($p, "_port"),
+                kind: Kind::Count,
+                value: |r| Value::Int(u64::from(r.endpoints.$port)),
+            },
+            Column { name: concat!($p, "_first_abs"), kind: Kind::Time, value: |r| udp_first_abs(&r.$side) },
+            Column { name: concat!($p, "_durat"), kind: Kind::Duration, value: |r| udp_durat(&r.$side) },
+            Column { name: concat!($p, "_bytes_all"), kind: Kind::Count, value: |r| Value::Int(r.$side.payload_bytes) },
+            Column { name: concat!($p, "_pkts_all"), kind: Kind::Count, value: |r| Value::Int(r.$side.pkts) },
+            Column { name: concat!($p, "_isint"), kind: Kind::Flag, value: |r| Value::Bool(r.endpoints.$int) },
+            Column { name: concat!($p, "_iscrypto"), kind: Kind::Flag, value: |_| Value::Bool(false) },
         ]
     };
 }
 
 fn udp_first_abs(d: &UdpDirStats) -> Value {
     if d.pkts == 0 {
-        Value::Ms(0)
+        Value::NoSample
     } else {
         ms(d.first_ns)
+    }
+}
+
+fn udp_durat(d: &UdpDirStats) -> Value {
+    if d.pkts == 0 {
+        Value::NoSample
+    } else {
+        ms(d.last_ns.saturating_sub(d.first_ns))
     }
 }
 
@@ -207,13 +359,17 @@ pub fn udp_columns() -> Vec<Column<UdpRecord>> {
     cols.extend(udp_dir_columns!("c", client, client_ip, client_port, client_internal));
     cols.extend(udp_dir_columns!("s", server, server_ip, server_port, server_internal));
     cols.extend([
-        Column::<UdpRecord> { name: "c_bytes_ip", value: |r| Value::Int(r.client.ip_bytes) },
-        Column { name: "s_bytes_ip", value: |r| Value::Int(r.server.ip_bytes) },
-        Column { name: "first", value: |r| ms(r.first_ns) },
-        Column { name: "last", value: |r| ms(r.last_ns) },
-        Column { name: "durat", value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
-        Column { name: "end_reason", value: |r| Value::Text(r.end.name()) },
-        Column { name: "tunnel", value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())) },
+        Column::<UdpRecord> { name: "c_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.client.ip_bytes) },
+        Column { name: "s_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.server.ip_bytes) },
+        Column { name: "first", kind: Kind::Time, value: |r| ms(r.first_ns) },
+        Column { name: "last", kind: Kind::Time, value: |r| ms(r.last_ns) },
+        Column { name: "durat", kind: Kind::Duration, value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
+        Column { name: "end_reason", kind: Kind::Label, value: |r| Value::Text(r.end.name()) },
+        Column {
+            name: "tunnel",
+            kind: Kind::Label,
+            value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
+        },
     ]);
     cols
 }

@@ -32,9 +32,12 @@ pub mod summary;
 mod writer;
 
 pub use capture::{capture_tsv, CaptureCounters};
-pub use columns::{tcp_columns, udp_columns, Column, Value};
+pub use columns::{mark_anonymized, tcp_columns, udp_columns, Column, Kind, Value};
 pub use files::OutputFile;
 pub use line::LineFormat;
 pub use pending::{write_atomic, PendingFile};
 pub use summary::Summary;
-pub use writer::{definition_files, write_records, FlowLines, Format, LineSink, OutputDir, OutputError};
+pub use writer::{
+    anonymized_record, definition_files, order_key, write_records, FlowLines, Format, LineSink, OrderKey, OutputDir,
+    OutputError,
+};

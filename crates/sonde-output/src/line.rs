@@ -5,7 +5,7 @@
 use std::io::Write as _;
 use std::net::IpAddr;
 
-use crate::columns::{Column, Value};
+use crate::columns::{Column, Kind, Value};
 use crate::writer::Format;
 
 /// The most bytes a value other than a text can take: an IPv6 address (at most 45) in quotes.
@@ -42,6 +42,8 @@ const OCTETS: [([u8; 4], usize); 256] = {
 struct Field<R> {
     prefix: Box<[u8]>,
     value: fn(&R) -> Value,
+    /// What [`Value::NoSample`] prints: Tstat's zero in TSV, `null` in JSON (as in Parquet).
+    no_sample: &'static [u8],
 }
 
 /// How records of one kind become lines in one format.
@@ -70,8 +72,18 @@ impl<R> LineFormat<R> {
                 Format::Jsonl => format!("{sep}\"{name}\":").into_bytes().into(),
             }
         };
-        let fields: Vec<_> =
-            columns.iter().enumerate().map(|(i, c)| Field { prefix: prefix(i, c.name), value: c.value }).collect();
+        let no_sample = |kind: Kind| -> &'static [u8] {
+            match (format, kind) {
+                (Format::Jsonl, _) => b"null",
+                (Format::Tsv, Kind::Time | Kind::Duration) => b"0.000",
+                (Format::Tsv, _) => b"0",
+            }
+        };
+        let fields: Vec<_> = columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Field { prefix: prefix(i, c.name), value: c.value, no_sample: no_sample(c.kind) })
+            .collect();
         let (start, end, quote, missing, bools): (_, _, _, _, [&[u8]; 2]) = match format {
             Format::Tsv => (&b""[..], &b"\n"[..], &b""[..], &b"-"[..], [b"0", b"1"]),
             Format::Jsonl => (b"{", b"}\n", b"\"", b"null", [b"false", b"true"]),
@@ -102,6 +114,7 @@ impl<R> LineFormat<R> {
                 Value::Text(s) => line.put_text(self.quote, s),
                 Value::Bool(b) => line.put(self.bools[usize::from(b)]),
                 Value::Missing => line.put(self.missing),
+                Value::NoSample => line.put(field.no_sample),
             }
         }
         line.put(self.end);
@@ -287,8 +300,9 @@ mod tests {
     fn long_texts_make_room() {
         const LONG: &str = "a text longer than the forty-seven bytes a value may take otherwise, with its quotes";
         for len in [1, VALUE_MAX - 2, VALUE_MAX - 1, VALUE_MAX, LONG.len()] {
-            let cols: Vec<Column<&'static str>> =
-                (0..3).map(|_| Column { name: "t", value: |s: &&'static str| Value::Text(s) }).collect();
+            let cols: Vec<Column<&'static str>> = (0..3)
+                .map(|_| Column { name: "t", kind: Kind::Label, value: |s: &&'static str| Value::Text(s) })
+                .collect();
             let text = &LONG[..len];
             let mut buf = Vec::new();
             let tsv = LineFormat::new(Format::Tsv, &cols).format(&mut buf, &text).to_vec();

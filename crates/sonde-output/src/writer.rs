@@ -221,7 +221,7 @@ pub fn definition_files(counter: &sonde_define::Counter) -> Vec<(OutputFile, Str
 /// halves, so the key is 72 bytes, not the 112 of a tuple with `u128`s). It does not depend on
 /// the order records arrived in, which varies with the number of workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct OrderKey {
+pub struct OrderKey {
     first_ns: u64,
     protocol: u8,
     client_family: u8,
@@ -234,7 +234,7 @@ struct OrderKey {
     pkts: (u64, u64),
 }
 
-fn order_key(r: &FlowRecord) -> OrderKey {
+pub fn order_key(r: &FlowRecord) -> OrderKey {
     let e = r.endpoints();
     let (protocol, last_ns, pkts) = match r {
         FlowRecord::Tcp(t) => (6u8, t.last_ns, (t.client.pkts, t.server.pkts)),
@@ -429,12 +429,10 @@ impl LineSink {
     /// Out of line: the copy of the wide record stays off the plain path.
     #[inline(never)]
     fn push_anonymized(&mut self, record: &FlowRecord) {
-        let mut shown = record.clone();
         if let Some(anon) = self.anon.as_mut() {
-            let e = shown.endpoints_mut();
-            (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
+            let shown = anonymized_record(record, anon);
+            self.push(&shown);
         }
-        self.push(&shown);
     }
 
     #[inline]
@@ -446,6 +444,14 @@ impl LineSink {
             FlowRecord::Udp(u) => self.udp.push(key, self.udp_format.format(&mut self.scratch, u)),
         }
     }
+}
+
+/// `record` as an anonymised log shows it: both addresses through `anon`.
+pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowRecord {
+    let mut shown = record.clone();
+    let e = shown.endpoints_mut();
+    (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
+    shown
 }
 
 /// Writes the lines of every sink, sorted by their order keys.

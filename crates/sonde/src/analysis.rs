@@ -8,13 +8,16 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use sonde_arrow::arrow::record_batch::RecordBatch;
+use sonde_arrow::{ArrowSink, FlowBatches, TypedFormat};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
+use sonde_engine::Part;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
 use sonde_output::summary::{self, ChangeSummary, Monitoring, Summary};
-use sonde_output::{FlowLines, Format, LineSink, OutputDir};
+use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
 
@@ -35,6 +38,8 @@ pub struct Prepared {
     interval_cfg: Option<sonde_stats::Config>,
     store_spec: Option<sonde_rrd::Spec>,
     format: Format,
+    /// `--format parquet|arrow`: every output typed (then `format` is what a live view shows).
+    typed: Option<TypedFormat>,
     anonymization: Option<(sonde_anon::Anonymizer, summary::AnonSummary)>,
     out: OutputDir,
 }
@@ -79,9 +84,11 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     if let Some(expr) = args.filter_expression() {
         Filter::new(&expr)?;
     }
-    let format = match args.format {
-        FormatArg::Tsv => Format::Tsv,
-        FormatArg::Jsonl => Format::Jsonl,
+    let (format, typed) = match args.format {
+        FormatArg::Tsv => (Format::Tsv, None),
+        FormatArg::Jsonl => (Format::Jsonl, None),
+        FormatArg::Parquet => (Format::Tsv, Some(TypedFormat::Parquet)),
+        FormatArg::Arrow => (Format::Tsv, Some(TypedFormat::Arrow)),
     };
     // Open the input first, so an input that cannot be read leaves no output behind; then
     // check the output directory before reading a single packet.
@@ -105,8 +112,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         .intervals(interval_cfg.clone())
         .definitions(counter)
         .anonymize(anonymization.as_ref().map(|a| a.0.clone()))?;
-    let out = OutputDir::prepare(&args.out, format, args.force)?;
-    Ok((Prepared { run, interval_cfg, store_spec, format, anonymization, out }, input))
+    let typed_names = typed.map(TypedFormat::all_names).unwrap_or_default();
+    let others: Vec<&str> = typed_names.iter().map(String::as_str).collect();
+    let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?;
+    Ok((Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out }, input))
 }
 
 impl Prepared {
@@ -172,7 +181,7 @@ pub fn run(
     live: Option<LiveOptions>,
 ) -> Result<Finished> {
     let (input_name, compression) = input;
-    let Prepared { mut run, interval_cfg, store_spec, format, anonymization, out } = prepared;
+    let Prepared { mut run, interval_cfg, store_spec, format, typed, anonymization, out } = prepared;
     let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
     let (mut rotation, mut publisher) = (None, None);
     if let Some(live) = live {
@@ -210,17 +219,51 @@ pub fn run(
     if let Some(p) = publisher.as_mut() {
         observers.push(p);
     }
-    let result = run.analyze_observed(sources, &new_sink, &mut observers)?;
-    clear_progress_bar();
-
-    out.write_flow_lines(&result.flows)?;
-    let mut outputs = OutputDir::file_names(format).to_vec();
+    let mut outputs = Vec::new();
+    let result = match typed {
+        None => {
+            let result = run.analyze_observed(sources, &new_sink, &mut observers)?;
+            clear_progress_bar();
+            out.write_flow_lines(&result.flows)?;
+            outputs.extend(OutputDir::file_names(format));
+            result
+        }
+        Some(typed) => {
+            anyhow::ensure!(
+                observers.is_empty(),
+                "--format {} writes its files when the run ends: --spool and --http take --format tsv or jsonl",
+                typed.extension()
+            );
+            let new_sink = || ArrowSink::new().anonymized(anonymizer.clone());
+            let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());
+            clear_progress_bar();
+            let mut all = FlowBatches::default();
+            parts.into_iter().for_each(|p| all.absorb(p));
+            let tables = all.into_tables().context("sorting the flow logs")?;
+            for (file, table) in
+                [(OutputFile::TcpFlows(format), tables.tcp), (OutputFile::UdpFlows(format), tables.udp)]
+            {
+                outputs.push(write_typed(&out, typed, file, &table)?);
+            }
+            outputs.push(OutputFile::Summary.name().to_string());
+            result
+        }
+    };
     let mut monitoring = None;
     if let (Some(cfg), Some(report)) = (&interval_cfg, &result.intervals) {
-        let names = out
-            .write_intervals(report)
-            .with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
-        outputs.extend(names.iter().map(|n| n.to_string()));
+        match typed {
+            None => {
+                let names = out
+                    .write_intervals(report)
+                    .with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
+                outputs.extend(names.iter().map(|n| n.to_string()));
+            }
+            Some(typed) => {
+                for (file, table) in sonde_arrow::interval_tables(report)? {
+                    outputs.push(write_typed(&out, typed, file, &table)?);
+                }
+            }
+        }
         let store = match (&args.store, &store_spec) {
             (Some(path), Some(spec)) => Some(store::add_intervals(path, spec, args.store_archives.is_some(), report)?),
             _ => None,
@@ -229,8 +272,14 @@ pub fn run(
     }
     let mut defined = None;
     if let Some(counter) = &result.definitions {
-        let names = out.write_definitions(counter)?;
-        outputs.extend(names.iter().map(|n| n.to_string()));
+        match typed {
+            None => outputs.extend(out.write_definitions(counter)?.iter().map(|n| n.to_string())),
+            Some(typed) => {
+                for (file, table) in sonde_arrow::definition_tables(counter)? {
+                    outputs.push(write_typed(&out, typed, file, &table)?);
+                }
+            }
+        }
         defined = Some(summary::definition_summaries(counter));
     }
     let t = result.timing;
@@ -259,6 +308,13 @@ pub fn run(
         rotation,
         out,
     })
+}
+
+/// Writes `table` as `file` in `typed`; returns the name written.
+fn write_typed(out: &OutputDir, typed: TypedFormat, file: OutputFile, table: &RecordBatch) -> Result<String> {
+    let name = typed.file_name(file);
+    sonde_arrow::write_batches(&out.path(&name), typed, &table.schema(), std::slice::from_ref(table))?;
+    Ok(name)
 }
 
 impl Finished {

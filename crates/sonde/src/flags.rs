@@ -91,6 +91,10 @@ pub enum Command {
 pub enum FormatArg {
     Tsv,
     Jsonl,
+    /// Every output as typed Parquet (zstd); docs/typed-outputs.md.
+    Parquet,
+    /// Every output as a typed Arrow IPC file (zstd).
+    Arrow,
 }
 
 #[derive(Debug, clap::Args)]
@@ -116,7 +120,9 @@ pub struct AnalysisArgs {
     /// Output directory (created if missing).
     #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "sonde-out")]
     pub out: PathBuf,
-    /// Flow log format.
+    /// Output format: tsv and jsonl for the flow logs (the other outputs stay TSV); parquet
+    /// and arrow for every output, typed (times as UTC timestamps, nulls for metrics without a
+    /// sample).
     #[arg(long, value_enum, default_value = "tsv")]
     pub format: FormatArg,
     /// Overwrite the outputs of an earlier run in the output directory.
@@ -205,6 +211,11 @@ pub struct AnalysisArgs {
 }
 
 impl AnalysisArgs {
+    /// Whether the outputs are typed (`--format parquet|arrow`).
+    pub fn typed(&self) -> Option<FormatArg> {
+        matches!(self.format, FormatArg::Parquet | FormatArg::Arrow).then_some(self.format)
+    }
+
     /// The monitoring interval, or `None` when turned off.
     pub fn interval_ns(&self) -> Result<Option<u64>> {
         if self.interval == 0.0 {

@@ -48,6 +48,10 @@ fn main() -> ExitCode {
 
 fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let input_name = args.read.display().to_string();
+    anyhow::ensure!(
+        args.http.is_none() || args.analysis.typed().is_none(),
+        "--http serves the flow logs as text: it takes --format tsv or jsonl"
+    );
     // The address is checked and bound before anything is read or written.
     let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
     let (prepared, mut source) =
