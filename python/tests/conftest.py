@@ -8,6 +8,7 @@ import functools
 import os
 import subprocess
 import tempfile
+from decimal import Decimal
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -65,27 +66,26 @@ def read_tsv(path: Path) -> Tuple[List[str], List[List[str]]]:
     return header, rows
 
 
-def ms_text(ns: int) -> str:
-    """A time or span in ns as the TSV writes it: ms with 3 decimals (µs, rounded half up)."""
-    us = (ns + 500) // 1000
-    return f"{us // 1000}.{us % 1000:03d}"
-
-
 def as_tsv_text(value, typ: pa.DataType) -> Optional[str]:
-    """A typed value as the TSV text it must come from; None for null."""
+    """A typed value other than a time or span as the TSV text it must come from; None for null."""
     if value is None:
         return None
     if pa.types.is_dictionary(typ):
         typ = typ.value_type
-    if pa.types.is_timestamp(typ) or pa.types.is_duration(typ):
-        return ms_text(value)
     if pa.types.is_boolean(typ):
         return "1" if value else "0"
     if pa.types.is_integer(typ) or pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return str(value)
-    if pa.types.is_floating(typ):
-        return value  # compared as numbers
     raise AssertionError(f"unexpected type {typ}")
+
+
+def same_instant(ns: int, text: str, unit_ns: int) -> bool:
+    """Whether `text`, a number of `unit_ns` printed with some decimals (rounded half up), is
+    `ns` at that resolution."""
+    want = Decimal(text) * unit_ns
+    digits = -Decimal(text).as_tuple().exponent
+    resolution = Decimal(unit_ns) / (Decimal(10) ** digits)
+    return abs(Decimal(ns) - want) <= resolution / 2
 
 
 def raw_values(column: pa.ChunkedArray) -> list:
@@ -98,11 +98,13 @@ def raw_values(column: pa.ChunkedArray) -> list:
     return column.to_pylist()
 
 
-def assert_table_equals_tsv(table: pa.Table, tsv: Path, null_texts=("-", "0", "")) -> Dict[str, int]:
+def assert_table_equals_tsv(table: pa.Table, tsv: Path, null_texts=("-", "0", "0.000", ""),
+                            time_unit_ns: int = 1_000_000) -> Dict[str, int]:
     """Every row and column of `table` says what the TSV file says, row for row: the same
     column names in the same order, a null only where the TSV has `-` (no value) or a
-    sample-less `0`, every other value equal once written the TSV's way. Returns the nulls per
-    column (so a test can see they exist)."""
+    sample-less `0`, every other value equal once written the TSV's way: times in
+    `time_unit_ns` (the flow logs' ms, the interval tables' seconds), spans in ms, floats as
+    printed. Returns the nulls per column (so a test can see they exist)."""
     header, rows = read_tsv(tsv)
     assert table.column_names == header, f"{tsv.name}: columns differ"
     assert table.num_rows == len(rows), f"{tsv.name}: {table.num_rows} rows, TSV {len(rows)}"
@@ -112,15 +114,20 @@ def assert_table_equals_tsv(table: pa.Table, tsv: Path, null_texts=("-", "0", ""
         typ = column.type
         for i, value in enumerate(raw_values(column)):
             want = rows[i][j]
-            got = as_tsv_text(value, typ)
-            if got is None:
-                assert want in null_texts, f"{tsv.name} row {i + 1} {name}: null, TSV {want!r}"
+            at = f"{tsv.name} row {i + 1} {name}"
+            if value is None:
+                assert want in null_texts, f"{at}: null, TSV {want!r}"
                 nulls[name] = nulls.get(name, 0) + 1
-            elif isinstance(got, float):
-                assert want != "-", f"{tsv.name} row {i + 1} {name}: {got}, TSV '-'"
-                assert abs(float(want) - got) <= 1e-9 * max(1.0, abs(got)) + 5e-7, (
-                    f"{tsv.name} row {i + 1} {name}: {got}, TSV {want!r}"
-                )
+            elif pa.types.is_timestamp(typ):
+                assert same_instant(value, want, time_unit_ns), f"{at}: {value} ns, TSV {want!r}"
+            elif pa.types.is_duration(typ):
+                assert same_instant(value, want, 1_000_000), f"{at}: {value} ns, TSV {want!r}"
+            elif pa.types.is_floating(typ):
+                assert want not in ("-", ""), f"{at}: {value}, TSV {want!r}"
+                printed = Decimal(want)
+                half = Decimal(10) ** printed.as_tuple().exponent / 2
+                assert abs(printed - Decimal(value)) <= half + abs(printed) * Decimal("1e-12"), f"{at}: {value}, TSV {want!r}"
             else:
-                assert got == want, f"{tsv.name} row {i + 1} {name}: {got!r}, TSV {want!r}"
+                got = as_tsv_text(value, typ)
+                assert got == want, f"{at}: {got!r}, TSV {want!r}"
     return nulls
