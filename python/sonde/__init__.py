@@ -281,7 +281,7 @@ class FlowStream:
 def stream(
     path: PathLike,
     *,
-    rows: int = 65_536,
+    rows: int = 8_192,
     threads: Optional[int] = None,
     interval: float = 300.0,
     tables: bool = False,

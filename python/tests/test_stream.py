@@ -21,7 +21,7 @@ def streamed(path, **options):
     batches = {"tcp": [], "udp": []}
     for protocol, batch in s:
         assert isinstance(batch, pa.RecordBatch)
-        assert batch.num_rows <= options.get("rows", 65_536)
+        assert batch.num_rows <= options.get("rows", 8_192)
         batches[protocol].append(batch)
     tcp_schema, udp_schema = sonde.schemas()
     tcp = pa.Table.from_batches(batches["tcp"], schema=tcp_schema)
