@@ -147,9 +147,9 @@ def test_ctrl_c_interrupts_at_once_and_the_gil_is_free_meanwhile(fifo_trace):
         ticker.join()
         timer.cancel()
     # Python ran beside the analysis (the GIL was released)...
-    assert len([t for t in ticks if started < t < sigint_at[0]]) >= 20
+    assert len([t for t in ticks if started < t < sigint_at[0]]) >= 10
     # ... and Ctrl-C was raised within the 100 ms poll (and some scheduling slack).
-    assert raised_at - sigint_at[0] < 0.35
+    assert raised_at - sigint_at[0] < 0.6
 
 
 def test_ctrl_c_in_a_stream_stops_the_run_and_the_rest_still_comes(fifo_trace):
