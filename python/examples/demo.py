@@ -5,7 +5,11 @@
 
 import sys
 
+import pandas as pd
+
 import sonde
+
+pd.set_option("display.width", 200)
 
 run = sonde.analyze(sys.argv[1] if len(sys.argv) > 1 else "testdata/demo.pcap")
 print(run)
