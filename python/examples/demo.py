@@ -10,6 +10,7 @@ import pandas as pd
 import sonde
 
 pd.set_option("display.width", 200)
+pd.set_option("display.max_columns", 20)
 
 run = sonde.analyze(sys.argv[1] if len(sys.argv) > 1 else "testdata/demo.pcap")
 print(run)
