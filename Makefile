@@ -6,7 +6,10 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2
 CARGO ?= cargo
 
-.PHONY: demo test deps build lint browser-deps
+.PHONY: demo test deps build lint browser-deps python
+
+VENV := .venv
+PYTHON ?= python3
 
 # System packages: libpcap (BPF filters); tcptrace, rrdtool and tshark (compared against in the
 # tests; tshark's question about non-root capture is answered up front); chromium (the dashboard's
@@ -23,8 +26,20 @@ deps:
 build: deps
 	$(CARGO) build --release -p sonde
 
-demo: build
+# The Python package into the project's virtual environment (.venv at the root): the test
+# requirements (pyarrow, pandas, polars, DuckDB, pytest, NFStream, maturin), then the extension
+# built in release by maturin in the workspace's target directory (after `build`, only the
+# extension's own crates are compiled) and installed in place.
+python: build
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-dev >/dev/null; }
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
+
+demo: build python
 	./target/release/sonde analyze -r testdata/demo.pcap -o demo-out --force
+	$(VENV)/bin/python python/examples/demo.py testdata/demo.pcap
 
 lint: deps
 	$(CARGO) fmt --all -- --check
@@ -37,5 +52,6 @@ browser-deps: deps
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent
 
-test: lint browser-deps
+test: lint browser-deps python
 	$(CARGO) test --workspace
+	$(VENV)/bin/python -m pytest python/tests

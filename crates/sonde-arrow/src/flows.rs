@@ -8,8 +8,8 @@ use arrow::array::{
     ArrayRef, BooleanBuilder, DurationNanosecondBuilder, StringDictionaryBuilder, TimestampNanosecondBuilder,
     UInt32Array, UInt64Builder,
 };
-use arrow::compute::{concat_batches, take_record_batch};
-use arrow::datatypes::{Int32Type, SchemaRef};
+use arrow::compute::{cast, concat_batches, take_record_batch};
+use arrow::datatypes::{DataType, Int32Type, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
@@ -286,9 +286,30 @@ fn sorted(schema: SchemaRef, parts: Vec<Keyed>) -> Result<RecordBatch, ArrowErro
     order.sort_by_key(|&(key, _)| key);
     // The anonymised logs mark `*_iscrypto`: their batches carry the schema they were built with.
     let schema = batches.first().map_or(schema, |b| b.schema());
+    let several = batches.len() > 1;
     let all = concat_batches(&schema, &batches)?;
     let indices = UInt32Array::from_iter_values(order.into_iter().map(|(_, i)| i));
-    take_record_batch(&all, &indices)
+    let table = take_record_batch(&all, &indices)?;
+    if several {
+        unique_dictionaries(table)
+    } else {
+        Ok(table)
+    }
+}
+
+/// Concatenated dictionary columns hold each part's dictionary one after the other, so a value
+/// may appear in the dictionary twice (pandas refuses such a column as a Categorical): each is
+/// encoded again, its dictionary unique.
+fn unique_dictionaries(batch: RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|column| match column.data_type() {
+            DataType::Dictionary(_, values) => cast(&cast(column, values)?, column.data_type()),
+            _ => Ok(column.clone()),
+        })
+        .collect::<Result<Vec<ArrayRef>, ArrowError>>()?;
+    RecordBatch::try_new(batch.schema(), columns)
 }
 
 /// A worker's sink that hands typed rows over as flows end ([`sonde_engine::WorkerSink`]):

@@ -1,0 +1,121 @@
+//! sonde-py: the extension module `sonde._sonde` under the Python package `sonde` (maturin,
+//! abi3). A thin layer over [`sonde_engine::Run`]: the options are checked as the CLI checks
+//! its flags, the run goes on in a thread of its own while the caller waits with the GIL
+//! released (Ctrl-C raises KeyboardInterrupt within 100 ms and stops the run), and the results
+//! cross into Python as Arrow tables through the C data interface — sonde-arrow's tables,
+//! shared, never copied, never one Python object per flow.
+//!
+//! - [`analyze`]: a whole trace, every table at the end ([`sonde_arrow::ArrowSink`]);
+//! - [`stream`] and [`monitor`]: the flows as batches while the run goes
+//!   ([`sonde_arrow::StreamSink`] through a bounded channel, so memory stays flat on a trace
+//!   larger than memory), from a trace or live interfaces ([`sonde_live`]);
+//! - [`errors`]: one exception hierarchy with the CLI's messages.
+//!
+//! The pure-Python facade (`python/sonde/__init__.py`) gives every option its default and its
+//! documentation, and wraps the dicts returned here into `sonde.Run`; its tests are in
+//! `python/tests`.
+
+// No `forbid(unsafe_code)`: pyo3's macros expand to unsafe FFI glue; this crate writes none.
+
+mod control;
+mod errors;
+mod result;
+mod settings;
+mod stream;
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+
+use arrow::pyarrow::ToPyArrow;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sonde_arrow::{ArrowSink, FlowBatches};
+use sonde_engine::Part;
+use sonde_output::summary::Input;
+
+use control::{Stop, Stoppable, Waited};
+use errors::{internal_error, trace_error, SondeError};
+use result::{About, Finished};
+use settings::{Options, Prepared};
+
+/// Analyses the trace at `path` to its end and returns its results as a dict of
+/// `pyarrow.Table`s and summary.json's text (the facade makes a `sonde.Run` of it).
+#[pyfunction]
+fn analyze(py: Python<'_>, path: PathBuf, options: Options) -> PyResult<Py<PyDict>> {
+    let prepared = options.prepare()?;
+    let (source, about) = open_trace(&path, &prepared)?;
+    let Prepared { run, anonymizer, .. } = prepared;
+    let stop = Stop::new();
+    let (tx, mut rx) = mpsc::sync_channel::<Result<Finished, String>>(1);
+    let thread_stop = stop.clone();
+    std::thread::Builder::new()
+        .name("sonde-run".into())
+        .spawn(move || {
+            let mut source = Stoppable { source, stop: thread_stop.clone() };
+            let sinks = || ArrowSink::new().anonymized(anonymizer.clone());
+            let outcome = run.analyze(&mut [&mut source], &sinks).map_err(|e| e.to_string()).and_then(|mut result| {
+                if thread_stop.stopped() {
+                    // Interrupted: nobody waits for the tables.
+                    return Err("interrupted".into());
+                }
+                let mut flows = FlowBatches::default();
+                for part in std::mem::take(&mut result.flows) {
+                    flows.absorb(part);
+                }
+                let tables = flows.into_tables().map_err(|e| format!("flow tables: {e}"))?;
+                result::finish(result, about, Some(tables))
+            });
+            // The caller may have gone (Ctrl-C): then the result is dropped.
+            let _ = tx.send(outcome);
+        })
+        .map_err(|e| internal_error("starting the run's thread", &e))?;
+    match control::wait(py, &mut rx, &stop, None)? {
+        Waited::Got(Ok(finished)) => finished.into_py(py),
+        Waited::Got(Err(message)) => Err(SondeError::new_err(message)),
+        Waited::Ended => Err(SondeError::new_err("the run ended without a result (see the panic on stderr)")),
+    }
+}
+
+/// Opens the trace at `path` as the CLI does (its message if it cannot), and what the summary
+/// says about the run.
+fn open_trace(path: &std::path::Path, prepared: &Prepared) -> PyResult<(sonde_capture::BoxedSource, About)> {
+    let name = path.display().to_string();
+    let source = sonde_capture::open(path).map_err(|e| trace_error(&name, &e))?;
+    let input = Input {
+        name,
+        format: source.format().to_string(),
+        compression: source.compression().map(str::to_string),
+        filter: prepared.filter.clone(),
+    };
+    Ok((source, prepared.about(input)))
+}
+
+impl Prepared {
+    fn about(&self, input: Input) -> About {
+        About {
+            input,
+            interval_cfg: self.interval_cfg.clone(),
+            anon_summary: self.anon_summary.clone(),
+            has_changes: self.has_changes,
+        }
+    }
+}
+
+/// The flow logs' schemas: (tcp, udp) as `pyarrow.Schema`s, with each field's unit and
+/// definition in its metadata.
+#[pyfunction]
+fn schemas(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Bound<'_, PyAny>)> {
+    Ok((sonde_arrow::tcp_schema().to_pyarrow(py)?, sonde_arrow::udp_schema().to_pyarrow(py)?))
+}
+
+#[pymodule]
+fn _sonde(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::stream, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::monitor, m)?)?;
+    m.add_function(wrap_pyfunction!(schemas, m)?)?;
+    m.add_class::<stream::FlowStream>()?;
+    Ok(())
+}
