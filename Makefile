@@ -6,7 +6,7 @@ SHELL := /bin/bash
 DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2
 CARGO ?= cargo
 
-.PHONY: demo test deps build lint browser-deps python
+.PHONY: demo test deps build lint browser-deps python python-env
 
 VENV := .venv
 PYTHON ?= python3
@@ -30,11 +30,16 @@ build: deps
 # requirements (pyarrow, pandas, polars, DuckDB, pytest, NFStream, maturin), then the extension
 # built in release by maturin in the workspace's target directory (after `build`, only the
 # extension's own crates are compiled) and installed in place.
-python: build
+# The project's virtual environment: the Python package's test requirements (pyarrow, pandas,
+# polars, DuckDB, NFStream, pytest, maturin).
+python-env: deps
 	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-dev >/dev/null; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt
+
+# The package, optimised, installed into the environment (`import sonde`).
+python: build python-env
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
 
 demo: build python
@@ -52,6 +57,9 @@ browser-deps: deps
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent
 
-test: lint browser-deps python
+# The Python tests use the test profile's builds (the package and the CLI `cargo test` just
+# built), so CI compiles the workspace once more only for the linter, never in release.
+test: lint browser-deps python-env
 	$(CARGO) test --workspace
-	$(VENV)/bin/python -m pytest python/tests
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --profile test --quiet
+	SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
