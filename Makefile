@@ -57,9 +57,11 @@ browser-deps: deps
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent
 
-# The Python tests use the test profile's builds (the package and the CLI `cargo test` just
-# built), so CI compiles the workspace once more only for the linter, never in release.
+# The Python tests use the test profile's builds, so CI never builds the workspace in release:
+# the CLI `cargo test` just built, and the extension linked from the same artifacts and put
+# where maturin puts it (`maturin develop --profile test` would build a test harness instead).
 test: lint browser-deps python-env
 	$(CARGO) test --workspace
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --profile test --quiet
-	SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
+	$(CARGO) build --profile test -p sonde-py
+	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so
+	PYTHONPATH=python SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
