@@ -58,10 +58,12 @@ browser-deps: deps
 	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent
 
 # The Python tests use the test profile's builds, so CI never builds the workspace in release:
-# the CLI `cargo test` just built, and the extension linked from the same artifacts and put
-# where maturin puts it (`maturin develop --profile test` would build a test harness instead).
+# the CLI `cargo test` just built, and the extension linked from the same artifacts (built for
+# the whole workspace, so that features resolve as for `cargo test`: `-p sonde-py` alone
+# rebuilt Arrow and Parquet, 7 min) and put where maturin puts it (`maturin develop --profile
+# test` would build a test harness instead).
 test: lint browser-deps python-env
 	$(CARGO) test --workspace
-	$(CARGO) build --profile test -p sonde-py
+	$(CARGO) build --profile test --workspace --lib --bins --tests --examples
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so
 	PYTHONPATH=python SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
