@@ -2,8 +2,10 @@
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 
-use arrow::datatypes::DataType;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow::ipc::CompressionType;
@@ -13,6 +15,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use sonde_output::{OutputError, OutputFile, PendingFile};
+
+use crate::flows::FlowBatches;
+use crate::schema::{tcp_schema, udp_schema};
 
 /// Rows per Parquet row group: a flow log's groups hold some 10–20 MB before compression.
 const ROW_GROUP_ROWS: usize = 65_536;
@@ -51,51 +56,118 @@ impl TypedFormat {
 pub fn write_batches(
     path: &Path,
     format: TypedFormat,
-    schema: &arrow::datatypes::SchemaRef,
+    schema: &SchemaRef,
     batches: &[RecordBatch],
+) -> Result<(), OutputError> {
+    write_with(path, format, schema, |write| batches.iter().try_for_each(|b| write(b.clone())))
+}
+
+/// Writes the TCP (`udp` false) or UDP log of `parts` to `path` in `format`, a row group at a
+/// time as the sorted runs merge (memory: a row group and a batch per run), through a
+/// temporary file moved into place when complete.
+pub fn write_flow_log(path: &Path, format: TypedFormat, parts: &FlowBatches, udp: bool) -> Result<(), OutputError> {
+    let schema = if udp { udp_schema() } else { tcp_schema() };
+    write_with(path, format, &schema, |write| parts.for_each_batch(udp, write))
+}
+
+/// Writes what `body` hands its writer (batches of one schema, the first's; none: an empty file
+/// of `schema`).
+fn write_with(
+    path: &Path,
+    format: TypedFormat,
+    schema: &SchemaRef,
+    body: impl FnOnce(&mut dyn FnMut(RecordBatch) -> Result<(), ArrowError>) -> Result<(), ArrowError>,
 ) -> Result<(), OutputError> {
     let failed = |reason: String| OutputError { path: path.to_path_buf(), reason };
     let pending = PendingFile::create(path, true).map_err(|e| failed(format!("cannot create: {e}")))?;
-    let mut w = BufWriter::with_capacity(1 << 16, pending);
-    let schema = batches.first().map_or_else(|| schema.clone(), RecordBatch::schema);
-    encode(&mut w, format, &schema, batches).map_err(|e| failed(format!("write failed: {e}")))?;
+    let mut file = Some(BufWriter::with_capacity(1 << 16, pending));
+    let mut encoder: Option<Encoder<BufWriter<PendingFile>>> = None;
+    let mut write = |batch: RecordBatch| -> Result<(), ArrowError> {
+        let e = match (&mut encoder, file.take()) {
+            (Some(e), _) => e,
+            (None, Some(f)) => encoder.insert(Encoder::new(f, format, &batch.schema())?),
+            (None, None) => unreachable!("the file goes to the encoder"),
+        };
+        e.write(&batch)
+    };
+    body(&mut write).map_err(|e| failed(format!("write failed: {e}")))?;
+    let encoder = match (encoder, file) {
+        (Some(e), _) => e,
+        (None, Some(f)) => Encoder::new(f, format, schema).map_err(|e| failed(format!("write failed: {e}")))?,
+        (None, None) => unreachable!("the file goes to the encoder"),
+    };
+    let w = encoder.finish().map_err(|e| failed(format!("write failed: {e}")))?;
     let pending = w.into_inner().map_err(|e| failed(format!("write failed: {}", e.error())))?;
     pending.commit(true).map_err(|e| failed(format!("write failed: {e}")))
 }
 
-fn encode<W: Write + Send>(
-    w: &mut W,
-    format: TypedFormat,
-    schema: &arrow::datatypes::SchemaRef,
-    batches: &[RecordBatch],
-) -> Result<(), ArrowError> {
-    match format {
-        TypedFormat::Parquet => {
-            // Dictionary pages for the text columns only: on the numbers they cost more time
-            // than zstd leaves them space to save.
-            let mut props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::default()))
-                .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-                .set_dictionary_enabled(false)
-                .set_created_by(format!("sonde {}", env!("CARGO_PKG_VERSION")));
-            for field in schema.fields().iter().filter(|f| matches!(f.data_type(), DataType::Dictionary(..))) {
-                props = props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), true);
+/// A typed file being written, batch by batch.
+enum Encoder<W: Write + Send> {
+    Parquet(ArrowWriter<W>),
+    /// With the schema its batches are cast to: text as plain strings, because the IPC file
+    /// format cannot replace a dictionary from one batch to the next.
+    Arrow(FileWriter<W>, SchemaRef),
+}
+
+impl<W: Write + Send> Encoder<W> {
+    fn new(w: W, format: TypedFormat, schema: &SchemaRef) -> Result<Encoder<W>, ArrowError> {
+        Ok(match format {
+            TypedFormat::Parquet => {
+                // Dictionary pages for the text columns only: on the numbers they cost more time
+                // than zstd leaves them space to save.
+                let mut props = WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                    .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+                    .set_dictionary_enabled(false)
+                    .set_created_by(format!("sonde {}", env!("CARGO_PKG_VERSION")));
+                for field in schema.fields().iter().filter(|f| matches!(f.data_type(), DataType::Dictionary(..))) {
+                    props = props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), true);
+                }
+                Encoder::Parquet(ArrowWriter::try_new(w, schema.clone(), Some(props.build()))?)
             }
-            let props = props.build();
-            let mut writer = ArrowWriter::try_new(w, schema.clone(), Some(props))?;
-            for batch in batches {
-                writer.write(batch)?;
+            TypedFormat::Arrow => {
+                let plain = plain_text(schema);
+                let options = IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
+                Encoder::Arrow(FileWriter::try_new_with_options(w, &plain, options)?, plain)
             }
-            writer.close()?;
-        }
-        TypedFormat::Arrow => {
-            let options = IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
-            let mut writer = FileWriter::try_new_with_options(w, schema, options)?;
-            for batch in batches {
-                writer.write(batch)?;
+        })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
+        match self {
+            Encoder::Parquet(w) => w.write(batch).map_err(ArrowError::from),
+            Encoder::Arrow(w, plain) => {
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .zip(plain.fields())
+                    .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c.clone()) } else { cast(c, f.data_type()) })
+                    .collect::<Result<Vec<_>, _>>()?;
+                w.write(&RecordBatch::try_new(plain.clone(), columns)?)
             }
-            writer.finish()?;
         }
     }
-    Ok(())
+
+    fn finish(self) -> Result<W, ArrowError> {
+        match self {
+            Encoder::Parquet(w) => w.into_inner().map_err(|e| ArrowError::ExternalError(Box::new(e))),
+            Encoder::Arrow(mut w, _) => {
+                w.finish()?;
+                w.into_inner()
+            }
+        }
+    }
+}
+
+/// `schema` with every dictionary of strings as plain strings (metadata kept).
+fn plain_text(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Dictionary(_, values) => f.as_ref().clone().with_data_type(values.as_ref().clone()),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }

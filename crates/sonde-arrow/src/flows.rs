@@ -6,19 +6,21 @@ use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BooleanBuilder, DurationNanosecondBuilder, StringDictionaryBuilder, TimestampNanosecondBuilder,
-    UInt32Array, UInt64Builder,
+    UInt64Builder,
 };
-use arrow::compute::{cast, concat_batches, take_record_batch};
+use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Int32Type, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey, Value,
+    anonymized_record, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey, SortBuffer,
+    Spilled, Value,
 };
 
 use crate::schema::{tcp_schema, udp_schema};
+use crate::sorted::{self, SortedRows};
 
 /// Where an address is spelled out.
 type Scratch = sonde_output::IpBuf;
@@ -123,19 +125,23 @@ impl<R> Rows<R> {
         self.keys.len()
     }
 
-    /// The rows so far as a batch (the builders start again, empty).
-    fn finish(&mut self) -> Keyed {
+    /// The rows so far as a batch, with each row's order key (the builders start again, empty).
+    fn finish(&mut self) -> (Vec<OrderKey>, RecordBatch) {
         let columns = self.builders.iter_mut().map(Builder::finish).collect();
         let batch = RecordBatch::try_new(self.schema.clone(), columns).expect("each builder gives its column's type");
-        Keyed { keys: std::mem::take(&mut self.keys), batch }
+        (std::mem::take(&mut self.keys), batch)
     }
-}
 
-/// A batch and each row's output order.
-#[derive(Debug)]
-struct Keyed {
-    keys: Vec<OrderKey>,
-    batch: RecordBatch,
+    /// The rows so far sorted into output order, keyed ([`sorted::keyed`]).
+    fn finish_sorted(&mut self) -> Result<RecordBatch, ArrowError> {
+        let (keys, batch) = self.finish();
+        sorted::keyed(&keys, &batch)
+    }
+
+    /// Memory a row takes in the builders, about (a number per column, and its key).
+    fn row_bytes(&self) -> usize {
+        self.columns.len() * 9 + OrderKey::BYTES
+    }
 }
 
 /// Both flow logs' rows of one worker.
@@ -188,6 +194,8 @@ impl Logs {
 /// make [`FlowTables`] in the order of the TSV logs.
 pub struct ArrowSink {
     logs: Logs,
+    /// What was handed to disk since the last `take`, and where more goes.
+    part: FlowBatches,
 }
 
 impl Default for ArrowSink {
@@ -198,18 +206,53 @@ impl Default for ArrowSink {
 
 impl ArrowSink {
     pub fn new() -> ArrowSink {
-        ArrowSink { logs: Logs::new(None) }
+        ArrowSink { logs: Logs::new(None), part: FlowBatches::default() }
     }
 
     /// Shows every address through `anon` (with `*_iscrypto` set), as the TSV logs do.
     pub fn anonymized(self, anon: Option<Anonymizer>) -> ArrowSink {
-        ArrowSink { logs: Logs::new(anon) }
+        ArrowSink { logs: Logs::new(anon), ..self }
+    }
+
+    /// Holds at most `sort`'s budget of rows in memory, the rest in sorted runs on disk
+    /// (without, every row until taken).
+    pub fn sorted_in(self, sort: Option<Arc<SortBuffer>>) -> ArrowSink {
+        ArrowSink { part: FlowBatches::new(sort), ..self }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.logs.tcp.len() * self.logs.tcp.row_bytes() + self.logs.udp.len() * self.logs.udp.row_bytes()
+    }
+
+    /// The rows being built, sorted, into the part.
+    fn finish_into_part(&mut self) {
+        let part = &mut self.part;
+        finish_into(&mut self.logs.tcp, &mut part.tcp, &mut part.spilled);
+        finish_into(&mut self.logs.udp, &mut part.udp, &mut part.spilled);
+    }
+}
+
+fn finish_into<R>(rows: &mut Rows<R>, sorted: &mut SortedRows, spilled: &mut Spilled) {
+    if rows.len() == 0 {
+        return;
+    }
+    match rows.finish_sorted() {
+        Ok(batch) => sorted.push(batch),
+        // Sorting a batch of the builders' own columns does not fail; if it did, the rows
+        // would be lost, and the summary would say so.
+        Err(e) => {
+            spilled.failure.get_or_insert(format!("sorting flow rows: {e}"));
+        }
     }
 }
 
 impl FlowSink for ArrowSink {
     fn flow(&mut self, record: &FlowRecord) {
         self.logs.push(record);
+        if self.part.sort.as_ref().is_some_and(|sort| self.held_bytes() > sort.bytes) {
+            self.finish_into_part();
+            self.part.spill();
+        }
     }
     /// The logs hold each record's RTT summary, not its samples.
     fn rtt_sample(&mut self, _: &RttSample) {}
@@ -218,22 +261,19 @@ impl FlowSink for ArrowSink {
 impl sonde_engine::WorkerSink for ArrowSink {
     type Part = FlowBatches;
     fn take(&mut self) -> FlowBatches {
-        let mut part = FlowBatches::default();
-        if self.logs.tcp.len() > 0 {
-            part.tcp.push(self.logs.tcp.finish());
-        }
-        if self.logs.udp.len() > 0 {
-            part.udp.push(self.logs.udp.finish());
-        }
-        part
+        self.finish_into_part();
+        let fresh = FlowBatches::new(self.part.sort.clone());
+        std::mem::replace(&mut self.part, fresh)
     }
 }
 
-/// What the workers' sinks handed over: batches of rows with their output order.
+/// What the workers' sinks handed over: both logs' sorted rows, in memory and on disk.
 #[derive(Debug, Default)]
 pub struct FlowBatches {
-    tcp: Vec<Keyed>,
-    udp: Vec<Keyed>,
+    tcp: SortedRows,
+    udp: SortedRows,
+    sort: Option<Arc<SortBuffer>>,
+    spilled: Spilled,
 }
 
 /// The flow logs as two tables, in the TSV logs' order (flow start, then protocol and tuple).
@@ -245,55 +285,95 @@ pub struct FlowTables {
 
 impl sonde_engine::Part for FlowBatches {
     fn absorb(&mut self, other: FlowBatches) {
-        self.tcp.extend(other.tcp);
-        self.udp.extend(other.udp);
+        FlowBatches::absorb(self, other);
     }
     fn is_empty(&self) -> bool {
-        self.tcp.is_empty() && self.udp.is_empty()
+        FlowBatches::is_empty(self)
     }
 }
 
 impl FlowBatches {
+    /// No rows yet; beyond `sort`'s budget they go to disk.
+    pub fn new(sort: Option<Arc<SortBuffer>>) -> FlowBatches {
+        FlowBatches { sort, ..FlowBatches::default() }
+    }
+
+    /// Adds `other`'s rows (and takes its sort buffer if this has none and never failed to
+    /// write a run).
+    pub fn absorb(&mut self, other: FlowBatches) {
+        self.tcp.absorb(other.tcp);
+        self.udp.absorb(other.udp);
+        self.spilled.add(&other.spilled);
+        if self.sort.is_none() && self.spilled.failure.is_none() {
+            self.sort = other.sort;
+        }
+        let Some(sort) = self.sort.clone() else { return };
+        if self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes {
+            return self.spill();
+        }
+        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|r| r.compact(&sort, &mut self.spilled));
+        self.failed(&sort, done);
+    }
+
+    /// Sends the rows in memory to disk. A run that cannot be written leaves its rows in
+    /// memory, says why in [`FlowBatches::spilled`], and ends the spilling.
+    fn spill(&mut self) {
+        if let Some(sort) = self.sort.clone() {
+            let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|r| r.spill(&sort, &mut self.spilled));
+            self.failed(&sort, done);
+        }
+    }
+
+    fn failed(&mut self, sort: &SortBuffer, done: Result<(), ArrowError>) {
+        if let Err(e) = done {
+            self.spilled.failure = Some(format!("writing a sorted run in {}: {e}", sort.dir.display()));
+            self.sort = None;
+        }
+    }
+
     /// Rows handed over so far.
     pub fn len(&self) -> usize {
-        self.tcp.iter().chain(&self.udp).map(|k| k.keys.len()).sum()
+        self.tcp.len() + self.udp.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// What went to disk.
+    pub fn spilled(&self) -> &Spilled {
+        &self.spilled
+    }
+
     /// Both logs, each one table sorted into the output order: the same rows in the same order
     /// whatever the number of workers.
     pub fn into_tables(self) -> Result<FlowTables, ArrowError> {
-        Ok(FlowTables { tcp: sorted(tcp_schema(), self.tcp)?, udp: sorted(udp_schema(), self.udp)? })
+        Ok(FlowTables { tcp: table(tcp_schema(), &self.tcp)?, udp: table(udp_schema(), &self.udp)? })
+    }
+
+    /// Calls `out` with the TCP (`udp` false) or UDP log's rows in output order, in batches of
+    /// up to a Parquet row group's rows, each with unique dictionaries.
+    pub fn for_each_batch(
+        &self,
+        udp: bool,
+        mut out: impl FnMut(RecordBatch) -> Result<(), ArrowError>,
+    ) -> Result<(), ArrowError> {
+        let rows = if udp { &self.udp } else { &self.tcp };
+        SortedRows::merged(&[rows], sorted::MERGED_ROWS, |batch| out(unique_dictionaries(sorted::unkeyed(&batch)?)?))
     }
 }
 
-fn sorted(schema: SchemaRef, parts: Vec<Keyed>) -> Result<RecordBatch, ArrowError> {
-    let mut order: Vec<(OrderKey, u32)> = Vec::with_capacity(parts.iter().map(|k| k.keys.len()).sum());
-    let mut batches = Vec::with_capacity(parts.len());
-    for part in parts {
-        let base = order.len();
-        let row = |i: usize| u32::try_from(base + i).map_err(|_| ArrowError::ComputeError("over 4G rows".into()));
-        for (i, key) in part.keys.into_iter().enumerate() {
-            order.push((key, row(i)?));
-        }
-        batches.push(part.batch);
-    }
-    // Equal keys (the same tuple starting and ending at the same instants with the same
-    // packet counts) are practically impossible; the sort is stable for them all the same.
-    order.sort_by_key(|&(key, _)| key);
-    // The anonymised logs mark `*_iscrypto`: their batches carry the schema they were built with.
-    let schema = batches.first().map_or(schema, |b| b.schema());
-    let several = batches.len() > 1;
-    let all = concat_batches(&schema, &batches)?;
-    let indices = UInt32Array::from_iter_values(order.into_iter().map(|(_, i)| i));
-    let table = take_record_batch(&all, &indices)?;
-    if several {
-        unique_dictionaries(table)
-    } else {
-        Ok(table)
+/// All of `rows` as one table in output order (empty: of `schema`).
+fn table(schema: SchemaRef, rows: &SortedRows) -> Result<RecordBatch, ArrowError> {
+    let mut batches = Vec::new();
+    SortedRows::merged(&[rows], usize::MAX, |batch| {
+        batches.push(sorted::unkeyed(&batch)?);
+        Ok(())
+    })?;
+    match batches.len() {
+        0 => Ok(RecordBatch::new_empty(schema)),
+        1 => unique_dictionaries(batches.pop().expect("one")),
+        _ => unique_dictionaries(concat_batches(&batches[0].schema(), &batches)?),
     }
 }
 
@@ -333,12 +413,12 @@ impl StreamSink {
     }
 
     fn send(&mut self, protocol: Protocol) {
-        let rows = match protocol {
+        let (_, batch) = match protocol {
             Protocol::Tcp => self.logs.tcp.finish(),
             Protocol::Udp => self.logs.udp.finish(),
         };
         // A receiver that went away wants no more rows: they are dropped.
-        let _ = self.tx.send(FlowBatch { protocol, batch: rows.batch });
+        let _ = self.tx.send(FlowBatch { protocol, batch });
     }
 }
 

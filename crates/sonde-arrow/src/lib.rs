@@ -24,10 +24,11 @@
 mod file;
 mod flows;
 mod schema;
+mod sorted;
 mod tables;
 
 pub use arrow;
-pub use file::{write_batches, TypedFormat};
+pub use file::{write_batches, write_flow_log, TypedFormat};
 pub use flows::{ArrowSink, FlowBatch, FlowBatches, FlowTables, Protocol, StreamSink};
 pub use schema::{definition, tcp_schema, udp_schema};
 pub use tables::{definition_tables, interval_tables, table};

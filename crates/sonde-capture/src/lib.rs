@@ -48,7 +48,7 @@ pub use detect::BoxedSource;
 use detect::{capture, compression, decompressed, MAGIC_PEEK};
 use error::io_error;
 pub use error::{CaptureError, CaptureErrorKind};
-use stream::{SliceInput, StreamInput};
+use stream::{Held, Mapped, SliceInput, StreamInput};
 pub use write::{TraceFormat, TraceWriter, WriteError};
 
 /// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet.
@@ -129,7 +129,7 @@ pub fn open(path: &Path) -> Result<BoxedSource, CaptureError> {
         // The map never moved the file offset: the decoder reads from byte 0.
         return decompressed(c, file);
     }
-    capture(SliceInput::new(map))
+    capture(SliceInput::new(Mapped(map)))
 }
 
 /// Reads a capture from standard input (a stream: possibly compressed, never mapped).
@@ -162,6 +162,6 @@ pub fn open_reader<R: Read + Send + 'static>(mut r: R) -> Result<BoxedSource, Ca
 pub fn open_bytes<B: AsRef<[u8]> + Send + 'static>(data: B) -> Result<BoxedSource, CaptureError> {
     match compression(data.as_ref()) {
         Some(c) => decompressed(c, Cursor::new(data)),
-        None => capture(SliceInput::new(data)),
+        None => capture(SliceInput::new(Held(data))),
     }
 }

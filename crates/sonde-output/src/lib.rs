@@ -28,6 +28,7 @@ mod files;
 mod line;
 pub mod pending;
 pub mod read;
+mod sorted;
 pub mod summary;
 mod writer;
 
@@ -36,6 +37,7 @@ pub use columns::{mark_anonymized, tcp_columns, udp_columns, Column, Kind, Value
 pub use files::OutputFile;
 pub use line::{ip_text, IpBuf, LineFormat};
 pub use pending::{write_atomic, PendingFile};
+pub use sorted::{SortBuffer, Spilled};
 pub use summary::Summary;
 pub use writer::{
     anonymized_record, definition_files, order_key, write_records, FlowLines, Format, LineSink, OrderKey, OutputDir,

@@ -253,6 +253,29 @@ pub struct LocationSummary {
     pub chunks_written: u64,
 }
 
+/// Flow log lines beyond `--sort-buffer`: sorted runs on disk, merged when the logs were written.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct SortSummary {
+    /// Runs written (merges of runs included).
+    pub runs: u64,
+    /// Their bytes (keys and lines).
+    pub bytes: u64,
+    /// Why a run could not be written, if one could not (its lines stayed in memory).
+    pub failure: Option<String>,
+}
+
+impl SortSummary {
+    /// What `spilled` says, when anything went to disk or failed to.
+    pub fn of(spilled: &crate::Spilled) -> Option<SortSummary> {
+        (spilled.runs > 0 || spilled.failure.is_some()).then(|| SortSummary {
+            runs: spilled.runs,
+            bytes: spilled.bytes,
+            failure: spilled.failure.clone(),
+        })
+    }
+}
+
 /// `summary.json`: what a run read, counted, took and wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -298,6 +321,9 @@ pub struct Summary {
     /// Where the chunks of a rotated run went (`sonde monitor --spool`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spool: Option<SpoolSummary>,
+    /// The flow log lines that waited on disk (`--sort-buffer`); absent when none did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sorted_runs: Option<SortSummary>,
 }
 
 /// What a run read: the input's name, the format found, its compression and the filter.
@@ -340,6 +366,7 @@ impl Summary {
             anonymization: None,
             capture: None,
             spool: None,
+            sorted_runs: None,
         }
     }
 
@@ -434,6 +461,14 @@ impl Summary {
         }
         if let Some(c) = &self.capture {
             line(format!("  capture   {}", c.human()));
+        }
+        if let Some(r) = &self.sorted_runs {
+            line(format!(
+                "  sorting   {} runs, {}B on disk beyond --sort-buffer{}",
+                r.runs,
+                si(r.bytes as f64),
+                r.failure.as_deref().map(|f| format!("; held in memory after: {f}")).unwrap_or_default()
+            ));
         }
         if let Some(s) = &self.spool {
             line(format!(

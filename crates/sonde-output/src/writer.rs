@@ -3,6 +3,7 @@
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sonde_anon::Anonymizer;
 use sonde_flow::key::ip_order_key;
@@ -13,6 +14,7 @@ use crate::columns::{mark_anonymized, tcp_columns, udp_columns, Column};
 use crate::files::OutputFile;
 use crate::line::LineFormat;
 use crate::pending::PendingFile;
+use crate::sorted::{for_each_sorted, Lines, SortBuffer, Spilled};
 use crate::summary::Summary;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -234,6 +236,66 @@ pub struct OrderKey {
     pkts: (u64, u64),
 }
 
+impl OrderKey {
+    /// Bytes in [`OrderKey::to_bytes`].
+    pub const BYTES: usize = 71;
+
+    /// The key as bytes, big-endian field by field: byte order is key order.
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut out = [0u8; Self::BYTES];
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put(&self.first_ns.to_be_bytes());
+        put(&[self.protocol, self.client_family]);
+        put(&self.client_ip.0.to_be_bytes());
+        put(&self.client_ip.1.to_be_bytes());
+        put(&self.client_port.to_be_bytes());
+        put(&[self.server_family]);
+        put(&self.server_ip.0.to_be_bytes());
+        put(&self.server_ip.1.to_be_bytes());
+        put(&self.server_port.to_be_bytes());
+        put(&self.last_ns.to_be_bytes());
+        put(&self.pkts.0.to_be_bytes());
+        put(&self.pkts.1.to_be_bytes());
+        out
+    }
+
+    /// The key [`OrderKey::to_bytes`] gave `bytes`.
+    pub fn from_bytes(bytes: &[u8; Self::BYTES]) -> OrderKey {
+        let mut at = 0;
+        let mut take = |n: usize| {
+            at += n;
+            &bytes[at - n..at]
+        };
+        let u64_at = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("8 bytes"));
+        let u16_at = |b: &[u8]| u16::from_be_bytes(b.try_into().expect("2 bytes"));
+        let first_ns = u64_at(take(8));
+        let (protocol, client_family) = (take(1)[0], take(1)[0]);
+        let client_ip = (u64_at(take(8)), u64_at(take(8)));
+        let client_port = u16_at(take(2));
+        let server_family = take(1)[0];
+        let server_ip = (u64_at(take(8)), u64_at(take(8)));
+        let server_port = u16_at(take(2));
+        let last_ns = u64_at(take(8));
+        let pkts = (u64_at(take(8)), u64_at(take(8)));
+        OrderKey {
+            first_ns,
+            protocol,
+            client_family,
+            client_ip,
+            client_port,
+            server_family,
+            server_ip,
+            server_port,
+            last_ns,
+            pkts,
+        }
+    }
+}
+
 pub fn order_key(r: &FlowRecord) -> OrderKey {
     let e = r.endpoints();
     let (protocol, last_ns, pkts) = match r {
@@ -256,66 +318,92 @@ pub fn order_key(r: &FlowRecord) -> OrderKey {
     }
 }
 
-/// One log's formatted lines from one sink: the text of all lines in one buffer (no allocation
-/// per line), and per line its order key and place in the buffer.
-#[derive(Default)]
-struct Lines {
-    text: Vec<u8>,
-    index: Vec<(OrderKey, usize, u32)>,
-}
-
-impl Lines {
-    fn push(&mut self, key: OrderKey, line: &[u8]) {
-        self.index.push((key, self.text.len(), line.len() as u32));
-        self.text.extend_from_slice(line);
-    }
-
-    fn line(&self, start: usize, len: u32) -> &[u8] {
-        &self.text[start..start + len as usize]
-    }
-}
-
 /// Flow log lines taken out of their sinks while a run goes on (a live monitor hands them to
-/// its dashboard and its rotated outputs): given back whole, they write the same logs.
+/// its dashboard and its rotated outputs): given back whole, they write the same logs. With a
+/// [`SortBuffer`], lines beyond its budget wait on disk in sorted runs.
 #[derive(Default)]
 pub struct FlowLines {
     tcp: Lines,
     udp: Lines,
+    sort: Option<Arc<SortBuffer>>,
+    spilled: Spilled,
 }
 
 impl From<LineSink> for FlowLines {
     fn from(sink: LineSink) -> FlowLines {
-        FlowLines { tcp: sink.tcp, udp: sink.udp }
+        sink.lines
     }
 }
 
 impl FlowLines {
-    /// Appends `other`'s lines.
+    /// No lines yet; beyond `sort`'s budget they go to disk.
+    pub fn new(sort: Option<Arc<SortBuffer>>) -> FlowLines {
+        FlowLines { sort, ..FlowLines::default() }
+    }
+
+    /// Appends `other`'s lines (and takes its sort buffer if this has none and never failed
+    /// to write a run).
     pub fn absorb(&mut self, other: FlowLines) {
-        for (mine, theirs) in [(&mut self.tcp, other.tcp), (&mut self.udp, other.udp)] {
-            let base = mine.text.len();
-            mine.index.extend(theirs.index.into_iter().map(|(key, start, len)| (key, start + base, len)));
-            mine.text.extend_from_slice(&theirs.text);
+        self.tcp.absorb(other.tcp);
+        self.udp.absorb(other.udp);
+        self.spilled.add(&other.spilled);
+        if self.sort.is_none() && self.spilled.failure.is_none() {
+            self.sort = other.sort;
+        }
+        self.bound(true);
+    }
+
+    fn push(&mut self, udp: bool, key: OrderKey, line: &[u8]) {
+        match udp {
+            false => self.tcp.push(key, line),
+            true => self.udp.push(key, line),
+        }
+        self.bound(false);
+    }
+
+    /// Sends the lines in memory to disk when they exceed the budget (and, after `absorb`,
+    /// merges runs so that no level holds too many). A run that cannot be written leaves its
+    /// lines in memory, says why in [`FlowLines::spilled`], and ends the spilling.
+    #[inline]
+    fn bound(&mut self, absorbed: bool) {
+        let Some(sort) = &self.sort else { return };
+        let over = self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes;
+        if !(over || absorbed) {
+            return;
+        }
+        let sort = sort.clone();
+        let spilled = &mut self.spilled;
+        let done = [&mut self.tcp, &mut self.udp]
+            .into_iter()
+            .try_for_each(|lines| if over { lines.spill(&sort, spilled) } else { lines.compact(&sort, spilled) });
+        if let Err(e) = done {
+            spilled.failure = Some(format!("writing a sorted run in {}: {e}", sort.dir.display()));
+            self.sort = None;
         }
     }
 
     pub fn len(&self) -> usize {
-        self.tcp.index.len() + self.udp.index.len()
+        self.tcp.len() + self.udp.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Bytes of text the lines hold.
+    /// Bytes of text the lines hold, in memory and on disk.
     pub fn text_bytes(&self) -> usize {
-        self.tcp.text.len() + self.udp.text.len()
+        self.tcp.text_bytes() + self.udp.text_bytes()
     }
 
-    /// The TCP (`udp` false) or UDP log's lines, in the order the flows ended.
+    /// What went to disk.
+    pub fn spilled(&self) -> &Spilled {
+        &self.spilled
+    }
+
+    /// The TCP (`udp` false) or UDP log's lines in memory, in the order the flows ended (what
+    /// a drain took from a sink without a sort buffer: all of them).
     pub fn lines(&self, udp: bool) -> impl Iterator<Item = &[u8]> {
-        let lines = if udp { &self.udp } else { &self.tcp };
-        lines.index.iter().map(move |&(_, start, len)| lines.line(start, len))
+        if udp { &self.udp } else { &self.tcp }.in_memory()
     }
 
     /// Both logs of `parts` as the files [`OutputDir::write_flow_lines`] writes: names and
@@ -363,8 +451,7 @@ impl sonde_engine::WorkerSink for LineSink {
 pub struct LineSink {
     tcp_format: LineFormat<sonde_flow::TcpRecord>,
     udp_format: LineFormat<sonde_flow::UdpRecord>,
-    tcp: Lines,
-    udp: Lines,
+    lines: FlowLines,
     scratch: Vec<u8>,
     /// Replaces the addresses before a line is formatted and ordered (one per worker: its
     /// prefix cache is the worker's own).
@@ -377,8 +464,7 @@ impl LineSink {
         LineSink {
             tcp_format: LineFormat::new(format, &tcp_columns()),
             udp_format: LineFormat::new(format, &udp_columns()),
-            tcp: Lines::default(),
-            udp: Lines::default(),
+            lines: FlowLines::default(),
             scratch: Vec::new(),
             anon: None,
             format,
@@ -399,14 +485,21 @@ impl LineSink {
         }
     }
 
+    /// Holds at most `sort`'s budget of lines in memory, the rest in sorted runs on disk
+    /// (without, every line until taken).
+    pub fn sorted_in(self, sort: Option<Arc<SortBuffer>>) -> LineSink {
+        LineSink { lines: FlowLines::new(sort), ..self }
+    }
+
     /// The lines formatted since the last call (the sink keeps formatting).
     pub fn take(&mut self) -> FlowLines {
-        FlowLines { tcp: std::mem::take(&mut self.tcp), udp: std::mem::take(&mut self.udp) }
+        let fresh = FlowLines::new(self.lines.sort.clone());
+        std::mem::replace(&mut self.lines, fresh)
     }
 
     /// Flows formatted so far.
     pub fn len(&self) -> usize {
-        self.tcp.index.len() + self.udp.index.len()
+        self.lines.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -440,8 +533,8 @@ impl LineSink {
         let key = order_key(record);
         // Formatted in a reused buffer, then appended to the log's text.
         match record {
-            FlowRecord::Tcp(t) => self.tcp.push(key, self.tcp_format.format(&mut self.scratch, t)),
-            FlowRecord::Udp(u) => self.udp.push(key, self.udp_format.format(&mut self.scratch, u)),
+            FlowRecord::Tcp(t) => self.lines.push(false, key, self.tcp_format.format(&mut self.scratch, t)),
+            FlowRecord::Udp(u) => self.lines.push(true, key, self.udp_format.format(&mut self.scratch, u)),
         }
     }
 }
@@ -454,19 +547,10 @@ pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowReco
     shown
 }
 
-/// Writes the lines of every sink, sorted by their order keys.
+/// Writes the lines of every sink in output order.
 fn write_sorted<R>(w: &mut impl Write, format: Format, columns: &[Column<R>], sinks: &[&Lines]) -> io::Result<()> {
-    let mut order: Vec<(OrderKey, &[u8])> = Vec::with_capacity(sinks.iter().map(|l| l.index.len()).sum());
-    for lines in sinks {
-        order.extend(lines.index.iter().map(|&(key, start, len)| (key, lines.line(start, len))));
-    }
-    // The line breaks the (practically impossible) tie of two flows with equal keys.
-    order.sort_unstable();
     write_header(w, format, columns)?;
-    for (_, line) in &order {
-        w.write_all(line)?;
-    }
-    Ok(())
+    for_each_sorted(sinks, |line| w.write_all(line))
 }
 
 /// Writes `path` whole or not at all, through a buffer, with [`PendingFile`].

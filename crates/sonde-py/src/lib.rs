@@ -30,7 +30,6 @@ use arrow::pyarrow::ToPyArrow;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sonde_arrow::{ArrowSink, FlowBatches};
-use sonde_engine::Part;
 use sonde_output::summary::Input;
 
 use control::{Stop, Stoppable, Waited};

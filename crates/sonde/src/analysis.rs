@@ -12,12 +12,11 @@ use sonde_arrow::arrow::record_batch::RecordBatch;
 use sonde_arrow::{ArrowSink, FlowBatches, TypedFormat};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
-use sonde_engine::Part;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
-use sonde_output::summary::{self, ChangeSummary, Monitoring, Summary};
-use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile};
+use sonde_output::summary::{self, ChangeSummary, Monitoring, SortSummary, Summary};
+use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffer, Spilled};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
 
@@ -42,6 +41,9 @@ pub struct Prepared {
     typed: Option<TypedFormat>,
     anonymization: Option<(sonde_anon::Anonymizer, summary::AnonSummary)>,
     out: OutputDir,
+    /// `--sort-buffer` in bytes, and the workers per reader that share it.
+    sort_bytes: usize,
+    workers: usize,
 }
 
 /// Checks the settings of `args`, then opens the input with `open` (before anything is
@@ -53,6 +55,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    anyhow::ensure!(
+        (1..=1 << 20).contains(&args.sort_buffer),
+        "--sort-buffer is in MiB, from 1 to 1048576 (1 TiB)"
+    );
     let internal_nets = args.internal_nets()?;
     let interval_ns = args.interval_ns()?;
     let store_spec = match &args.store {
@@ -115,12 +121,14 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     let typed_names = typed.map(TypedFormat::all_names).unwrap_or_default();
     let others: Vec<&str> = typed_names.iter().map(String::as_str).collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?;
-    Ok((Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out }, input))
+    let sort_bytes = args.sort_buffer << 20;
+    Ok((Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers }, input))
 }
 
 impl Prepared {
     /// Workers per reader (`monitor --readers`: one each unless --threads says).
     pub fn set_workers(&mut self, workers: usize) {
+        self.workers = workers;
         self.run = std::mem::take(&mut self.run).workers_per_reader(workers);
     }
 
@@ -181,7 +189,11 @@ pub fn run(
     live: Option<LiveOptions>,
 ) -> Result<Finished> {
     let (input_name, compression) = input;
-    let Prepared { mut run, interval_cfg, store_spec, format, typed, anonymization, out } = prepared;
+    let Prepared { mut run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers } =
+        prepared;
+    // Each worker's sink and a live run's collector hold a share of the budget.
+    let holders = sources.len() * workers + 1;
+    let sort = Arc::new(SortBuffer { dir: out.dir().to_path_buf(), bytes: sort_bytes / holders });
     let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
     let (mut rotation, mut publisher) = (None, None);
     if let Some(live) = live {
@@ -211,7 +223,7 @@ pub fn run(
     if !args.quiet && std::io::stderr().is_terminal() {
         run = run.progress(progress_bar());
     }
-    let new_sink = || LineSink::new(format).anonymized(anonymizer.clone());
+    let new_sink = || LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone()));
     let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
     if let Some(r) = rotation.as_mut() {
         observers.push(r);
@@ -220,6 +232,7 @@ pub fn run(
         observers.push(p);
     }
     let mut outputs = Vec::new();
+    let mut typed_spilled = Spilled::default();
     let result = match typed {
         None => {
             let result = run.analyze_observed(sources, &new_sink, &mut observers)?;
@@ -234,17 +247,21 @@ pub fn run(
                 "--format {} writes its files when the run ends: --spool and --http take --format tsv or jsonl",
                 typed.extension()
             );
-            let new_sink = || ArrowSink::new().anonymized(anonymizer.clone());
+            let new_sink = || ArrowSink::new().anonymized(anonymizer.clone()).sorted_in(Some(sort.clone()));
             let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());
             clear_progress_bar();
             let mut all = FlowBatches::default();
             parts.into_iter().for_each(|p| all.absorb(p));
-            let tables = all.into_tables().context("sorting the flow logs")?;
-            for (file, table) in
-                [(OutputFile::TcpFlows(format), tables.tcp), (OutputFile::UdpFlows(format), tables.udp)]
-            {
-                outputs.push(write_typed(&out, typed, file, &table)?);
-            }
+            let names = [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format)].map(|f| typed.file_name(f));
+            let write = |udp: bool| sonde_arrow::write_flow_log(&out.path(&names[udp as usize]), typed, &all, udp);
+            // The two logs merge and compress at the same time.
+            std::thread::scope(|scope| {
+                let udp = scope.spawn(|| write(true));
+                let tcp = write(false);
+                tcp.and(udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            })?;
+            typed_spilled = all.spilled().clone();
+            outputs.extend(names);
             outputs.push(OutputFile::Summary.name().to_string());
             result
         }
@@ -297,6 +314,9 @@ pub fn run(
     summary.monitoring = monitoring;
     summary.definitions = defined;
     summary.anonymization = anonymization.map(|a| a.1);
+    let mut spilled = typed_spilled;
+    result.flows.iter().for_each(|f| spilled.add(f.spilled()));
+    summary.sorted_runs = SortSummary::of(&spilled);
     summary.definition_changes =
         result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(ChangeSummary::log);
     Ok(Finished {

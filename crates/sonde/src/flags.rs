@@ -147,6 +147,11 @@ pub struct AnalysisArgs {
     /// them is reserved up front: address space (about 0.9 KB per flow), used as flows arrive.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_flows: usize,
+    /// Memory for the flow logs' lines, in MiB, shared by the workers: beyond it they wait in
+    /// sorted runs in unnamed temporary files in the output directory, merged when the logs
+    /// are written, so memory does not grow with the flows a run has seen.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub sort_buffer: usize,
     /// Flow-tracking worker threads (default: the machine's cores). Outputs are the same for
     /// any number.
     #[arg(long, value_name = "N")]
