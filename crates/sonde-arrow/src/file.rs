@@ -19,7 +19,7 @@ use sonde_output::{OutputError, OutputFile, PendingFile};
 use crate::flows::FlowBatches;
 use crate::schema::{tcp_schema, udp_schema};
 
-/// Rows per Parquet row group: a flow log's groups hold some 10–20 MB before compression.
+/// Rows per Parquet row group.
 const ROW_GROUP_ROWS: usize = 65_536;
 
 /// A typed file format (`--format parquet` or `--format arrow`).
@@ -62,8 +62,8 @@ pub fn write_batches(
     write_with(path, format, schema, |write| batches.iter().try_for_each(|b| write(b.clone())))
 }
 
-/// Writes the TCP (`udp` false) or UDP log of `parts` to `path` in `format`, a row group at a
-/// time as the sorted runs merge (memory: a row group and a batch per run), through a
+/// Writes the TCP (`udp` false) or UDP log of `parts` to `path` in `format`, batch by batch
+/// as the sorted runs merge (memory: the row group being encoded, a small batch per run), through a
 /// temporary file moved into place when complete.
 pub fn write_flow_log(path: &Path, format: TypedFormat, parts: &FlowBatches, udp: bool) -> Result<(), OutputError> {
     let schema = if udp { udp_schema() } else { tcp_schema() };

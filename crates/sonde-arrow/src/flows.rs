@@ -15,8 +15,8 @@ use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey, SortBuffer,
-    Spilled, Value,
+    anonymized_record, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey,
+    SortBuffer, Spilled, Value,
 };
 
 use crate::schema::{tcp_schema, udp_schema};
@@ -308,10 +308,17 @@ impl FlowBatches {
             self.sort = other.sort;
         }
         let Some(sort) = self.sort.clone() else { return };
-        if self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes {
-            return self.spill();
-        }
-        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|r| r.compact(&sort, &mut self.spilled));
+        // Over the budget, the rows in memory go to disk; the runs are merged so that no level,
+        // and no final merge, reads too many at once.
+        let over = self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes;
+        let spilled = &mut self.spilled;
+        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|rows| {
+            match over {
+                true => rows.spill(&sort, spilled)?,
+                false => rows.compact(&sort, spilled)?,
+            }
+            rows.narrow(&sort, spilled)
+        });
         self.failed(&sort, done);
     }
 
@@ -352,7 +359,7 @@ impl FlowBatches {
     }
 
     /// Calls `out` with the TCP (`udp` false) or UDP log's rows in output order, in batches of
-    /// up to a Parquet row group's rows, each with unique dictionaries.
+    /// a few thousand rows, each with unique dictionaries.
     pub fn for_each_batch(
         &self,
         udp: bool,

@@ -101,7 +101,7 @@ impl Backing for Mapped {
 }
 
 /// Bytes read between two releases of a mapped input.
-const RELEASE_EVERY: usize = 16 << 20;
+const RELEASE_EVERY: usize = 1 << 20;
 
 impl<B: Backing> SliceInput<B> {
     pub(crate) fn new(data: B) -> Self {

@@ -137,9 +137,11 @@ impl Lines {
     /// Merges the runs of any level that has [`FAN_IN`] of them into one of the next level.
     pub(crate) fn compact(&mut self, sort: &SortBuffer, spilled: &mut Spilled) -> io::Result<()> {
         while let Some(level) = self.full_level() {
-            let (group, rest): (Vec<Run>, Vec<Run>) = std::mem::take(&mut self.runs).into_iter().partition(|r| r.level == level);
+            let (group, rest): (Vec<Run>, Vec<Run>) =
+                std::mem::take(&mut self.runs).into_iter().partition(|r| r.level == level);
             self.runs = rest;
-            let merged = write_run(sort, level + 1, |w| merge(group.iter().map(Cursor::run).collect(), |k, l| w.entry(k, l)));
+            let merged =
+                write_run(sort, level + 1, |w| merge(group.iter().map(Cursor::run).collect(), |k, l| w.entry(k, l)));
             match merged {
                 Ok(run) => {
                     spilled.runs += 1;

@@ -373,9 +373,13 @@ impl FlowLines {
         }
         let sort = sort.clone();
         let spilled = &mut self.spilled;
-        let done = [&mut self.tcp, &mut self.udp]
-            .into_iter()
-            .try_for_each(|lines| if over { lines.spill(&sort, spilled) } else { lines.compact(&sort, spilled) });
+        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|lines| {
+            if over {
+                lines.spill(&sort, spilled)
+            } else {
+                lines.compact(&sort, spilled)
+            }
+        });
         if let Err(e) = done {
             spilled.failure = Some(format!("writing a sorted run in {}: {e}", sort.dir.display()));
             self.sort = None;

@@ -55,10 +55,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    anyhow::ensure!(
-        (1..=1 << 20).contains(&args.sort_buffer),
-        "--sort-buffer is in MiB, from 1 to 1048576 (1 TiB)"
-    );
+    anyhow::ensure!((1..=1 << 20).contains(&args.sort_buffer), "--sort-buffer is in MiB, from 1 to 1048576 (1 TiB)");
     let internal_nets = args.internal_nets()?;
     let interval_ns = args.interval_ns()?;
     let store_spec = match &args.store {
