@@ -7,8 +7,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read};
-use std::os::unix::fs::FileExt;
+use std::io::{BufReader, BufWriter};
 use std::sync::Arc;
 
 use arrow::array::{Array, FixedSizeBinaryArray, UInt32Array};
@@ -19,6 +18,7 @@ use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::{IpcWriteOptions, StreamWriter};
 use arrow::ipc::CompressionType;
 use arrow::record_batch::RecordBatch;
+use sonde_output::sorted::{compact_runs, replace_by_merge, RunFile, RunReader};
 use sonde_output::{OrderKey, SortBuffer, Spilled};
 
 /// The order key column of a keyed batch (never in a file a user reads).
@@ -67,21 +67,12 @@ pub(crate) fn unkeyed(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     batch.project(&(0..n - 1).collect::<Vec<_>>())
 }
 
-/// A sorted run on disk.
-#[derive(Debug)]
-struct Run {
-    file: File,
-    bytes: u64,
-    rows: u64,
-    level: u32,
-}
-
 /// One typed flow log's rows: sorted keyed batches in memory, sorted runs on disk.
 #[derive(Debug, Default)]
 pub(crate) struct SortedRows {
     memory: Vec<RecordBatch>,
     memory_bytes: usize,
-    runs: Vec<Run>,
+    runs: Vec<RunFile>,
 }
 
 impl SortedRows {
@@ -101,7 +92,7 @@ impl SortedRows {
 
     pub(crate) fn len(&self) -> usize {
         self.memory.iter().map(RecordBatch::num_rows).sum::<usize>()
-            + self.runs.iter().map(|r| r.rows as usize).sum::<usize>()
+            + self.runs.iter().map(|r| r.items as usize).sum::<usize>()
     }
 
     pub(crate) fn held_bytes(&self) -> usize {
@@ -124,53 +115,21 @@ impl SortedRows {
     }
 
     pub(crate) fn compact(&mut self, sort: &SortBuffer, spilled: &mut Spilled) -> Result<(), ArrowError> {
-        while let Some(level) = self.full_level() {
-            let (group, rest): (Vec<Run>, Vec<Run>) =
-                std::mem::take(&mut self.runs).into_iter().partition(|r| r.level == level);
-            self.runs = rest;
-            let merged = group.iter().map(Cursor::run).collect::<Result<Vec<_>, _>>();
-            match merged.and_then(|cursors| write_run(sort, level + 1, cursors)) {
-                Ok(run) => {
-                    spilled.runs += 1;
-                    spilled.bytes += run.bytes;
-                    self.runs.push(run);
-                }
-                Err(e) => {
-                    self.runs.extend(group);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
+        compact_runs(&mut self.runs, FAN_IN, spilled, |group, level| merge_runs(sort, group, level))
     }
 
     /// Merges the smallest runs until at most [`FAN_IN`] are left: a merge holds a batch per
     /// run, so the final one stays as small as the others.
     pub(crate) fn narrow(&mut self, sort: &SortBuffer, spilled: &mut Spilled) -> Result<(), ArrowError> {
         while self.runs.len() > FAN_IN {
-            self.runs.sort_by_key(|r| std::cmp::Reverse(r.rows));
+            self.runs.sort_by_key(|r| std::cmp::Reverse(r.items));
             let group = self.runs.split_off(self.runs.len() - FAN_IN);
             let level = group.iter().map(|r| r.level).max().unwrap_or(0) + 1;
-            let merged = group.iter().map(Cursor::run).collect::<Result<Vec<_>, _>>();
-            match merged.and_then(|cursors| write_run(sort, level, cursors)) {
-                Ok(run) => {
-                    spilled.runs += 1;
-                    spilled.bytes += run.bytes;
-                    self.runs.push(run);
-                }
-                Err(e) => {
-                    self.runs.extend(group);
-                    return Err(e);
-                }
-            }
+            replace_by_merge(&mut self.runs, group, level, spilled, &mut |group, level| {
+                merge_runs(sort, group, level)
+            })?;
         }
         Ok(())
-    }
-
-    fn full_level(&self) -> Option<u32> {
-        let mut levels: Vec<u32> = self.runs.iter().map(|r| r.level).collect();
-        levels.sort_unstable();
-        levels.windows(FAN_IN).find(|w| w[0] == w[FAN_IN - 1]).map(|w| w[0])
     }
 
     /// Every row of `parts`, in output order, as keyed batches of up to `rows` rows.
@@ -197,8 +156,8 @@ enum Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn run(run: &'a Run) -> Result<Cursor<'a>, ArrowError> {
-        let reader = BufReader::with_capacity(1 << 16, RunReader { file: &run.file, at: 0, end: run.bytes });
+    fn run(run: &'a RunFile) -> Result<Cursor<'a>, ArrowError> {
+        let reader = BufReader::with_capacity(1 << 16, run.reader());
         Ok(Cursor::Run(Box::new(StreamReader::try_new(reader, None)?)))
     }
 
@@ -213,25 +172,6 @@ impl<'a> Cursor<'a> {
                 other => return Ok(other),
             }
         }
-    }
-}
-
-/// Reads a run at its own offset (the file may be read more than once).
-struct RunReader<'a> {
-    file: &'a File,
-    at: u64,
-    end: u64,
-}
-
-impl Read for RunReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf.len().min((self.end - self.at) as usize);
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = self.file.read_at(&mut buf[..want], self.at)?;
-        self.at += n as u64;
-        Ok(n)
     }
 }
 
@@ -321,7 +261,12 @@ fn flush(
 }
 
 /// Writes the merge of `cursors` to a new run.
-fn write_run(sort: &SortBuffer, level: u32, cursors: Vec<Cursor>) -> Result<Run, ArrowError> {
+/// Writes the merge of `group` to a new run of `level`.
+fn merge_runs(sort: &SortBuffer, group: &[RunFile], level: u32) -> Result<RunFile, ArrowError> {
+    write_run(sort, level, group.iter().map(Cursor::run).collect::<Result<Vec<_>, _>>()?)
+}
+
+fn write_run(sort: &SortBuffer, level: u32, cursors: Vec<Cursor>) -> Result<RunFile, ArrowError> {
     let mut file = Some(BufWriter::with_capacity(1 << 16, tempfile::tempfile_in(&sort.dir)?));
     // zstd's fastest level: a fifth of the bytes, at less cost than the writes it saves
     // (LZ4 here decoded slower than zstd).
@@ -347,7 +292,7 @@ fn write_run(sort: &SortBuffer, level: u32, cursors: Vec<Cursor>) -> Result<Run,
     };
     let file = w.into_inner().map_err(|e| ArrowError::IoError(e.to_string(), e.into_error()))?;
     let bytes = file.metadata()?.len();
-    Ok(Run { file, bytes, rows, level })
+    Ok(RunFile { file, bytes, items: rows, level })
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ mod files;
 mod line;
 pub mod pending;
 pub mod read;
-mod sorted;
+pub mod sorted;
 pub mod summary;
 mod writer;
 

@@ -46,15 +46,70 @@ impl Spilled {
 /// level, so its open files stay few, and each line is rewritten once per level.
 const FAN_IN: usize = 8;
 
-/// A sorted run on disk: per line its key ([`OrderKey::to_bytes`]), length (u32, LE) and text.
+/// A sorted run in an unnamed temporary file: for the lines, per line its key
+/// ([`OrderKey::to_bytes`]), length (u32, LE) and text; for typed rows, an Arrow IPC stream.
 #[derive(Debug)]
-struct Run {
-    file: File,
-    bytes: u64,
-    lines: u64,
-    text_bytes: u64,
-    level: u32,
+pub struct RunFile {
+    pub file: File,
+    pub bytes: u64,
+    /// Lines or rows.
+    pub items: u64,
+    /// 0 as written; a merge of runs is one level above the highest of them.
+    pub level: u32,
 }
+
+impl RunFile {
+    /// Reads the run from its start (each reader at its own offset: a run may be read twice).
+    pub fn reader(&self) -> RunReader<'_> {
+        RunReader { file: &self.file, at: 0, end: self.bytes }
+    }
+}
+
+/// Merges the runs of any level that holds `fan_in` of them into one run of the next level
+/// (`merge` writes the merge of a group as a run of the level given).
+pub fn compact_runs<E>(
+    runs: &mut Vec<RunFile>,
+    fan_in: usize,
+    spilled: &mut Spilled,
+    mut merge: impl FnMut(&[RunFile], u32) -> Result<RunFile, E>,
+) -> Result<(), E> {
+    loop {
+        let mut levels: Vec<u32> = runs.iter().map(|r| r.level).collect();
+        levels.sort_unstable();
+        let Some(level) = levels.windows(fan_in).find(|w| w[0] == w[fan_in - 1]).map(|w| w[0]) else {
+            return Ok(());
+        };
+        let (group, rest) = std::mem::take(runs).into_iter().partition(|r| r.level == level);
+        *runs = rest;
+        replace_by_merge(runs, group, level + 1, spilled, &mut merge)?;
+    }
+}
+
+/// Puts the merge of `group` (a run of `level`) in `runs`; if it cannot be written, `group`
+/// goes back as it was.
+pub fn replace_by_merge<E>(
+    runs: &mut Vec<RunFile>,
+    group: Vec<RunFile>,
+    level: u32,
+    spilled: &mut Spilled,
+    merge: &mut impl FnMut(&[RunFile], u32) -> Result<RunFile, E>,
+) -> Result<(), E> {
+    match merge(&group, level) {
+        Ok(run) => {
+            spilled.runs += 1;
+            spilled.bytes += run.bytes;
+            runs.push(run);
+            Ok(())
+        }
+        Err(e) => {
+            runs.extend(group);
+            Err(e)
+        }
+    }
+}
+
+/// Bytes a line takes in a run beyond its text.
+const ENTRY_OVERHEAD: u64 = OrderKey::BYTES as u64 + 4;
 
 /// Memory a held line costs beyond its text.
 const INDEX_ENTRY: usize = std::mem::size_of::<(OrderKey, usize, u32)>();
@@ -65,7 +120,7 @@ const INDEX_ENTRY: usize = std::mem::size_of::<(OrderKey, usize, u32)>();
 pub(crate) struct Lines {
     text: Vec<u8>,
     index: Vec<(OrderKey, usize, u32)>,
-    runs: Vec<Run>,
+    runs: Vec<RunFile>,
 }
 
 impl Lines {
@@ -84,12 +139,12 @@ impl Lines {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.index.len() + self.runs.iter().map(|r| r.lines as usize).sum::<usize>()
+        self.index.len() + self.runs.iter().map(|r| r.items as usize).sum::<usize>()
     }
 
     /// Bytes of text, in memory and on disk.
     pub(crate) fn text_bytes(&self) -> usize {
-        self.text.len() + self.runs.iter().map(|r| r.text_bytes as usize).sum::<usize>()
+        self.text.len() + self.runs.iter().map(|r| (r.bytes - r.items * ENTRY_OVERHEAD) as usize).sum::<usize>()
     }
 
     /// The lines in memory, in the order they came.
@@ -136,32 +191,9 @@ impl Lines {
 
     /// Merges the runs of any level that has [`FAN_IN`] of them into one of the next level.
     pub(crate) fn compact(&mut self, sort: &SortBuffer, spilled: &mut Spilled) -> io::Result<()> {
-        while let Some(level) = self.full_level() {
-            let (group, rest): (Vec<Run>, Vec<Run>) =
-                std::mem::take(&mut self.runs).into_iter().partition(|r| r.level == level);
-            self.runs = rest;
-            let merged =
-                write_run(sort, level + 1, |w| merge(group.iter().map(Cursor::run).collect(), |k, l| w.entry(k, l)));
-            match merged {
-                Ok(run) => {
-                    spilled.runs += 1;
-                    spilled.bytes += run.bytes;
-                    self.runs.push(run);
-                }
-                Err(e) => {
-                    // The runs stay as they were.
-                    self.runs.extend(group);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn full_level(&self) -> Option<u32> {
-        let mut levels: Vec<u32> = self.runs.iter().map(|r| r.level).collect();
-        levels.sort_unstable();
-        levels.windows(FAN_IN).find(|w| w[0] == w[FAN_IN - 1]).map(|w| w[0])
+        compact_runs(&mut self.runs, FAN_IN, spilled, |group, level| {
+            write_run(sort, level, |w| merge(group.iter().map(Cursor::run).collect(), |k, l| w.entry(k, l)))
+        })
     }
 }
 
@@ -191,8 +223,8 @@ enum Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn run(run: &'a Run) -> Cursor<'a> {
-        Cursor::Run(BufReader::with_capacity(1 << 16, RunReader { file: &run.file, at: 0, end: run.bytes }))
+    fn run(run: &'a RunFile) -> Cursor<'a> {
+        Cursor::Run(BufReader::with_capacity(1 << 16, run.reader()))
     }
 
     /// The next line into `line` and its key; `None` at the end.
@@ -220,7 +252,7 @@ impl<'a> Cursor<'a> {
 }
 
 /// Reads a run at its own offset (several readers may share the file: a log written twice).
-struct RunReader<'a> {
+pub struct RunReader<'a> {
     file: &'a File,
     at: u64,
     end: u64,
@@ -266,7 +298,6 @@ struct RunWriter {
     w: BufWriter<File>,
     bytes: u64,
     lines: u64,
-    text_bytes: u64,
 }
 
 impl RunWriter {
@@ -275,19 +306,22 @@ impl RunWriter {
         self.w.write_all(&key.to_bytes())?;
         self.w.write_all(&len.to_le_bytes())?;
         self.w.write_all(line)?;
-        self.bytes += (OrderKey::BYTES + 4 + line.len()) as u64;
+        self.bytes += ENTRY_OVERHEAD + line.len() as u64;
         self.lines += 1;
-        self.text_bytes += line.len() as u64;
         Ok(())
     }
 }
 
-fn write_run(sort: &SortBuffer, level: u32, body: impl FnOnce(&mut RunWriter) -> io::Result<()>) -> io::Result<Run> {
+fn write_run(
+    sort: &SortBuffer,
+    level: u32,
+    body: impl FnOnce(&mut RunWriter) -> io::Result<()>,
+) -> io::Result<RunFile> {
     let file = tempfile::tempfile_in(&sort.dir)?;
-    let mut w = RunWriter { w: BufWriter::with_capacity(1 << 16, file), bytes: 0, lines: 0, text_bytes: 0 };
+    let mut w = RunWriter { w: BufWriter::with_capacity(1 << 16, file), bytes: 0, lines: 0 };
     body(&mut w)?;
     let file = w.w.into_inner().map_err(|e| e.into_error())?;
-    Ok(Run { file, bytes: w.bytes, lines: w.lines, text_bytes: w.text_bytes, level })
+    Ok(RunFile { file, bytes: w.bytes, items: w.lines, level })
 }
 
 #[cfg(test)]
