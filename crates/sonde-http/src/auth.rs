@@ -65,9 +65,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 fn presented(req: &Request) -> Option<String> {
     if let Some(v) = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        return v.strip_prefix("Bearer ").map(|t| t.trim().to_string());
+        return bearer(v);
     }
     req.uri().query()?.split('&').find_map(|kv| kv.strip_prefix("token=")).map(str::to_string)
+}
+
+/// The token of an `Authorization` value: the scheme is case-insensitive (RFC 7235 §2.1), so
+/// `bearer` and `BEARER` are `Bearer`.
+fn bearer(value: &str) -> Option<String> {
+    let (scheme, token) = value.trim().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
 }
 
 /// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request holds the token.
@@ -99,5 +106,15 @@ mod tests {
         assert_eq!(access_for(any, Some(" s3cret\n")), Ok(Access::Token("s3cret".into())));
         assert_eq!(access_for(any, Some("  ")), Err(AccessError::EmptyToken));
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        for value in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret ", "beaRer\ts3cret"] {
+            assert_eq!(bearer(value).as_deref(), Some("s3cret"), "{value:?}");
+        }
+        for value in ["Basic s3cret", "Bearers3cret", "s3cret", ""] {
+            assert_eq!(bearer(value), None, "{value:?}");
+        }
     }
 }

@@ -46,16 +46,27 @@ pub struct Prepared {
     workers: usize,
 }
 
+/// Most worker threads (one per core is the point; thousands only exhaust the machine).
+const MAX_THREADS: usize = 1024;
+
+/// Most flows held at once.
+const MAX_FLOWS: usize = 1 << 30;
+
 /// Checks the settings of `args`, then opens the input with `open` (before anything is
 /// created, so an input that cannot be read leaves no output behind), then loads the
 /// definitions and prepares the output directory.
 pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Result<(Prepared, T)> {
     let workers = match args.threads {
-        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) if !(1..=MAX_THREADS).contains(&n) => anyhow::bail!("--threads must be from 1 to {MAX_THREADS}"),
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
-    anyhow::ensure!((1..=1 << 20).contains(&args.sort_buffer), "--sort-buffer is in MiB, from 1 to 1048576 (1 TiB)");
+    // The flow table indexes its slots with 32 bits, and 0 would split every flow.
+    anyhow::ensure!(
+        (1..=MAX_FLOWS).contains(&args.max_flows),
+        "--max-flows must be from 1 to {MAX_FLOWS} (about 0.9 KB of address space each)"
+    );
+    anyhow::ensure!((1..=1 << 20).contains(&args.sort_buffer), "--sort-buffer (MiB) must be from 1 to 1048576 (1 TiB)");
     let internal_nets = args.internal_nets()?;
     let interval_ns = args.interval_ns()?;
     let store_spec = match &args.store {
@@ -78,7 +89,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         tcp_idle_ns: AnalysisArgs::timeout_ns(args.tcp_timeout, "--tcp-timeout")?,
         udp_idle_ns: AnalysisArgs::timeout_ns(args.udp_timeout, "--udp-timeout")?,
         tcp_closed_linger_ns: AnalysisArgs::timeout_ns(args.closed_linger, "--closed-linger")?,
-        max_flows: args.max_flows.max(1),
+        max_flows: args.max_flows,
         internal_nets,
         ..FlowConfig::default()
     };

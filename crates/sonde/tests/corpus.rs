@@ -433,3 +433,23 @@ fn jsonl_format_has_one_object_per_line_with_the_tsv_values() {
         jsonl::assert_same(&tsv.path().join(format!("{name}.tsv")), &jsonl.path().join(format!("{name}.jsonl")));
     }
 }
+
+/// Options out of range are refused up front, in one line, before anything is written (they
+/// used to panic, abort on a 32 TB allocation, or split every flow).
+#[test]
+fn options_out_of_range_are_refused_up_front() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap");
+    for (args, name) in [
+        (&["--threads", "100000"][..], "--threads"),
+        (&["--threads", "0"][..], "--threads"),
+        (&["--max-flows", "0"][..], "--max-flows"),
+        (&["--max-flows", "1000000000000"][..], "--max-flows"),
+        (&["--sort-buffer", "0"][..], "--sort-buffer"),
+    ] {
+        let out = tmp.path().join("out");
+        let o = run_into(&demo, &out, args);
+        assert_one_line_error(&o, name, "must be from 1");
+        assert!(!out.join("tcp_flows.tsv").exists(), "{args:?}");
+    }
+}
