@@ -313,3 +313,77 @@ fn bad_ipfix_values_are_one_line_errors() {
         assert!(err.contains("ipfix"), "{args:?}: {err}");
     }
 }
+
+/// `msgs` as a pcap of IPv4/UDP datagrams from 127.0.0.1:50000 to 127.0.0.1:4739, one message
+/// each: what a capture of the UDP export would hold, for tshark to read.
+fn udp_pcap(msgs: &[&[u8]]) -> Vec<u8> {
+    let mut pcap = Vec::new();
+    for x in [0xa1b2_c3d4u32.to_le_bytes(), [2, 0, 4, 0], [0; 4], [0; 4], 65_535u32.to_le_bytes(), 1u32.to_le_bytes()] {
+        pcap.extend_from_slice(&x);
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        let (udp_len, ip_len) = (8 + m.len(), 28 + m.len());
+        let frame_len = (14 + ip_len) as u32;
+        pcap.extend_from_slice(&(1_700_000_000 + i as u32).to_le_bytes());
+        pcap.extend_from_slice(&0u32.to_le_bytes());
+        pcap.extend_from_slice(&frame_len.to_le_bytes());
+        pcap.extend_from_slice(&frame_len.to_le_bytes());
+        pcap.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x08, 0x00]);
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        let sum = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum::<u32>();
+        let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        pcap.extend_from_slice(&ip);
+        pcap.extend_from_slice(&50_000u16.to_be_bytes());
+        pcap.extend_from_slice(&4739u16.to_be_bytes());
+        pcap.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        pcap.extend_from_slice(&[0, 0]);
+        pcap.extend_from_slice(m);
+    }
+    pcap
+}
+
+#[test]
+fn tshark_decodes_every_message() {
+    if Command::new("tshark").arg("-v").output().is_err() {
+        eprintln!("SKIPPED: tshark not installed (make deps)");
+        return;
+    }
+    let Some(shared) = shared_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for trace in [demo(), shared.join("groundtruth/mixed.pcap")] {
+        let file = dir.path().join("x.ipfix");
+        // A small MTU: many messages, sets of every template split across them.
+        let (out, o) = analyze(&trace, &["--ipfix", file.to_str().unwrap(), "--ipfix-mtu", "700"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let bytes = std::fs::read(&file).unwrap();
+        let msgs = split_stream(&bytes).unwrap();
+        let pcap = dir.path().join("x.pcap");
+        std::fs::write(&pcap, udp_pcap(&msgs)).unwrap();
+        let fields = |filter: &str, field: &str| {
+            let o = Command::new("tshark")
+                .args(["-n", "-r"])
+                .arg(&pcap)
+                .args(["-d", "udp.port==4739,cflow", "-Y", filter, "-T", "fields", "-e", field])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        // Every frame is IPFIX, and none malformed or with a warning.
+        assert_eq!(fields("cflow.version == 10", "frame.number").lines().count(), msgs.len());
+        let bad = fields("_ws.malformed || _ws.expert.severity >= \"warning\"", "frame.number");
+        assert!(bad.trim().is_empty(), "{}: frames tshark flags: {bad}", trace.display());
+        // tshark finds every flow, with the logs' client ports.
+        let mut ports: Vec<u64> = fields("cflow", "cflow.srcport")
+            .split([',', '\n'])
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let mut want: Vec<u64> = logged(out.path()).iter().map(|f| f.tuple.1).collect();
+        ports.sort();
+        want.sort();
+        assert_eq!(ports, want, "{}", trace.display());
+    }
+}
