@@ -195,6 +195,24 @@ fn nfcapd_receives_a_ground_truth_capture() {
     }
 }
 
+#[test]
+fn nfcapd_receives_real_traces() {
+    let Some(shared) = shared_dir() else { return };
+    // The corpus's traces with the most TCP flows (a SYN scan: nearly 2000 one-sided flows) and
+    // with TCP and UDP over fragments, from an ERF capture.
+    for name in [
+        "realistic/ntop+nDPI/tests/cfgs/default/pcap/synscan.pcap",
+        "robustness/LibtraceTeam+libtrace/test/traces/fragtest.erf",
+    ] {
+        let trace = shared.join("traces").join(name);
+        if trace.exists() {
+            check_against_nfcapd(&trace);
+        } else {
+            eprintln!("SKIPPED: no {}", trace.display());
+        }
+    }
+}
+
 /// Milliseconds in the flow log (3 decimals) against nanoseconds in the export.
 fn same_ms(log: &str, ns: u64, what: &str) {
     let want = if log == "-" { 0.0 } else { log.parse::<f64>().unwrap_or_else(|_| panic!("{what}: {log}")) };
