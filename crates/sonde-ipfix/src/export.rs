@@ -12,15 +12,16 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
 
 use crate::encoder::{is_template_message, sequence_of, Encoder, EncoderConfig};
 
 /// Records the queue holds; beyond, a sink waits [`QUEUE_WAIT`] then drops the record.
 pub const QUEUE_RECORDS: usize = 16_384;
-/// How long a worker waits for room in a full queue: long enough to ride out a hiccup, short
-/// enough that a stuck collector slows the analysis little.
+/// How long a worker waits for room in a full queue: long enough to ride out a hiccup. Once a
+/// wait has ended in a drop, the worker stops waiting (drops at once) until a record gets in
+/// again, so a stuck exporter costs each worker one wait, not one per flow.
 pub const QUEUE_WAIT: Duration = Duration::from_millis(10);
 /// A partly filled message goes out after this much wall time without a new record, so a quiet
 /// live run still exports (message boundaries only; the records are the same).
@@ -105,15 +106,18 @@ pub struct Exporter {
 pub struct ExportSink {
     tx: Sender<Msg>,
     dropped: Arc<AtomicU64>,
+    /// The last record was dropped: do not wait for room until one gets in.
+    congested: bool,
 }
 
 impl FlowSink for ExportSink {
     fn flow(&mut self, record: &FlowRecord) {
-        match self.tx.send_timeout(Msg::Flow(Box::new(record.clone())), QUEUE_WAIT) {
-            Ok(()) => {}
-            Err(SendTimeoutError::Timeout(_) | SendTimeoutError::Disconnected(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let msg = Msg::Flow(Box::new(record.clone()));
+        let sent =
+            if self.congested { self.tx.try_send(msg).is_ok() } else { self.tx.send_timeout(msg, QUEUE_WAIT).is_ok() };
+        self.congested = !sent;
+        if !sent {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
     fn rtt_sample(&mut self, _: &RttSample) {}
@@ -141,7 +145,7 @@ impl Exporter {
     }
 
     pub fn sink(&self) -> ExportSink {
-        ExportSink { tx: self.tx.clone(), dropped: self.dropped.clone() }
+        ExportSink { tx: self.tx.clone(), dropped: self.dropped.clone(), congested: false }
     }
 
     /// Sends what is queued, flushes, and returns the counters.
