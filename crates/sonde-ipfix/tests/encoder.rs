@@ -401,3 +401,28 @@ fn docs_list_every_element() {
         }
     }
 }
+
+#[test]
+fn a_stuck_collector_costs_drops_not_time() {
+    // A TCP collector that accepts (the kernel's backlog does) but never reads: once the socket
+    // buffers are full, the exporter's writes block until their 2 s timeout.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = Target::Tcp(listener.local_addr().unwrap());
+    let exporter = Exporter::start(&target, EncoderConfig::default()).unwrap();
+    let records = some_records(1000);
+    let started = std::time::Instant::now();
+    let mut sink = exporter.sink();
+    for _ in 0..200 {
+        records.iter().for_each(|r| sink.flow(r));
+    }
+    let feeding = started.elapsed();
+    let stats = exporter.finish();
+    // 200,000 records (about 40 MB) cannot all fit in the socket buffers: the queue filled and
+    // records were dropped, counted, without holding the feeder for each.
+    assert!(stats.dropped_records > 0, "{stats:?}");
+    assert_eq!(stats.records + stats.failed_records + stats.dropped_records, 200_000, "{stats:?}");
+    // Waiting 10 ms per dropped record would take minutes.
+    assert!(feeding < Duration::from_secs(3), "feeding took {feeding:?}: {stats:?}");
+    eprintln!("fed in {feeding:?}: {stats:?}");
+    drop(listener);
+}
