@@ -107,6 +107,8 @@ fn header_and_template_set() {
         assert_eq!(HEADER_LEN + m.set_lengths.iter().sum::<usize>(), raw.len(), "no bytes beyond the sets");
     }
     let templates = elements::templates();
+    // The sizes docs/ipfix.md gives.
+    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [323, 347, 63, 87]);
     assert_eq!(decoded[0].templates, vec![TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6]);
     assert_eq!(decoded[0].set_lengths, vec![SET_HEADER_LEN + templates.iter().map(|t| t.spec_len()).sum::<usize>()]);
     // Field count and enterprise bit of the first template, read from the raw bytes.
