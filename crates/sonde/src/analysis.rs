@@ -94,6 +94,12 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
                 ..sonde_ipfix::EncoderConfig::default()
             };
             sonde_ipfix::Encoder::new(cfg.clone()).map_err(|e| anyhow::anyhow!("--ipfix-mtu: {e}"))?;
+            // The file is created when the run starts; a missing directory is caught before
+            // the output directory is made.
+            if let sonde_ipfix::Target::File(path) = &target {
+                let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+                anyhow::ensure!(dir.is_dir(), "--ipfix {}: no directory {}", path.display(), dir.display());
+            }
             Some((target, cfg))
         }
         None => None,

@@ -324,8 +324,11 @@ fn bad_ipfix_values_are_one_line_errors() {
         &["--ipfix", "udp://127.0.0.1:9995", "--ipfix-mtu", "64"],
         &["--ipfix", "/nonexistent-dir/x.ipfix"],
     ] {
-        let (_out, o) = analyze(&demo(), args);
+        let out = tempfile::tempdir().unwrap();
+        let dir = out.path().join("run");
+        let o = sonde().args(["analyze", "-q", "-r"]).arg(demo()).arg("-o").arg(&dir).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!dir.exists(), "{args:?}: no output directory made");
         assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains("ipfix"), "{args:?}: {err}");
