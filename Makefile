@@ -3,7 +3,7 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump
 CARGO ?= cargo
 
 .PHONY: demo test deps build lint browser-deps python python-env
@@ -13,7 +13,7 @@ PYTHON ?= python3
 
 # System packages: libpcap (BPF filters); tcptrace, rrdtool and tshark (compared against in the
 # tests; tshark's question about non-root capture is answered up front); chromium (the dashboard's
-# browser test).
+# browser test); nfdump (nfcapd, the IPFIX collector the export is tested against).
 deps:
 	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

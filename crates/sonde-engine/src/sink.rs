@@ -54,6 +54,15 @@ impl WorkerSink for Vec<FlowRecord> {
     }
 }
 
+/// A worker's sink and a forwarder that sees every record too (an exporter): the pair hands
+/// over the sink's part.
+impl<S: WorkerSink, F: FlowSink + Send> WorkerSink for (S, F) {
+    type Part = S::Part;
+    fn take(&mut self) -> S::Part {
+        self.0.take()
+    }
+}
+
 /// One reader's part of a drain, and its workers': what a live view shows.
 pub struct Drain {
     /// Which reader (several: one per fanout socket).

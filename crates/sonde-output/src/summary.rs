@@ -276,6 +276,30 @@ impl SortSummary {
     }
 }
 
+/// What the IPFIX export did (`--ipfix`, docs/ipfix.md).
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct IpfixSummary {
+    /// Where the messages went: `udp://…`, `tcp://…` or a file path.
+    pub target: String,
+    /// The observation domain id.
+    pub domain: u32,
+    /// Messages sent or written (template messages included).
+    pub messages: u64,
+    /// The bytes of those messages.
+    pub bytes: u64,
+    /// Flow records in the messages sent.
+    pub records: u64,
+    /// Records dropped because the exporter's queue stayed full.
+    pub dropped_records: u64,
+    /// Messages that could not be sent (collector absent or refusing, a write error).
+    pub failed_messages: u64,
+    /// The flow records those messages held.
+    pub failed_records: u64,
+    /// The last send error, if any.
+    pub last_error: Option<String>,
+}
+
 /// `summary.json`: what a run read, counted, took and wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -324,6 +348,9 @@ pub struct Summary {
     /// The flow log lines that waited on disk (`--sort-buffer`); absent when none did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sorted_runs: Option<SortSummary>,
+    /// The IPFIX export (`--ipfix`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipfix: Option<IpfixSummary>,
 }
 
 /// What a run read: the input's name, the format found, its compression and the filter.
@@ -367,6 +394,7 @@ impl Summary {
             capture: None,
             spool: None,
             sorted_runs: None,
+            ipfix: None,
         }
     }
 
@@ -461,6 +489,18 @@ impl Summary {
         }
         if let Some(c) = &self.capture {
             line(format!("  capture   {}", c.human()));
+        }
+        if let Some(x) = &self.ipfix {
+            line(format!(
+                "  ipfix     {} records in {} messages ({}B) to {}; {} dropped, {} failed{}",
+                x.records,
+                x.messages,
+                si(x.bytes as f64),
+                x.target,
+                x.dropped_records,
+                x.failed_records,
+                x.last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default()
+            ));
         }
         if let Some(r) = &self.sorted_runs {
             line(format!(

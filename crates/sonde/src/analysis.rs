@@ -13,9 +13,9 @@ use sonde_arrow::{ArrowSink, FlowBatches, TypedFormat};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
-use sonde_flow::FlowConfig;
+use sonde_flow::{FlowConfig, FlowRecord, FlowSink, RttSample};
 use sonde_http::RunState;
-use sonde_output::summary::{self, ChangeSummary, Monitoring, SortSummary, Summary};
+use sonde_output::summary::{self, ChangeSummary, IpfixSummary, Monitoring, SortSummary, Summary};
 use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffer, Spilled};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
@@ -44,6 +44,8 @@ pub struct Prepared {
     /// `--sort-buffer` in bytes, and the workers per reader that share it.
     sort_bytes: usize,
     workers: usize,
+    /// `--ipfix`: where the flow records go, and how the messages are made.
+    ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig)>,
 }
 
 /// Most worker threads (one per core is the point; thousands only exhaust the machine).
@@ -94,6 +96,25 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         ..FlowConfig::default()
     };
     let thin = thin::for_analyze(args.thin, &args.thin_params)?;
+    let ipfix = match &args.ipfix {
+        Some(target) => {
+            let target = sonde_ipfix::Target::parse(target).map_err(anyhow::Error::msg)?;
+            let cfg = sonde_ipfix::EncoderConfig {
+                domain: args.ipfix_domain,
+                mtu: args.ipfix_mtu,
+                ..sonde_ipfix::EncoderConfig::default()
+            };
+            sonde_ipfix::Encoder::new(cfg.clone()).map_err(|e| anyhow::anyhow!("--ipfix-mtu: {e}"))?;
+            // The file is created when the run starts; a missing directory is caught before
+            // the output directory is made.
+            if let sonde_ipfix::Target::File(path) = &target {
+                let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+                anyhow::ensure!(dir.is_dir(), "--ipfix {}: no directory {}", path.display(), dir.display());
+            }
+            Some((target, cfg))
+        }
+        None => None,
+    };
     // Checked now: the run compiles it again for each reader.
     if let Some(expr) = args.filter_expression() {
         Filter::new(&expr)?;
@@ -130,7 +151,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     let others: Vec<&str> = typed_names.iter().map(String::as_str).collect();
     let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?;
     let sort_bytes = args.sort_buffer << 20;
-    Ok((Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers }, input))
+    Ok((
+        Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers, ipfix },
+        input,
+    ))
 }
 
 impl Prepared {
@@ -197,7 +221,7 @@ pub fn run(
     live: Option<LiveOptions>,
 ) -> Result<Finished> {
     let (input_name, compression) = input;
-    let Prepared { mut run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers } =
+    let Prepared { mut run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers, ipfix } =
         prepared;
     // Each worker's sink and a live run's collector hold a share of the budget.
     let holders = sources.len() * workers + 1;
@@ -231,7 +255,13 @@ pub fn run(
     if !args.quiet && std::io::stderr().is_terminal() {
         run = run.progress(progress_bar());
     }
-    let new_sink = || LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone()));
+    // Started before the first packet: a file that cannot be created stops the run now.
+    let exporter = match &ipfix {
+        Some((target, cfg)) => Some(sonde_ipfix::Exporter::start(target, cfg.clone()).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let feed = || exporter.as_ref().map(|e| IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
+    let new_sink = || (LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed());
     let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
     if let Some(r) = rotation.as_mut() {
         observers.push(r);
@@ -255,7 +285,7 @@ pub fn run(
                 "--format {} writes its files when the run ends: --spool and --http take --format tsv or jsonl",
                 typed.extension()
             );
-            let new_sink = || ArrowSink::new().anonymized(anonymizer.clone()).sorted_in(Some(sort.clone()));
+            let new_sink = || (ArrowSink::new().anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed());
             let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());
             clear_progress_bar();
             let mut all = FlowBatches::default();
@@ -274,6 +304,21 @@ pub fn run(
             result
         }
     };
+    // Every worker's sink is done: what is queued goes out, then the counters come back.
+    let ipfix_summary = exporter.map(|e| {
+        let stats = e.finish();
+        IpfixSummary {
+            target: ipfix.as_ref().map(|(t, _)| t.to_string()).unwrap_or_default(),
+            domain: args.ipfix_domain,
+            messages: stats.messages,
+            bytes: stats.bytes,
+            records: stats.records,
+            dropped_records: stats.dropped_records,
+            failed_messages: stats.failed_messages,
+            failed_records: stats.failed_records,
+            last_error: stats.last_error,
+        }
+    });
     let mut monitoring = None;
     if let (Some(cfg), Some(report)) = (&interval_cfg, &result.intervals) {
         match typed {
@@ -325,6 +370,7 @@ pub fn run(
     let mut spilled = typed_spilled;
     result.flows.iter().for_each(|f| spilled.add(f.spilled()));
     summary.sorted_runs = SortSummary::of(&spilled);
+    summary.ipfix = ipfix_summary;
     summary.definition_changes =
         result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(ChangeSummary::log);
     Ok(Finished {
@@ -336,6 +382,23 @@ pub fn run(
         rotation,
         out,
     })
+}
+
+/// A worker's feed of the IPFIX exporter: records leave as the flow logs show them
+/// (anonymised under `--anonymize`).
+struct IpfixFeed {
+    sink: sonde_ipfix::ExportSink,
+    anon: Option<sonde_anon::Anonymizer>,
+}
+
+impl FlowSink for IpfixFeed {
+    fn flow(&mut self, record: &FlowRecord) {
+        match self.anon.as_mut() {
+            Some(anon) => self.sink.flow(&sonde_output::anonymized_record(record, anon)),
+            None => self.sink.flow(record),
+        }
+    }
+    fn rtt_sample(&mut self, _: &RttSample) {}
 }
 
 /// Writes `table` as `file` in `typed`; returns the name written.

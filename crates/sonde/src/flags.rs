@@ -207,6 +207,16 @@ pub struct AnalysisArgs {
     pub thin: Option<crate::thin::ThinMode>,
     #[command(flatten)]
     pub thin_params: crate::thin::ThinParams,
+    /// Export every flow record as IPFIX (docs/ipfix.md): udp://HOST:PORT, tcp://HOST:PORT or a
+    /// file path; the flow logs are written as well.
+    #[arg(long, value_name = "TARGET")]
+    pub ipfix: Option<String>,
+    /// The IPFIX observation domain id (one per probe).
+    #[arg(long, value_name = "ID", default_value_t = 1)]
+    pub ipfix_domain: u32,
+    /// The largest IPFIX message in bytes (UDP: the path MTU less the IP and UDP headers).
+    #[arg(long, value_name = "BYTES", default_value_t = 1400)]
+    pub ipfix_mtu: usize,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

@@ -606,3 +606,23 @@ fn sighup_reloads_the_internal_networks() {
     assert!(ext_tcp(false) > 0, "the first replay's IPv6 TCP is external");
     assert_eq!(ext_tcp(true), 0, "after SIGHUP no TCP is external");
 }
+
+#[test]
+fn a_monitor_exports_every_flow_as_ipfix() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("live.ipfix");
+    check_replay(&demo(), 5_000, &["--ipfix", file.to_str().unwrap()]);
+    if !file.exists() {
+        return; // SKIPPED above
+    }
+    let bytes = std::fs::read(&file).unwrap();
+    let mut decoder = sonde_ipfix::decode::Decoder::new();
+    let mut records = 0;
+    for m in sonde_ipfix::decode::split_stream(&bytes).unwrap() {
+        records += decoder.message(m).unwrap().records.len();
+    }
+    let (offline, _) = analyze(&demo(), &[]);
+    let flows =
+        read_tsv(&offline.path().join("tcp_flows.tsv")).len() + read_tsv(&offline.path().join("udp_flows.tsv")).len();
+    assert_eq!(records, flows, "the live export holds every flow once");
+}

@@ -56,6 +56,16 @@ fn demo_summaries_match_the_schema() {
     let anonymized = check(&v, &demo, &["--anonymize", "cryptopan", "--key", key.to_str().unwrap()], 0);
     assert_eq!(anonymized["anonymization"]["key_created"], true);
     check(&v, &demo, &["--anonymize", "zero"], 0);
+    let file = dir.path().join("demo.ipfix");
+    let exported = check(&v, &demo, &["--ipfix", file.to_str().unwrap()], 0);
+    assert_eq!(
+        exported["ipfix"]["records"],
+        plain["flows"]["tcp"].as_u64().unwrap() + plain["flows"]["udp"].as_u64().unwrap()
+    );
+    assert!(exported["ipfix"]["last_error"].is_null());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let refused = check(&v, &demo, &["--ipfix", &format!("tcp://127.0.0.1:{port}")], 0);
+    assert!(refused["ipfix"]["last_error"].is_string());
 }
 
 #[test]

@@ -1,0 +1,410 @@
+//! `--ipfix` against a real collector: nfcapd (Debian's nfdump, installed by `make deps`)
+//! started on 127.0.0.1 by the test receives sonde's export of the demo trace and a ground-truth
+//! capture; `nfdump -o csv` must show, per 5-tuple, the packets and IP bytes of each direction
+//! the flow logs show. A file export is read back with sonde-ipfix's decoder, the enterprise
+//! metrics included. A collector that is absent or refuses never stops the run.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+use sonde_ipfix::decode::{split_stream, Decoder};
+use sonde_ipfix::{REVERSE_PEN, SONDE_PEN};
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
+}
+
+/// A port nobody listens on (bound, read, released).
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// nfcapd listening on 127.0.0.1, killed when dropped.
+struct Nfcapd {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    log: PathBuf,
+}
+
+impl Nfcapd {
+    /// None (and a SKIPPED line) when nfcapd is not installed.
+    fn start() -> Option<Nfcapd> {
+        let dir = tempfile::tempdir().unwrap();
+        let flows = dir.path().join("flows");
+        std::fs::create_dir(&flows).unwrap();
+        let log = dir.path().join("nfcapd.log");
+        let port = free_udp_port();
+        let spawned = Command::new("nfcapd")
+            .args(["-b", "127.0.0.1", "-p", &port.to_string(), "-B", "8000000", "-w"])
+            .arg(&flows)
+            .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .stderr(Stdio::from(std::fs::File::create(dir.path().join("nfcapd.err")).unwrap()))
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                eprintln!("SKIPPED: nfcapd not installed (apt-get install nfdump, or make deps)");
+                return None;
+            }
+            Err(e) => panic!("nfcapd: {e}"),
+        };
+        let n = Nfcapd { child, port, dir, log };
+        // Listening once it says its socket is bound (its stdout is a file: later lines wait
+        // in its buffer, this one comes first on stderr or stdout).
+        let until = Instant::now() + Duration::from_secs(10);
+        while !(n.output() + &n.errors()).contains("Bound to") {
+            assert!(Instant::now() < until, "nfcapd did not start: {}{}", n.output(), n.errors());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        Some(n)
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn errors(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("nfcapd.err")).unwrap_or_default()
+    }
+
+    /// SIGTERM (nfcapd writes its last file), then the flows as nfdump prints them.
+    fn stop_and_read(mut self) -> (Vec<NfFlow>, String) {
+        // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < until, "nfcapd did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out =
+            Command::new("nfdump").arg("-R").arg(self.dir.path().join("flows")).args(["-o", "csv"]).output().unwrap();
+        assert!(out.status.success(), "nfdump: {}", String::from_utf8_lossy(&out.stderr));
+        (parse_csv(&String::from_utf8_lossy(&out.stdout)), self.output() + &self.errors())
+    }
+}
+
+impl Drop for Nfcapd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A flow as nfdump shows it: tuple, protocol, and packets and bytes in (source → destination)
+/// and out (the reverse).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct NfFlow {
+    tuple: (IpAddr, u64, IpAddr, u64, String),
+    counts: [u64; 4],
+}
+
+fn parse_csv(text: &str) -> Vec<NfFlow> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a csv header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    let (sa, da, sp, dp, pr) = (col("sa"), col("da"), col("sp"), col("dp"), col("pr"));
+    let (ipkt, ibyt, opkt, obyt) = (col("ipkt"), col("ibyt"), col("opkt"), col("obyt"));
+    // The flows end at the summary block.
+    lines
+        .take_while(|l| !l.is_empty() && !l.starts_with("Summary"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let n = |i: usize| f[i].trim().parse::<u64>().unwrap_or_else(|_| panic!("{l}"));
+            NfFlow {
+                tuple: (f[sa].parse().unwrap(), n(sp), f[da].parse().unwrap(), n(dp), f[pr].trim().to_string()),
+                counts: [n(ipkt), n(ibyt), n(opkt), n(obyt)],
+            }
+        })
+        .collect()
+}
+
+/// The flow logs' flows as nfdump should show them.
+fn logged(out: &Path) -> Vec<NfFlow> {
+    let mut flows = Vec::new();
+    for (file, proto) in [("tcp_flows.tsv", "TCP"), ("udp_flows.tsv", "UDP")] {
+        for r in read_tsv(&out.join(file)) {
+            let (c, cp, s, sp) = tuple(&r);
+            flows.push(NfFlow {
+                tuple: (c.parse().unwrap(), cp, s.parse().unwrap(), sp, proto.to_string()),
+                counts: [int(&r, "c_pkts_all"), int(&r, "c_bytes_ip"), int(&r, "s_pkts_all"), int(&r, "s_bytes_ip")],
+            });
+        }
+    }
+    flows.sort();
+    flows
+}
+
+fn summary(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Exports `trace` to a fresh nfcapd and compares nfdump's flows with the flow logs.
+fn check_against_nfcapd(trace: &Path) {
+    let Some(nfcapd) = Nfcapd::start() else { return };
+    let target = format!("udp://127.0.0.1:{}", nfcapd.port);
+    let (out, o) = analyze(trace, &["--ipfix", &target]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (mut got, log) = nfcapd.stop_and_read();
+    got.sort();
+    let want = logged(out.path());
+    assert!(!want.is_empty());
+    let s = summary(out.path());
+    let x = &s["ipfix"];
+    assert_eq!(x["target"], target.as_str());
+    assert_eq!(x["records"].as_u64(), Some(want.len() as u64), "{x}");
+    assert_eq!((x["dropped_records"].as_u64(), x["failed_messages"].as_u64()), (Some(0), Some(0)), "{x}");
+    assert_eq!(got.len(), want.len(), "{}: nfdump has {} flows, the logs {}", trace.display(), got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w, "{}: [in packets, in bytes, out packets, out bytes]", trace.display());
+    }
+    // nfcapd checks the sequence numbers: none missing, none repeated.
+    assert!(log.contains("Sequence Errors: 0"), "{log}");
+    assert!(log.contains(&format!("Flows: {}", want.len())), "{log}");
+}
+
+#[test]
+fn nfcapd_receives_the_demo() {
+    check_against_nfcapd(&demo());
+}
+
+#[test]
+fn nfcapd_receives_a_ground_truth_capture() {
+    let Some(shared) = shared_dir() else { return };
+    // Both families and both protocols.
+    for name in ["mixed.pcap", "ipv6.pcap"] {
+        let trace = shared.join("groundtruth").join(name);
+        if trace.exists() {
+            check_against_nfcapd(&trace);
+        } else {
+            eprintln!("SKIPPED: no {}", trace.display());
+        }
+    }
+}
+
+#[test]
+fn nfcapd_receives_real_traces() {
+    let Some(shared) = shared_dir() else { return };
+    // The corpus's traces with the most TCP flows (a SYN scan: nearly 2000 one-sided flows) and
+    // with TCP and UDP over fragments, from an ERF capture.
+    for name in [
+        "realistic/ntop+nDPI/tests/cfgs/default/pcap/synscan.pcap",
+        "robustness/LibtraceTeam+libtrace/test/traces/fragtest.erf",
+    ] {
+        let trace = shared.join("traces").join(name);
+        if trace.exists() {
+            check_against_nfcapd(&trace);
+        } else {
+            eprintln!("SKIPPED: no {}", trace.display());
+        }
+    }
+}
+
+/// Milliseconds in the flow log (3 decimals) against nanoseconds in the export.
+fn same_ms(log: &str, ns: u64, what: &str) {
+    let want = if log == "-" { 0.0 } else { log.parse::<f64>().unwrap_or_else(|_| panic!("{what}: {log}")) };
+    assert!((want - ns as f64 / 1e6).abs() <= 0.001, "{what}: log {log} ms, export {ns} ns");
+}
+
+#[test]
+fn a_file_export_holds_the_flow_logs_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("demo.ipfix");
+    let (out, o) = analyze(&demo(), &["--ipfix", file.to_str().unwrap(), "--ipfix-domain", "42"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&file).unwrap();
+    let mut d = Decoder::new();
+    let msgs: Vec<_> = split_stream(&bytes).unwrap().iter().map(|m| d.message(m).unwrap()).collect();
+    assert!(msgs.iter().all(|m| m.header.domain == 42));
+    assert_eq!(summary(out.path())["ipfix"]["bytes"].as_u64(), Some(bytes.len() as u64));
+    let records: HashMap<(IpAddr, u64, IpAddr, u64), _> = msgs
+        .iter()
+        .flat_map(|m| m.records.iter())
+        .map(|r| {
+            let (c, s) = (r.addr(8).or(r.addr(27)).unwrap(), r.addr(12).or(r.addr(28)).unwrap());
+            ((c, r.uint(0, 7).unwrap(), s, r.uint(0, 11).unwrap()), r.clone())
+        })
+        .collect();
+    let tcp = read_tsv(&out.path().join("tcp_flows.tsv"));
+    let udp = read_tsv(&out.path().join("udp_flows.tsv"));
+    assert_eq!(records.len(), tcp.len() + udp.len());
+    for (row, is_tcp) in tcp.iter().map(|r| (r, true)).chain(udp.iter().map(|r| (r, false))) {
+        let (c, cp, s, sp) = tuple(row);
+        let r = &records[&(c.parse().unwrap(), cp, s.parse().unwrap(), sp)];
+        let what = format!("{c}:{cp} {s}:{sp}");
+        assert_eq!(r.uint(0, 4), Some(if is_tcp { 6 } else { 17 }), "{what}");
+        assert_eq!(r.uint(0, 2), Some(int(row, "c_pkts_all")), "{what}");
+        assert_eq!(r.uint(0, 1), Some(int(row, "c_bytes_ip")), "{what}");
+        assert_eq!(r.uint(REVERSE_PEN, 2), Some(int(row, "s_pkts_all")), "{what}");
+        assert_eq!(r.uint(REVERSE_PEN, 1), Some(int(row, "s_bytes_ip")), "{what}");
+        // flowStartMilliseconds: the log's first time, truncated to the millisecond.
+        let first: f64 = row["first"].parse().unwrap();
+        assert_eq!(r.uint(0, 152), Some(first.floor() as u64), "{what}: first {first}");
+        let reason = match row["end_reason"].as_str() {
+            "idle" => 1,
+            "fin" | "rst" | "reused" => 3,
+            "eof" => 4,
+            "evicted" => 5,
+            other => panic!("{what}: end_reason {other}"),
+        };
+        assert_eq!(r.uint(0, 136), Some(reason), "{what}");
+        if !is_tcp {
+            continue;
+        }
+        for (col, id) in [("c_hs_rtt", 1), ("s_hs_rtt", 2), ("c_rtt_min", 10), ("s_rtt_min", 11), ("c_rtt_avg", 12)] {
+            same_ms(&row[col], r.uint(SONDE_PEN, id).unwrap(), &format!("{what} {col}"));
+        }
+        for (col, id) in [("s_rtt_avg", 13), ("c_rtt_max", 14), ("s_rtt_max", 15)] {
+            same_ms(&row[col], r.uint(SONDE_PEN, id).unwrap(), &format!("{what} {col}"));
+        }
+        for (col, id) in [
+            ("c_rtt_cnt", 16),
+            ("s_rtt_cnt", 17),
+            ("c_pkts_retx", 20),
+            ("s_pkts_retx", 21),
+            ("c_bytes_retx", 22),
+            ("s_bytes_retx", 23),
+            ("c_pkts_ooo", 24),
+            ("s_pkts_ooo", 25),
+            ("c_pkts_rto", 26),
+            ("s_pkts_rto", 27),
+            ("c_win_max", 42),
+            ("s_win_max", 43),
+        ] {
+            assert_eq!(r.uint(SONDE_PEN, id), Some(int(row, col)), "{what} {col}");
+        }
+        for (col, id) in [("c_mss", 40), ("s_mss", 41)] {
+            let want = if row[col] == "-" { 0 } else { int(row, col) };
+            assert_eq!(r.uint(SONDE_PEN, id), Some(want), "{what} {col}");
+        }
+    }
+}
+
+#[test]
+fn absent_or_refusing_collectors_do_not_stop_the_run() {
+    let flows = logged_count();
+    for target in [format!("udp://127.0.0.1:{}", free_udp_port()), format!("tcp://127.0.0.1:{}", free_tcp_port())] {
+        let (out, o) = analyze(&demo(), &["--ipfix", &target]);
+        assert_eq!(o.status.code(), Some(0), "{target}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(logged(out.path()).len(), flows, "{target}: the flow logs are written");
+        let x = &summary(out.path())["ipfix"];
+        let n = |k: &str| x[k].as_u64().unwrap_or_else(|| panic!("{k} in {x}"));
+        assert!(n("failed_messages") > 0 && x["last_error"].is_string(), "{target}: {x}");
+        assert_eq!(n("records") + n("failed_records") + n("dropped_records"), flows as u64, "{target}: {x}");
+        if target.starts_with("tcp") {
+            assert_eq!((n("messages"), n("failed_records")), (0, flows as u64), "{target}: {x}");
+        }
+    }
+}
+
+fn logged_count() -> usize {
+    let (out, o) = analyze(&demo(), &[]);
+    assert!(o.status.success());
+    logged(out.path()).len()
+}
+
+#[test]
+fn bad_ipfix_values_are_one_line_errors() {
+    for args in [
+        &["--ipfix", "sctp://127.0.0.1:4739"][..],
+        &["--ipfix", "udp://127.0.0.1"],
+        &["--ipfix", "udp://127.0.0.1:9995", "--ipfix-mtu", "64"],
+        &["--ipfix", "/nonexistent-dir/x.ipfix"],
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let dir = out.path().join("run");
+        let o = sonde().args(["analyze", "-q", "-r"]).arg(demo()).arg("-o").arg(&dir).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!dir.exists(), "{args:?}: no output directory made");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("ipfix"), "{args:?}: {err}");
+    }
+}
+
+/// `msgs` as a pcap of IPv4/UDP datagrams from 127.0.0.1:50000 to 127.0.0.1:4739, one message
+/// each: what a capture of the UDP export would hold, for tshark to read.
+fn udp_pcap(msgs: &[&[u8]]) -> Vec<u8> {
+    let mut pcap = Vec::new();
+    for x in [0xa1b2_c3d4u32.to_le_bytes(), [2, 0, 4, 0], [0; 4], [0; 4], 65_535u32.to_le_bytes(), 1u32.to_le_bytes()] {
+        pcap.extend_from_slice(&x);
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        let (udp_len, ip_len) = (8 + m.len(), 28 + m.len());
+        let frame_len = (14 + ip_len) as u32;
+        pcap.extend_from_slice(&(1_700_000_000 + i as u32).to_le_bytes());
+        pcap.extend_from_slice(&0u32.to_le_bytes());
+        pcap.extend_from_slice(&frame_len.to_le_bytes());
+        pcap.extend_from_slice(&frame_len.to_le_bytes());
+        pcap.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x08, 0x00]);
+        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1];
+        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        let sum = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum::<u32>();
+        let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        pcap.extend_from_slice(&ip);
+        pcap.extend_from_slice(&50_000u16.to_be_bytes());
+        pcap.extend_from_slice(&4739u16.to_be_bytes());
+        pcap.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        pcap.extend_from_slice(&[0, 0]);
+        pcap.extend_from_slice(m);
+    }
+    pcap
+}
+
+#[test]
+fn tshark_decodes_every_message() {
+    if Command::new("tshark").arg("-v").output().is_err() {
+        eprintln!("SKIPPED: tshark not installed (make deps)");
+        return;
+    }
+    let Some(shared) = shared_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for trace in [demo(), shared.join("groundtruth/mixed.pcap")] {
+        let file = dir.path().join("x.ipfix");
+        // A small MTU: many messages, sets of every template split across them.
+        let (out, o) = analyze(&trace, &["--ipfix", file.to_str().unwrap(), "--ipfix-mtu", "700"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let bytes = std::fs::read(&file).unwrap();
+        let msgs = split_stream(&bytes).unwrap();
+        let pcap = dir.path().join("x.pcap");
+        std::fs::write(&pcap, udp_pcap(&msgs)).unwrap();
+        let fields = |filter: &str, field: &str| {
+            let o = Command::new("tshark")
+                .args(["-n", "-r"])
+                .arg(&pcap)
+                .args(["-d", "udp.port==4739,cflow", "-Y", filter, "-T", "fields", "-e", field])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        // Every frame is IPFIX, and none malformed or with a warning.
+        assert_eq!(fields("cflow.version == 10", "frame.number").lines().count(), msgs.len());
+        let bad = fields("_ws.malformed || _ws.expert.severity >= \"warning\"", "frame.number");
+        assert!(bad.trim().is_empty(), "{}: frames tshark flags: {bad}", trace.display());
+        // tshark finds every flow, with the logs' client ports.
+        let mut ports: Vec<u64> = fields("cflow", "cflow.srcport")
+            .split([',', '\n'])
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let mut want: Vec<u64> = logged(out.path()).iter().map(|f| f.tuple.1).collect();
+        ports.sort();
+        want.sort();
+        assert_eq!(ports, want, "{}", trace.display());
+    }
+}
