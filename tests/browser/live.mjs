@@ -58,6 +58,11 @@ await run("live.mjs", async ({ page, check, measured, shot }) => {
   }, null, { timeout: 20000 });
   const counted = /web \(v2\): (\d+) packets/.exec(await page.textContent("#definitions"));
   measured.definition_packets = Number(counted[1]);
+  // The chart follows the counts at its next refresh: wait for its first point, not just the text.
+  await page.waitForFunction(() => {
+    const series = document.querySelector("#definitions .chart[data-definition='web'] [data-series]");
+    return series && Number(series.dataset.points) > 0;
+  }, null, { timeout: 20000 }).catch(() => {});
   const chartPoints = await page.evaluate(() => Number((document.querySelector("#definitions .chart[data-definition='web'] [data-series]") || { dataset: { points: 0 } }).dataset.points));
   measured.definition_points = chartPoints;
   check("the new definition counts", measured.definition_packets > 0 && chartPoints > 0, JSON.stringify(counted));

@@ -19,8 +19,12 @@ use sonde_output::{OutputError, OutputFile, PendingFile};
 use crate::flows::FlowBatches;
 use crate::schema::{tcp_schema, udp_schema};
 
-/// Rows per Parquet row group.
+/// Rows per Parquet row group, at most.
 const ROW_GROUP_ROWS: usize = 65_536;
+
+/// Memory a Parquet row group being written may take before it is written out (then it has
+/// fewer rows).
+const ROW_GROUP_MEMORY: usize = 16 << 20;
 
 /// A typed file format (`--format parquet` or `--format arrow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +139,15 @@ impl<W: Write + Send> Encoder<W> {
 
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
         match self {
-            Encoder::Parquet(w) => w.write(batch).map_err(ArrowError::from),
+            Encoder::Parquet(w) => {
+                w.write(batch)?;
+                // A row group of wide TCP rows would buffer some 100 MB before it is written:
+                // it ends early once its columns hold this much.
+                if w.memory_size() > ROW_GROUP_MEMORY {
+                    w.flush()?;
+                }
+                Ok(())
+            }
             Encoder::Arrow(w, plain) => {
                 let columns = batch
                     .columns()

@@ -1,4 +1,4 @@
-//! What the process used: CPU time and peak memory, from getrusage(2). Read around a run for
+//! What the process used: CPU time (getrusage(2)) and peak memory (/proc/self/status). Read around a run for
 //! the summary, never inside the analysis path.
 
 use nix::sys::resource::{getrusage, Usage, UsageWho};
@@ -9,10 +9,17 @@ pub fn cpu_seconds() -> f64 {
     usage().map_or(0.0, |u| (u.user_time().num_microseconds() + u.system_time().num_microseconds()) as f64 / 1e6)
 }
 
-/// Peak resident memory in bytes.
+/// Peak resident memory in bytes: the process's own high-water mark (`VmHWM`). getrusage's
+/// ru_maxrss is the fallback only: Linux carries the parent's peak into it across fork and
+/// exec, so a sonde started by a large process (a test harness, a notebook) would report the
+/// parent's memory.
 pub fn peak_rss_bytes() -> u64 {
-    // Linux reports ru_maxrss in KiB.
-    usage().map_or(0, |u| (u.max_rss().max(0) as u64) * 1024)
+    let hwm = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse::<u64>().ok()
+    });
+    // Both in KiB.
+    hwm.or_else(|| usage().map(|u| u.max_rss().max(0) as u64)).unwrap_or(0) * 1024
 }
 
 /// getrusage(2) cannot fail for RUSAGE_SELF; a failure reads as nothing used.
