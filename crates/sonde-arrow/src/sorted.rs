@@ -103,7 +103,7 @@ impl SortedRows {
     /// [`FAN_IN`] of them.
     pub(crate) fn spill(&mut self, sort: &SortBuffer, spilled: &mut Spilled) -> Result<(), ArrowError> {
         if !self.memory.is_empty() {
-            let cursors = self.memory.iter().cloned().map(|b| Cursor::Memory(vec![b].into_iter())).collect();
+            let cursors = self.memory.iter().map(|b| Cursor::Memory(Some(b.clone()))).collect();
             let run = write_run(sort, 0, cursors)?;
             spilled.runs += 1;
             spilled.bytes += run.bytes;
@@ -140,7 +140,7 @@ impl SortedRows {
     ) -> Result<(), ArrowError> {
         let mut cursors = Vec::new();
         for part in parts {
-            cursors.extend(part.memory.iter().cloned().map(|b| Cursor::Memory(vec![b].into_iter())));
+            cursors.extend(part.memory.iter().map(|b| Cursor::Memory(Some(b.clone()))));
             for run in &part.runs {
                 cursors.push(Cursor::run(run)?);
             }
@@ -151,7 +151,8 @@ impl SortedRows {
 
 /// Where the next batch of a merge comes from.
 enum Cursor<'a> {
-    Memory(std::vec::IntoIter<RecordBatch>),
+    /// A sorted batch in memory (taken when read).
+    Memory(Option<RecordBatch>),
     Run(Box<StreamReader<BufReader<RunReader<'a>>>>),
 }
 
@@ -164,7 +165,7 @@ impl<'a> Cursor<'a> {
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
         loop {
             let batch = match self {
-                Cursor::Memory(batches) => batches.next(),
+                Cursor::Memory(batch) => batch.take(),
                 Cursor::Run(reader) => reader.next().transpose()?,
             };
             match batch {
