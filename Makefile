@@ -3,7 +3,7 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump libcurl4-openssl-dev cmake default-jre-headless maven
 CARGO ?= cargo
 
 .PHONY: demo test deps build lint browser-deps python python-env
