@@ -5,7 +5,7 @@
 //! Why rdkafka: librdkafka is the reference client (the idempotent producer, `acks=all`,
 //! bounded local queue, retries and delivery reports are all built in and well proven), and
 //! every TLS or SASL setting is one of its properties, passed through as given. rskafka, pure
-//! Rust, has no idempotent producer and no SASL mechanisms beyond PLAIN/SCRAM.
+//! Rust, has no idempotent producer and leaves queueing, retries and delivery accounting to us.
 //!
 //! One [`Exporter`] per run holds a `ThreadedProducer` shared by every worker (`Arc`): librdkafka's
 //! produce call is thread-safe and never waits on the network (it only enqueues), so each
