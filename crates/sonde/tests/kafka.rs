@@ -42,6 +42,7 @@ struct Broker {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
+    lib: PathBuf,
 }
 
 impl Drop for Broker {
@@ -75,34 +76,42 @@ impl Broker {
              appender.out.name=out\nappender.out.layout.type=PatternLayout\nappender.out.layout.pattern=%d %p %c: %m%n\n",
         )
         .expect("log4j2.properties");
-        let java = |class: &str| {
-            let mut c = Command::new("java");
-            c.arg("-Xmx512m")
-                .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
-                .arg("-cp")
-                .arg(format!("{}/*", lib.display()))
-                .arg(class);
-            c
-        };
-        let format = java("kafka.tools.StorageTool")
+        let format = java(&lib, dir.path(), "kafka.tools.StorageTool")
             .args(["format", "-t", CLUSTER_ID, "-c"])
             .arg(&server)
             .output()
             .unwrap_or_else(|e| panic!("cannot run java (make deps installs default-jre-headless): {e}"));
         assert!(format.status.success(), "kafka-storage format failed: {}", String::from_utf8_lossy(&format.stderr));
-        let log = std::fs::File::create(dir.path().join("broker.log")).expect("broker.log");
-        let child = java("kafka.Kafka")
-            .arg(&server)
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start the broker");
-        let mut broker = Broker { child, port, dir };
+        let child = Broker::spawn(&lib, dir.path());
+        let mut broker = Broker { child, port, dir, lib };
         let t = Instant::now();
         broker.wait_ready();
         eprintln!("broker up on 127.0.0.1:{port} in {:.1} s", t.elapsed().as_secs_f64());
         broker
+    }
+
+    fn spawn(lib: &Path, dir: &Path) -> Child {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("broker.log")).expect("broker.log");
+        java(lib, dir, "kafka.Kafka")
+            .arg(dir.join("server.properties"))
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the broker")
+    }
+
+    /// SIGKILL: the broker is lost, as in a crash.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the same broker again (same ports, same logs).
+    fn restart(&mut self) {
+        self.child = Broker::spawn(&self.lib, self.dir.path());
+        self.wait_ready();
     }
 
     fn address(&self) -> String {
@@ -165,6 +174,16 @@ impl Broker {
         }
         got
     }
+}
+
+fn java(lib: &Path, dir: &Path, class: &str) -> Command {
+    let mut c = Command::new("java");
+    c.arg("-Xmx512m")
+        .arg(format!("-Dlog4j2.configurationFile={}", dir.join("log4j2.properties").display()))
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(class);
+    c
 }
 
 fn jsonl(path: &Path) -> Vec<Value> {
@@ -279,4 +298,58 @@ fn bad_kafka_option_is_one_line() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
         assert!(!out.path().join("run").exists());
     }
+}
+
+/// The broker is killed while sonde runs (reading the demo from a pipe, half of it sent) and
+/// restarted after the flows ended into the queue: every flow still arrives, once or more
+/// (at-least-once), and the summary counts them delivered.
+#[test]
+fn broker_killed_and_restarted_mid_run_loses_nothing_queued() {
+    let mut broker = Broker::start();
+    let trace = std::fs::read(repo().join("testdata/demo.pcap")).expect("demo.pcap");
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut sonde = common::sonde()
+        .args(["analyze", "-q", "--format", "jsonl", "-r", "-", "-o"])
+        .arg(out.path().join("run"))
+        .args(["--kafka", &broker.address(), "--kafka-topic", "flows-restart", "--kafka-flush-timeout", "120"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sonde");
+    let mut stdin = sonde.stdin.take().expect("stdin");
+    let half = trace.len() / 2;
+    std::io::Write::write_all(&mut stdin, &trace[..half]).expect("first half");
+    // sonde has checked the broker once its output directory exists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.path().join("run").exists() {
+        assert!(Instant::now() < deadline, "sonde did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    broker.kill();
+    std::io::Write::write_all(&mut stdin, &trace[half..]).expect("second half");
+    drop(stdin);
+    // The flows end at the trace's end, into the queue, while no broker runs.
+    std::thread::sleep(Duration::from_secs(3));
+    let t = Instant::now();
+    broker.restart();
+    eprintln!("broker restarted in {:.1} s", t.elapsed().as_secs_f64());
+    let run = sonde.wait_with_output().expect("sonde");
+    assert!(run.status.success(), "sonde failed: {}", String::from_utf8_lossy(&run.stderr));
+
+    let dir = out.path().join("run");
+    let want = jsonl(&dir.join("tcp_flows.jsonl")).len() + jsonl(&dir.join("udp_flows.jsonl")).len();
+    let got = broker.read_topic("flows-restart", want);
+    let distinct: BTreeSet<String> = got.iter().map(|(_, m)| m.to_string()).collect();
+    assert_eq!(
+        distinct.len(),
+        want,
+        "every flow arrived ({} messages, {} duplicates)",
+        got.len(),
+        got.len() - distinct.len()
+    );
+    eprintln!("{} messages for {want} flows", got.len());
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let k = &summary["kafka"];
+    assert_eq!(k["delivered"], k["sent"], "{k}");
+    assert_eq!((k["dropped_queue_full"].as_u64(), k["failed"].as_u64()), (Some(0), Some(0)), "{k}");
 }
