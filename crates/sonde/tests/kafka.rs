@@ -255,6 +255,41 @@ fn analyze_publishes_the_flow_logs_records() {
     assert_eq!(k["sent"], want + rows.len());
     assert_eq!(k["delivered"], k["sent"]);
     assert_eq!((k["dropped_queue_full"].as_u64(), k["failed"].as_u64()), (Some(0), Some(0)));
+
+    // A queue of one message that lingers a second (a librdkafka property passed through): the
+    // flows ending together at the trace's end overflow it, are dropped and counted; what was
+    // queued is delivered. Addresses anonymised as the logs are.
+    let (out, run) = common::analyze(
+        &trace,
+        &[
+            "--interval",
+            "0",
+            "--anonymize",
+            "zero",
+            "--kafka",
+            &broker.address(),
+            "--kafka-topic",
+            "flows-small",
+            "--kafka-queue",
+            "1",
+            "--kafka-option",
+            "linger.ms=1000",
+        ],
+    );
+    assert!(run.status.success(), "sonde failed: {}", String::from_utf8_lossy(&run.stderr));
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let k = &summary["kafka"];
+    let (sent, dropped) = (k["sent"].as_u64().unwrap(), k["dropped_queue_full"].as_u64().unwrap());
+    assert_eq!(sent + dropped, want as u64, "{k}");
+    assert!(dropped > 0, "a queue of one overflows: {k}");
+    assert_eq!(k["delivered"], sent, "{k}");
+    let got = broker.read_topic("flows-small", sent as usize);
+    assert_eq!(got.len() as u64, sent);
+    for (key, m) in &got {
+        assert!(["0.0.0.0", "::"].contains(&m["c_ip"].as_str().unwrap()), "anonymised: {m}");
+        assert!(key.contains(" 0.0.0.0:") || key.contains(" :::"), "anonymised key: {key}");
+    }
 }
 
 #[test]
