@@ -3,10 +3,10 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump libcurl4-openssl-dev cmake default-jre-headless maven
 CARGO ?= cargo
 
-.PHONY: demo test deps build lint browser-deps python python-env
+.PHONY: demo test deps build lint browser-deps python python-env kafka-jars
 
 VENV := .venv
 PYTHON ?= python3
@@ -62,7 +62,11 @@ browser-deps: deps
 # the whole workspace, so that features resolve as for `cargo test`: `-p sonde-py` alone
 # rebuilt Arrow and Parquet, 7 min) and put where maturin puts it (`maturin develop --profile
 # test` would build a test harness instead).
-test: lint browser-deps python-env
+# A real Kafka broker's jars for tests/kafka.rs (Maven Central; skipped when present).
+kafka-jars: deps
+	tests/kafka/fetch.sh target/tmp/kafka-4.3.1
+
+test: lint browser-deps python-env kafka-jars
 	$(CARGO) test --workspace
 	$(CARGO) build --profile test --workspace --lib --bins --tests --examples
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so

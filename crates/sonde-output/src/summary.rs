@@ -300,6 +300,35 @@ pub struct IpfixSummary {
     pub last_error: Option<String>,
 }
 
+/// What the Kafka export did (`--kafka`, docs/kafka.md).
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct KafkaSummary {
+    /// The bootstrap brokers, as given.
+    pub brokers: String,
+    /// The flows' topic.
+    pub topic: String,
+    /// The intervals' topic (none: intervals not published).
+    pub interval_topic: Option<String>,
+    /// Messages accepted into the producer's local queue (flows and intervals).
+    pub sent: u64,
+    /// Of which flows.
+    pub flows: u64,
+    /// Of which intervals.
+    pub intervals: u64,
+    /// Messages the brokers acknowledged (acks=all).
+    pub delivered: u64,
+    /// Messages dropped because the local queue (`--kafka-queue`) was full: never sent.
+    pub dropped_queue_full: u64,
+    /// Messages that failed: delivery errors after librdkafka's retries, refused at enqueue, or
+    /// still queued when the final flush timed out.
+    pub failed: u64,
+    /// Of the failed: still queued when the final flush timed out.
+    pub undelivered_at_exit: u64,
+    /// The last error, if any.
+    pub last_error: Option<String>,
+}
+
 /// `summary.json`: what a run read, counted, took and wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -351,6 +380,9 @@ pub struct Summary {
     /// The IPFIX export (`--ipfix`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ipfix: Option<IpfixSummary>,
+    /// The Kafka export (`--kafka`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaSummary>,
 }
 
 /// What a run read: the input's name, the format found, its compression and the filter.
@@ -395,6 +427,7 @@ impl Summary {
             spool: None,
             sorted_runs: None,
             ipfix: None,
+            kafka: None,
         }
     }
 

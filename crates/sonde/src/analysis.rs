@@ -15,7 +15,7 @@ use sonde_define::Counter;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::{FlowConfig, FlowRecord, FlowSink, RttSample};
 use sonde_http::RunState;
-use sonde_output::summary::{self, ChangeSummary, IpfixSummary, Monitoring, SortSummary, Summary};
+use sonde_output::summary::{self, ChangeSummary, IpfixSummary, KafkaSummary, Monitoring, SortSummary, Summary};
 use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffer, Spilled};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
@@ -46,6 +46,8 @@ pub struct Prepared {
     workers: usize,
     /// `--ipfix`: where the flow records go, and how the messages are made.
     ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig)>,
+    /// `--kafka`: the producer, connected before the output directory is made.
+    kafka: Option<sonde_kafka::Exporter>,
 }
 
 /// Most worker threads (one per core is the point; thousands only exhaust the machine).
@@ -115,6 +117,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         }
         None => None,
     };
+    let kafka_config = match &args.kafka {
+        Some(brokers) => Some(kafka_config(args, brokers)?),
+        None => None,
+    };
     // Checked now: the run compiles it again for each reader.
     if let Some(expr) = args.filter_expression() {
         Filter::new(&expr)?;
@@ -149,10 +155,27 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         .anonymize(anonymization.as_ref().map(|a| a.0.clone()))?;
     let typed_names = typed.map(TypedFormat::all_names).unwrap_or_default();
     let others: Vec<&str> = typed_names.iter().map(String::as_str).collect();
+    // A broker that does not answer stops the run here, before any output exists.
+    let kafka = match kafka_config {
+        Some(cfg) => Some(sonde_kafka::Exporter::connect(cfg).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?;
     let sort_bytes = args.sort_buffer << 20;
     Ok((
-        Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers, ipfix },
+        Prepared {
+            run,
+            interval_cfg,
+            store_spec,
+            format,
+            typed,
+            anonymization,
+            out,
+            sort_bytes,
+            workers,
+            ipfix,
+            kafka,
+        },
         input,
     ))
 }
@@ -221,8 +244,19 @@ pub fn run(
     live: Option<LiveOptions>,
 ) -> Result<Finished> {
     let (input_name, compression) = input;
-    let Prepared { mut run, interval_cfg, store_spec, format, typed, anonymization, out, sort_bytes, workers, ipfix } =
-        prepared;
+    let Prepared {
+        mut run,
+        interval_cfg,
+        store_spec,
+        format,
+        typed,
+        anonymization,
+        out,
+        sort_bytes,
+        workers,
+        ipfix,
+        kafka,
+    } = prepared;
     // Each worker's sink and a live run's collector hold a share of the budget.
     let holders = sources.len() * workers + 1;
     let sort = Arc::new(SortBuffer { dir: out.dir().to_path_buf(), bytes: sort_bytes / holders });
@@ -261,7 +295,10 @@ pub fn run(
         None => None,
     };
     let feed = || exporter.as_ref().map(|e| IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
-    let new_sink = || (LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed());
+    // Each worker enqueues its flows itself: the producer is shared and never waits.
+    let kafka_feed = || kafka.as_ref().map(|k| k.sink(anonymizer.clone()));
+    let new_sink =
+        || ((LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed()), kafka_feed());
     let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
     if let Some(r) = rotation.as_mut() {
         observers.push(r);
@@ -285,7 +322,9 @@ pub fn run(
                 "--format {} writes its files when the run ends: --spool and --http take --format tsv or jsonl",
                 typed.extension()
             );
-            let new_sink = || (ArrowSink::new().anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed());
+            let new_sink = || {
+                ((ArrowSink::new().anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed()), kafka_feed())
+            };
             let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());
             clear_progress_bar();
             let mut all = FlowBatches::default();
@@ -319,6 +358,34 @@ pub fn run(
             last_error: stats.last_error,
         }
     });
+    // The intervals go out once the run has ended (analyze has them only then), then the
+    // queue drains within --kafka-flush-timeout and the counters come back.
+    let kafka_summary = match kafka {
+        Some(exporter) => {
+            if let Some(report) = &result.intervals {
+                let files = report.render().context("rendering the intervals for Kafka")?;
+                if let Some((_, text)) = files.iter().find(|(name, _)| *name == OutputFile::Intervals.name()) {
+                    exporter.publish_intervals(text);
+                }
+            }
+            let cfg = exporter.config().clone();
+            let stats = exporter.finish();
+            Some(KafkaSummary {
+                brokers: cfg.brokers,
+                topic: cfg.topic,
+                interval_topic: cfg.interval_topic,
+                sent: stats.sent,
+                flows: stats.flows,
+                intervals: stats.intervals,
+                delivered: stats.delivered,
+                dropped_queue_full: stats.dropped_queue_full,
+                failed: stats.failed,
+                undelivered_at_exit: stats.undelivered_at_exit,
+                last_error: stats.last_error,
+            })
+        }
+        None => None,
+    };
     let mut monitoring = None;
     if let (Some(cfg), Some(report)) = (&interval_cfg, &result.intervals) {
         match typed {
@@ -371,6 +438,7 @@ pub fn run(
     result.flows.iter().for_each(|f| spilled.add(f.spilled()));
     summary.sorted_runs = SortSummary::of(&spilled);
     summary.ipfix = ipfix_summary;
+    summary.kafka = kafka_summary;
     summary.definition_changes =
         result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(ChangeSummary::log);
     Ok(Finished {
@@ -382,6 +450,26 @@ pub fn run(
         rotation,
         out,
     })
+}
+
+/// The exporter's settings from `--kafka*`, checked.
+fn kafka_config(args: &AnalysisArgs, brokers: &str) -> Result<sonde_kafka::Config> {
+    anyhow::ensure!(!brokers.trim().is_empty(), "--kafka needs HOST:PORT[,HOST:PORT…]");
+    anyhow::ensure!(!args.kafka_topic.is_empty(), "--kafka-topic cannot be empty");
+    // librdkafka's own limits for queue.buffering.max.messages.
+    anyhow::ensure!((1..=2_147_483_647).contains(&args.kafka_queue), "--kafka-queue is from 1 to 2147483647");
+    let flush = args.kafka_flush_timeout;
+    anyhow::ensure!(
+        flush.is_finite() && (0.0..=86_400.0).contains(&flush),
+        "--kafka-flush-timeout is in seconds, 0 to 86400"
+    );
+    let mut cfg = sonde_kafka::Config::new(brokers);
+    cfg.topic = args.kafka_topic.clone();
+    cfg.interval_topic = Some(args.kafka_interval_topic.clone()).filter(|t| !t.is_empty());
+    cfg.queue = args.kafka_queue;
+    cfg.flush_timeout = std::time::Duration::from_secs_f64(flush);
+    cfg.options = args.kafka_option.clone();
+    Ok(cfg)
 }
 
 /// A worker's feed of the IPFIX exporter: records leave as the flow logs show them

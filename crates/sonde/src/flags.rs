@@ -217,6 +217,25 @@ pub struct AnalysisArgs {
     /// The largest IPFIX message in bytes (UDP: the path MTU less the IP and UDP headers).
     #[arg(long, value_name = "BYTES", default_value_t = 1400)]
     pub ipfix_mtu: usize,
+    /// Publish every finished flow to Kafka (docs/kafka.md): the bootstrap brokers,
+    /// HOST:PORT[,HOST:PORT…]; the flow logs are written as well.
+    #[arg(long, value_name = "BROKERS")]
+    pub kafka: Option<String>,
+    /// The flows' topic.
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-flows")]
+    pub kafka_topic: String,
+    /// The intervals' topic (published when the run ends; "" for none).
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-intervals")]
+    pub kafka_interval_topic: String,
+    /// Messages the producer's local queue holds; beyond, flows are dropped and counted.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub kafka_queue: usize,
+    /// Seconds the end of the run waits for queued messages to be delivered.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub kafka_flush_timeout: f64,
+    /// A librdkafka property, KEY=VALUE (repeatable): TLS, SASL, batching…
+    #[arg(long, value_name = "KEY=VALUE", value_parser = sonde_kafka::parse_option)]
+    pub kafka_option: Vec<(String, String)>,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,

@@ -1,0 +1,390 @@
+//! `sonde analyze --kafka` against a real Apache Kafka 4.3.1 broker (KRaft, one node), started
+//! here from Maven Central jars (tests/kafka/fetch.sh; `make test` fetches them first) and
+//! killed at the end, panic or not. The messages read back must be the flow log's records.
+//! Without java or the jars the test fails: it never passes without a broker.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde_json::Value;
+
+const CLUSTER_ID: &str = "MkU3OEVBNTcwNTJENDM2Qg";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The broker's jars, fetched by tests/kafka/fetch.sh unless already there.
+fn kafka_lib() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kafka-4.3.1");
+    let status = Command::new(repo().join("tests/kafka/fetch.sh")).arg(&dir).status();
+    assert!(
+        status.as_ref().is_ok_and(|s| s.success()),
+        "cannot fetch the Kafka broker's jars with tests/kafka/fetch.sh (needs mvn, Maven Central): {status:?}"
+    );
+    dir.join("lib")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// A running broker; killed when dropped.
+struct Broker {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    lib: PathBuf,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Broker {
+    fn start() -> Broker {
+        let lib = kafka_lib();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (port, controller) = (free_port(), free_port());
+        let props = format!(
+            "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n\
+             inter.broker.listener.name=PLAINTEXT\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+             log.dirs={}\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n\
+             transaction.state.log.min.isr=1\nshare.coordinator.state.topic.replication.factor=1\n\
+             share.coordinator.state.topic.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n",
+            dir.path().join("logs").display()
+        );
+        let server = dir.path().join("server.properties");
+        std::fs::write(&server, props).expect("server.properties");
+        let log4j = dir.path().join("log4j2.properties");
+        std::fs::write(
+            &log4j,
+            "rootLogger.level=warn\nrootLogger.appenderRef.out.ref=out\nappender.out.type=Console\n\
+             appender.out.name=out\nappender.out.layout.type=PatternLayout\nappender.out.layout.pattern=%d %p %c: %m%n\n",
+        )
+        .expect("log4j2.properties");
+        let format = java(&lib, dir.path(), "kafka.tools.StorageTool")
+            .args(["format", "-t", CLUSTER_ID, "-c"])
+            .arg(&server)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run java (make deps installs default-jre-headless): {e}"));
+        assert!(format.status.success(), "kafka-storage format failed: {}", String::from_utf8_lossy(&format.stderr));
+        let child = Broker::spawn(&lib, dir.path());
+        let mut broker = Broker { child, port, dir, lib };
+        let t = Instant::now();
+        broker.wait_ready();
+        eprintln!("broker up on 127.0.0.1:{port} in {:.1} s", t.elapsed().as_secs_f64());
+        broker
+    }
+
+    fn spawn(lib: &Path, dir: &Path) -> Child {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("broker.log")).expect("broker.log");
+        java(lib, dir, "kafka.Kafka")
+            .arg(dir.join("server.properties"))
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the broker")
+    }
+
+    /// SIGKILL: the broker is lost, as in a crash.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the same broker again (same ports, same logs).
+    fn restart(&mut self) {
+        self.child = Broker::spawn(&self.lib, self.dir.path());
+        self.wait_ready();
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("broker.log")).unwrap_or_default()
+    }
+
+    /// Waits for the port, then for the broker to answer a metadata request.
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the broker exited ({status}):\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "the broker did not open its port in 90 s:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let consumer = self.consumer();
+        while consumer.fetch_metadata(None, Duration::from_secs(5)).is_err() {
+            assert!(Instant::now() < deadline, "the broker did not answer metadata in 90 s:\n{}", self.log());
+        }
+    }
+
+    fn consumer(&self) -> BaseConsumer {
+        ClientConfig::new()
+            .set("bootstrap.servers", self.address())
+            .set("group.id", "sonde-test")
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer")
+    }
+
+    /// Every message of `topic` from the beginning: reads until `want` arrived and nothing
+    /// more came for a second (duplicates would show), or 60 s passed.
+    fn read_topic(&self, topic: &str, want: usize) -> Vec<(String, Value)> {
+        let consumer = self.consumer();
+        let meta = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).expect("topic metadata");
+        let mut tpl = TopicPartitionList::new();
+        for p in meta.topics().iter().flat_map(|t| t.partitions()) {
+            tpl.add_partition_offset(topic, p.id(), Offset::Beginning).expect("partition");
+        }
+        consumer.assign(&tpl).expect("assign");
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut quiet_since = Instant::now();
+        while Instant::now() < deadline && (got.len() < want || quiet_since.elapsed() < Duration::from_secs(1)) {
+            match consumer.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => {
+                    let key = String::from_utf8(m.key().expect("a key").to_vec()).expect("utf-8 key");
+                    let value = serde_json::from_slice(m.payload().expect("a payload")).expect("JSON payload");
+                    got.push((key, value));
+                    quiet_since = Instant::now();
+                }
+                Some(Err(e)) => panic!("consuming {topic}: {e}"),
+                None => {}
+            }
+        }
+        got
+    }
+}
+
+fn java(lib: &Path, dir: &Path, class: &str) -> Command {
+    let mut c = Command::new("java");
+    c.arg("-Xmx512m")
+        .arg(format!("-Dlog4j2.configurationFile={}", dir.join("log4j2.properties").display()))
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(class);
+    c
+}
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
+}
+
+#[test]
+fn analyze_publishes_the_flow_logs_records() {
+    let broker = Broker::start();
+    let t = Instant::now();
+    let trace = repo().join("testdata/demo.pcap");
+    let (out, run) = common::analyze(
+        &trace,
+        &["--format", "jsonl", "--interval", "1", "--kafka", &broker.address(), "--kafka-topic", "flows-test"],
+    );
+    assert!(run.status.success(), "sonde failed: {}\n{}", String::from_utf8_lossy(&run.stderr), broker.log());
+    eprintln!("sonde analyze --kafka: {:.1} s", t.elapsed().as_secs_f64());
+
+    let tcp = jsonl(&out.path().join("tcp_flows.jsonl"));
+    let udp = jsonl(&out.path().join("udp_flows.jsonl"));
+    assert!(!tcp.is_empty() && !udp.is_empty(), "the demo has TCP and UDP flows");
+    let want = tcp.len() + udp.len();
+    let got = broker.read_topic("flows-test", want);
+    assert_eq!(got.len(), want, "one message per flow, no more");
+
+    // Each message is its log's record plus "proto"; its key names the flow.
+    let mut expected = BTreeSet::new();
+    for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
+        for r in records.iter() {
+            let mut m = r.clone();
+            m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            expected.insert(m.to_string());
+        }
+    }
+    let mut received = BTreeSet::new();
+    for (key, m) in &got {
+        let s = |k: &str| m[k].as_str().map(str::to_string).unwrap_or_else(|| m[k].to_string());
+        let prefix = format!("{} {}:{} {}:{} ", s("proto"), s("c_ip"), s("c_port"), s("s_ip"), s("s_port"));
+        assert!(key.starts_with(&prefix), "key {key:?} does not name the flow {prefix:?}");
+        received.insert(m.to_string());
+    }
+    assert_eq!(received.len(), want, "every message a different flow");
+    assert_eq!(received, expected, "the messages are the flow logs' records");
+
+    // Intervals: one message per row of intervals.tsv, its columns by name.
+    let rows = common::read_tsv(&out.path().join("intervals.tsv"));
+    assert!(!rows.is_empty());
+    let intervals = broker.read_topic("sonde-intervals", rows.len());
+    assert_eq!(intervals.len(), rows.len());
+    for ((_, m), row) in intervals.iter().zip(&rows) {
+        for (col, cell) in row {
+            let v = &m[col.as_str()];
+            let same = match v {
+                Value::Null => cell == "-",
+                Value::String(s) => s == cell,
+                // A number as written (serde_json shows 1.000000 as 1.0).
+                n => n.as_f64() == cell.parse::<f64>().ok(),
+            };
+            assert!(same, "{col}: {cell} published as {v}");
+        }
+    }
+
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let k = &summary["kafka"];
+    assert_eq!(k["flows"], want);
+    assert_eq!(k["intervals"], rows.len());
+    assert_eq!(k["sent"], want + rows.len());
+    assert_eq!(k["delivered"], k["sent"]);
+    assert_eq!((k["dropped_queue_full"].as_u64(), k["failed"].as_u64()), (Some(0), Some(0)));
+
+    // A queue of one message that lingers a second (a librdkafka property passed through): the
+    // flows ending together at the trace's end overflow it, are dropped and counted; what was
+    // queued is delivered. Addresses anonymised as the logs are.
+    let (out, run) = common::analyze(
+        &trace,
+        &[
+            "--interval",
+            "0",
+            "--anonymize",
+            "zero",
+            "--kafka",
+            &broker.address(),
+            "--kafka-topic",
+            "flows-small",
+            "--kafka-queue",
+            "1",
+            "--kafka-option",
+            "linger.ms=1000",
+        ],
+    );
+    assert!(run.status.success(), "sonde failed: {}", String::from_utf8_lossy(&run.stderr));
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let k = &summary["kafka"];
+    let (sent, dropped) = (k["sent"].as_u64().unwrap(), k["dropped_queue_full"].as_u64().unwrap());
+    assert_eq!(sent + dropped, want as u64, "{k}");
+    assert!(dropped > 0, "a queue of one overflows: {k}");
+    assert_eq!(k["delivered"], sent, "{k}");
+    let got = broker.read_topic("flows-small", sent as usize);
+    assert_eq!(got.len() as u64, sent);
+    for (key, m) in &got {
+        assert!(["0.0.0.0", "::"].contains(&m["c_ip"].as_str().unwrap()), "anonymised: {m}");
+        assert!(key.contains(" 0.0.0.0:") || key.contains(" :::"), "anonymised key: {key}");
+    }
+}
+
+#[test]
+fn absent_broker_is_one_line_and_no_output() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let dir = out.path().join("run");
+    let broker = format!("127.0.0.1:{}", free_port());
+    let run = common::sonde()
+        .args(["analyze", "-q", "-r"])
+        .arg(repo().join("testdata/demo.pcap"))
+        .arg("-o")
+        .arg(&dir)
+        .args(["--kafka", &broker])
+        .output()
+        .expect("run sonde");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains(&format!("no broker answered at {broker}")), "{stderr}");
+    assert!(!dir.exists(), "no output directory");
+}
+
+#[test]
+fn bad_kafka_option_is_one_line() {
+    let out = tempfile::tempdir().expect("temp dir");
+    for (args, says) in [
+        (vec!["--kafka", "127.0.0.1:1", "--kafka-option", "nonsense"], "KEY=VALUE"),
+        (vec!["--kafka", "127.0.0.1:1", "--kafka-option", "no.such.property=1"], "no.such.property"),
+        (vec!["--kafka", "127.0.0.1:1", "--kafka-queue", "0"], "--kafka-queue"),
+    ] {
+        let run = common::sonde()
+            .args(["analyze", "-q", "-r"])
+            .arg(repo().join("testdata/demo.pcap"))
+            .arg("-o")
+            .arg(out.path().join("run"))
+            .args(&args)
+            .output()
+            .expect("run sonde");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(matches!(run.status.code(), Some(1 | 2)), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.path().join("run").exists());
+    }
+}
+
+/// The broker is killed while sonde runs (reading the demo from a pipe, half of it sent) and
+/// restarted after the flows ended into the queue: every flow still arrives, once or more
+/// (at-least-once), and the summary counts them delivered.
+#[test]
+fn broker_killed_and_restarted_mid_run_loses_nothing_queued() {
+    let mut broker = Broker::start();
+    let trace = std::fs::read(repo().join("testdata/demo.pcap")).expect("demo.pcap");
+    let out = tempfile::tempdir().expect("temp dir");
+    let mut sonde = common::sonde()
+        .args(["analyze", "-q", "--format", "jsonl", "-r", "-", "-o"])
+        .arg(out.path().join("run"))
+        .args(["--kafka", &broker.address(), "--kafka-topic", "flows-restart", "--kafka-flush-timeout", "120"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sonde");
+    let mut stdin = sonde.stdin.take().expect("stdin");
+    let half = trace.len() / 2;
+    std::io::Write::write_all(&mut stdin, &trace[..half]).expect("first half");
+    // sonde has checked the broker once its output directory exists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.path().join("run").exists() {
+        assert!(Instant::now() < deadline, "sonde did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    broker.kill();
+    std::io::Write::write_all(&mut stdin, &trace[half..]).expect("second half");
+    drop(stdin);
+    // The flows end at the trace's end, into the queue, while no broker runs.
+    std::thread::sleep(Duration::from_secs(3));
+    let t = Instant::now();
+    broker.restart();
+    eprintln!("broker restarted in {:.1} s", t.elapsed().as_secs_f64());
+    let run = sonde.wait_with_output().expect("sonde");
+    assert!(run.status.success(), "sonde failed: {}", String::from_utf8_lossy(&run.stderr));
+
+    let dir = out.path().join("run");
+    let want = jsonl(&dir.join("tcp_flows.jsonl")).len() + jsonl(&dir.join("udp_flows.jsonl")).len();
+    let got = broker.read_topic("flows-restart", want);
+    let distinct: BTreeSet<String> = got.iter().map(|(_, m)| m.to_string()).collect();
+    assert_eq!(
+        distinct.len(),
+        want,
+        "every flow arrived ({} messages, {} duplicates)",
+        got.len(),
+        got.len() - distinct.len()
+    );
+    eprintln!("{} messages for {want} flows", got.len());
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let k = &summary["kafka"];
+    assert_eq!(k["delivered"], k["sent"], "{k}");
+    assert_eq!((k["dropped_queue_full"].as_u64(), k["failed"].as_u64()), (Some(0), Some(0)), "{k}");
+}
