@@ -5,8 +5,9 @@
 SHELL := /bin/bash
 DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump libcurl4-openssl-dev cmake default-jre-headless maven
 CARGO ?= cargo
+GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test deps build lint browser-deps python python-env kafka-jars
+.PHONY: demo test deps build lint browser-deps python python-env kafka-jars goflow2
 
 VENV := .venv
 PYTHON ?= python3
@@ -66,7 +67,14 @@ browser-deps: deps
 kafka-jars: deps
 	tests/kafka/fetch.sh target/tmp/kafka-4.3.1
 
-test: lint browser-deps python-env kafka-jars
+# GoFlow2, the collector crates/sonde/tests/ipfix.rs decodes sonde's IPFIX with, from the Go module proxy
+# (skipped when the binary is there; delete it after changing the version).
+goflow2:
+	@test -x target/tmp/go-bin/goflow2 || { \
+		command -v $(GO) >/dev/null || { echo "goflow2: go not found (set GO=/path/to/go)" >&2; exit 1; }; \
+		GOBIN=$(abspath target/tmp/go-bin) $(GO) install github.com/netsampler/goflow2/v2/cmd/goflow2@v2.2.6; }
+
+test: lint browser-deps python-env kafka-jars goflow2
 	$(CARGO) test --workspace
 	$(CARGO) build --profile test --workspace --lib --bins --tests --examples
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so

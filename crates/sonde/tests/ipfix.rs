@@ -1,13 +1,17 @@
 //! `--ipfix` against a real collector: nfcapd (Debian's nfdump, installed by `make deps`)
 //! started on 127.0.0.1 by the test receives sonde's export of the demo trace and a ground-truth
 //! capture; `nfdump -o csv` must show, per 5-tuple, the packets and IP bytes of each direction
-//! the flow logs show. A file export is read back with sonde-ipfix's decoder, the enterprise
-//! metrics included. A collector that is absent or refuses never stops the run.
+//! the flow logs show. GoFlow2 (`make goflow2` installs it; its absence fails the test) decodes
+//! the same stream with docs/goflow2-mapping.yaml to JSON that must hold every exported field of
+//! the flow logs, sonde's enterprise metrics by name included. A file export is read back with
+//! sonde-ipfix's decoder. A collector that is absent or refuses never stops the run.
 
 mod common;
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::net::{IpAddr, TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,14 +86,7 @@ impl Nfcapd {
 
     /// SIGTERM (nfcapd writes its last file), then the flows as nfdump prints them.
     fn stop_and_read(mut self) -> (Vec<NfFlow>, String) {
-        // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        assert_eq!(rc, 0);
-        let until = Instant::now() + Duration::from_secs(10);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < until, "nfcapd did not stop");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        terminate(&mut self.child, "nfcapd");
         let out =
             Command::new("nfdump").arg("-R").arg(self.dir.path().join("flows")).args(["-o", "csv"]).output().unwrap();
         assert!(out.status.success(), "nfdump: {}", String::from_utf8_lossy(&out.stderr));
@@ -101,6 +98,18 @@ impl Drop for Nfcapd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// SIGTERM to a collector this test started, and waits up to 10 s for it to exit.
+fn terminate(child: &mut Child, what: &str) {
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let until = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < until, "{what} did not stop");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -181,14 +190,23 @@ fn nfcapd_receives_the_demo() {
     check_against_nfcapd(&demo());
 }
 
-#[test]
-fn nfcapd_receives_a_ground_truth_capture() {
+/// Ground-truth captures of both families and both protocols (below the shared corpus).
+const GROUND_TRUTH: [&str; 2] = ["groundtruth/mixed.pcap", "groundtruth/ipv6.pcap"];
+
+/// The corpus's traces with the most TCP flows (a SYN scan: nearly 2000 one-sided flows) and with
+/// TCP and UDP over fragments, from an ERF capture.
+const REAL_TRACES: [&str; 2] = [
+    "traces/realistic/ntop+nDPI/tests/cfgs/default/pcap/synscan.pcap",
+    "traces/robustness/LibtraceTeam+libtrace/test/traces/fragtest.erf",
+];
+
+/// Runs `check` on each of `traces` (paths in the shared corpus) that is there.
+fn each_shared_trace(traces: &[&str], check: fn(&Path)) {
     let Some(shared) = shared_dir() else { return };
-    // Both families and both protocols.
-    for name in ["mixed.pcap", "ipv6.pcap"] {
-        let trace = shared.join("groundtruth").join(name);
+    for name in traces {
+        let trace = shared.join(name);
         if trace.exists() {
-            check_against_nfcapd(&trace);
+            check(&trace);
         } else {
             eprintln!("SKIPPED: no {}", trace.display());
         }
@@ -196,27 +214,30 @@ fn nfcapd_receives_a_ground_truth_capture() {
 }
 
 #[test]
+fn nfcapd_receives_a_ground_truth_capture() {
+    each_shared_trace(&GROUND_TRUTH, check_against_nfcapd);
+}
+
+#[test]
 fn nfcapd_receives_real_traces() {
-    let Some(shared) = shared_dir() else { return };
-    // The corpus's traces with the most TCP flows (a SYN scan: nearly 2000 one-sided flows) and
-    // with TCP and UDP over fragments, from an ERF capture.
-    for name in [
-        "realistic/ntop+nDPI/tests/cfgs/default/pcap/synscan.pcap",
-        "robustness/LibtraceTeam+libtrace/test/traces/fragtest.erf",
-    ] {
-        let trace = shared.join("traces").join(name);
-        if trace.exists() {
-            check_against_nfcapd(&trace);
-        } else {
-            eprintln!("SKIPPED: no {}", trace.display());
-        }
-    }
+    each_shared_trace(&REAL_TRACES, check_against_nfcapd);
 }
 
 /// Milliseconds in the flow log (3 decimals) against nanoseconds in the export.
 fn same_ms(log: &str, ns: u64, what: &str) {
     let want = if log == "-" { 0.0 } else { log.parse::<f64>().unwrap_or_else(|_| panic!("{what}: {log}")) };
     assert!((want - ns as f64 / 1e6).abs() <= 0.001, "{what}: log {log} ms, export {ns} ns");
+}
+
+/// RFC 5102 flowEndReason for a flow log's `end_reason` (docs/ipfix.md).
+fn end_reason_code(end_reason: &str, what: &str) -> u64 {
+    match end_reason {
+        "idle" => 1,
+        "fin" | "rst" | "reused" => 3,
+        "eof" => 4,
+        "evicted" => 5,
+        other => panic!("{what}: end_reason {other}"),
+    }
 }
 
 #[test]
@@ -253,14 +274,7 @@ fn a_file_export_holds_the_flow_logs_metrics() {
         // flowStartMilliseconds: the log's first time, truncated to the millisecond.
         let first: f64 = row["first"].parse().unwrap();
         assert_eq!(r.uint(0, 152), Some(first.floor() as u64), "{what}: first {first}");
-        let reason = match row["end_reason"].as_str() {
-            "idle" => 1,
-            "fin" | "rst" | "reused" => 3,
-            "eof" => 4,
-            "evicted" => 5,
-            other => panic!("{what}: end_reason {other}"),
-        };
-        assert_eq!(r.uint(0, 136), Some(reason), "{what}");
+        assert_eq!(r.uint(0, 136), Some(end_reason_code(&row["end_reason"], &what)), "{what}");
         if !is_tcp {
             continue;
         }
@@ -407,4 +421,289 @@ fn tshark_decodes_every_message() {
         want.sort();
         assert_eq!(ports, want, "{}", trace.display());
     }
+}
+
+/// GoFlow2's binary: `$GOFLOW2`, else where `make goflow2` installs it. Missing, the test fails:
+/// `make test` installs it from the Go module proxy, which CI reaches.
+fn goflow2_bin() -> PathBuf {
+    let bin = std::env::var_os("GOFLOW2")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tmp/go-bin/goflow2"));
+    assert!(
+        bin.is_file(),
+        "no GoFlow2 at {}: run `make goflow2` (go install github.com/netsampler/goflow2/v2/cmd/goflow2@v2.2.6)",
+        bin.display()
+    );
+    bin
+}
+
+/// Whether a UDP socket is bound to 127.0.0.1:`port` (/proc/net/udp shows both in hex, the
+/// address in host byte order).
+fn udp_bound_on_loopback(port: u16) -> bool {
+    let want = format!("{:08X}:{port:04X}", u32::from_ne_bytes([127, 0, 0, 1]));
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    table.lines().skip(1).any(|l| l.split_whitespace().nth(1) == Some(want.as_str()))
+}
+
+/// GoFlow2 listening on 127.0.0.1 with sonde's mapping file, one JSON flow per line into a file;
+/// killed when dropped.
+struct GoFlow2 {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl GoFlow2 {
+    fn start() -> GoFlow2 {
+        let bin = goflow2_bin();
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_udp_port();
+        let mapping = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/goflow2-mapping.yaml");
+        let child = Command::new(&bin)
+            // One decoding worker: messages are decoded in arrival order, so a template is
+            // known before the data that needs it.
+            .arg(format!("-listen=netflow://127.0.0.1:{port}?workers=1"))
+            // No HTTP server (its default, :8080, binds every interface).
+            .arg("-addr=")
+            .arg(format!("-mapping={}", mapping.display()))
+            .args(["-format=json", "-transport=file"])
+            .arg(format!("-transport.file={}", dir.path().join("flows.json").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(dir.path().join("goflow2.log")).unwrap()))
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        let mut g = GoFlow2 { child, port, dir };
+        let until = Instant::now() + Duration::from_secs(10);
+        while !udp_bound_on_loopback(port) {
+            assert!(g.child.try_wait().unwrap().is_none(), "GoFlow2 exited: {}", g.log());
+            assert!(Instant::now() < until, "GoFlow2 did not bind 127.0.0.1:{port}: {}", g.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        g
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("goflow2.log")).unwrap_or_default()
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("flows.json")).unwrap_or_default()
+    }
+
+    /// Sends `msgs` to GoFlow2 unchanged and in order, each once GoFlow2 has written all but
+    /// [`PACE_RECORDS`] of the records sent before it, so no more wait in its socket than its
+    /// buffer holds.
+    fn replay(&self, msgs: &[Vec<u8>]) {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut output = std::fs::File::open(self.dir.path().join("flows.json")).unwrap();
+        let (mut decoder, mut new) = (Decoder::new(), Vec::new());
+        let (mut sent, mut written) = (0, 0);
+        for m in msgs {
+            let until = Instant::now() + Duration::from_secs(10);
+            while written + PACE_RECORDS < sent && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+                new.clear();
+                output.read_to_end(&mut new).unwrap();
+                written += new.iter().filter(|&&b| b == b'\n').count();
+            }
+            sock.send_to(m, ("127.0.0.1", self.port)).unwrap();
+            sent += decoder.message(m).unwrap().records.len();
+        }
+    }
+
+    /// Waits (up to 10 s) for `flows` lines, as GoFlow2 writes each flow once it decoded it,
+    /// stops it, and returns the flows and its log.
+    fn stop_and_read(mut self, flows: usize) -> (Vec<Value>, String) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.output().lines().count() < flows && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Any flow beyond the logs' would arrive with the last ones.
+        std::thread::sleep(Duration::from_millis(200));
+        terminate(&mut self.child, "GoFlow2");
+        let out = self.output();
+        let log = self.log();
+        let parsed = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("GoFlow2's JSON: {e}: {l}")))
+            .collect();
+        (parsed, log)
+    }
+}
+
+impl Drop for GoFlow2 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How many records GoFlow2 may have still to decode when the next message is sent to it: 64
+/// TCP records are 16 messages, far below the ~90 of sonde's messages its socket holds.
+const PACE_RECORDS: usize = 64;
+
+/// A UDP socket on 127.0.0.1 whose receive buffer (4 MiB asked; the kernel caps it at
+/// net.core.rmem_max) holds a whole export of the test traces until [`GoFlow2::replay`] sends it on.
+fn relay_socket() -> UdpSocket {
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let size: libc::c_int = 4 << 20;
+    // SAFETY: setsockopt(2) on a socket this test owns, reading one c_int of the length given.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+    sock
+}
+
+/// The datagrams waiting in `sock`.
+fn drain(sock: &UdpSocket) -> Vec<Vec<u8>> {
+    sock.set_nonblocking(true).unwrap();
+    let mut buf = vec![0; 65_536];
+    let mut msgs = Vec::new();
+    loop {
+        match sock.recv(&mut buf) {
+            Ok(n) => msgs.push(buf[..n].to_vec()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return msgs,
+            Err(e) => panic!("relay: {e}"),
+        }
+    }
+}
+
+/// How sonde's export reaches GoFlow2.
+#[derive(Clone, Copy, PartialEq)]
+enum Delivery {
+    /// sonde sends to GoFlow2's socket.
+    Direct,
+    /// sonde sends to the test's [`relay_socket`]; the test then replays the datagrams to
+    /// GoFlow2 at its pace. GoFlow2 keeps the kernel's default socket buffer
+    /// (net.core.rmem_default, 208 KiB: ~90 of sonde's messages), and a trace exports hundreds
+    /// of messages in a burst: the kernel would drop the rest (docs/ipfix.md).
+    Paced,
+}
+
+/// A flow log time (ms, 3 decimals) against GoFlow2's time: flowStart/EndMilliseconds in ns,
+/// so the log's time truncated to the millisecond (the log rounds to the microsecond).
+fn same_ms_truncated(log: &str, ns: u64, what: &str) {
+    assert_eq!(ns % 1_000_000, 0, "{what}: {ns} ns is not whole milliseconds");
+    let log: f64 = log.parse().unwrap_or_else(|_| panic!("{what}: {log}"));
+    let below = log - (ns / 1_000_000) as f64;
+    assert!((0.0..1.001).contains(&below), "{what}: log {log} ms, GoFlow2 {ns} ns");
+}
+
+/// TCP fields in GoFlow2's JSON (named by docs/goflow2-mapping.yaml) equal to a flow log column.
+const GOFLOW2_TCP_COUNTS: [(&str, &str); 26] = [
+    ("tcp_syn_total_count", "c_syn_cnt"),
+    ("reverse_tcp_syn_total_count", "s_syn_cnt"),
+    ("tcp_fin_total_count", "c_fin_cnt"),
+    ("reverse_tcp_fin_total_count", "s_fin_cnt"),
+    ("tcp_rst_total_count", "c_rst_cnt"),
+    ("reverse_tcp_rst_total_count", "s_rst_cnt"),
+    ("c_rtt_cnt", "c_rtt_cnt"),
+    ("s_rtt_cnt", "s_rtt_cnt"),
+    ("c_pkts_retx", "c_pkts_retx"),
+    ("s_pkts_retx", "s_pkts_retx"),
+    ("c_bytes_retx", "c_bytes_retx"),
+    ("s_bytes_retx", "s_bytes_retx"),
+    ("c_pkts_ooo", "c_pkts_ooo"),
+    ("s_pkts_ooo", "s_pkts_ooo"),
+    ("c_pkts_rto", "c_pkts_rto"),
+    ("s_pkts_rto", "s_pkts_rto"),
+    ("c_pkts_fs", "c_pkts_fs"),
+    ("s_pkts_fs", "s_pkts_fs"),
+    ("c_pkts_reor", "c_pkts_reor"),
+    ("s_pkts_reor", "s_pkts_reor"),
+    ("c_pkts_dup", "c_pkts_dup"),
+    ("s_pkts_dup", "s_pkts_dup"),
+    ("c_win_max", "c_win_max"),
+    ("s_win_max", "s_win_max"),
+    ("c_win_min", "c_win_min"),
+    ("s_win_min", "s_win_min"),
+];
+
+/// Flow log columns in ms that GoFlow2's JSON has in ns, as `<column>_ns`.
+const GOFLOW2_TCP_TIMES: [&str; 8] =
+    ["c_hs_rtt", "s_hs_rtt", "c_rtt_min", "s_rtt_min", "c_rtt_avg", "s_rtt_avg", "c_rtt_max", "s_rtt_max"];
+
+/// Exports `trace` to a fresh GoFlow2 and compares its JSON, flow by flow, with the flow logs.
+fn check_against_goflow2(trace: &Path, delivery: Delivery) {
+    let goflow2 = GoFlow2::start();
+    let relay = (delivery == Delivery::Paced).then(relay_socket);
+    let port = relay.as_ref().map_or(goflow2.port, |r| r.local_addr().unwrap().port());
+    let target = format!("udp://127.0.0.1:{port}");
+    let (out, o) = analyze(trace, &["--ipfix", &target, "--ipfix-domain", "7"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let x = &summary(out.path())["ipfix"];
+    assert_eq!((x["dropped_records"].as_u64(), x["failed_messages"].as_u64()), (Some(0), Some(0)), "{x}");
+    if let Some(relay) = relay {
+        let msgs = drain(&relay);
+        assert_eq!(Some(msgs.len() as u64), x["messages"].as_u64(), "the relay lost messages: {x}");
+        goflow2.replay(&msgs);
+    }
+    let tcp = read_tsv(&out.path().join("tcp_flows.tsv"));
+    let udp = read_tsv(&out.path().join("udp_flows.tsv"));
+    let n = tcp.len() + udp.len();
+    let (flows, log) = goflow2.stop_and_read(n);
+    let name = trace.display();
+    assert_eq!(flows.len(), n, "{name}: GoFlow2 has {} flows, the logs {n}; its log: {log}", flows.len());
+    let mut by_tuple = HashMap::new();
+    for f in &flows {
+        let text = |k: &str| f[k].as_str().unwrap_or_else(|| panic!("{name}: no {k} in {f}")).to_string();
+        let port = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{name}: no {k} in {f}"));
+        let key = (text("src_addr"), port("src_port"), text("dst_addr"), port("dst_port"), text("proto"));
+        assert!(by_tuple.insert(key, f).is_none(), "{name}: GoFlow2 has this flow twice: {f}");
+    }
+    for (row, is_tcp) in tcp.iter().map(|r| (r, true)).chain(udp.iter().map(|r| (r, false))) {
+        let (c, cp, s, sp) = tuple(row);
+        let what = format!("{name}: {c}:{cp} {s}:{sp}");
+        let proto = if is_tcp { "TCP" } else { "UDP" };
+        let f = by_tuple
+            .get(&(c.clone(), cp, s.clone(), sp, proto.to_string()))
+            .unwrap_or_else(|| panic!("{what}: not in GoFlow2's flows"));
+        let u = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{what}: no {k} in {f}"));
+        assert_eq!((f["type"].as_str(), u("observation_domain_id")), (Some("IPFIX"), 7), "{what}");
+        assert_eq!(f["etype"].as_str(), Some(if c.contains(':') { "IPv6" } else { "IPv4" }), "{what}");
+        assert_eq!(u("packets"), int(row, "c_pkts_all"), "{what}: packets");
+        assert_eq!(u("bytes"), int(row, "c_bytes_ip"), "{what}: bytes");
+        assert_eq!(u("reverse_packets"), int(row, "s_pkts_all"), "{what}: reverse_packets");
+        assert_eq!(u("reverse_bytes"), int(row, "s_bytes_ip"), "{what}: reverse_bytes");
+        same_ms_truncated(&row["first"], u("time_flow_start_ns"), &format!("{what} first"));
+        same_ms_truncated(&row["last"], u("time_flow_end_ns"), &format!("{what} last"));
+        assert_eq!(u("flow_end_reason"), end_reason_code(&row["end_reason"], &what), "{what}");
+        assert_eq!(u("bi_flow_direction"), 1, "{what}");
+        if !is_tcp {
+            assert!(f.get("c_rtt_cnt").is_none(), "{what}: TCP fields in a UDP flow: {f}");
+            continue;
+        }
+        for (key, col) in GOFLOW2_TCP_COUNTS {
+            assert_eq!(u(key), int(row, col), "{what}: {key} against {col}");
+        }
+        for col in GOFLOW2_TCP_TIMES {
+            same_ms(&row[col], u(&format!("{col}_ns")), &format!("{what} {col}"));
+        }
+        for col in ["c_mss", "s_mss"] {
+            let want = if row[col] == "-" { 0 } else { int(row, col) };
+            assert_eq!(u(col), want, "{what}: {col}");
+        }
+    }
+}
+
+#[test]
+fn goflow2_decodes_the_demo() {
+    check_against_goflow2(&demo(), Delivery::Direct);
+}
+
+#[test]
+fn goflow2_decodes_a_ground_truth_capture() {
+    each_shared_trace(&GROUND_TRUTH, |trace| check_against_goflow2(trace, Delivery::Paced));
+}
+
+#[test]
+fn goflow2_decodes_real_traces() {
+    each_shared_trace(&REAL_TRACES, |trace| check_against_goflow2(trace, Delivery::Paced));
 }
