@@ -256,6 +256,8 @@ impl FlowSink for ArrowSink {
     }
     /// The logs hold each record's RTT summary, not its samples.
     fn rtt_sample(&mut self, _: &RttSample) {}
+    /// The logs hold flows that ended.
+    fn interim(&mut self, _: &FlowRecord) {}
 }
 
 impl sonde_engine::WorkerSink for ArrowSink {
@@ -441,6 +443,8 @@ impl FlowSink for StreamSink {
         }
     }
     fn rtt_sample(&mut self, _: &RttSample) {}
+    /// The logs hold flows that ended.
+    fn interim(&mut self, _: &FlowRecord) {}
 }
 
 impl sonde_engine::WorkerSink for StreamSink {

@@ -596,6 +596,10 @@ impl<S: FlowSink> FlowSink for WorkerOutputs<S> {
         self.sink.rtt_sample(sample);
         self.flows.rtt_sample(sample);
     }
+    /// Only the run's sink (its exporters): interval statistics count flows as they end.
+    fn interim(&mut self, record: &FlowRecord) {
+        self.sink.interim(record);
+    }
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
         self.sink.internal_nets(nets);
         self.flows.internal_nets(nets);

@@ -74,6 +74,9 @@ pub struct FlowCounts {
     pub evicted: u64,
     /// Flows by why they ended.
     pub end_reasons: BTreeMap<&'static str, u64>,
+    /// Interim records of flows still open at their active timeout (`--active-timeout`), sent
+    /// to the exporters; not in the flow logs.
+    pub interim_records: u64,
 }
 
 impl FlowCounts {
@@ -83,6 +86,7 @@ impl FlowCounts {
         self.tcp_incomplete += other.tcp_incomplete;
         self.udp += other.udp;
         self.evicted += other.evicted;
+        self.interim_records += other.interim_records;
         for (reason, n) in &other.end_reasons {
             *self.end_reasons.entry(reason).or_default() += n;
         }
@@ -382,5 +386,9 @@ impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
     }
     fn rtt_sample(&mut self, sample: &RttSample) {
         self.inner.rtt_sample(sample);
+    }
+    fn interim(&mut self, record: &FlowRecord) {
+        self.counts.interim_records += 1;
+        self.inner.interim(record);
     }
 }

@@ -56,6 +56,10 @@ pub struct FlowConfig {
     pub initial_flows: usize,
     /// Internal networks (Tstat's net.conf): hosts inside are flagged internal.
     pub internal_nets: Vec<IpNet>,
+    /// The active timeout: a flow still open this long after its start (or its last interim
+    /// record) gives an interim record (`FlowSink::interim`), as NetFlow and IPFIX exporters do,
+    /// if it had packets since. `None`: flows are reported only when they end.
+    pub active_timeout_ns: Option<u64>,
 }
 
 impl Default for FlowConfig {
@@ -68,6 +72,7 @@ impl Default for FlowConfig {
             max_flows: 1_000_000,
             initial_flows: 4096,
             internal_nets: Vec::new(),
+            active_timeout_ns: None,
         }
     }
 }
@@ -111,6 +116,17 @@ pub struct FlowTracker {
     /// Activity only pushes a flow's expiry later, except a move to a lane with a shorter
     /// timeout, which lowers this bound.
     next_expiry_ns: u64,
+    /// With an active timeout: when each open flow's next interim record is due.
+    interim: Option<Interim>,
+}
+
+/// The interim records' schedule: a min-heap of (due time, flow id, slot). A slot's flow id
+/// tells whether the entry still belongs to the flow in that slot (slots are reused).
+struct Interim {
+    timeout_ns: u64,
+    due: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, u32)>>,
+    /// Per slot: the id of the flow in it (`TableStats::inserted` when it arrived).
+    ids: Vec<u64>,
 }
 
 /// The flow key of a packet the tracker counts in a flow, or what else it is.
@@ -143,9 +159,29 @@ pub(crate) fn prefetch<T>(value: &T) {
     }
 }
 
+impl Interim {
+    fn schedule(&mut self, slot: u32, id: u64, now_ns: u64) {
+        let i = slot as usize;
+        if self.ids.len() <= i {
+            self.ids.resize(i + 1, 0);
+        }
+        self.ids[i] = id;
+        self.due.push(std::cmp::Reverse((now_ns.saturating_add(self.timeout_ns), id, slot)));
+    }
+
+    fn next_due(&self) -> u64 {
+        self.due.peek().map_or(u64::MAX, |e| e.0 .0)
+    }
+}
+
 impl FlowTracker {
     pub fn new(cfg: FlowConfig) -> Self {
         let max_flows = cfg.max_flows.max(1);
+        let interim = cfg.active_timeout_ns.filter(|&t| t > 0).map(|timeout_ns| Interim {
+            timeout_ns,
+            due: Default::default(),
+            ids: Vec::new(),
+        });
         FlowTracker {
             table: FlowTable::new(max_flows, cfg.initial_flows),
             tcp: Slab::with_capacity(max_flows),
@@ -154,6 +190,7 @@ impl FlowTracker {
             cfg,
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
+            interim,
         }
     }
 
@@ -286,7 +323,17 @@ impl FlowTracker {
                 };
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
                 let flow = Flow { client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
-                self.table.insert(key, hash, self.clock_ns, lane, flow)
+                let slot = self.table.insert(key, hash, self.clock_ns, lane, flow);
+                if let Some(interim) = self.interim.as_mut() {
+                    interim.schedule(slot, self.table.stats.inserted, self.clock_ns);
+                    // Entries of flows that ended stay until due: a flood of short flows would
+                    // pile them up, so they go once they outnumber the live flows.
+                    if interim.due.len() > 2 * self.table.len() + 1024 {
+                        let (table, ids) = (&self.table, &interim.ids);
+                        interim.due.retain(|e| table.is_live(e.0 .2) && ids[e.0 .2 as usize] == e.0 .1);
+                    }
+                }
+                slot
             }
         };
         let flow = *self.table.value(slot);
@@ -334,8 +381,12 @@ impl FlowTracker {
         self.advance(clock_ns, clock_ns, sink);
     }
 
-    /// Ends every flow idle past its timeout at packet time `now_ns`.
+    /// Ends every flow idle past its timeout at packet time `now_ns` (and sends the interim
+    /// records due by then).
     pub fn expire(&mut self, now_ns: u64, sink: &mut impl FlowSink) {
+        if self.interim.as_ref().is_some_and(|i| i.next_due() <= now_ns) {
+            self.send_interim(now_ns, sink);
+        }
         if now_ns < self.next_expiry_ns {
             return;
         }
@@ -352,6 +403,32 @@ impl FlowTracker {
             }
         }
         self.next_expiry_ns = next;
+    }
+
+    /// Sends the interim records due by `now_ns`: each flow open and active since its last one
+    /// (or its start); a flow closed and only lingering for its last ACKs ends soon, whole.
+    fn send_interim(&mut self, now_ns: u64, sink: &mut impl FlowSink) {
+        let Some(mut interim) = self.interim.take() else { return };
+        while let Some(&std::cmp::Reverse((due, id, slot))) = interim.due.peek() {
+            if due > now_ns {
+                break;
+            }
+            interim.due.pop();
+            if !self.table.is_live(slot) || interim.ids[slot as usize] != id {
+                continue; // the flow ended; the slot may hold another
+            }
+            let flow = *self.table.value(slot);
+            let lingering = self.table.key(slot).protocol == 6 && self.tcp.get(flow.conn).closed.is_some();
+            let active = self.table.last_ns(slot) >= due.saturating_sub(interim.timeout_ns);
+            if active && !lingering {
+                sink.interim(&self.record(slot, EndReason::Open));
+            }
+            // A late check (a gap in the packets) does not bunch the next ones up.
+            let next = due.saturating_add(interim.timeout_ns);
+            let next = if next <= now_ns { now_ns.saturating_add(interim.timeout_ns) } else { next };
+            interim.due.push(std::cmp::Reverse((next, id, slot)));
+        }
+        self.interim = Some(interim);
     }
 
     /// Ends every flow still open (end of input), in a deterministic order. Flows already idle

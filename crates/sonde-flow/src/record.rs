@@ -20,7 +20,8 @@ pub enum EndReason {
     Reused,
     /// The input ended with the flow still open.
     Eof,
-    /// Still open: a live view's picture of a flow, never in the flow logs.
+    /// Still open: a live view's picture of a flow or an interim record (the active timeout),
+    /// never in the flow logs.
     Open,
 }
 
@@ -242,6 +243,11 @@ pub trait FlowSink {
     /// statistics summarise, one by one). No default: a wrapper must forward it.
     fn rtt_sample(&mut self, sample: &RttSample);
 
+    /// A flow still open, as it stands after its active timeout (`FlowConfig::active_timeout_ns`):
+    /// its end reason is `Open`, its counts cumulative. Exporters send it; the flow logs wait
+    /// for the end. No default: a wrapper must forward it.
+    fn interim(&mut self, record: &FlowRecord);
+
     /// The internal networks changed (a live monitor's SIGHUP): sides are told by these from
     /// now on.
     fn internal_nets(&mut self, _nets: &[ipnet::IpNet]) {}
@@ -269,6 +275,10 @@ impl<A: FlowSink, B: FlowSink> FlowSink for (A, B) {
         self.0.rtt_sample(sample);
         self.1.rtt_sample(sample);
     }
+    fn interim(&mut self, record: &FlowRecord) {
+        self.0.interim(record);
+        self.1.interim(record);
+    }
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
         self.0.internal_nets(nets);
         self.1.internal_nets(nets);
@@ -287,6 +297,11 @@ impl<S: FlowSink> FlowSink for Option<S> {
             s.rtt_sample(sample);
         }
     }
+    fn interim(&mut self, record: &FlowRecord) {
+        if let Some(s) = self {
+            s.interim(record);
+        }
+    }
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
         if let Some(s) = self {
             s.internal_nets(nets);
@@ -294,9 +309,11 @@ impl<S: FlowSink> FlowSink for Option<S> {
     }
 }
 
+/// The flows that ended (interim records are not kept).
 impl FlowSink for Vec<FlowRecord> {
     fn flow(&mut self, record: &FlowRecord) {
         self.push(record.clone());
     }
     fn rtt_sample(&mut self, _: &RttSample) {}
+    fn interim(&mut self, _: &FlowRecord) {}
 }

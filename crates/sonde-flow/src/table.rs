@@ -242,6 +242,16 @@ impl<V> FlowTable<V> {
         LANES.iter().filter_map(|&l| self.oldest(l)).min_by_key(|&(_, t)| t).map(|(s, _)| s)
     }
 
+    /// Whether `slot` holds a flow now.
+    pub fn is_live(&self, slot: u32) -> bool {
+        self.links.get(slot as usize).is_some_and(|l| l.live)
+    }
+
+    /// The flow's last activity time.
+    pub fn last_ns(&self, slot: u32) -> u64 {
+        self.links[slot as usize].last_ns
+    }
+
     pub fn key(&self, slot: u32) -> &FlowKey {
         &self.links[slot as usize].key
     }

@@ -410,3 +410,85 @@ fn byte_counts_go_past_4_gib() {
     let inflight = (r.client.inflight_min, r.client.inflight_max, r.client.inflight_initial);
     assert_eq!(inflight, (u64::from(LEN), payload, payload));
 }
+
+/// Records ended and interim, in order.
+#[derive(Default)]
+struct Both {
+    ended: Vec<FlowRecord>,
+    interim: Vec<FlowRecord>,
+}
+
+impl FlowSink for Both {
+    fn flow(&mut self, record: &FlowRecord) {
+        self.ended.push(record.clone());
+    }
+    fn rtt_sample(&mut self, _: &RttSample) {}
+    fn interim(&mut self, record: &FlowRecord) {
+        self.interim.push(record.clone());
+    }
+}
+
+#[test]
+fn active_timeout_sends_interim_records_of_long_flows() {
+    let udp = |sport: u16| PacketSummary {
+        ip: Some(ip(C, S, 28 + 10, 0)),
+        transport: Some(Transport::Udp(UdpSummary { src_port: sport, dst_port: 53, payload_len: 10 })),
+        ..PacketSummary::EMPTY
+    };
+    let cfg = FlowConfig { active_timeout_ns: Some(100 * MS), ..FlowConfig::default() };
+    let mut t = FlowTracker::new(cfg);
+    let mut out = Both::default();
+    // Flow 1 sends every 30 ms for 350 ms; flow 2 sends once at 10 ms, then stays quiet.
+    t.on_packet(0, &udp(1), &mut out);
+    t.on_packet(10 * MS, &udp(2), &mut out);
+    for i in 1..=11 {
+        t.on_packet(i * 30 * MS, &udp(1), &mut out);
+    }
+    // Due at 100, 200, 300 ms: flow 1 each time with its counts so far; flow 2 once (at 110 ms:
+    // active since its start), never again (no packet since). The packet at 300 ms comes after
+    // the record due then.
+    let seen: Vec<(u16, u64)> = out
+        .interim
+        .iter()
+        .map(|r| match r {
+            FlowRecord::Udp(u) => (r.endpoints().client_port, u.client.pkts),
+            _ => panic!("not UDP"),
+        })
+        .collect();
+    assert_eq!(seen, [(1, 4), (2, 1), (1, 7), (1, 10)]);
+    assert!(out.interim.iter().all(|r| r.end() == EndReason::Open));
+    assert!(out.ended.is_empty());
+    t.finish(&mut out);
+    assert_eq!(out.ended.len(), 2);
+    assert_eq!(out.interim.len(), 4);
+
+    // A closed TCP flow lingering for its last ACKs gives no interim record; an open one does.
+    let cfg = FlowConfig { active_timeout_ns: Some(40 * MS), ..FlowConfig::default() };
+    let mut t = FlowTracker::new(cfg);
+    let mut out = Both::default();
+    for (ts, p) in clean_exchange() {
+        t.on_packet(ts, &p, &mut out);
+    }
+    assert_eq!(out.interim.len(), 1, "due at 1040 ms, open: {:?}", out.interim);
+    assert_eq!(out.interim[0].end(), EndReason::Open);
+    t.on_packet(1200 * MS, &udp(9), &mut out);
+    assert_eq!(out.interim.len(), 1, "closed at 1071 ms, lingering");
+}
+
+#[test]
+fn interim_schedule_stays_bounded_by_the_live_flows() {
+    let udp = |sport: u16| PacketSummary {
+        ip: Some(ip(C, S, 28 + 10, 0)),
+        transport: Some(Transport::Udp(UdpSummary { src_port: sport, dst_port: 53, payload_len: 10 })),
+        ..PacketSummary::EMPTY
+    };
+    let cfg = FlowConfig { max_flows: 100, active_timeout_ns: Some(1_000_000 * MS), ..FlowConfig::default() };
+    let mut t = FlowTracker::new(cfg);
+    let mut out = Both::default();
+    for i in 0..60_000u64 {
+        t.on_packet(i * MS, &udp((i % 60_000) as u16), &mut out); // every flow evicted soon
+    }
+    let entries = t.interim.as_ref().map(|i| i.due.len()).unwrap();
+    assert!(entries <= 2 * 100 + 1024 + 1, "{entries}");
+    assert_eq!(out.ended.len(), 60_000 - 100);
+}

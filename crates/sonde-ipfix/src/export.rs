@@ -111,6 +111,10 @@ pub struct ExportSink {
 }
 
 impl FlowSink for ExportSink {
+    /// Sent as a flow's record, its flowEndReason activeTimeout.
+    fn interim(&mut self, record: &FlowRecord) {
+        self.flow(record);
+    }
     fn flow(&mut self, record: &FlowRecord) {
         let msg = Msg::Flow(Box::new(record.clone()));
         let sent =

@@ -82,6 +82,8 @@ pub struct Stats {
     pub undelivered_at_exit: u64,
     /// Flow messages accepted into the queue.
     pub flows: u64,
+    /// Of which: interim records of flows still open (`--active-timeout`).
+    pub interim: u64,
     /// Interval messages accepted into the queue.
     pub intervals: u64,
     pub last_error: Option<String>,
@@ -95,6 +97,7 @@ struct Counters {
     dropped_queue_full: AtomicU64,
     failed: AtomicU64,
     flows: AtomicU64,
+    interim: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -225,6 +228,7 @@ impl Exporter {
             failed: c.failed.load(Relaxed) + undelivered,
             undelivered_at_exit: undelivered,
             flows,
+            interim: c.interim.load(Relaxed),
             intervals: sent - flows,
             last_error: c.last_error.lock().ok().and_then(|l| l.clone()),
         }
@@ -296,7 +300,7 @@ pub struct KafkaSink {
 }
 
 impl KafkaSink {
-    fn push(&mut self, record: &FlowRecord) {
+    fn push(&mut self, record: &FlowRecord, interim: bool) {
         let (proto, line) = match record {
             FlowRecord::Tcp(t) => ("tcp", self.tcp_format.format(&mut self.scratch, t)),
             FlowRecord::Udp(u) => ("udp", self.udp_format.format(&mut self.scratch, u)),
@@ -309,6 +313,9 @@ impl KafkaSink {
         flow_key(&mut self.key, proto, record);
         if send(&self.producer, &self.counters, &self.topic, &self.key, &self.payload) {
             self.counters.flows.fetch_add(1, Relaxed);
+            if interim {
+                self.counters.interim.fetch_add(1, Relaxed);
+            }
         }
     }
 }
@@ -329,17 +336,27 @@ fn flow_key(key: &mut String, proto: &str, record: &FlowRecord) {
     );
 }
 
-impl FlowSink for KafkaSink {
-    fn flow(&mut self, record: &FlowRecord) {
+impl KafkaSink {
+    fn publish(&mut self, record: &FlowRecord, interim: bool) {
         match self.anon.as_mut() {
             Some(anon) => {
                 let shown = sonde_output::anonymized_record(record, anon);
-                self.push(&shown)
+                self.push(&shown, interim)
             }
-            None => self.push(record),
+            None => self.push(record, interim),
         }
     }
+}
+
+impl FlowSink for KafkaSink {
+    fn flow(&mut self, record: &FlowRecord) {
+        self.publish(record, false);
+    }
     fn rtt_sample(&mut self, _: &RttSample) {}
+    /// A message like a finished flow's, its `"end"` `"open"`.
+    fn interim(&mut self, record: &FlowRecord) {
+        self.publish(record, true);
+    }
 }
 
 #[cfg(test)]

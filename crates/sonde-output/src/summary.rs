@@ -314,6 +314,8 @@ pub struct KafkaSummary {
     pub sent: u64,
     /// Of which flows.
     pub flows: u64,
+    /// Of the flows: interim records of flows still open (`--active-timeout`).
+    pub interim: u64,
     /// Of which intervals.
     pub intervals: u64,
     /// Messages the brokers acknowledged (acks=all).

@@ -520,6 +520,8 @@ impl FlowSink for LineSink {
     }
     /// The flow logs hold each record's RTT summary, not its samples.
     fn rtt_sample(&mut self, _: &RttSample) {}
+    /// The logs hold flows that ended.
+    fn interim(&mut self, _: &FlowRecord) {}
 }
 
 impl LineSink {

@@ -207,6 +207,8 @@ impl FlowSink for FlowIntervals {
     }
 
     /// Unlike a flow's metrics, a sample is charged to the interval it was taken in.
+    /// Flows are counted as they end.
+    fn interim(&mut self, _: &FlowRecord) {}
     fn rtt_sample(&mut self, s: &RttSample) {
         let net = Net::of(self.internal.contains(&s.client_ip), self.internal.contains(&s.server_ip));
         let dir = if s.client_data { Dir::C2s } else { Dir::S2c };

@@ -13,7 +13,7 @@ use sonde_arrow::{ArrowSink, FlowBatches, TypedFormat};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
-use sonde_flow::{FlowConfig, FlowRecord, FlowSink, RttSample};
+use sonde_flow::FlowConfig;
 use sonde_http::RunState;
 use sonde_output::summary::{self, ChangeSummary, IpfixSummary, KafkaSummary, Monitoring, SortSummary, Summary};
 use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffer, Spilled};
@@ -21,7 +21,7 @@ use sonde_spool::Rotation;
 use sonde_stats::Report;
 
 use crate::flags::{AnalysisArgs, FormatArg};
-use crate::{anon, definitions, store, thin, EXIT_INPUT_DAMAGED};
+use crate::{anon, definitions, export, store, thin, EXIT_INPUT_DAMAGED};
 
 /// Packet time between two drains of a live run.
 const DRAIN_NS: u64 = 500_000_000;
@@ -95,6 +95,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         tcp_closed_linger_ns: AnalysisArgs::timeout_ns(args.closed_linger, "--closed-linger")?,
         max_flows: args.max_flows,
         internal_nets,
+        active_timeout_ns: args.active_timeout_ns(if args.live { DEFAULT_LIVE_ACTIVE_TIMEOUT_S } else { 0.0 })?,
         ..FlowConfig::default()
     };
     let thin = thin::for_analyze(args.thin, &args.thin_params)?;
@@ -118,7 +119,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         None => None,
     };
     let kafka_config = match &args.kafka {
-        Some(brokers) => Some(kafka_config(args, brokers)?),
+        Some(brokers) => Some(export::kafka_config(args, brokers)?),
         None => None,
     };
     // Checked now: the run compiles it again for each reader.
@@ -261,7 +262,7 @@ pub fn run(
     let holders = sources.len() * workers + 1;
     let sort = Arc::new(SortBuffer { dir: out.dir().to_path_buf(), bytes: sort_bytes / holders });
     let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
-    let (mut rotation, mut publisher) = (None, None);
+    let (mut rotation, mut publisher, mut kafka_intervals) = (None, None, None);
     if let Some(live) = live {
         let every_ns = live.rotation.as_ref().map_or(DRAIN_NS, |r| r.span_ns().min(DRAIN_NS));
         let view = live.state.is_some();
@@ -274,6 +275,15 @@ pub fn run(
         }));
         run = run.controls(live.controls);
         rotation = live.rotation;
+        // A live run's intervals go to Kafka as they close.
+        if let (Some(exporter), Some(cfg)) = (kafka.as_ref(), interval_cfg.as_ref()) {
+            kafka_intervals = exporter.config().interval_topic.is_some().then(|| export::IntervalPublisher {
+                exporter,
+                cfg: cfg.clone(),
+                anonymizer: anonymizer.clone(),
+                published: None,
+            });
+        }
         publisher = live.state.map(|state| {
             let settings = sonde_http::LiveSettings {
                 input: live.input.clone(),
@@ -294,12 +304,16 @@ pub fn run(
         Some((target, cfg)) => Some(sonde_ipfix::Exporter::start(target, cfg.clone()).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let feed = || exporter.as_ref().map(|e| IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
+    let feed = || exporter.as_ref().map(|e| export::IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
     // Each worker enqueues its flows itself: the producer is shared and never waits.
     let kafka_feed = || kafka.as_ref().map(|k| k.sink(anonymizer.clone()));
     let new_sink =
         || ((LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed()), kafka_feed());
     let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
+    // Before the rotation, which takes the intervals held.
+    if let Some(k) = kafka_intervals.as_mut() {
+        observers.push(k);
+    }
     if let Some(r) = rotation.as_mut() {
         observers.push(r);
     }
@@ -358,15 +372,14 @@ pub fn run(
             last_error: stats.last_error,
         }
     });
-    // The intervals go out once the run has ended (analyze has them only then), then the
-    // queue drains within --kafka-flush-timeout and the counters come back.
+    // The intervals not published yet go out (a trace's all: analyze has them only at its
+    // end), then the queue drains within --kafka-flush-timeout and the counters come back.
+    drop(observers);
+    let published = kafka_intervals.take().and_then(|k| k.published);
     let kafka_summary = match kafka {
         Some(exporter) => {
-            if let Some(report) = &result.intervals {
-                let files = report.render().context("rendering the intervals for Kafka")?;
-                if let Some((_, text)) = files.iter().find(|(name, _)| *name == OutputFile::Intervals.name()) {
-                    exporter.publish_intervals(text);
-                }
+            if let (Some(report), true) = (&result.intervals, exporter.config().interval_topic.is_some()) {
+                export::publish_intervals(&exporter, report, published)?;
             }
             let cfg = exporter.config().clone();
             let stats = exporter.finish();
@@ -376,6 +389,7 @@ pub fn run(
                 interval_topic: cfg.interval_topic,
                 sent: stats.sent,
                 flows: stats.flows,
+                interim: stats.interim,
                 intervals: stats.intervals,
                 delivered: stats.delivered,
                 dropped_queue_full: stats.dropped_queue_full,
@@ -452,42 +466,9 @@ pub fn run(
     })
 }
 
-/// The exporter's settings from `--kafka*`, checked.
-fn kafka_config(args: &AnalysisArgs, brokers: &str) -> Result<sonde_kafka::Config> {
-    anyhow::ensure!(!brokers.trim().is_empty(), "--kafka needs HOST:PORT[,HOST:PORT…]");
-    anyhow::ensure!(!args.kafka_topic.is_empty(), "--kafka-topic cannot be empty");
-    // librdkafka's own limits for queue.buffering.max.messages.
-    anyhow::ensure!((1..=2_147_483_647).contains(&args.kafka_queue), "--kafka-queue is from 1 to 2147483647");
-    let flush = args.kafka_flush_timeout;
-    anyhow::ensure!(
-        flush.is_finite() && (0.0..=86_400.0).contains(&flush),
-        "--kafka-flush-timeout is in seconds, 0 to 86400"
-    );
-    let mut cfg = sonde_kafka::Config::new(brokers);
-    cfg.topic = args.kafka_topic.clone();
-    cfg.interval_topic = Some(args.kafka_interval_topic.clone()).filter(|t| !t.is_empty());
-    cfg.queue = args.kafka_queue;
-    cfg.flush_timeout = std::time::Duration::from_secs_f64(flush);
-    cfg.options = args.kafka_option.clone();
-    Ok(cfg)
-}
-
-/// A worker's feed of the IPFIX exporter: records leave as the flow logs show them
-/// (anonymised under `--anonymize`).
-struct IpfixFeed {
-    sink: sonde_ipfix::ExportSink,
-    anon: Option<sonde_anon::Anonymizer>,
-}
-
-impl FlowSink for IpfixFeed {
-    fn flow(&mut self, record: &FlowRecord) {
-        match self.anon.as_mut() {
-            Some(anon) => self.sink.flow(&sonde_output::anonymized_record(record, anon)),
-            None => self.sink.flow(record),
-        }
-    }
-    fn rtt_sample(&mut self, _: &RttSample) {}
-}
+/// `monitor`'s active timeout unless --active-timeout says: a collector sees a long flow within
+/// a minute. A trace's analysis sends none unless asked: its flows are all reported at its end.
+const DEFAULT_LIVE_ACTIVE_TIMEOUT_S: f64 = 60.0;
 
 /// Writes `table` as `file` in `typed`; returns the name written.
 fn write_typed(out: &OutputDir, typed: TypedFormat, file: OutputFile, table: &RecordBatch) -> Result<String> {

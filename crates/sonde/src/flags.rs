@@ -221,6 +221,12 @@ pub struct AnalysisArgs {
     /// HOST:PORT[,HOST:PORT…]; the flow logs are written as well.
     #[arg(long, value_name = "BROKERS")]
     pub kafka: Option<String>,
+    /// Seconds after which a flow still open sends an interim record to the exporters (--ipfix,
+    /// --kafka; its end reason "open", IPFIX activeTimeout), and again every as many seconds
+    /// while it has packets, as NetFlow and IPFIX exporters do; 0: only when it ends.
+    /// Default: 60 in monitor, 0 in analyze. The flow logs hold only flows that ended.
+    #[arg(long, value_name = "SECS")]
+    pub active_timeout: Option<f64>,
     /// The flows' topic.
     #[arg(long, value_name = "TOPIC", default_value = "sonde-flows")]
     pub kafka_topic: String,
@@ -236,6 +242,9 @@ pub struct AnalysisArgs {
     /// A librdkafka property, KEY=VALUE (repeatable): TLS, SASL, batching…
     #[arg(long, value_name = "KEY=VALUE", value_parser = sonde_kafka::parse_option)]
     pub kafka_option: Vec<(String, String)>,
+    /// A live capture (`monitor`), not a trace: its defaults differ.
+    #[arg(skip)]
+    pub live: bool,
     /// No summary on stderr and no progress bar.
     #[arg(short, long)]
     pub quiet: bool,
@@ -268,6 +277,14 @@ impl AnalysisArgs {
 
     pub fn internal_nets(&self) -> Result<Vec<IpNet>> {
         internal_nets(&self.internal, self.internal_file.as_deref())
+    }
+
+    /// The active timeout (`None`: off), `default_s` unless --active-timeout says.
+    pub fn active_timeout_ns(&self, default_s: f64) -> Result<Option<u64>> {
+        match self.active_timeout.unwrap_or(default_s) {
+            0.0 => Ok(None),
+            s => Self::timeout_ns(s, "--active-timeout").map(Some),
+        }
     }
 
     pub fn timeout_ns(secs: f64, name: &str) -> Result<u64> {

@@ -8,6 +8,7 @@ mod anon_trace;
 mod compare;
 mod controls;
 mod definitions;
+mod export;
 mod flags;
 mod http;
 mod monitor;
@@ -35,7 +36,10 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(&args),
         Command::Anon(args) => anon_trace::run(&args),
         Command::Thin(args) => thin::run(&args),
-        Command::Monitor(args) => monitor::run(&args),
+        Command::Monitor(mut args) => {
+            args.analysis.live = true;
+            monitor::run(&args)
+        }
     };
     match result {
         Ok(code) => code,

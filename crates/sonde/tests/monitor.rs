@@ -15,6 +15,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -611,18 +612,75 @@ fn sighup_reloads_the_internal_networks() {
 fn a_monitor_exports_every_flow_as_ipfix() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("live.ipfix");
-    check_replay(&demo(), 5_000, &["--ipfix", file.to_str().unwrap()]);
+    // The replay at 5,000 packets/s lasts about 90 ms: an active timeout of 20 ms catches the
+    // longer flows open.
+    check_replay(&demo(), 5_000, &["--ipfix", file.to_str().unwrap(), "--active-timeout", "0.02"]);
     if !file.exists() {
         return; // SKIPPED above
-    }
-    let bytes = std::fs::read(&file).unwrap();
-    let mut decoder = sonde_ipfix::decode::Decoder::new();
-    let mut records = 0;
-    for m in sonde_ipfix::decode::split_stream(&bytes).unwrap() {
-        records += decoder.message(m).unwrap().records.len();
     }
     let (offline, _) = analyze(&demo(), &[]);
     let flows =
         read_tsv(&offline.path().join("tcp_flows.tsv")).len() + read_tsv(&offline.path().join("udp_flows.tsv")).len();
-    assert_eq!(records, flows, "the live export holds every flow once");
+    let (finals, interim) = exported(&file);
+    assert_eq!(finals.len(), flows, "the live export holds every flow once");
+    assert!(!interim.is_empty(), "no interim record");
+    check_interim(&finals, &interim);
+}
+
+type FlowId = (std::net::IpAddr, u64, std::net::IpAddr, u64, u64);
+
+/// The final and the interim records of an IPFIX file, by flow (tuple and start), with their
+/// client packet counts.
+fn exported(file: &Path) -> (HashMap<FlowId, u64>, Vec<(FlowId, u64)>) {
+    let bytes = std::fs::read(file).unwrap();
+    let mut decoder = sonde_ipfix::decode::Decoder::new();
+    let (mut finals, mut interim) = (HashMap::new(), Vec::new());
+    for m in sonde_ipfix::decode::split_stream(&bytes).unwrap() {
+        for r in decoder.message(m).unwrap().records {
+            let (c, s) = (r.addr(8).or(r.addr(27)).unwrap(), r.addr(12).or(r.addr(28)).unwrap());
+            let id = (c, r.uint(0, 7).unwrap(), s, r.uint(0, 11).unwrap(), r.uint(0, 152).unwrap());
+            let pkts = r.uint(0, 2).unwrap();
+            // flowEndReason 2: activeTimeout.
+            if r.uint(0, 136) == Some(2) {
+                interim.push((id, pkts));
+            } else {
+                assert!(finals.insert(id, pkts).is_none(), "{id:?} ended twice");
+            }
+        }
+    }
+    (finals, interim)
+}
+
+/// Each interim record belongs to a flow that ended later, with no more packets than it.
+fn check_interim(finals: &HashMap<FlowId, u64>, interim: &[(FlowId, u64)]) {
+    for (id, pkts) in interim {
+        let last = finals.get(id).unwrap_or_else(|| panic!("interim record of {id:?}, which never ended"));
+        assert!(pkts <= last, "{id:?}: interim {pkts} packets, final {last}");
+    }
+}
+
+#[test]
+fn an_active_timeout_sends_interim_records_the_same_at_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for threads in ["1", "2"] {
+        let file = dir.path().join(format!("{threads}.ipfix"));
+        let (out, o) =
+            analyze(&demo(), &["--threads", threads, "--active-timeout", "1", "--ipfix", file.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s = summary(out.path());
+        let (finals, interim) = exported(&file);
+        assert_eq!(finals.len() as u64, s["flows"]["tcp"].as_u64().unwrap() + s["flows"]["udp"].as_u64().unwrap());
+        assert_eq!(Some(interim.len() as u64), s["flows"]["interim_records"].as_u64());
+        assert!(!interim.is_empty());
+        check_interim(&finals, &interim);
+        // The flow logs hold flows that ended, never a picture of one open.
+        for log in ["tcp_flows.tsv", "udp_flows.tsv"] {
+            assert!(read_tsv(&out.path().join(log)).iter().all(|r| r["end_reason"] != "open"));
+        }
+        let mut interim = interim;
+        interim.sort();
+        seen.push(interim);
+    }
+    assert_eq!(seen[0], seen[1], "the same interim records with 1 and 2 threads");
 }

@@ -161,6 +161,7 @@ impl FlowSink for Kept {
     fn rtt_sample(&mut self, s: &RttSample) {
         self.samples.push(*s);
     }
+    fn interim(&mut self, _: &FlowRecord) {}
 }
 
 impl WorkerSink for Kept {
