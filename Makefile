@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpre
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test deps build lint browser-deps python python-env kafka-jars goflow2
+.PHONY: demo test test-deps deps build lint browser-deps python python-env kafka-jars goflow2
 
 VENV := .venv
 PYTHON ?= python3
@@ -27,10 +27,6 @@ deps:
 build: deps
 	$(CARGO) build --release -p sonde
 
-# The Python package into the project's virtual environment (.venv at the root): the test
-# requirements (pyarrow, pandas, polars, DuckDB, pytest, NFStream, maturin), then the extension
-# built in release by maturin in the workspace's target directory (after `build`, only the
-# extension's own crates are compiled) and installed in place.
 # The project's virtual environment: the Python package's test requirements (pyarrow, pandas,
 # polars, DuckDB, NFStream, pytest, maturin).
 python-env: deps
@@ -58,11 +54,6 @@ browser-deps: deps
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
 	cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent
 
-# The Python tests use the test profile's builds, so CI never builds the workspace in release:
-# the CLI `cargo test` just built, and the extension linked from the same artifacts (built for
-# the whole workspace, so that features resolve as for `cargo test`: `-p sonde-py` alone
-# rebuilt Arrow and Parquet, 7 min) and put where maturin puts it (`maturin develop --profile
-# test` would build a test harness instead).
 # A real Kafka broker's jars for tests/kafka.rs (Maven Central; skipped when present).
 kafka-jars: deps
 	tests/kafka/fetch.sh target/tmp/kafka-4.3.1
@@ -74,7 +65,17 @@ goflow2:
 		command -v $(GO) >/dev/null || { echo "goflow2: go not found (set GO=/path/to/go)" >&2; exit 1; }; \
 		GOBIN=$(abspath target/tmp/go-bin) $(GO) install github.com/netsampler/goflow2/v2/cmd/goflow2@v2.2.6; }
 
-test: lint browser-deps python-env kafka-jars goflow2
+# The lints and what the tests start or compare with, side by side: the downloads (npm, PyPI,
+# Maven Central, the Go proxy) wait on the network while clippy uses the CPU.
+test-deps: deps
+	$(MAKE) --no-print-directory -j5 lint browser-deps python-env kafka-jars goflow2
+
+# The Python tests use the test profile's builds, so CI never builds the workspace in release:
+# the CLI `cargo test` just built, and the extension linked from the same artifacts (built for
+# the whole workspace, so that features resolve as for `cargo test`: `-p sonde-py` alone
+# rebuilt Arrow and Parquet, 7 min) and put where maturin puts it (`maturin develop --profile
+# test` would build a test harness instead).
+test: test-deps
 	$(CARGO) test --workspace
 	$(CARGO) build --profile test --workspace --lib --bins --tests --examples
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so
