@@ -269,5 +269,6 @@ async fn events(State(s): State<Shared>, Query(q): Query<StreamQuery>) -> Respon
 }
 
 async fn prometheus(State(s): State<Shared>) -> Response {
-    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::render(&s.snapshot())).into_response()
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::render(&s.snapshot(), &s.export_counters()))
+        .into_response()
 }

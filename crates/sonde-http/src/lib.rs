@@ -46,7 +46,10 @@ pub use snapshot::{
 // The names these had before they were told apart from sonde-define's `Definition` and
 // sonde-stats' `Tables`; kept so callers written against them compile unchanged.
 pub use snapshot::{DefinitionSummary as Definition, TableFiles as Tables};
-pub use state::{ChangeRefused, DefinitionChange, DefinitionEditor, RunState, Update, UpdateKind, UPDATE_BACKLOG};
+pub use state::{
+    ChangeRefused, DefinitionChange, DefinitionEditor, ExportCounter, ExportCounters, RunState, Update, UpdateKind,
+    UPDATE_BACKLOG,
+};
 pub use stream::MIN_RESOLUTION_MS;
 
 /// Serves `app` on `listener` until `shutdown` completes.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::snapshot::{Phase, Snapshot};
+use crate::state::ExportCounter;
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -79,8 +80,8 @@ fn base_unit(unit: &str) -> Option<(&'static str, f64)> {
     }
 }
 
-/// The exposition of `snap`.
-pub fn render(snap: &Snapshot) -> String {
+/// The exposition of `snap` and the exporters' counters.
+pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
     let mut e = Exposition::default();
     let s = &snap.status;
     e.add("sonde_packets_total", "Packets read.", "counter", &[], s.packets as f64);
@@ -152,6 +153,9 @@ pub fn render(snap: &Snapshot) -> String {
             d.packets as f64,
         );
         e.add("sonde_definition_bytes_total", "Bytes counted per flow definition.", "counter", &labels, d.bytes as f64);
+    }
+    for c in exports {
+        e.add(c.name, c.help, "counter", &c.labels, c.value as f64);
     }
     e.render()
 }

@@ -59,11 +59,26 @@ pub trait DefinitionEditor: Send + Sync {
     fn apply(&self, expected_version: u64, change: DefinitionChange) -> Result<u64, ChangeRefused>;
 }
 
+/// One counter of the run's exporters (IPFIX, Kafka) for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportCounter {
+    /// The family, e.g. `sonde_kafka_messages_total`.
+    pub name: &'static str,
+    pub help: &'static str,
+    pub labels: Vec<(&'static str, &'static str)>,
+    pub value: u64,
+}
+
+/// Reads the exporters' counters as they are now: called at each scrape, so that they move
+/// between snapshots and stay after the run (its final values).
+pub type ExportCounters = Box<dyn Fn() -> Vec<ExportCounter> + Send + Sync>;
+
 /// What a run shares with its server.
 pub struct RunState {
     snapshot: ArcSwap<Snapshot>,
     updates: broadcast::Sender<Arc<Update>>,
     editor: Option<Box<dyn DefinitionEditor>>,
+    exports: std::sync::Mutex<Vec<ExportCounters>>,
 }
 
 impl std::fmt::Debug for RunState {
@@ -79,7 +94,7 @@ impl RunState {
 
     pub fn with_editor(snapshot: Snapshot, editor: Option<Box<dyn DefinitionEditor>>) -> Arc<RunState> {
         let (updates, _) = broadcast::channel(UPDATE_BACKLOG);
-        Arc::new(RunState { snapshot: ArcSwap::from_pointee(snapshot), updates, editor })
+        Arc::new(RunState { snapshot: ArcSwap::from_pointee(snapshot), updates, editor, exports: Default::default() })
     }
 
     /// The latest snapshot (cheap: a reference count).
@@ -114,5 +129,15 @@ impl RunState {
 
     pub fn editor(&self) -> Option<&dyn DefinitionEditor> {
         self.editor.as_deref()
+    }
+
+    /// Adds an exporter's counters to `/metrics`.
+    pub fn add_export_counters(&self, counters: ExportCounters) {
+        self.exports.lock().unwrap_or_else(|e| e.into_inner()).push(counters);
+    }
+
+    /// Every exporter's counters, read now.
+    pub fn export_counters(&self) -> Vec<ExportCounter> {
+        self.exports.lock().unwrap_or_else(|e| e.into_inner()).iter().flat_map(|read| read()).collect()
     }
 }

@@ -166,7 +166,7 @@ fn a_live_runs_totals_count_beyond_its_recent_intervals() {
         flows_closed: 5,
         flows_active: 0,
     }];
-    let text = render_metrics(&snap);
+    let text = render_metrics(&snap, &[]);
     let families = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     let tcp = |name: &str| families[name].samples.iter().find(|(l, _)| l["protocol"] == "tcp").unwrap().1;
     assert_eq!(tcp("sonde_traffic_packets_total"), 1_000.0);
@@ -174,10 +174,27 @@ fn a_live_runs_totals_count_beyond_its_recent_intervals() {
 }
 
 #[test]
+fn exporters_counters_are_counter_families_with_their_labels() {
+    let snap = common::snapshot(sonde_http::Phase::Running);
+    let counter = |outcome, value| sonde_http::ExportCounter {
+        name: "sonde_kafka_messages_total",
+        help: "Kafka messages by outcome.",
+        labels: vec![("outcome", outcome)],
+        value,
+    };
+    let text = render_metrics(&snap, &[counter("sent", 15), counter("delivered", 14)]);
+    let families = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let kafka = &families["sonde_kafka_messages_total"];
+    assert_eq!(kafka.kind, "counter");
+    let by = |o: &str| kafka.samples.iter().find(|(l, _)| l["outcome"] == o).unwrap().1;
+    assert_eq!((by("sent"), by("delivered")), (15.0, 14.0));
+}
+
+#[test]
 fn label_values_are_escaped() {
     let mut snap = common::snapshot(sonde_http::Phase::Running);
     snap.definitions.items[0].name = "we\"ird\\name\nx".into();
-    let text = render_metrics(&snap);
+    let text = render_metrics(&snap, &[]);
     let families = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(families["sonde_definition_bytes_total"].samples[0].0["definition"], "we\"ird\\name\nx");
 }

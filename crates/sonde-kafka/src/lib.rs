@@ -219,18 +219,43 @@ impl Exporter {
                 self.producer.in_flight_count().max(0) as u64
             }
         };
-        let sent = c.sent.load(Relaxed);
-        let flows = c.flows.load(Relaxed);
+        let mut stats = c.stats();
+        stats.failed += undelivered;
+        stats.undelivered_at_exit = undelivered;
+        stats
+    }
+
+    /// The counters, readable while the run goes on (and after it).
+    pub fn live(&self) -> LiveStats {
+        LiveStats(self.counters.clone())
+    }
+}
+
+/// The exporter's counters as they move (`/metrics`).
+#[derive(Clone)]
+pub struct LiveStats(Arc<Counters>);
+
+impl LiveStats {
+    /// The counters now; messages still queued are neither delivered nor failed yet.
+    pub fn stats(&self) -> Stats {
+        self.0.stats()
+    }
+}
+
+impl Counters {
+    fn stats(&self) -> Stats {
+        let sent = self.sent.load(Relaxed);
+        let flows = self.flows.load(Relaxed);
         Stats {
             sent,
-            delivered: c.delivered.load(Relaxed),
-            dropped_queue_full: c.dropped_queue_full.load(Relaxed),
-            failed: c.failed.load(Relaxed) + undelivered,
-            undelivered_at_exit: undelivered,
+            delivered: self.delivered.load(Relaxed),
+            dropped_queue_full: self.dropped_queue_full.load(Relaxed),
+            failed: self.failed.load(Relaxed),
+            undelivered_at_exit: 0,
             flows,
-            interim: c.interim.load(Relaxed),
-            intervals: sent - flows,
-            last_error: c.last_error.lock().ok().and_then(|l| l.clone()),
+            interim: self.interim.load(Relaxed),
+            intervals: sent.saturating_sub(flows),
+            last_error: self.last_error.lock().ok().and_then(|l| l.clone()),
         }
     }
 }

@@ -45,7 +45,7 @@ pub struct Prepared {
     sort_bytes: usize,
     workers: usize,
     /// `--ipfix`: where the flow records go, and how the messages are made.
-    ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig)>,
+    ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig, sonde_ipfix::ExportOptions)>,
     /// `--kafka`: the producer, connected before the output directory is made.
     kafka: Option<sonde_kafka::Exporter>,
 }
@@ -114,7 +114,16 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
                 let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
                 anyhow::ensure!(dir.is_dir(), "--ipfix {}: no directory {}", path.display(), dir.display());
             }
-            Some((target, cfg))
+            let options = sonde_ipfix::ExportOptions {
+                udp_rate: (args.ipfix_rate > 0).then_some(args.ipfix_rate),
+                // A trace waits for the exporter as well as it is read; live capture cannot.
+                full_queue: if args.live {
+                    sonde_ipfix::FullQueue::DropAfterWait
+                } else {
+                    sonde_ipfix::FullQueue::Wait
+                },
+            };
+            Some((target, cfg, options))
         }
         None => None,
     };
@@ -284,6 +293,9 @@ pub fn run(
                 published: None,
             });
         }
+        if let (Some(state), Some(k)) = (&live.state, &kafka) {
+            state.add_export_counters(export::kafka_metrics(k.live()));
+        }
         publisher = live.state.map(|state| {
             let settings = sonde_http::LiveSettings {
                 input: live.input.clone(),
@@ -301,7 +313,9 @@ pub fn run(
     }
     // Started before the first packet: a file that cannot be created stops the run now.
     let exporter = match &ipfix {
-        Some((target, cfg)) => Some(sonde_ipfix::Exporter::start(target, cfg.clone()).map_err(anyhow::Error::msg)?),
+        Some((target, cfg, options)) => {
+            Some(sonde_ipfix::Exporter::start_with(target, cfg.clone(), *options).map_err(anyhow::Error::msg)?)
+        }
         None => None,
     };
     let feed = || exporter.as_ref().map(|e| export::IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
@@ -361,7 +375,7 @@ pub fn run(
     let ipfix_summary = exporter.map(|e| {
         let stats = e.finish();
         IpfixSummary {
-            target: ipfix.as_ref().map(|(t, _)| t.to_string()).unwrap_or_default(),
+            target: ipfix.as_ref().map(|(t, ..)| t.to_string()).unwrap_or_default(),
             domain: args.ipfix_domain,
             messages: stats.messages,
             bytes: stats.bytes,

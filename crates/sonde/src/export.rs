@@ -95,3 +95,81 @@ impl<P: Part> DrainObserver<P> for IntervalPublisher<'_> {
         }
     }
 }
+
+/// The Kafka exporter's counters for `/metrics`, read at each scrape.
+pub fn kafka_metrics(live: sonde_kafka::LiveStats) -> sonde_http::ExportCounters {
+    Box::new(move || kafka_counters(&live.stats()))
+}
+
+/// A finished run's exporters' counters for `/metrics`, from its summary.
+pub fn final_metrics(summary: &sonde_output::summary::Summary) -> sonde_http::ExportCounters {
+    let kafka = summary.kafka.as_ref().map(|k| sonde_kafka::Stats {
+        sent: k.sent,
+        delivered: k.delivered,
+        dropped_queue_full: k.dropped_queue_full,
+        failed: k.failed,
+        undelivered_at_exit: k.undelivered_at_exit,
+        flows: k.flows,
+        interim: k.interim,
+        intervals: k.intervals,
+        last_error: None,
+    });
+    let ipfix = summary.ipfix.as_ref().map(|i| sonde_ipfix::ExportStats {
+        messages: i.messages,
+        bytes: i.bytes,
+        records: i.records,
+        dropped_records: i.dropped_records,
+        failed_messages: i.failed_messages,
+        failed_records: i.failed_records,
+        last_error: None,
+    });
+    Box::new(move || {
+        let mut counters = kafka.as_ref().map(kafka_counters).unwrap_or_default();
+        counters.extend(ipfix.as_ref().map(ipfix_counters).unwrap_or_default());
+        counters
+    })
+}
+
+/// The IPFIX exporter's counters.
+pub fn ipfix_counters(s: &sonde_ipfix::ExportStats) -> Vec<sonde_http::ExportCounter> {
+    let counter = |name, help, labels, value| sonde_http::ExportCounter { name, help, labels, value };
+    let messages = "IPFIX messages (templates included) handed to the socket or file (sent) or that could not be.";
+    let records =
+        "IPFIX data records: sent, dropped (the exporter's queue stayed full), failed (in messages that could not be sent).";
+    vec![
+        counter("sonde_ipfix_messages_total", messages, vec![("outcome", "sent")], s.messages),
+        counter("sonde_ipfix_messages_total", messages, vec![("outcome", "failed")], s.failed_messages),
+        counter("sonde_ipfix_records_total", records, vec![("outcome", "sent")], s.records),
+        counter("sonde_ipfix_records_total", records, vec![("outcome", "dropped")], s.dropped_records),
+        counter("sonde_ipfix_records_total", records, vec![("outcome", "failed")], s.failed_records),
+        counter("sonde_ipfix_bytes_total", "IPFIX bytes handed to the socket or file.", vec![], s.bytes),
+    ]
+}
+
+/// The Kafka exporter's counters.
+fn kafka_counters(s: &sonde_kafka::Stats) -> Vec<sonde_http::ExportCounter> {
+    let messages = |outcome, value| {
+        sonde_http::ExportCounter {
+        name: "sonde_kafka_messages_total",
+        help: "Kafka messages: accepted into the producer's queue (sent), acknowledged by the brokers (delivered), dropped because the queue was full, failed.",
+        labels: vec![("outcome", outcome)],
+        value,
+    }
+    };
+    let records = |kind, value| sonde_http::ExportCounter {
+        name: "sonde_kafka_records_total",
+        help:
+            "Kafka messages accepted into the queue, by record: flows ended, interim records of flows open, intervals.",
+        labels: vec![("record", kind)],
+        value,
+    };
+    vec![
+        messages("sent", s.sent),
+        messages("delivered", s.delivered),
+        messages("dropped_queue_full", s.dropped_queue_full),
+        messages("failed", s.failed),
+        records("flow", s.flows - s.interim),
+        records("interim", s.interim),
+        records("interval", s.intervals),
+    ]
+}

@@ -39,6 +39,7 @@ impl Prepared {
     pub fn serve(self, finished: &Finished, quiet: bool) -> Result<()> {
         let snapshot = finished_snapshot(finished, self.started_unix_s)?;
         let state = RunState::new(snapshot);
+        state.add_export_counters(crate::export::final_metrics(&finished.report));
         let app = self.announce(state, quiet, "Ctrl-C stops")?;
         sonde_http::serve_until_interrupted(self.listener, app).context("http server")
     }

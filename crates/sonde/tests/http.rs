@@ -226,3 +226,28 @@ fn the_dashboard_in_a_real_browser() {
         assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
     }
 }
+
+#[test]
+fn metrics_carry_the_ipfix_exporters_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("demo.ipfix");
+    let server = Server::start("127.0.0.1:0", &["--ipfix", file.to_str().unwrap(), "--active-timeout", "1"], None);
+    let (code, metrics) = server.get("/metrics", None);
+    assert_eq!(code, 200);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.out_dir.join("summary.json")).unwrap()).unwrap();
+    let ipfix = &summary["ipfix"];
+    let sample = |line: &str| -> u64 {
+        let found = metrics.lines().find(|l| l.starts_with(line)).unwrap_or_else(|| panic!("no {line} in\n{metrics}"));
+        found[line.len()..].trim().parse().unwrap()
+    };
+    assert_eq!(sample("sonde_ipfix_records_total{outcome=\"sent\"}"), ipfix["records"].as_u64().unwrap());
+    assert_eq!(sample("sonde_ipfix_messages_total{outcome=\"sent\"}"), ipfix["messages"].as_u64().unwrap());
+    assert_eq!(sample("sonde_ipfix_bytes_total"), std::fs::metadata(&file).unwrap().len());
+    assert_eq!(sample("sonde_ipfix_records_total{outcome=\"dropped\"}"), 0);
+    // The interim records are among those sent.
+    let flows = &summary["flows"];
+    let ended = flows["tcp"].as_u64().unwrap() + flows["udp"].as_u64().unwrap();
+    assert_eq!(ipfix["records"].as_u64().unwrap(), ended + flows["interim_records"].as_u64().unwrap());
+    assert!(server.interrupt().success());
+}

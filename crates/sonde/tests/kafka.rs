@@ -293,6 +293,59 @@ fn analyze_publishes_the_flow_logs_records() {
 }
 
 #[test]
+fn interim_records_precede_each_long_flows_final_record() {
+    let broker = Broker::start();
+    let trace = repo().join("testdata/demo.pcap");
+    let (out, run) = common::analyze(
+        &trace,
+        &[
+            "--format",
+            "jsonl",
+            "--interval",
+            "0",
+            "--active-timeout",
+            "1",
+            "--kafka",
+            &broker.address(),
+            "--kafka-topic",
+            "flows-interim",
+        ],
+    );
+    assert!(run.status.success(), "sonde failed: {}\n{}", String::from_utf8_lossy(&run.stderr), broker.log());
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let interim = summary["flows"]["interim_records"].as_u64().unwrap();
+    assert!(interim > 0, "the demo has flows longer than a second");
+    assert_eq!(summary["kafka"]["interim"], interim);
+    let tcp = jsonl(&out.path().join("tcp_flows.jsonl"));
+    let udp = jsonl(&out.path().join("udp_flows.jsonl"));
+    let flows = tcp.len() + udp.len();
+    let got = broker.read_topic("flows-interim", flows + interim as usize);
+    assert_eq!(got.len(), flows + interim as usize);
+    assert_eq!(got.iter().filter(|(_, m)| m["end_reason"] == "open").count() as u64, interim);
+    // Per key (one partition, in order), the last message is the flow's record in the log.
+    let mut last: std::collections::BTreeMap<&str, &Value> = Default::default();
+    for (key, m) in &got {
+        if let Some(before) = last.insert(key, m) {
+            assert_eq!(before["end_reason"], "open", "{key}: a record after the final one");
+            assert!(before["c_pkts_all"].as_u64() <= m["c_pkts_all"].as_u64(), "{key}: counts go down");
+        }
+    }
+    let mut finals: Vec<String> = last.values().map(|m| m.to_string()).collect();
+    let mut logged: Vec<String> = Vec::new();
+    for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
+        for r in records.iter() {
+            let mut m = r.clone();
+            m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            logged.push(m.to_string());
+        }
+    }
+    finals.sort();
+    logged.sort();
+    assert_eq!(finals, logged, "each flow's last message is its logged record");
+}
+
+#[test]
 fn absent_broker_is_one_line_and_no_output() {
     let out = tempfile::tempdir().expect("temp dir");
     let dir = out.path().join("run");
