@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpre
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test test-deps deps build lint browser-deps python python-env kafka-jars goflow2
+.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars goflow2
 
 VENV := .venv
 PYTHON ?= python3
@@ -43,9 +43,16 @@ demo: build python
 	./target/release/sonde analyze -r testdata/demo.pcap -o demo-out --force
 	$(VENV)/bin/python python/examples/demo.py testdata/demo.pcap
 
-lint: deps
-	$(CARGO) fmt --all -- --check
+lint: format-check deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+format-check:
+	$(CARGO) fmt --all -- --check
+
+# Clippy's lints while the tests are compiled: cargo runs clippy-driver (a rustc with clippy's
+# lints) for the workspace's own crates only, warnings denied, so the code is compiled once, not
+# once for clippy and again for the tests (CI's time).
+CLIPPY_BUILD = RUSTC_WORKSPACE_WRAPPER=$(shell command -v clippy-driver) CLIPPY_ARGS=-Dwarnings
 
 # The dashboard's browser test: node and npm (Debian's, unless some node is already installed),
 # then playwright-core from the committed lock (no browser download: it drives Debian's chromium).
@@ -65,10 +72,10 @@ goflow2:
 		command -v $(GO) >/dev/null || { echo "goflow2: go not found (set GO=/path/to/go)" >&2; exit 1; }; \
 		GOBIN=$(abspath target/tmp/go-bin) $(GO) install github.com/netsampler/goflow2/v2/cmd/goflow2@v2.2.6; }
 
-# The lints and what the tests start or compare with, side by side: the downloads (npm, PyPI,
-# Maven Central, the Go proxy) wait on the network while clippy uses the CPU.
+# What the tests start or compare with, side by side: the downloads (npm, PyPI, Maven Central,
+# the Go proxy) wait on the network together.
 test-deps: deps
-	$(MAKE) --no-print-directory -j5 lint browser-deps python-env kafka-jars goflow2
+	$(MAKE) --no-print-directory -j5 format-check browser-deps python-env kafka-jars goflow2
 
 # The Python tests use the test profile's builds, so CI never builds the workspace in release:
 # the CLI `cargo test` just built, and the extension linked from the same artifacts (built for
@@ -76,7 +83,8 @@ test-deps: deps
 # rebuilt Arrow and Parquet, 7 min) and put where maturin puts it (`maturin develop --profile
 # test` would build a test harness instead).
 test: test-deps
-	$(CARGO) test --workspace
-	$(CARGO) build --profile test --workspace --lib --bins --tests --examples
+	@command -v clippy-driver >/dev/null || { echo "clippy-driver not found: rustup component add clippy" >&2; exit 1; }
+	$(CLIPPY_BUILD) $(CARGO) test --workspace
+	$(CLIPPY_BUILD) $(CARGO) build --profile test --workspace --lib --bins --tests --examples --benches
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so
 	PYTHONPATH=python SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
