@@ -1,6 +1,9 @@
 //! The exporting process: one thread owns the encoder and the socket or file; the workers'
 //! sinks hand it records through a bounded queue. Nothing here can stop an analysis: a
-//! collector that is absent or refuses costs counted messages, a full queue counted records.
+//! collector that is absent or refuses costs counted messages; a full queue costs a live run
+//! counted records, and a trace's run the time to drain it ([`FullQueue`]). Over UDP, messages
+//! are paced ([`ExportOptions::udp_rate`]) so that a flush of many flows at once does not
+//! overflow the collector's socket buffer, where the kernel would drop them uncounted.
 
 use std::fmt;
 use std::fs::File;
@@ -17,12 +20,22 @@ use sonde_flow::{FlowRecord, FlowSink, RttSample};
 
 use crate::encoder::{is_template_message, sequence_of, Encoder, EncoderConfig};
 
-/// Records the queue holds; beyond, a sink waits [`QUEUE_WAIT`] then drops the record.
+/// Records the queue holds; beyond, a sink waits for room ([`FullQueue`]).
 pub const QUEUE_RECORDS: usize = 16_384;
-/// How long a worker waits for room in a full queue: long enough to ride out a hiccup. Once a
-/// wait has ended in a drop, the worker stops waiting (drops at once) until a record gets in
-/// again, so a stuck exporter costs each worker one wait, not one per flow.
+/// [`FullQueue::DropAfterWait`]: how long a worker waits for room in a full queue, long enough
+/// to ride out a hiccup. Once a wait has ended in a drop, the worker stops waiting (drops at
+/// once) until a record gets in again, so a stuck exporter costs each worker one wait, not one
+/// per flow.
 pub const QUEUE_WAIT: Duration = Duration::from_millis(10);
+/// UDP messages a second by default ([`ExportOptions::udp_rate`]): 7 MB/s of 1400-byte
+/// messages, about 20,000 TCP records a second; a collector's default socket buffer (about 90
+/// messages) then rides out 15 ms without reading. docs/performance.md ("Export") has the
+/// measurements it comes from.
+pub const DEFAULT_UDP_RATE: u32 = 5_000;
+/// UDP: messages that may leave back to back before the pacing holds the next, a small part of
+/// what a collector's default socket buffer holds (Linux's 208 KiB: about 90 messages of 1400
+/// bytes).
+pub const UDP_BURST: u32 = 16;
 /// A partly filled message goes out after this much wall time without a new record, so a quiet
 /// live run still exports (message boundaries only; the records are the same).
 const IDLE_FLUSH: Duration = Duration::from_secs(1);
@@ -71,6 +84,35 @@ impl fmt::Display for Target {
     }
 }
 
+/// What a worker's sink does when the exporter's queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FullQueue {
+    /// Wait until there is room: nothing is lost, the worker runs at the exporter's pace. For a
+    /// trace, which waits as well as it is read.
+    Wait,
+    /// Wait [`QUEUE_WAIT`], then drop the record and count it. For live capture, where a worker
+    /// held up loses packets instead.
+    DropAfterWait,
+}
+
+/// How the exporting process sends; what the messages hold is [`EncoderConfig`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// UDP: at most this many messages a second, at most [`UDP_BURST`] back to back (`None`: as
+    /// fast as the socket takes them). UDP has no flow control: a collector's socket buffer
+    /// that fills drops what comes next, silently, so a burst larger than it holds is lost
+    /// unless the collector reads as fast as the exporter sends.
+    pub udp_rate: Option<u32>,
+    pub full_queue: FullQueue,
+}
+
+impl Default for ExportOptions {
+    /// Paced UDP; a full queue drops after [`QUEUE_WAIT`] (right for live capture).
+    fn default() -> Self {
+        ExportOptions { udp_rate: Some(DEFAULT_UDP_RATE), full_queue: FullQueue::DropAfterWait }
+    }
+}
+
 /// What an export did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExportStats {
@@ -98,6 +140,7 @@ enum Msg {
 pub struct Exporter {
     tx: Sender<Msg>,
     dropped: Arc<AtomicU64>,
+    full_queue: FullQueue,
     thread: Option<JoinHandle<ExportStats>>,
 }
 
@@ -106,6 +149,7 @@ pub struct Exporter {
 pub struct ExportSink {
     tx: Sender<Msg>,
     dropped: Arc<AtomicU64>,
+    full_queue: FullQueue,
     /// The last record was dropped: do not wait for room until one gets in.
     congested: bool,
 }
@@ -117,8 +161,12 @@ impl FlowSink for ExportSink {
     }
     fn flow(&mut self, record: &FlowRecord) {
         let msg = Msg::Flow(Box::new(record.clone()));
-        let sent =
-            if self.congested { self.tx.try_send(msg).is_ok() } else { self.tx.send_timeout(msg, QUEUE_WAIT).is_ok() };
+        let sent = match (self.full_queue, self.congested) {
+            // Fails only once the exporter is gone.
+            (FullQueue::Wait, _) => self.tx.send(msg).is_ok(),
+            (FullQueue::DropAfterWait, false) => self.tx.send_timeout(msg, QUEUE_WAIT).is_ok(),
+            (FullQueue::DropAfterWait, true) => self.tx.try_send(msg).is_ok(),
+        };
         self.congested = !sent;
         if !sent {
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -128,28 +176,36 @@ impl FlowSink for ExportSink {
 }
 
 impl Exporter {
-    /// Opens the file or socket and starts the thread. Only what makes the target unusable from
-    /// the start is an error (a file that cannot be created, a UDP socket that cannot be made);
-    /// a TCP collector that refuses is retried and counted.
+    /// [`Exporter::start_with`] the default [`ExportOptions`]: paced UDP, a full queue drops.
     pub fn start(target: &Target, cfg: EncoderConfig) -> Result<Exporter, String> {
+        Exporter::start_with(target, cfg, ExportOptions::default())
+    }
+
+    /// Opens the file or socket and starts the thread. Only what makes the target unusable from
+    /// the start is an error (a file that cannot be created, a UDP socket that cannot be made, a
+    /// rate of 0); a TCP collector that refuses is retried and counted.
+    pub fn start_with(target: &Target, cfg: EncoderConfig, options: ExportOptions) -> Result<Exporter, String> {
         let mut cfg = cfg;
         if !matches!(target, Target::Udp(_)) {
             // A stream keeps the templates: once at the start (and on each new connection).
             (cfg.refresh_messages, cfg.refresh_ns) = (None, None);
         }
         let encoder = Encoder::new(cfg)?;
-        let transport = Transport::open(target)?;
+        if options.udp_rate == Some(0) {
+            return Err("the IPFIX UDP rate must be at least 1 message a second".into());
+        }
+        let transport = Transport::open(target, options.udp_rate.map(Pacer::new))?;
         let (tx, rx) = bounded(QUEUE_RECORDS);
         let dropped = Arc::new(AtomicU64::new(0));
         let thread = std::thread::Builder::new()
             .name("sonde-ipfix".into())
             .spawn(move || export_loop(rx, encoder, transport))
             .map_err(|e| format!("starting the IPFIX exporter: {e}"))?;
-        Ok(Exporter { tx, dropped, thread: Some(thread) })
+        Ok(Exporter { tx, dropped, full_queue: options.full_queue, thread: Some(thread) })
     }
 
     pub fn sink(&self) -> ExportSink {
-        ExportSink { tx: self.tx.clone(), dropped: self.dropped.clone(), congested: false }
+        ExportSink { tx: self.tx.clone(), dropped: self.dropped.clone(), full_queue: self.full_queue, congested: false }
     }
 
     /// Sends what is queued, flushes, and returns the counters.
@@ -173,6 +229,36 @@ impl Exporter {
 impl Drop for Exporter {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Spaces UDP sends to a rate, letting [`UDP_BURST`] messages leave back to back (the generic
+/// cell rate algorithm: a message is due one interval after the previous one's due time, and an
+/// idle spell earns at most a burst). Sleeps in the exporting thread; the queue in front of it
+/// absorbs the workers' bursts.
+struct Pacer {
+    interval: Duration,
+    /// The credit an idle spell can earn: `UDP_BURST` intervals.
+    burst: Duration,
+    /// When the next message is due.
+    due: Instant,
+}
+
+impl Pacer {
+    fn new(rate: u32) -> Pacer {
+        let interval = Duration::from_secs(1) / rate;
+        Pacer { interval, burst: interval * UDP_BURST, due: Instant::now() }
+    }
+
+    /// Waits until the next message may go.
+    fn wait(&mut self) {
+        let now = Instant::now();
+        self.due = self.due.max(now.checked_sub(self.burst).unwrap_or(now));
+        if self.due > now {
+            // An oversleep is made up by the messages after it, which find themselves late.
+            std::thread::sleep(self.due - now);
+        }
+        self.due += self.interval;
     }
 }
 
@@ -239,20 +325,27 @@ fn send_one(msg: &[u8], records: u64, transport: &mut Transport, stats: &mut Exp
 }
 
 enum Transport {
-    Udp(UdpSocket),
-    Tcp { addr: SocketAddr, stream: Option<TcpStream>, fresh: bool, retry_at: Instant },
+    /// The pacing: none when unlimited.
+    Udp(UdpSocket, Option<Pacer>),
+    Tcp {
+        addr: SocketAddr,
+        stream: Option<TcpStream>,
+        fresh: bool,
+        retry_at: Instant,
+    },
     File(BufWriter<File>),
 }
 
 impl Transport {
-    fn open(target: &Target) -> Result<Transport, String> {
+    /// `pacer` applies to UDP only: TCP has its flow control, a file no collector.
+    fn open(target: &Target, pacer: Option<Pacer>) -> Result<Transport, String> {
         Ok(match target {
             Target::Udp(addr) => {
                 let local: SocketAddr =
                     if addr.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
                 let socket = UdpSocket::bind(local).map_err(|e| format!("--ipfix {target}: {e}"))?;
                 socket.connect(addr).map_err(|e| format!("--ipfix {target}: {e}"))?;
-                Transport::Udp(socket)
+                Transport::Udp(socket, pacer)
             }
             Target::Tcp(addr) => Transport::Tcp { addr: *addr, stream: None, fresh: false, retry_at: Instant::now() },
             Target::File(path) => {
@@ -283,11 +376,16 @@ impl Transport {
 
     fn send(&mut self, msg: &[u8]) -> Result<(), String> {
         match self {
-            Transport::Udp(s) => match s.send(msg) {
-                Ok(n) if n == msg.len() => Ok(()),
-                Ok(n) => Err(format!("sent {n} of {} bytes", msg.len())),
-                Err(e) => Err(e.to_string()),
-            },
+            Transport::Udp(s, pacer) => {
+                if let Some(p) = pacer {
+                    p.wait();
+                }
+                match s.send(msg) {
+                    Ok(n) if n == msg.len() => Ok(()),
+                    Ok(n) => Err(format!("sent {n} of {} bytes", msg.len())),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             Transport::Tcp { addr, stream, fresh, retry_at } => {
                 let Some(s) = stream.as_mut() else {
                     return Err(format!("tcp://{addr}: not connected"));

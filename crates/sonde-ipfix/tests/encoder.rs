@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sonde_flow::{
     EndReason, Endpoints, FlowRecord, FlowSink, RttStats, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord,
@@ -11,7 +11,8 @@ use sonde_flow::{
 use sonde_ipfix::decode::{split_stream, DataRecord, Decoder, Message};
 use sonde_ipfix::elements::{self, TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6};
 use sonde_ipfix::encoder::{is_template_message, HEADER_LEN, SET_HEADER_LEN};
-use sonde_ipfix::{Encoder, EncoderConfig, Exporter, Target, REVERSE_PEN, SONDE_PEN};
+use sonde_ipfix::export::UDP_BURST;
+use sonde_ipfix::{Encoder, EncoderConfig, ExportOptions, Exporter, FullQueue, Target, REVERSE_PEN, SONDE_PEN};
 
 const T0: u64 = 1_700_000_000_123_456_789;
 
@@ -427,4 +428,39 @@ fn a_stuck_collector_costs_drops_not_time() {
     assert!(feeding < Duration::from_secs(3), "feeding took {feeding:?}: {stats:?}");
     eprintln!("fed in {feeding:?}: {stats:?}");
     drop(listener);
+}
+
+#[test]
+fn udp_is_paced_and_a_trace_run_waits_for_room() {
+    // 30,000 records (about 5,000 messages) at 2,000 messages a second: the exporter drains the
+    // queue far slower than the feeder fills it, so the feeder waits (FullQueue::Wait) and
+    // nothing is dropped; with FullQueue::DropAfterWait most of them would be.
+    let collector = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = Target::Udp(collector.local_addr().unwrap());
+    let rate = 2_000;
+    let options = ExportOptions { udp_rate: Some(rate), full_queue: FullQueue::Wait };
+    let exporter = Exporter::start_with(&target, EncoderConfig::default(), options).unwrap();
+    let started = Instant::now();
+    let records = some_records(1_000);
+    let mut sink = exporter.sink();
+    for _ in 0..30 {
+        records.iter().for_each(|r| sink.flow(r));
+    }
+    let stats = exporter.finish();
+    let took = started.elapsed();
+    assert_eq!((stats.records, stats.dropped_records, stats.failed_messages), (30_000, 0, 0), "{stats:?}");
+    // No faster than the rate, less the burst the pacing allows at the start.
+    let least = Duration::from_secs(1) * (stats.messages - u64::from(UDP_BURST)) as u32 / rate;
+    assert!(took >= least, "{} messages in {took:?}: want at least {least:?}", stats.messages);
+
+    // The same at no limit: no wait.
+    let options = ExportOptions { udp_rate: None, full_queue: FullQueue::Wait };
+    let exporter = Exporter::start_with(&target, EncoderConfig::default(), options).unwrap();
+    let started = Instant::now();
+    feed(&exporter, &records);
+    let stats = exporter.finish();
+    assert_eq!(stats.records, 1_000);
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    assert!(Exporter::start_with(&target, EncoderConfig::default(), ExportOptions { udp_rate: Some(0), ..options })
+        .is_err());
 }

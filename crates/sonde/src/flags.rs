@@ -217,6 +217,10 @@ pub struct AnalysisArgs {
     /// The largest IPFIX message in bytes (UDP: the path MTU less the IP and UDP headers).
     #[arg(long, value_name = "BYTES", default_value_t = 1400)]
     pub ipfix_mtu: usize,
+    /// IPFIX over UDP: at most this many messages a second, so that a collector's socket buffer
+    /// does not overflow when many flows end at once (a trace's end); 0: no limit.
+    #[arg(long, value_name = "MSGS", default_value_t = sonde_ipfix::export::DEFAULT_UDP_RATE)]
+    pub ipfix_rate: u32,
     /// Publish every finished flow to Kafka (docs/kafka.md): the bootstrap brokers,
     /// HOST:PORT[,HOST:PORT…]; the flow logs are written as well.
     #[arg(long, value_name = "BROKERS")]
