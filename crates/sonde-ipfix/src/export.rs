@@ -11,7 +11,7 @@ use std::io::{BufWriter, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -140,6 +140,8 @@ enum Msg {
 pub struct Exporter {
     tx: Sender<Msg>,
     dropped: Arc<AtomicU64>,
+    /// The thread's counters as of its last message sent.
+    live: Arc<Mutex<ExportStats>>,
     full_queue: FullQueue,
     thread: Option<JoinHandle<ExportStats>>,
 }
@@ -197,15 +199,22 @@ impl Exporter {
         let transport = Transport::open(target, options.udp_rate.map(Pacer::new))?;
         let (tx, rx) = bounded(QUEUE_RECORDS);
         let dropped = Arc::new(AtomicU64::new(0));
+        let live = Arc::new(Mutex::new(ExportStats::default()));
+        let shared = live.clone();
         let thread = std::thread::Builder::new()
             .name("sonde-ipfix".into())
-            .spawn(move || export_loop(rx, encoder, transport))
+            .spawn(move || export_loop(rx, encoder, transport, &shared))
             .map_err(|e| format!("starting the IPFIX exporter: {e}"))?;
-        Ok(Exporter { tx, dropped, full_queue: options.full_queue, thread: Some(thread) })
+        Ok(Exporter { tx, dropped, live, full_queue: options.full_queue, thread: Some(thread) })
     }
 
     pub fn sink(&self) -> ExportSink {
         ExportSink { tx: self.tx.clone(), dropped: self.dropped.clone(), full_queue: self.full_queue, congested: false }
+    }
+
+    /// The counters, readable while the run goes on (`/metrics`).
+    pub fn live(&self) -> LiveStats {
+        LiveStats { stats: self.live.clone(), dropped: self.dropped.clone() }
     }
 
     /// Sends what is queued, flushes, and returns the counters.
@@ -262,7 +271,27 @@ impl Pacer {
     }
 }
 
-fn export_loop(rx: Receiver<Msg>, mut encoder: Encoder, mut transport: Transport) -> ExportStats {
+/// The exporter's counters as they move: the thread's as of its last message, and the drops.
+#[derive(Clone)]
+pub struct LiveStats {
+    stats: Arc<Mutex<ExportStats>>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl LiveStats {
+    pub fn stats(&self) -> ExportStats {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        stats.dropped_records += self.dropped.load(Ordering::Relaxed);
+        stats
+    }
+}
+
+fn export_loop(
+    rx: Receiver<Msg>,
+    mut encoder: Encoder,
+    mut transport: Transport,
+    live: &Mutex<ExportStats>,
+) -> ExportStats {
     let mut stats = ExportStats::default();
     let mut out = Vec::new();
     loop {
@@ -271,13 +300,18 @@ fn export_loop(rx: Receiver<Msg>, mut encoder: Encoder, mut transport: Transport
             Err(RecvTimeoutError::Timeout) => encoder.flush(&mut out),
             Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => break,
         }
-        send_all(&mut out, &encoder, &mut transport, &mut stats);
+        // Once per message, not per record.
+        if !out.is_empty() {
+            send_all(&mut out, &encoder, &mut transport, &mut stats);
+            *live.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();
+        }
     }
     encoder.flush(&mut out);
     send_all(&mut out, &encoder, &mut transport, &mut stats);
     if let Err(e) = transport.flush() {
         stats.last_error = Some(e);
     }
+    *live.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();
     stats
 }
 

@@ -10,4 +10,4 @@ pub mod export;
 
 pub use elements::{REVERSE_PEN, SONDE_PEN};
 pub use encoder::{Encoder, EncoderConfig};
-pub use export::{ExportOptions, ExportSink, ExportStats, Exporter, FullQueue, Target};
+pub use export::{ExportOptions, ExportSink, ExportStats, Exporter, FullQueue, LiveStats, Target};

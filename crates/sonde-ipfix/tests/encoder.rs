@@ -303,7 +303,17 @@ fn export_to_file() {
     let records = some_records(500);
     let exporter = Exporter::start(&Target::File(path.clone()), EncoderConfig::default()).unwrap();
     feed(&exporter, &records);
+    // The live counters move while the run goes on (`/metrics`): full messages are sent as
+    // they fill, before the end.
+    let live = exporter.live();
+    let started = Instant::now();
+    while live.stats().records == 0 && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let before_end = live.stats();
+    assert!(before_end.records > 0 && before_end.records < 500, "{before_end:?}");
     let stats = exporter.finish();
+    assert_eq!(live.stats(), stats, "after the end, the final counters");
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(stats.bytes, bytes.len() as u64);
     assert_eq!((stats.records, stats.dropped_records, stats.failed_messages), (500, 0, 0));

@@ -272,6 +272,8 @@ pub fn run(
     let sort = Arc::new(SortBuffer { dir: out.dir().to_path_buf(), bytes: sort_bytes / holders });
     let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
     let (mut rotation, mut publisher, mut kafka_intervals) = (None, None, None);
+    // `/metrics` of a live run reads the exporters' counters as they move.
+    let metrics_state = live.as_ref().and_then(|l| l.state.clone());
     if let Some(live) = live {
         let every_ns = live.rotation.as_ref().map_or(DRAIN_NS, |r| r.span_ns().min(DRAIN_NS));
         let view = live.state.is_some();
@@ -292,9 +294,6 @@ pub fn run(
                 anonymizer: anonymizer.clone(),
                 published: None,
             });
-        }
-        if let (Some(state), Some(k)) = (&live.state, &kafka) {
-            state.add_export_counters(export::kafka_metrics(k.live()));
         }
         publisher = live.state.map(|state| {
             let settings = sonde_http::LiveSettings {
@@ -318,6 +317,14 @@ pub fn run(
         }
         None => None,
     };
+    if let Some(state) = &metrics_state {
+        if let Some(e) = &exporter {
+            state.add_export_counters(export::ipfix_metrics(e.live()));
+        }
+        if let Some(k) = &kafka {
+            state.add_export_counters(export::kafka_metrics(k.live()));
+        }
+    }
     let feed = || exporter.as_ref().map(|e| export::IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
     // Each worker enqueues its flows itself: the producer is shared and never waits.
     let kafka_feed = || kafka.as_ref().map(|k| k.sink(anonymizer.clone()));

@@ -96,6 +96,11 @@ impl<P: Part> DrainObserver<P> for IntervalPublisher<'_> {
     }
 }
 
+/// The IPFIX exporter's counters for `/metrics`, read at each scrape.
+pub fn ipfix_metrics(live: sonde_ipfix::LiveStats) -> sonde_http::ExportCounters {
+    Box::new(move || ipfix_counters(&live.stats()))
+}
+
 /// The Kafka exporter's counters for `/metrics`, read at each scrape.
 pub fn kafka_metrics(live: sonde_kafka::LiveStats) -> sonde_http::ExportCounters {
     Box::new(move || kafka_counters(&live.stats()))
