@@ -228,13 +228,17 @@ fn sequence_numbers_wrap() {
     assert_eq!(r.client.rtt.count, 1);
 }
 
-#[test]
-fn idle_timeout_and_eviction_end_flows() {
-    let udp = |sport: u16| PacketSummary {
+/// A 10-byte DNS query from the client's port `sport`.
+fn udp(sport: u16) -> PacketSummary {
+    PacketSummary {
         ip: Some(ip(C, S, 28 + 10, 0)),
         transport: Some(Transport::Udp(UdpSummary { src_port: sport, dst_port: 53, payload_len: 10 })),
         ..PacketSummary::EMPTY
-    };
+    }
+}
+
+#[test]
+fn idle_timeout_and_eviction_end_flows() {
     let cfg = FlowConfig { max_flows: 2, udp_idle_ns: 10 * MS, ..FlowConfig::default() };
     let mut t = FlowTracker::new(cfg);
     let mut out = Vec::new();
@@ -430,11 +434,6 @@ impl FlowSink for Both {
 
 #[test]
 fn active_timeout_sends_interim_records_of_long_flows() {
-    let udp = |sport: u16| PacketSummary {
-        ip: Some(ip(C, S, 28 + 10, 0)),
-        transport: Some(Transport::Udp(UdpSummary { src_port: sport, dst_port: 53, payload_len: 10 })),
-        ..PacketSummary::EMPTY
-    };
     let cfg = FlowConfig { active_timeout_ns: Some(100 * MS), ..FlowConfig::default() };
     let mut t = FlowTracker::new(cfg);
     let mut out = Both::default();
@@ -477,11 +476,6 @@ fn active_timeout_sends_interim_records_of_long_flows() {
 
 #[test]
 fn interim_schedule_stays_bounded_by_the_live_flows() {
-    let udp = |sport: u16| PacketSummary {
-        ip: Some(ip(C, S, 28 + 10, 0)),
-        transport: Some(Transport::Udp(UdpSummary { src_port: sport, dst_port: 53, payload_len: 10 })),
-        ..PacketSummary::EMPTY
-    };
     let cfg = FlowConfig { max_flows: 100, active_timeout_ns: Some(1_000_000 * MS), ..FlowConfig::default() };
     let mut t = FlowTracker::new(cfg);
     let mut out = Both::default();
