@@ -172,6 +172,11 @@ impl Interim {
     fn next_due(&self) -> u64 {
         self.due.peek().map_or(u64::MAX, |e| e.0 .0)
     }
+
+    /// Whether `slot` still holds the flow `id` (it ends, and the slot may take another).
+    fn holds(&self, table: &FlowTable<Flow>, slot: u32, id: u64) -> bool {
+        table.is_live(slot) && self.ids[slot as usize] == id
+    }
 }
 
 impl FlowTracker {
@@ -329,8 +334,9 @@ impl FlowTracker {
                     // Entries of flows that ended stay until due: a flood of short flows would
                     // pile them up, so they go once they outnumber the live flows.
                     if interim.due.len() > 2 * self.table.len() + 1024 {
-                        let (table, ids) = (&self.table, &interim.ids);
-                        interim.due.retain(|e| table.is_live(e.0 .2) && ids[e.0 .2 as usize] == e.0 .1);
+                        let mut due = std::mem::take(&mut interim.due);
+                        due.retain(|&std::cmp::Reverse((_, id, slot))| interim.holds(&self.table, slot, id));
+                        interim.due = due;
                     }
                 }
                 slot
@@ -414,8 +420,8 @@ impl FlowTracker {
                 break;
             }
             interim.due.pop();
-            if !self.table.is_live(slot) || interim.ids[slot as usize] != id {
-                continue; // the flow ended; the slot may hold another
+            if !interim.holds(&self.table, slot, id) {
+                continue;
             }
             let flow = *self.table.value(slot);
             let lingering = self.table.key(slot).protocol == 6 && self.tcp.get(flow.conn).closed.is_some();

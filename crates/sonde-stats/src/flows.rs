@@ -206,9 +206,10 @@ impl FlowSink for FlowIntervals {
         self.internal = Internal::new(nets.to_vec());
     }
 
-    /// Unlike a flow's metrics, a sample is charged to the interval it was taken in.
     /// Flows are counted as they end.
     fn interim(&mut self, _: &FlowRecord) {}
+
+    /// Unlike a flow's metrics, a sample is charged to the interval it was taken in.
     fn rtt_sample(&mut self, s: &RttSample) {
         let net = Net::of(self.internal.contains(&s.client_ip), self.internal.contains(&s.server_ip));
         let dir = if s.client_data { Dir::C2s } else { Dir::S2c };

@@ -15,7 +15,7 @@ use sonde_define::Counter;
 use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
-use sonde_output::summary::{self, ChangeSummary, IpfixSummary, KafkaSummary, Monitoring, SortSummary, Summary};
+use sonde_output::summary::{self, ChangeSummary, Monitoring, SortSummary, Summary};
 use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffer, Spilled};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
@@ -322,7 +322,7 @@ pub fn run(
             state.add_export_counters(export::ipfix_metrics(e.live()));
         }
         if let Some(k) = &kafka {
-            state.add_export_counters(export::kafka_metrics(k.live()));
+            state.add_export_counters(export::kafka_metrics(k));
         }
     }
     let feed = || exporter.as_ref().map(|e| export::IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
@@ -380,18 +380,8 @@ pub fn run(
     };
     // Every worker's sink is done: what is queued goes out, then the counters come back.
     let ipfix_summary = exporter.map(|e| {
-        let stats = e.finish();
-        IpfixSummary {
-            target: ipfix.as_ref().map(|(t, ..)| t.to_string()).unwrap_or_default(),
-            domain: args.ipfix_domain,
-            messages: stats.messages,
-            bytes: stats.bytes,
-            records: stats.records,
-            dropped_records: stats.dropped_records,
-            failed_messages: stats.failed_messages,
-            failed_records: stats.failed_records,
-            last_error: stats.last_error,
-        }
+        let target = ipfix.as_ref().map(|(t, ..)| t.to_string()).unwrap_or_default();
+        export::ipfix_summary(&target, args.ipfix_domain, e.finish())
     });
     // The intervals not published yet go out (a trace's all: analyze has them only at its
     // end), then the queue drains within --kafka-flush-timeout and the counters come back.
@@ -403,21 +393,7 @@ pub fn run(
                 export::publish_intervals(&exporter, report, published)?;
             }
             let cfg = exporter.config().clone();
-            let stats = exporter.finish();
-            Some(KafkaSummary {
-                brokers: cfg.brokers,
-                topic: cfg.topic,
-                interval_topic: cfg.interval_topic,
-                sent: stats.sent,
-                flows: stats.flows,
-                interim: stats.interim,
-                intervals: stats.intervals,
-                delivered: stats.delivered,
-                dropped_queue_full: stats.dropped_queue_full,
-                failed: stats.failed,
-                undelivered_at_exit: stats.undelivered_at_exit,
-                last_error: stats.last_error,
-            })
+            Some(export::kafka_summary(&cfg, exporter.finish()))
         }
         None => None,
     };

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use sonde_engine::{Drain, DrainObserver, Held, Part};
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
+use sonde_output::summary::{IpfixSummary, KafkaSummary, Summary};
 use sonde_stats::{FlowIntervals, PacketInterval, Report};
 
 use crate::flags::AnalysisArgs;
@@ -96,38 +97,53 @@ impl<P: Part> DrainObserver<P> for IntervalPublisher<'_> {
     }
 }
 
+/// The summary's section of an IPFIX export to `target`, from its counters.
+pub fn ipfix_summary(target: &str, domain: u32, stats: sonde_ipfix::ExportStats) -> IpfixSummary {
+    IpfixSummary {
+        target: target.to_string(),
+        domain,
+        messages: stats.messages,
+        bytes: stats.bytes,
+        records: stats.records,
+        dropped_records: stats.dropped_records,
+        failed_messages: stats.failed_messages,
+        failed_records: stats.failed_records,
+        last_error: stats.last_error,
+    }
+}
+
+/// The summary's section of a Kafka export configured as `cfg`, from its counters.
+pub fn kafka_summary(cfg: &sonde_kafka::Config, stats: sonde_kafka::Stats) -> KafkaSummary {
+    KafkaSummary {
+        brokers: cfg.brokers.clone(),
+        topic: cfg.topic.clone(),
+        interval_topic: cfg.interval_topic.clone(),
+        sent: stats.sent,
+        flows: stats.flows,
+        interim: stats.interim,
+        intervals: stats.intervals,
+        delivered: stats.delivered,
+        dropped_queue_full: stats.dropped_queue_full,
+        failed: stats.failed,
+        undelivered_at_exit: stats.undelivered_at_exit,
+        last_error: stats.last_error,
+    }
+}
+
 /// The IPFIX exporter's counters for `/metrics`, read at each scrape.
 pub fn ipfix_metrics(live: sonde_ipfix::LiveStats) -> sonde_http::ExportCounters {
-    Box::new(move || ipfix_counters(&live.stats()))
+    Box::new(move || ipfix_counters(&ipfix_summary("", 0, live.stats())))
 }
 
 /// The Kafka exporter's counters for `/metrics`, read at each scrape.
-pub fn kafka_metrics(live: sonde_kafka::LiveStats) -> sonde_http::ExportCounters {
-    Box::new(move || kafka_counters(&live.stats()))
+pub fn kafka_metrics(exporter: &sonde_kafka::Exporter) -> sonde_http::ExportCounters {
+    let (cfg, live) = (exporter.config().clone(), exporter.live());
+    Box::new(move || kafka_counters(&kafka_summary(&cfg, live.stats())))
 }
 
 /// A finished run's exporters' counters for `/metrics`, from its summary.
-pub fn final_metrics(summary: &sonde_output::summary::Summary) -> sonde_http::ExportCounters {
-    let kafka = summary.kafka.as_ref().map(|k| sonde_kafka::Stats {
-        sent: k.sent,
-        delivered: k.delivered,
-        dropped_queue_full: k.dropped_queue_full,
-        failed: k.failed,
-        undelivered_at_exit: k.undelivered_at_exit,
-        flows: k.flows,
-        interim: k.interim,
-        intervals: k.intervals,
-        last_error: None,
-    });
-    let ipfix = summary.ipfix.as_ref().map(|i| sonde_ipfix::ExportStats {
-        messages: i.messages,
-        bytes: i.bytes,
-        records: i.records,
-        dropped_records: i.dropped_records,
-        failed_messages: i.failed_messages,
-        failed_records: i.failed_records,
-        last_error: None,
-    });
+pub fn final_metrics(summary: &Summary) -> sonde_http::ExportCounters {
+    let (kafka, ipfix) = (summary.kafka.clone(), summary.ipfix.clone());
     Box::new(move || {
         let mut counters = kafka.as_ref().map(kafka_counters).unwrap_or_default();
         counters.extend(ipfix.as_ref().map(ipfix_counters).unwrap_or_default());
@@ -136,7 +152,7 @@ pub fn final_metrics(summary: &sonde_output::summary::Summary) -> sonde_http::Ex
 }
 
 /// The IPFIX exporter's counters.
-pub fn ipfix_counters(s: &sonde_ipfix::ExportStats) -> Vec<sonde_http::ExportCounter> {
+fn ipfix_counters(s: &IpfixSummary) -> Vec<sonde_http::ExportCounter> {
     let counter = |name, help, labels, value| sonde_http::ExportCounter { name, help, labels, value };
     let messages = "IPFIX messages (templates included) handed to the socket or file (sent) or that could not be.";
     let records =
@@ -152,22 +168,15 @@ pub fn ipfix_counters(s: &sonde_ipfix::ExportStats) -> Vec<sonde_http::ExportCou
 }
 
 /// The Kafka exporter's counters.
-fn kafka_counters(s: &sonde_kafka::Stats) -> Vec<sonde_http::ExportCounter> {
-    let messages = |outcome, value| {
-        sonde_http::ExportCounter {
-        name: "sonde_kafka_messages_total",
-        help: "Kafka messages: accepted into the producer's queue (sent), acknowledged by the brokers (delivered), dropped because the queue was full, failed.",
-        labels: vec![("outcome", outcome)],
-        value,
-    }
-    };
-    let records = |kind, value| sonde_http::ExportCounter {
-        name: "sonde_kafka_records_total",
-        help:
-            "Kafka messages accepted into the queue, by record: flows ended, interim records of flows open, intervals.",
-        labels: vec![("record", kind)],
-        value,
-    };
+fn kafka_counters(s: &KafkaSummary) -> Vec<sonde_http::ExportCounter> {
+    let counter = |name, help, labels, value| sonde_http::ExportCounter { name, help, labels, value };
+    let messages_help = "Kafka messages: accepted into the producer's queue (sent), acknowledged by the brokers \
+        (delivered), dropped because the queue was full, failed.";
+    let records_help =
+        "Kafka messages accepted into the queue, by record: flows ended, interim records of flows open, intervals.";
+    let messages =
+        |outcome, value| counter("sonde_kafka_messages_total", messages_help, vec![("outcome", outcome)], value);
+    let records = |kind, value| counter("sonde_kafka_records_total", records_help, vec![("record", kind)], value);
     vec![
         messages("sent", s.sent),
         messages("delivered", s.delivered),
