@@ -526,6 +526,7 @@ impl FlowTracker {
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 client,
                 server,
+                app: None,
             })
         } else {
             let u = self.udp.get(flow.conn);
@@ -536,6 +537,7 @@ impl FlowTracker {
                 last_ns: u.last_ns,
                 client: u.dirs[0],
                 server: u.dirs[1],
+                app: None,
             })
         }
     }

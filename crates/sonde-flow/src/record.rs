@@ -177,6 +177,8 @@ pub struct TcpRecord {
     pub hs_synack_ack_ns: Option<u64>,
     pub client: TcpDirStats,
     pub server: TcpDirStats,
+    /// What the flow's first packets told of its application (None: no payload was read).
+    pub app: Option<Box<sonde_l7::Facts>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -196,6 +198,8 @@ pub struct UdpRecord {
     pub last_ns: u64,
     pub client: UdpDirStats,
     pub server: UdpDirStats,
+    /// What the flow's first packets told of its application (None: no payload was read).
+    pub app: Option<Box<sonde_l7::Facts>>,
 }
 
 /// A finished flow of either protocol. Sinks get it by reference, built on the stack: no

@@ -48,8 +48,21 @@ pub struct Facts {
     pub http: Option<Box<HttpFacts>>,
     pub dns: Option<Box<DnsFacts>>,
     pub rtp: Option<Box<RtpFacts>>,
+    /// DN-Hunter: the name the client resolved to the server's address before the flow began.
+    pub resolved: Option<Box<Resolved>>,
     /// What went wrong reading this flow's payload.
     pub problems: Problems,
+}
+
+/// A DNS answer that gave the client the server's address (Tstat's `fqdn`, `dns_rslv`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// The name asked for (lower case, no trailing dot).
+    pub name: String,
+    /// The DNS server that answered.
+    pub resolver: std::net::IpAddr,
+    /// Packet time of the answer.
+    pub answer_ns: u64,
 }
 
 /// TLS over TCP (and the TLS inside a QUIC Initial: `QuicFacts::tls`).
