@@ -61,7 +61,7 @@ impl Builder {
 
     /// Appends `value`; `scratch` is where an address is spelled out.
     #[inline]
-    fn push(&mut self, value: Value, scratch: &mut Scratch) {
+    fn push(&mut self, value: Value<'_>, scratch: &mut Scratch) {
         match (self, value) {
             (Builder::Count(b), Value::Int(n)) => b.append_value(n),
             // ns since the epoch fit an i64 until 2262.
@@ -69,6 +69,7 @@ impl Builder {
             (Builder::Duration(b), Value::Ms(ns)) => b.append_value(ns as i64),
             (Builder::Flag(b), Value::Bool(v)) => b.append_value(v),
             (Builder::Text(b), Value::Text(s)) => b.append_value(s),
+            (Builder::Text(b), Value::Str(s)) => b.append_value(s),
             (Builder::Text(b), Value::Ip(ip)) => b.append_value(ip_text(ip, scratch)),
             (b, v) => {
                 // Only "no value" and "no sample" reach here: a column whose kind does not

@@ -227,7 +227,9 @@ pub(crate) enum Verdict {
 /// The protocol a flow speaks, once recognised, with its parser's state.
 enum App {
     /// Not known yet: the first segments are tried on each parser.
-    Unknown { tries: u8 },
+    Unknown {
+        tries: u8,
+    },
     Tls(tls::TlsParser),
     Quic(quic::QuicParser),
     Http(http::HttpParser),
@@ -268,10 +270,12 @@ impl Session {
         }
         let cut = (payload.len() as u64) < u64::from(wire_len);
         let bytes = match (self.transport, tcp_seq) {
-            (Transport::Tcp, Some(seq)) => match self.streams[dir].accept(seq, payload, wire_len, &mut self.facts.problems) {
-                Some(b) => b,
-                None => return,
-            },
+            (Transport::Tcp, Some(seq)) => {
+                match self.streams[dir].accept(seq, payload, wire_len, &mut self.facts.problems) {
+                    Some(b) => b,
+                    None => return,
+                }
+            }
             _ => payload,
         };
         if bytes.is_empty() {

@@ -8,13 +8,16 @@ use sonde_flow::{TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 
 /// One field value, formatted the same way in every output format.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Value {
+pub enum Value<'a> {
     Int(u64),
     /// A duration or time given in nanoseconds, printed in milliseconds with 3 decimals (µs,
     /// rounded half up), by integer arithmetic so the text never depends on float formatting.
     Ms(u64),
     Ip(IpAddr),
     Text(&'static str),
+    /// A text read from the traffic (a server name, a host header): escaped where the format
+    /// needs it (TSV: backslash, tab, newline and carriage return as `\\`, `\t`, `\n`, `\r`).
+    Str(&'a str),
     Bool(bool),
     /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
     Missing,
@@ -42,20 +45,20 @@ pub enum Kind {
 pub struct Column<R> {
     pub name: &'static str,
     pub kind: Kind,
-    pub value: fn(&R) -> Value,
+    pub value: fn(&R) -> Value<'_>,
 }
 
-fn ms(ns: u64) -> Value {
+fn ms(ns: u64) -> Value<'static> {
     Value::Ms(ns)
 }
 
 /// A mean or deviation in (fractional) nanoseconds.
-fn ms_f(ns: f64) -> Value {
+fn ms_f(ns: f64) -> Value<'static> {
     Value::Ms(if ns.is_finite() && ns > 0.0 { ns.round() as u64 } else { 0 })
 }
 
 /// An RTT statistic, without a sample when fewer than `least` samples were taken.
-fn rtt(samples: u64, least: u64, value: Value) -> Value {
+fn rtt(samples: u64, least: u64, value: Value<'static>) -> Value<'static> {
     if samples < least {
         Value::NoSample
     } else {
@@ -65,7 +68,7 @@ fn rtt(samples: u64, least: u64, value: Value) -> Value {
 
 /// A time relative to the flow's first packet; no sample when the event never happened
 /// (Tstat's 0).
-fn rel(t_ns: u64, first_ns: u64) -> Value {
+fn rel(t_ns: u64, first_ns: u64) -> Value<'static> {
     if t_ns == 0 {
         Value::NoSample
     } else {
@@ -74,7 +77,7 @@ fn rel(t_ns: u64, first_ns: u64) -> Value {
 }
 
 /// A value measured on packets of one direction: no sample when there were none.
-fn seen(pkts: u64, value: u64) -> Value {
+fn seen(pkts: u64, value: u64) -> Value<'static> {
     if pkts == 0 {
         Value::NoSample
     } else {
@@ -82,7 +85,7 @@ fn seen(pkts: u64, value: u64) -> Value {
     }
 }
 
-fn opt_ms(v: Option<u64>) -> Value {
+fn opt_ms(v: Option<u64>) -> Value<'static> {
     v.map_or(Value::Missing, ms)
 }
 
@@ -255,7 +258,7 @@ macro_rules! tcp_dir_extra_columns {
     };
 }
 
-fn dir_first(d: &TcpDirStats, first_ns: u64) -> Value {
+fn dir_first(d: &TcpDirStats, first_ns: u64) -> Value<'static> {
     rel(d.first_payload_ns, first_ns)
 }
 
@@ -328,7 +331,7 @@ macro_rules! udp_dir_columns {
     };
 }
 
-fn udp_first_abs(d: &UdpDirStats) -> Value {
+fn udp_first_abs(d: &UdpDirStats) -> Value<'static> {
     if d.pkts == 0 {
         Value::NoSample
     } else {
@@ -336,7 +339,7 @@ fn udp_first_abs(d: &UdpDirStats) -> Value {
     }
 }
 
-fn udp_durat(d: &UdpDirStats) -> Value {
+fn udp_durat(d: &UdpDirStats) -> Value<'static> {
     if d.pkts == 0 {
         Value::NoSample
     } else {

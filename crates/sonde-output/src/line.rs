@@ -41,7 +41,7 @@ const OCTETS: [([u8; 4], usize); 256] = {
 /// A column as written: the bytes before its value, and how to read the value.
 struct Field<R> {
     prefix: Box<[u8]>,
-    value: fn(&R) -> Value,
+    value: fn(&R) -> Value<'_>,
     /// What [`Value::NoSample`] prints: Tstat's zero in TSV, `null` in JSON (as in Parquet).
     no_sample: &'static [u8],
 }
@@ -55,6 +55,7 @@ pub struct LineFormat<R> {
     missing: &'static [u8],
     /// `false` then `true`.
     bools: [&'static [u8]; 2],
+    format: Format,
     /// The longest line without long texts.
     max_len: usize,
 }
@@ -89,7 +90,7 @@ impl<R> LineFormat<R> {
             Format::Jsonl => (b"{", b"}\n", b"\"", b"null", [b"false", b"true"]),
         };
         let max_len = start.len() + fields.iter().map(|f| f.prefix.len() + VALUE_MAX).sum::<usize>() + end.len();
-        LineFormat { fields, start, end, quote, missing, bools, max_len }
+        LineFormat { fields, start, end, quote, missing, bools, format, max_len }
     }
 
     /// Formats `record` as a line (newline included) in `buf`, a scratch buffer kept from line
@@ -112,6 +113,7 @@ impl<R> LineFormat<R> {
                 }
                 // Our static texts never need JSON escaping.
                 Value::Text(s) => line.put_text(self.quote, s),
+                Value::Str(s) => line.put_escaped(self.format, s),
                 Value::Bool(b) => line.put(self.bools[usize::from(b)]),
                 Value::Missing => line.put(self.missing),
                 Value::NoSample => line.put(field.no_sample),
@@ -162,6 +164,29 @@ impl Line<'_> {
         self.put(quote);
         self.put(s.as_bytes());
         self.put(quote);
+    }
+
+    /// A text from the traffic, escaped for `format` (TSV: `\\`, `\t`, `\n`, `\r`; JSON: a
+    /// string literal).
+    fn put_escaped(&mut self, format: Format, s: &str) {
+        let mut text = String::with_capacity(s.len() + 2);
+        match format {
+            Format::Tsv => {
+                for c in s.chars() {
+                    match c {
+                        '\\' => text.push_str("\\\\"),
+                        '\t' => text.push_str("\\t"),
+                        '\n' => text.push_str("\\n"),
+                        '\r' => text.push_str("\\r"),
+                        c => text.push(c),
+                    }
+                }
+            }
+            Format::Jsonl => {
+                text = serde_json::to_string(s).expect("a string serialises");
+            }
+        }
+        self.put_text(b"", &text);
     }
 
     /// Most integers are a single digit (73% of those in bench.pcap's logs).
