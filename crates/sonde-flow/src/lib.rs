@@ -27,6 +27,7 @@ pub mod tcp;
 pub mod udp;
 
 use ipnet::IpNet;
+use sonde_l7::{Resolved, Session};
 use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
 pub use key::{FlowKey, PacketKey};
@@ -60,6 +61,8 @@ pub struct FlowConfig {
     /// record) gives an interim record (`FlowSink::interim`), as NetFlow and IPFIX exporters do,
     /// if it had packets since. `None`: flows are reported only when they end.
     pub active_timeout_ns: Option<u64>,
+    /// Read application facts (sonde-l7) from the payload the packets bring (`AppInput`).
+    pub app_facts: bool,
 }
 
 impl Default for FlowConfig {
@@ -73,6 +76,7 @@ impl Default for FlowConfig {
             initial_flows: 4096,
             internal_nets: Vec::new(),
             active_timeout_ns: None,
+            app_facts: false,
         }
     }
 }
@@ -118,6 +122,25 @@ pub struct FlowTracker {
     next_expiry_ns: u64,
     /// With an active timeout: when each open flow's next interim record is due.
     interim: Option<Interim>,
+    /// With application facts: each table slot's application reader, made at its flow's first
+    /// payload (8 bytes a slot; the reader's own size only for flows that carry payload).
+    apps: Vec<Option<Box<Session>>>,
+}
+
+/// What a packet brings for the application readers: the captured start of its payload, and
+/// the DNS answer (DN-Hunter) that gave its sender the address it talks to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppInput<'a> {
+    pub payload: &'a [u8],
+    pub resolved: Option<&'a std::sync::Arc<Resolved>>,
+}
+
+impl AppInput<'_> {
+    pub const NONE: AppInput<'static> = AppInput { payload: &[], resolved: None };
+
+    fn is_empty(&self) -> bool {
+        self.payload.is_empty() && self.resolved.is_none()
+    }
 }
 
 /// The interim records' schedule: a min-heap of (due time, flow id, slot). A slot's flow id
@@ -196,6 +219,7 @@ impl FlowTracker {
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
             interim,
+            apps: Vec::new(),
         }
     }
 
@@ -232,7 +256,7 @@ impl FlowTracker {
         sink: &mut impl FlowSink,
     ) -> Disposition {
         match flow_key(p) {
-            Ok(k) => self.on_flow_packet(ts_ns, clock_ns, &k, p, sink),
+            Ok(k) => self.on_flow_packet(ts_ns, clock_ns, &k, p, AppInput::NONE, sink),
             Err(other) => {
                 self.advance(ts_ns, clock_ns, sink);
                 other
@@ -275,7 +299,25 @@ impl FlowTracker {
         }
     }
 
-    /// `on_packet_at` for a packet whose key was computed (by `flow_key`) already.
+    /// `on_packet` for a packet whose payload the application readers get (`app_facts`).
+    pub fn on_packet_app(
+        &mut self,
+        ts_ns: u64,
+        p: &PacketSummary,
+        app: AppInput<'_>,
+        sink: &mut impl FlowSink,
+    ) -> Disposition {
+        match flow_key(p) {
+            Ok(k) => self.on_flow_packet(ts_ns, ts_ns, &k, p, app, sink),
+            Err(other) => {
+                self.advance(ts_ns, ts_ns, sink);
+                other
+            }
+        }
+    }
+
+    /// `on_packet_at` for a packet whose key was computed (by `flow_key`) already, with what it
+    /// brings for the application readers.
     #[inline]
     pub fn on_flow_packet(
         &mut self,
@@ -283,6 +325,7 @@ impl FlowTracker {
         clock_ns: u64,
         k: &PacketKey,
         p: &PacketSummary,
+        app: AppInput<'_>,
         sink: &mut impl FlowSink,
     ) -> Disposition {
         self.advance(ts_ns, clock_ns, sink);
@@ -368,9 +411,42 @@ impl FlowTracker {
             }
             _ => unreachable!("only TCP and UDP reach the table"),
         };
+        if self.cfg.app_facts && !app.is_empty() {
+            self.feed_app(slot, flow, dir, ts_ns, &transport, app);
+        }
         self.table.touch(slot, self.clock_ns, lane);
         self.next_expiry_ns = self.next_expiry_ns.min(self.clock_ns.saturating_add(self.timeout_ns(lane)));
         Disposition::Flow
+    }
+
+    /// Hands a packet's payload to its flow's application reader (made at the first).
+    #[cold]
+    fn feed_app(&mut self, slot: u32, flow: Flow, dir: usize, ts_ns: u64, transport: &Transport, app: AppInput<'_>) {
+        let i = slot as usize;
+        if self.apps.len() <= i {
+            self.apps.resize_with(i + 1, || None);
+        }
+        let key = *self.table.key(slot);
+        let session = self.apps[i].get_or_insert_with(|| {
+            let (client, server) = key.client_server(flow.client_is_lo);
+            let l4 = if key.protocol == 6 { sonde_l7::Transport::Tcp } else { sonde_l7::Transport::Udp };
+            Box::new(Session::new(l4, client.1, server.1))
+        });
+        if let Some(resolved) = app.resolved {
+            session.resolved(dir, resolved);
+        }
+        if app.payload.is_empty() || !session.wants_more() {
+            return;
+        }
+        match transport {
+            Transport::Tcp(t) if t.payload_len > 0 => {
+                // A SYN's sequence number is its own; its data starts one on (TCP Fast Open).
+                let seq = t.seq.wrapping_add(u32::from(t.flags.syn()));
+                session.on_payload(dir, ts_ns, Some(seq), app.payload, t.payload_len);
+            }
+            Transport::Udp(u) if u.payload_len > 0 => session.on_payload(dir, ts_ns, None, app.payload, u.payload_len),
+            _ => {}
+        }
     }
 
     fn timeout_ns(&self, lane: Lane) -> u64 {
@@ -427,7 +503,7 @@ impl FlowTracker {
             let lingering = self.table.key(slot).protocol == 6 && self.tcp.get(flow.conn).closed.is_some();
             let active = self.table.last_ns(slot) >= due.saturating_sub(interim.timeout_ns);
             if active && !lingering {
-                sink.interim(&self.record(slot, EndReason::Open));
+                sink.interim(&self.record_open(slot, EndReason::Open));
             }
             // A late check (a gap in the packets) does not bunch the next ones up.
             let next = due.saturating_add(interim.timeout_ns);
@@ -469,11 +545,14 @@ impl FlowTracker {
     /// their end reason `open` (or the FIN or RST of a closed flow lingering).
     pub fn open_flows(&mut self, limit: usize) -> Vec<FlowRecord> {
         let slots = self.table.live_slots();
-        slots.into_iter().take(limit).map(|slot| self.record(slot, EndReason::Open)).collect()
+        slots.into_iter().take(limit).map(|slot| self.record_open(slot, EndReason::Open)).collect()
     }
 
     fn end_flow(&mut self, slot: u32, reason: EndReason, sink: &mut impl FlowSink) {
-        let record = self.record(slot, reason);
+        let mut record = self.record(slot, reason);
+        if let Some(session) = self.apps.get_mut(slot as usize).and_then(Option::take) {
+            record.set_app(session.into_facts());
+        }
         let key = *self.table.key(slot);
         let flow = *self.table.value(slot);
         if key.protocol == 6 {
@@ -487,8 +566,19 @@ impl FlowTracker {
         sink.flow(&record);
     }
 
-    /// The record of the flow in `slot`, as if it ended now for `reason`. Inlined, so that the
-    /// wide record is built where `end_flow` uses it, not copied out.
+    /// The record of the flow in `slot` with its application facts so far, as if it ended now
+    /// (an interim record, a live view's open flow).
+    fn record_open(&mut self, slot: u32, reason: EndReason) -> FlowRecord {
+        let mut record = self.record(slot, reason);
+        if let Some(Some(session)) = self.apps.get(slot as usize) {
+            record.set_app(session.facts().clone());
+        }
+        record
+    }
+
+    /// The record of the flow in `slot` (without its application facts), as if it ended now for
+    /// `reason`. Inlined, so that the wide record is built where `end_flow` uses it, not copied
+    /// out.
     #[inline(always)]
     fn record(&mut self, slot: u32, reason: EndReason) -> FlowRecord {
         let key = *self.table.key(slot);

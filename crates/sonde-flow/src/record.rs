@@ -230,6 +230,20 @@ impl FlowRecord {
             FlowRecord::Udp(r) => &mut r.endpoints,
         }
     }
+    /// The application facts read from the flow's payload.
+    pub fn app(&self) -> Option<&sonde_l7::Facts> {
+        match self {
+            FlowRecord::Tcp(r) => r.app.as_deref(),
+            FlowRecord::Udp(r) => r.app.as_deref(),
+        }
+    }
+    pub fn set_app(&mut self, facts: sonde_l7::Facts) {
+        let app = Some(Box::new(facts));
+        match self {
+            FlowRecord::Tcp(r) => r.app = app,
+            FlowRecord::Udp(r) => r.app = app,
+        }
+    }
     pub fn end(&self) -> EndReason {
         match self {
             FlowRecord::Tcp(r) => r.end,

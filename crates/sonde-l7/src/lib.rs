@@ -249,6 +249,8 @@ pub struct Session {
     streams: [stream::Stream; 2],
     app: App,
     facts: Facts,
+    /// `facts.resolved` came from the client's side.
+    resolved_by_client: bool,
 }
 
 impl Session {
@@ -259,6 +261,7 @@ impl Session {
             streams: Default::default(),
             app: App::Unknown { tries: 0 },
             facts: Facts::default(),
+            resolved_by_client: false,
         }
     }
 
@@ -347,6 +350,16 @@ impl Session {
         let (app, verdict) = found?;
         self.app = app;
         Some(verdict)
+    }
+
+    /// DN-Hunter: the DNS answer that gave the sender of a packet of direction `dir` the
+    /// address it talks to. The client's first one labels the flow (the server's, when the
+    /// client sent nothing of the kind).
+    pub fn resolved(&mut self, dir: Dir, resolved: &std::sync::Arc<Resolved>) {
+        if self.facts.resolved.is_none() || (dir == CLIENT && !self.resolved_by_client) {
+            self.facts.resolved = Some(Box::new(Resolved::clone(resolved)));
+            self.resolved_by_client = dir == CLIENT;
+        }
     }
 
     /// Whether more payload could still add facts (false once the parser is done or gave up).
