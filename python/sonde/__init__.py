@@ -72,6 +72,8 @@ def _options(
     anonymize: Optional[str],
     key: Optional[PathLike],
     thin: bool,
+    app_packets: int,
+    dns_cache: int,
 ) -> Dict[str, Any]:
     """The options as the extension takes them: every key present, lists split."""
     if isinstance(internal, str):
@@ -95,6 +97,8 @@ def _options(
         "anonymize": anonymize,
         "key": key,
         "thin": bool(thin),
+        "app_packets": int(app_packets),
+        "dns_cache": int(dns_cache),
     }
 
 
@@ -184,6 +188,8 @@ def analyze(
     anonymize: Optional[str] = None,
     key: Optional[PathLike] = None,
     thin: bool = False,
+    app_packets: int = 8,
+    dns_cache: int = 100_000,
     strict: bool = True,
 ) -> Run:
     """Analyses the trace at ``path`` and returns its flows, intervals and summary.
@@ -212,6 +218,9 @@ def analyze(
         anonymize: ``"cryptopan"``, ``"hash"`` or ``"zero"``: every address anonymised.
         key: the key file for ``cryptopan`` and ``hash`` (created, mode 600, if absent).
         thin: drop pure TCP ACKs before analysis (NATRA, docs/thinning.md).
+        app_packets: payload packets of each flow direction read for application facts
+            (TLS, QUIC, HTTP, DNS, RTP; docs/l7.md); 0 turns them off.
+        dns_cache: DNS answers kept for DN-Hunter (the name a flow's client resolved).
         strict: when the input ends early (truncated or corrupt), raise
             ``TruncatedTraceError`` (the partial run is its ``result``); with False, return
             the partial run with ``input_error`` set.
@@ -224,7 +233,7 @@ def analyze(
     """
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
-                    max_flows, filter, anonymize, key, thin)
+                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
     return _finished(_sonde.analyze(path, opts), strict)
 
 
@@ -300,6 +309,8 @@ def stream(
     anonymize: Optional[str] = None,
     key: Optional[PathLike] = None,
     thin: bool = False,
+    app_packets: int = 8,
+    dns_cache: int = 100_000,
     strict: bool = True,
 ) -> FlowStream:
     """Analyses the trace at ``path``, yielding its flows in batches of up to ``rows`` as they end.
@@ -310,7 +321,7 @@ def stream(
     """
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
-                    max_flows, filter, anonymize, key, thin)
+                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
     return FlowStream(_sonde.stream(path, opts, int(rows)), strict)
 
 
@@ -341,6 +352,8 @@ def monitor(
     anonymize: Optional[str] = None,
     key: Optional[PathLike] = None,
     thin: bool = False,
+    app_packets: int = 8,
+    dns_cache: int = 100_000,
 ) -> FlowStream:
     """Captures on live interfaces (``sonde monitor``), yielding flows in batches as they end.
 
@@ -364,7 +377,7 @@ def monitor(
     interfaces = [interface] if isinstance(interface, str) else list(interface)
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
-                    max_flows, filter, anonymize, key, thin)
+                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
     cap = {"capture": capture, "ring_mb": int(ring_mb), "promisc": bool(promisc),
            "tick_ms": int(tick_ms), "duration": None if duration is None else float(duration)}
     return FlowStream(_sonde.monitor(interfaces, opts, cap, int(rows)), strict=False)

@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+mod app;
 mod collector;
 mod controls;
 mod defined;
@@ -36,6 +37,7 @@ mod sink;
 mod stats;
 mod thinning;
 
+pub use app::{AppConfig, AppReaderStats, UDP_HEAD_BYTES};
 pub use controls::{Controls, Edit};
 pub use pipeline::{Outcome, Pipeline, Progress};
 pub use run::{Drains, PartOf, Run, RunError, RunResult, Timing};

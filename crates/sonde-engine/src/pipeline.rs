@@ -10,16 +10,18 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
 use sonde_define::{ChangeError, Counter, Layers, Matcher, SetChange};
 use sonde_filter::Filter;
-use sonde_flow::{FlowConfig, FlowRecord, FlowSink, FlowTracker, PacketKey, TableStats};
+use sonde_flow::{AppInput, FlowConfig, FlowRecord, FlowSink, FlowTracker, PacketKey, TableStats};
+use sonde_l7::Resolved;
 use sonde_stats::{FlowIntervals, PacketIntervals};
 use sonde_thin::Thinner;
 use sonde_wire::{LinkType, PacketSummary};
 
+use crate::app::{AppConfig, AppReader, Attach};
 use crate::collector::{ReaderPart, ToCollector, WorkerPart};
 use crate::controls::Controls;
 use crate::defined::{DefBatch, Reorder};
 use crate::sink::{DefinitionsView, ReaderStatus, Sinks, WorkerSink};
-use crate::stats::{CountingSink, FlowCounts, RunStats};
+use crate::stats::{AppCounts, CountingSink, FlowCounts, RunStats};
 use crate::ThinningReport;
 
 /// How the work is split.
@@ -33,11 +35,13 @@ pub struct Pipeline {
     /// Thin the decoded packets before anything analyses them (`--thin natra`): a fresh
     /// thinner, which each run clones.
     pub thin: Option<Thinner>,
+    /// Read application facts (`flow.app_facts` turns them on in the workers).
+    pub app: AppConfig,
 }
 
 impl Default for Pipeline {
     fn default() -> Self {
-        Pipeline { flow: FlowConfig::default(), workers: 1, batch_len: 512, thin: None }
+        Pipeline { flow: FlowConfig::default(), workers: 1, batch_len: 512, thin: None, app: AppConfig::default() }
     }
 }
 
@@ -70,6 +74,51 @@ struct Item {
     clock_ns: u64,
     key: PacketKey,
     packet: PacketSummary,
+    /// What it brings for the application readers, in its batch's `AppData`.
+    app: AppRef,
+}
+
+/// Where an item's payload and DNS answer are in its batch's [`AppData`].
+#[derive(Clone, Copy, Default)]
+struct AppRef {
+    payload_at: u32,
+    payload_len: u32,
+    /// 1 + the answer's index; 0: none.
+    resolved: u32,
+}
+
+/// The payloads and DNS answers of a batch's items.
+#[derive(Default)]
+struct AppData {
+    payload: Vec<u8>,
+    resolved: Vec<Arc<Resolved>>,
+}
+
+impl AppData {
+    /// Keeps what `attach` brings for an item, and says where.
+    fn keep(&mut self, attach: Attach<'_>) -> AppRef {
+        let mut r =
+            AppRef { payload_at: self.payload.len() as u32, payload_len: attach.payload.len() as u32, resolved: 0 };
+        self.payload.extend_from_slice(attach.payload);
+        if let Some(resolved) = attach.resolved {
+            self.resolved.push(resolved);
+            r.resolved = self.resolved.len() as u32;
+        }
+        r
+    }
+
+    fn input(&self, r: AppRef) -> AppInput<'_> {
+        let at = r.payload_at as usize;
+        AppInput {
+            payload: self.payload.get(at..at + r.payload_len as usize).unwrap_or(&[]),
+            resolved: r.resolved.checked_sub(1).and_then(|i| self.resolved.get(i as usize)),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.payload.clear();
+        self.resolved.clear();
+    }
 }
 
 /// How far ahead of the packet being analysed a worker prefetches its flow's index entry, table
@@ -82,19 +131,26 @@ const PREFETCH_STATE: usize = 2;
 const INLINE_BATCH: usize = 64;
 
 impl Item {
-    const EMPTY: Item = Item { ts_ns: 0, clock_ns: 0, key: PacketKey::EMPTY, packet: PacketSummary::EMPTY };
+    const EMPTY: Item = Item {
+        ts_ns: 0,
+        clock_ns: 0,
+        key: PacketKey::EMPTY,
+        packet: PacketSummary::EMPTY,
+        app: AppRef { payload_at: 0, payload_len: 0, resolved: 0 },
+    };
 }
 
 /// What travels to a worker and back: flow packets, and packets for the definitions' matcher.
 #[derive(Default)]
 struct Batch {
     items: Vec<Item>,
+    app: AppData,
     defs: DefBatch,
 }
 
 impl Batch {
     fn with_capacity(n: usize) -> Batch {
-        Batch { items: Vec::with_capacity(n), defs: DefBatch::default() }
+        Batch { items: Vec::with_capacity(n), app: AppData::default(), defs: DefBatch::default() }
     }
 
     fn is_empty(&self) -> bool {
@@ -211,10 +267,12 @@ pub(crate) fn read_input<K: Sinks>(
         intervals: setup.intervals,
         definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
+        app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app)),
     };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
-        let mut inline = Inline { worker: new_worker(), batch: [Item::EMPTY; INLINE_BATCH], len: 0 };
+        let mut inline =
+            Inline { worker: new_worker(), batch: [Item::EMPTY; INLINE_BATCH], app: AppData::default(), len: 0 };
         let input_error = reader.read(source, filter, progress, &mut inline);
         inline.flush();
         (input_error, vec![inline.worker.finish(reader.clock_ns)])
@@ -223,8 +281,9 @@ pub(crate) fn read_input<K: Sinks>(
         run_threads(&mut reader, source, filter, progress, threads)
     };
     let thinning = reader.thinner.as_ref().map(ThinningReport::new);
+    let app_reader = reader.app.as_ref().map(|a| a.stats);
 
-    let mut counts = FlowCounts::default();
+    let mut counts = FlowCounts { app: pipeline.flow.app_facts.then(AppCounts::default), ..FlowCounts::default() };
     let mut table = TableStats::default();
     let mut outputs = Vec::with_capacity(results.len());
     for r in results {
@@ -241,6 +300,9 @@ pub(crate) fn read_input<K: Sinks>(
     stats.thinning = thinning;
     stats.finish();
     stats.set_table(table);
+    if let Some(app) = app_reader {
+        stats.set_app_reader(app);
+    }
     (Outcome { stats, input_error }, outputs)
 }
 
@@ -325,6 +387,8 @@ trait Dispatch {
         false
     }
     fn slot(&mut self) -> &mut Item;
+    /// Keeps what the slot's packet brings for the application readers of `worker`.
+    fn attach(&mut self, worker: usize, attach: Attach<'_>);
     fn commit(&mut self, worker: usize);
     /// The clock moved to `clock_ns` without a packet: every worker analyses what it was given
     /// and expires its idle flows.
@@ -351,13 +415,15 @@ trait Dispatch {
 struct Inline<S: WorkerSink> {
     worker: Worker<WorkerOutputs<S>, S::Part>,
     batch: [Item; INLINE_BATCH],
+    app: AppData,
     len: usize,
 }
 
 impl<S: WorkerSink> Inline<S> {
     /// Analyses the packets collected so far (before a message that must come after them).
     fn flush(&mut self) {
-        self.worker.packets(&self.batch[..self.len]);
+        self.worker.packets(&self.batch[..self.len], &self.app);
+        self.app.clear();
         self.len = 0;
     }
 }
@@ -367,11 +433,14 @@ impl<S: WorkerSink> Dispatch for Inline<S> {
         &mut self.batch[self.len]
     }
 
+    fn attach(&mut self, _: usize, attach: Attach<'_>) {
+        self.batch[self.len].app = self.app.keep(attach);
+    }
+
     fn commit(&mut self, _: usize) {
         self.len += 1;
         if self.len == INLINE_BATCH {
-            self.worker.packets(&self.batch);
-            self.len = 0;
+            self.flush();
         }
     }
 
@@ -476,6 +545,10 @@ impl Dispatch for ToThreads<'_> {
 
     fn slot(&mut self) -> &mut Item {
         &mut self.staged
+    }
+
+    fn attach(&mut self, worker: usize, attach: Attach<'_>) {
+        self.staged.app = self.batches[worker].app.keep(attach);
     }
 
     fn commit(&mut self, worker: usize) {
@@ -628,7 +701,8 @@ impl Recent {
 
 impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
     fn new(cfg: FlowConfig, sink: WorkerOutputs<S>, drain: Option<WorkerDrain<S::Part>>) -> Self {
-        Worker { tracker: FlowTracker::new(cfg), sink, counts: FlowCounts::default(), drain }
+        let counts = FlowCounts { app: cfg.app_facts.then(AppCounts::default), ..FlowCounts::default() };
+        Worker { tracker: FlowTracker::new(cfg), sink, counts, drain }
     }
 
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
@@ -652,7 +726,7 @@ impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
 }
 
 impl<S: FlowSink, P> Worker<S, P> {
-    fn packets(&mut self, items: &[Item]) {
+    fn packets(&mut self, items: &[Item], app: &AppData) {
         for (i, item) in items.iter().enumerate() {
             if let Some(ahead) = items.get(i + PREFETCH_INDEX) {
                 self.tracker.prefetch_index(&ahead.key);
@@ -664,7 +738,9 @@ impl<S: FlowSink, P> Worker<S, P> {
                 self.tracker.prefetch_state(&ahead.key);
             }
             let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
-            self.tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, &mut sink);
+            let input =
+                if item.app.payload_len == 0 && item.app.resolved == 0 { AppInput::NONE } else { app.input(item.app) };
+            self.tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, input, &mut sink);
         }
     }
 
@@ -690,8 +766,9 @@ fn work<S: WorkerSink>(
     while let Ok(message) = rx.recv() {
         match message {
             Message::Batch(mut batch) => {
-                worker.packets(&batch.items);
+                worker.packets(&batch.items, &batch.app);
                 batch.items.clear();
+                batch.app.clear();
                 if let Some(m) = &matcher {
                     batch.defs.match_all(m);
                 }
@@ -726,6 +803,8 @@ struct Reader<'a, 'c, P> {
     intervals: Option<&'c mut PacketIntervals>,
     definitions: Option<&'c mut Counter>,
     thinner: Option<Thinner>,
+    /// With application facts: what of each packet goes to the workers' readers.
+    app: Option<AppReader>,
 }
 
 impl<P> Reader<'_, '_, P> {
@@ -783,12 +862,19 @@ impl<P> Reader<'_, '_, P> {
             }
             let item = dispatch.slot();
             let link = LinkType(frame.link_type);
-            let decoded = match self.definitions {
-                None => sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet).map(|()| None),
-                Some(_) => decode_layers(&frame, &mut item.packet).map(Some),
+            let decoded = match (&self.definitions, &self.app) {
+                (None, None) => {
+                    sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet).map(|()| (None, None))
+                }
+                (None, Some(_)) => sonde_wire::decode_with_offsets(link, frame.data, frame.wire_len, &mut item.packet)
+                    .map(|offsets| (None, offsets.payload)),
+                (Some(_), _) => decode_layers(&frame, &mut item.packet).map(|l| {
+                    let payload = l.payload;
+                    (Some(l), payload)
+                }),
             };
-            let layers = match decoded {
-                Ok(layers) => layers,
+            let (layers, payload_at) = match decoded {
+                Ok(decoded) => decoded,
                 Err(unsupported) => {
                     stats.count_unsupported(unsupported.0 .0);
                     continue;
@@ -819,6 +905,11 @@ impl<P> Reader<'_, '_, P> {
                 dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker);
             }
             if let Some(worker) = worker {
+                if let (Some(app), Ok(key)) = (self.app.as_mut(), key.as_ref()) {
+                    let payload = payload_bytes(frame.data, &dispatch.slot().packet, payload_at);
+                    let attach = app.attach(frame.ts_ns, &dispatch.slot().packet, key, payload);
+                    dispatch.attach(worker, attach);
+                }
                 dispatch.commit(worker);
             }
         }
@@ -913,6 +1004,18 @@ fn tick(clock_ns: u64, intervals: Option<&mut PacketIntervals>, dispatch: &mut i
         m.tick(clock_ns);
     }
     dispatch.tick(clock_ns);
+}
+
+/// The captured bytes of a TCP or UDP packet's payload (its start when the capture cut it).
+fn payload_bytes<'f>(frame: &'f [u8], p: &PacketSummary, at: Option<u32>) -> &'f [u8] {
+    let len = match p.transport {
+        Some(sonde_wire::Transport::Tcp(t)) => t.payload_len,
+        Some(sonde_wire::Transport::Udp(u)) => u.payload_len,
+        _ => 0,
+    };
+    let Some(at) = at.filter(|_| len > 0) else { return &[] };
+    let rest = frame.get(at as usize..).unwrap_or(&[]);
+    &rest[..rest.len().min(len as usize)]
 }
 
 /// Decodes `frame` with its layer offsets, for the flow definitions. Kept out of the reader's

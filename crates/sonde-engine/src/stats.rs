@@ -77,6 +77,118 @@ pub struct FlowCounts {
     /// Interim records of flows still open at their active timeout (`--active-timeout`), sent
     /// to the exporters; not in the flow logs.
     pub interim_records: u64,
+    /// What the application readers found in the flows logged (null when off).
+    pub app: Option<AppCounts>,
+}
+
+/// The application facts of the flows logged (docs/l7.md).
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AppCounts {
+    /// Flows whose payload was read.
+    pub flows_read: u64,
+    /// Flows by application label, told by their payload.
+    pub labels: BTreeMap<&'static str, u64>,
+    /// Flows by application label told by a well-known port only (no payload told).
+    pub labels_by_port: BTreeMap<&'static str, u64>,
+    /// Payloads that could not be read, by problem: the fact is left empty.
+    pub problems: AppProblems,
+    /// What the reader sent the application readers, and DN-Hunter's cache.
+    pub reader: AppReaderCounts,
+}
+
+/// [`sonde_l7::Problems`], summed over the flows.
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AppProblems {
+    pub tls_malformed: u64,
+    pub quic_malformed: u64,
+    pub http_malformed: u64,
+    pub dns_malformed: u64,
+    pub rtp_malformed: u64,
+    /// A gap in a TCP direction's first bytes (lost or not captured): reading stopped there.
+    pub stream_gaps: u64,
+    /// A message over its parser's size limit: left unread.
+    pub over_limit: u64,
+}
+
+impl AppProblems {
+    fn add(&mut self, p: &sonde_l7::Problems) {
+        self.tls_malformed += u64::from(p.tls_malformed);
+        self.quic_malformed += u64::from(p.quic_malformed);
+        self.http_malformed += u64::from(p.http_malformed);
+        self.dns_malformed += u64::from(p.dns_malformed);
+        self.rtp_malformed += u64::from(p.rtp_malformed);
+        self.stream_gaps += u64::from(p.stream_gaps);
+        self.over_limit += u64::from(p.over_limit);
+    }
+
+    fn sum(&mut self, o: &AppProblems) {
+        self.tls_malformed += o.tls_malformed;
+        self.quic_malformed += o.quic_malformed;
+        self.http_malformed += o.http_malformed;
+        self.dns_malformed += o.dns_malformed;
+        self.rtp_malformed += o.rtp_malformed;
+        self.stream_gaps += o.stream_gaps;
+        self.over_limit += o.over_limit;
+    }
+}
+
+/// [`crate::AppReaderStats`] in the summary.
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct AppReaderCounts {
+    /// Payloads sent whole (a flow direction's first packets).
+    pub payloads: u64,
+    /// Later UDP payloads sent as their first bytes (RTP headers).
+    pub udp_heads: u64,
+    /// DNS answers read for DN-Hunter, the (client, address) entries they gave, and entries
+    /// dropped from the full cache (`--dns-cache`).
+    pub dns_answers: u64,
+    pub dns_entries: u64,
+    pub dns_evicted: u64,
+}
+
+impl From<crate::AppReaderStats> for AppReaderCounts {
+    fn from(s: crate::AppReaderStats) -> Self {
+        AppReaderCounts {
+            payloads: s.payloads,
+            udp_heads: s.udp_heads,
+            dns_answers: s.dns_answers,
+            dns_entries: s.dns_entries,
+            dns_evicted: s.dns_evicted,
+        }
+    }
+}
+
+impl AppCounts {
+    fn add(&mut self, o: &AppCounts) {
+        self.flows_read += o.flows_read;
+        for (label, n) in &o.labels {
+            *self.labels.entry(label).or_default() += n;
+        }
+        for (label, n) in &o.labels_by_port {
+            *self.labels_by_port.entry(label).or_default() += n;
+        }
+        self.problems.sum(&o.problems);
+    }
+
+    /// Counts one flow logged.
+    fn flow(&mut self, record: &FlowRecord) {
+        let e = record.endpoints();
+        let (transport, facts) = match record {
+            FlowRecord::Tcp(t) => (sonde_l7::Transport::Tcp, t.app.as_deref()),
+            FlowRecord::Udp(u) => (sonde_l7::Transport::Udp, u.app.as_deref()),
+        };
+        let empty = sonde_l7::Facts::default();
+        if let Some(f) = facts {
+            self.flows_read += 1;
+            self.problems.add(&f.problems);
+        }
+        let label = sonde_l7::label(facts.unwrap_or(&empty), transport, e.client_port, e.server_port);
+        let labels = if label.by_port { &mut self.labels_by_port } else { &mut self.labels };
+        *labels.entry(label.name).or_default() += 1;
+    }
 }
 
 impl FlowCounts {
@@ -87,6 +199,11 @@ impl FlowCounts {
         self.udp += other.udp;
         self.evicted += other.evicted;
         self.interim_records += other.interim_records;
+        match (&mut self.app, &other.app) {
+            (Some(a), Some(b)) => a.add(b),
+            (None, Some(b)) => self.app = Some(b.clone()),
+            _ => {}
+        }
         for (reason, n) in &other.end_reasons {
             *self.end_reasons.entry(reason).or_default() += n;
         }
@@ -318,6 +435,13 @@ impl RunStats {
         self.table = TableLoad { peak_live_flows: t.peak_live, mean_probe_len: t.mean_probe_len(), lookups: t.lookups };
         self.flows.evicted = t.evicted;
     }
+
+    /// The reader's side of the application facts.
+    pub(crate) fn set_app_reader(&mut self, s: crate::AppReaderStats) {
+        if let Some(app) = self.flows.app.as_mut() {
+            app.reader = s.into();
+        }
+    }
 }
 
 fn add_counts<K: Ord>(mine: &mut BTreeMap<K, u64>, theirs: BTreeMap<K, u64>) {
@@ -382,6 +506,9 @@ impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
         }
         let reason: EndReason = record.end();
         *c.end_reasons.entry(reason.name()).or_default() += 1;
+        if let Some(app) = c.app.as_mut() {
+            app.flow(record);
+        }
         self.inner.flow(record);
     }
     fn rtt_sample(&mut self, sample: &RttSample) {

@@ -71,6 +71,11 @@ impl PacketKey {
     pub fn hash(&self) -> u64 {
         self.hash
     }
+
+    /// Which way the packet goes relative to its key.
+    pub fn order(&self) -> KeyOrder {
+        self.order
+    }
 }
 
 /// Which way a packet travels relative to the key's canonical order.

@@ -5,9 +5,10 @@
 use std::net::IpAddr;
 
 use sonde_flow::{TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
+use sonde_l7::{Facts, TlsFacts};
 
 /// One field value, formatted the same way in every output format.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value<'a> {
     Int(u64),
     /// A duration or time given in nanoseconds, printed in milliseconds with 3 decimals (µs,
@@ -18,6 +19,8 @@ pub enum Value<'a> {
     /// A text read from the traffic (a server name, a host header): escaped where the format
     /// needs it (TSV: backslash, tab, newline and carriage return as `\\`, `\t`, `\n`, `\r`).
     Str(&'a str),
+    /// A text made from the record (a Community ID, a list): escaped as `Str`.
+    Owned(String),
     Bool(bool),
     /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
     Missing,
@@ -305,6 +308,7 @@ pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
             value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
         },
     ]);
+    cols.extend(tcp_app_columns());
     cols
 }
 
@@ -347,7 +351,266 @@ fn udp_durat(d: &UdpDirStats) -> Value<'static> {
     }
 }
 
-/// The UDP flow log's columns, in output order.
+/// A text read from the traffic, or missing.
+fn text(s: Option<&str>) -> Value<'_> {
+    s.map_or(Value::Missing, Value::Str)
+}
+
+/// The name of a TLS version (`TLSv1.3`), or its number in hex.
+fn tls_version(v: Option<u16>) -> Value<'static> {
+    match v {
+        None => Value::Missing,
+        Some(0x0300) => Value::Text("SSLv3"),
+        Some(0x0301) => Value::Text("TLSv1.0"),
+        Some(0x0302) => Value::Text("TLSv1.1"),
+        Some(0x0303) => Value::Text("TLSv1.2"),
+        Some(0x0304) => Value::Text("TLSv1.3"),
+        Some(v) => Value::Owned(format!("0x{v:04x}")),
+    }
+}
+
+/// The highest version a ClientHello offered (supported_versions, else its legacy version).
+fn offered_version(t: &TlsFacts) -> Option<u16> {
+    t.versions_offered.iter().copied().max().or(t.client_version)
+}
+
+/// Names joined by commas (ALPN lists); missing when none.
+fn joined(names: &[String]) -> Value<'static> {
+    if names.is_empty() {
+        Value::Missing
+    } else {
+        Value::Owned(names.join(","))
+    }
+}
+
+/// A QUIC version in hex (`0x00000001`).
+fn quic_version(v: Option<u32>) -> Value<'static> {
+    v.map_or(Value::Missing, |v| Value::Owned(format!("0x{v:08x}")))
+}
+
+/// A packet time of the application layer, relative to the flow's first packet.
+fn app_rel(t_ns: Option<u64>, first_ns: u64) -> Value<'static> {
+    t_ns.map_or(Value::Missing, |t| ms(t.saturating_sub(first_ns)))
+}
+
+fn app_label(facts: Option<&Facts>, transport: sonde_l7::Transport, e: &sonde_flow::Endpoints) -> sonde_l7::Label {
+    static EMPTY: std::sync::OnceLock<Facts> = std::sync::OnceLock::new();
+    let facts = facts.unwrap_or_else(|| EMPTY.get_or_init(Facts::default));
+    sonde_l7::label(facts, transport, e.client_port, e.server_port)
+}
+
+fn community_id(protocol: u8, e: &sonde_flow::Endpoints) -> Value<'static> {
+    Value::Owned(sonde_l7::community_id(protocol, (e.client_ip, e.client_port), (e.server_ip, e.server_port), 0))
+}
+
+/// Columns both flow logs end with: the application, its Community ID, DN-Hunter's name and
+/// the DNS facts (docs/l7.md).
+macro_rules! app_columns {
+    ($rec:ty, $transport:expr, $protocol:literal) => {
+        [
+            Column::<$rec> {
+                name: "app",
+                kind: Kind::Label,
+                value: |r| Value::Text(app_label(r.app.as_deref(), $transport, &r.endpoints).name),
+            },
+            Column {
+                name: "app_by_port",
+                kind: Kind::Flag,
+                value: |r| Value::Bool(app_label(r.app.as_deref(), $transport, &r.endpoints).by_port),
+            },
+            Column { name: "community_id", kind: Kind::Label, value: |r| community_id($protocol, &r.endpoints) },
+            Column {
+                name: "fqdn",
+                kind: Kind::Label,
+                value: |r| text(r.app.as_ref().and_then(|a| a.resolved.as_ref()).map(|d| d.name.as_str())),
+            },
+            Column {
+                name: "dns_rslv",
+                kind: Kind::Address,
+                value: |r| {
+                    r.app.as_ref().and_then(|a| a.resolved.as_ref()).map_or(Value::Missing, |d| Value::Ip(d.resolver))
+                },
+            },
+            Column {
+                name: "dns_qry",
+                kind: Kind::Label,
+                value: |r| text(r.app.as_ref().and_then(|a| a.dns.as_ref()).and_then(|d| d.query.as_deref())),
+            },
+            Column {
+                name: "dns_qtype",
+                kind: Kind::Count,
+                value: |r| {
+                    r.app
+                        .as_ref()
+                        .and_then(|a| a.dns.as_ref()?.qtype)
+                        .map_or(Value::Missing, |t| Value::Int(u64::from(t)))
+                },
+            },
+            Column {
+                name: "dns_rcode",
+                kind: Kind::Count,
+                value: |r| {
+                    r.app
+                        .as_ref()
+                        .and_then(|a| a.dns.as_ref()?.rcode)
+                        .map_or(Value::Missing, |c| Value::Int(u64::from(c)))
+                },
+            },
+            Column {
+                name: "dns_answers",
+                kind: Kind::Label,
+                value: |r| match r.app.as_ref().and_then(|a| a.dns.as_ref()) {
+                    Some(d) if !d.answers.is_empty() => {
+                        Value::Owned(d.answers.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(","))
+                    }
+                    _ => Value::Missing,
+                },
+            },
+        ]
+    };
+}
+
+fn tls_of(r: &TcpRecord) -> Option<&TlsFacts> {
+    r.app.as_ref()?.tls.as_deref()
+}
+
+fn http_of(r: &TcpRecord) -> Option<&sonde_l7::HttpFacts> {
+    r.app.as_ref()?.http.as_deref()
+}
+
+fn quic_of(r: &UdpRecord) -> Option<&sonde_l7::QuicFacts> {
+    r.app.as_ref()?.quic.as_deref()
+}
+
+macro_rules! tls_dir_columns {
+    ($p:literal, $dir:literal) => {
+        [
+            Column::<TcpRecord> {
+                name: concat!($p, "_last_handshakeT"),
+                kind: Kind::Duration,
+                value: |r| app_rel(tls_of(r).and_then(|t| t.last_handshake_ns[$dir]), r.first_ns),
+            },
+            Column {
+                name: concat!($p, "_appdataT"),
+                kind: Kind::Duration,
+                value: |r| app_rel(tls_of(r).and_then(|t| t.first_appdata_ns[$dir]), r.first_ns),
+            },
+            Column {
+                name: concat!($p, "_appdataB"),
+                kind: Kind::Count,
+                value: |r| tls_of(r).map_or(Value::Missing, |t| Value::Int(t.appdata_bytes[$dir])),
+            },
+        ]
+    };
+}
+
+/// The TCP flow log's layer-7 columns (Tstat's names where Tstat has the quantity).
+fn tcp_app_columns() -> Vec<Column<TcpRecord>> {
+    let mut cols: Vec<Column<TcpRecord>> = app_columns!(TcpRecord, sonde_l7::Transport::Tcp, 6).into();
+    cols.extend([
+        Column::<TcpRecord> {
+            name: "c_tls_SNI",
+            kind: Kind::Label,
+            value: |r| text(tls_of(r).and_then(|t| t.sni.as_deref())),
+        },
+        Column {
+            name: "s_tls_SCN",
+            kind: Kind::Label,
+            value: |r| text(tls_of(r).and_then(|t| t.cert_subject.as_deref())),
+        },
+        Column {
+            name: "c_npnalpn",
+            kind: Kind::Label,
+            value: |r| tls_of(r).map_or(Value::Missing, |t| joined(&t.alpn_offered)),
+        },
+        Column { name: "s_npnalpn", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.alpn.as_deref())) },
+        Column { name: "c_TLSvers", kind: Kind::Label, value: |r| tls_version(tls_of(r).and_then(offered_version)) },
+        Column { name: "s_TLSvers", kind: Kind::Label, value: |r| tls_version(tls_of(r).and_then(|t| t.version)) },
+        Column { name: "tls_ja3", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.ja3.as_deref())) },
+        Column { name: "tls_ja3s", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.ja3s.as_deref())) },
+        Column { name: "tls_ja4", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.ja4.as_deref())) },
+    ]);
+    cols.extend(tls_dir_columns!("c", 0));
+    cols.extend(tls_dir_columns!("s", 1));
+    cols.extend([
+        Column::<TcpRecord> {
+            name: "http_req_cnt",
+            kind: Kind::Count,
+            value: |r| http_of(r).map_or(Value::Missing, |h| Value::Int(u64::from(h.requests))),
+        },
+        Column {
+            name: "http_res_cnt",
+            kind: Kind::Count,
+            value: |r| http_of(r).map_or(Value::Missing, |h| Value::Int(u64::from(h.responses))),
+        },
+        Column {
+            name: "http_res",
+            kind: Kind::Count,
+            value: |r| http_of(r).and_then(|h| h.status).map_or(Value::Missing, |s| Value::Int(u64::from(s))),
+        },
+        Column {
+            name: "http_method",
+            kind: Kind::Label,
+            value: |r| text(http_of(r).and_then(|h| h.method.as_deref())),
+        },
+        Column {
+            name: "http_hostname",
+            kind: Kind::Label,
+            value: |r| text(http_of(r).and_then(|h| h.host.as_deref())),
+        },
+        Column {
+            name: "http_ua",
+            kind: Kind::Label,
+            value: |r| text(http_of(r).and_then(|h| h.user_agent.as_deref())),
+        },
+    ]);
+    cols
+}
+
+/// The UDP flow log's layer-7 columns (Tstat's names where Tstat has the quantity).
+fn udp_app_columns() -> Vec<Column<UdpRecord>> {
+    let mut cols: Vec<Column<UdpRecord>> = app_columns!(UdpRecord, sonde_l7::Transport::Udp, 17).into();
+    cols.extend([
+        Column::<UdpRecord> {
+            name: "quic_SNI",
+            kind: Kind::Label,
+            value: |r| text(quic_of(r).and_then(|q| q.tls.sni.as_deref())),
+        },
+        Column {
+            name: "quic_UA",
+            kind: Kind::Label,
+            value: |r| text(quic_of(r).and_then(|q| q.user_agent.as_deref())),
+        },
+        Column {
+            name: "quic_c_vers",
+            kind: Kind::Label,
+            value: |r| quic_version(quic_of(r).and_then(|q| q.client_version)),
+        },
+        Column {
+            name: "quic_s_vers",
+            kind: Kind::Label,
+            value: |r| quic_version(quic_of(r).and_then(|q| q.server_version)),
+        },
+        Column {
+            name: "quic_zero_rtt",
+            kind: Kind::Flag,
+            value: |r| quic_of(r).map_or(Value::Missing, |q| Value::Bool(q.zero_rtt)),
+        },
+        Column {
+            name: "quic_ech",
+            kind: Kind::Flag,
+            value: |r| quic_of(r).map_or(Value::Missing, |q| Value::Bool(q.ech)),
+        },
+        Column {
+            name: "quic_alpn",
+            kind: Kind::Label,
+            value: |r| quic_of(r).map_or(Value::Missing, |q| joined(&q.tls.alpn_offered)),
+        },
+        Column { name: "quic_ja4", kind: Kind::Label, value: |r| text(quic_of(r).and_then(|q| q.tls.ja4.as_deref())) },
+    ]);
+    cols
+}
+
 /// `columns` with `*_iscrypto` set to 1, as Tstat sets it for an address it anonymised: for the
 /// logs of a run whose every address went through the anonymizer.
 pub fn mark_anonymized<R>(mut columns: Vec<Column<R>>) -> Vec<Column<R>> {
@@ -357,6 +620,7 @@ pub fn mark_anonymized<R>(mut columns: Vec<Column<R>>) -> Vec<Column<R>> {
     columns
 }
 
+/// The UDP flow log's columns, in output order.
 pub fn udp_columns() -> Vec<Column<UdpRecord>> {
     let mut cols: Vec<Column<UdpRecord>> = Vec::new();
     cols.extend(udp_dir_columns!("c", client, client_ip, client_port, client_internal));
@@ -374,6 +638,7 @@ pub fn udp_columns() -> Vec<Column<UdpRecord>> {
             value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
         },
     ]);
+    cols.extend(udp_app_columns());
     cols
 }
 

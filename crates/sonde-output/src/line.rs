@@ -114,6 +114,7 @@ impl<R> LineFormat<R> {
                 // Our static texts never need JSON escaping.
                 Value::Text(s) => line.put_text(self.quote, s),
                 Value::Str(s) => line.put_escaped(self.format, s),
+                Value::Owned(s) => line.put_escaped(self.format, &s),
                 Value::Bool(b) => line.put(self.bools[usize::from(b)]),
                 Value::Missing => line.put(self.missing),
                 Value::NoSample => line.put(field.no_sample),

@@ -34,6 +34,8 @@ pub struct Options {
     anonymize: Option<String>,
     key: Option<PathBuf>,
     thin: bool,
+    app_packets: u8,
+    dns_cache: usize,
 }
 
 /// A run ready to read its first packet, and what its summary says about its settings.
@@ -70,8 +72,10 @@ impl Options {
             tcp_closed_linger_ns: timeout_ns(self.closed_linger, "closed_linger")?,
             max_flows: self.max_flows.max(1),
             internal_nets,
+            app_facts: self.app_packets > 0,
             ..FlowConfig::default()
         };
+        let app = sonde_engine::AppConfig { packets: self.app_packets, dns_cache: self.dns_cache };
         let thin = match self.thin {
             true => Some(Thinner::new(&ThinConfig::default()).map_err(|e| settings_error(format!("thin: {e}")))?),
             false => None,
@@ -103,7 +107,7 @@ impl Options {
             None => (None, None),
         };
         let run = Run::new()
-            .pipeline(Pipeline { flow, workers, thin, ..Pipeline::default() })
+            .pipeline(Pipeline { flow, workers, thin, app, ..Pipeline::default() })
             .filter(filter.clone())
             .intervals(interval_cfg.clone())
             .definitions(counter)

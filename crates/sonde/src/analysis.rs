@@ -96,8 +96,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         max_flows: args.max_flows,
         internal_nets,
         active_timeout_ns: args.active_timeout_ns(if args.live { DEFAULT_LIVE_ACTIVE_TIMEOUT_S } else { 0.0 })?,
+        app_facts: args.app_packets > 0,
         ..FlowConfig::default()
     };
+    let app = sonde_engine::AppConfig { packets: args.app_packets, dns_cache: args.dns_cache };
     let thin = thin::for_analyze(args.thin, &args.thin_params)?;
     let ipfix = match &args.ipfix {
         Some(target) => {
@@ -158,7 +160,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         None => None,
     };
     let run = Run::new()
-        .pipeline(Pipeline { flow: flow_cfg, workers, thin, ..Pipeline::default() })
+        .pipeline(Pipeline { flow: flow_cfg, workers, thin, app, ..Pipeline::default() })
         .filter(args.filter_expression())
         .intervals(interval_cfg.clone())
         .definitions(counter)

@@ -147,6 +147,15 @@ pub struct AnalysisArgs {
     /// them is reserved up front: address space (about 0.9 KB per flow), used as flows arrive.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]
     pub max_flows: usize,
+    /// Payload packets of each flow direction read for application facts (TLS, QUIC, HTTP,
+    /// DNS, RTP; see docs/l7.md); later UDP packets bring their first 16 bytes (RTP's header).
+    /// 0 turns application facts off.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub app_packets: u8,
+    /// DNS answers (client, address) kept for DN-Hunter, which labels each flow with the name
+    /// its client resolved to the server's address; when full, the oldest go.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub dns_cache: usize,
     /// Memory for the flow logs' lines, in MiB, shared by the workers: beyond it they wait in
     /// sorted runs in unnamed temporary files in the output directory, merged when the logs
     /// are written, so memory does not grow with the flows a run has seen.

@@ -1,0 +1,213 @@
+//! The reader's side of the application facts (sonde-l7): which packets' payload travels to the
+//! workers, and DN-Hunter's cache of DNS answers.
+//!
+//! Copying every payload to the workers would cost more than the analysis, and the readers
+//! need only a flow's first packets. A direct-mapped table, by flow and direction, counts the
+//! payload packets sent so far: the first `packets` of each direction go whole, later UDP ones
+//! bring their first [`UDP_HEAD_BYTES`] (RTP's header, for its loss and jitter), later TCP ones
+//! nothing. Two flows that share an entry reset each other's count: a flow may then send more
+//! than `packets`, never fewer. The reader sees every packet in input order, so what goes is
+//! the same for any number of workers.
+//!
+//! DN-Hunter (Bermudez et al.): DNS answers seen by the reader, as (client, address) → name;
+//! the first packets of each flow direction look up (sender, receiver), so a flow is labelled
+//! with the last name its client resolved to the server's address before the flow began.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use sonde_flow::key::KeyOrder;
+use sonde_flow::PacketKey;
+use sonde_l7::Resolved;
+use sonde_wire::{PacketSummary, Transport};
+
+/// Bytes of a UDP payload sent after a flow's first packets: an RTP header and its first CSRC.
+pub const UDP_HEAD_BYTES: usize = 16;
+/// Entries in the table of payload packets sent per flow direction.
+const GATE_ENTRIES: usize = 1 << 16;
+/// The UDP port DNS answers come from.
+const DNS_PORT: u16 = 53;
+
+/// The application facts' settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppConfig {
+    /// Payload packets of each flow direction handed whole to the readers.
+    pub packets: u8,
+    /// DNS answers (client, address) kept for DN-Hunter; the oldest go first.
+    pub dns_cache: usize,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        AppConfig { packets: 8, dns_cache: 100_000 }
+    }
+}
+
+/// What the reader counted for the application facts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppReaderStats {
+    /// Payload packets sent whole, and later UDP packets sent as their first bytes.
+    pub payloads: u64,
+    pub udp_heads: u64,
+    /// DNS answers read (DN-Hunter), the (client, address) entries they gave, and entries
+    /// dropped from the full cache.
+    pub dns_answers: u64,
+    pub dns_entries: u64,
+    pub dns_evicted: u64,
+}
+
+/// What goes with a packet to its worker.
+#[derive(Debug, Default)]
+pub(crate) struct Attach<'f> {
+    pub payload: &'f [u8],
+    pub resolved: Option<Arc<Resolved>>,
+}
+
+pub(crate) struct AppReader {
+    packets: u64,
+    /// Per entry: the flow direction's tag (high bits of its hash) above 8 bits of count.
+    gate: Box<[u64]>,
+    dns: DnsCache,
+    pub stats: AppReaderStats,
+}
+
+impl AppReader {
+    pub fn new(cfg: AppConfig) -> AppReader {
+        AppReader {
+            packets: u64::from(cfg.packets),
+            gate: vec![0; GATE_ENTRIES].into_boxed_slice(),
+            dns: DnsCache::new(cfg.dns_cache),
+            stats: AppReaderStats::default(),
+        }
+    }
+
+    /// What of a flow packet goes to its worker. `payload`: its captured payload bytes.
+    pub fn attach<'f>(&mut self, ts_ns: u64, p: &PacketSummary, key: &PacketKey, payload: &'f [u8]) -> Attach<'f> {
+        let (Some(ip), Some(transport)) = (p.ip, p.transport) else { return Attach::default() };
+        let (udp, opening) = match transport {
+            Transport::Tcp(t) => (false, t.flags.syn() && !t.flags.ack()),
+            Transport::Udp(u) => {
+                if u.src_port == DNS_PORT && !payload.is_empty() {
+                    self.dns_answer(ts_ns, ip.src, ip.dst, payload);
+                }
+                (true, false)
+            }
+            _ => return Attach::default(),
+        };
+        // The two directions of a flow share its hash: the order tells them apart.
+        let h = key.hash() ^ u64::from(key.order() == KeyOrder::LoToHi).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let entry = &mut self.gate[(h as usize) & (GATE_ENTRIES - 1)];
+        let tag = h >> 16 << 8;
+        // A SYN opens a new flow on the tuple: its count starts again.
+        let sent = if *entry & !0xff == tag && !opening { *entry & 0xff } else { 0 };
+        let mut out = Attach::default();
+        if sent == 0 && (opening || !payload.is_empty()) {
+            out.resolved = self.dns.lookup(ip.src, ip.dst);
+        }
+        if payload.is_empty() {
+            if opening {
+                *entry = tag;
+            }
+        } else if sent < self.packets {
+            *entry = tag | (sent + 1);
+            out.payload = payload;
+            self.stats.payloads += 1;
+        } else if udp {
+            out.payload = &payload[..payload.len().min(UDP_HEAD_BYTES)];
+            self.stats.udp_heads += 1;
+        }
+        out
+    }
+
+    fn dns_answer(&mut self, ts_ns: u64, resolver: IpAddr, client: IpAddr, payload: &[u8]) {
+        let Some((name, addresses)) = sonde_l7::dns_response_addresses(payload) else { return };
+        self.stats.dns_answers += 1;
+        let resolved = Arc::new(Resolved { name, resolver, answer_ns: ts_ns });
+        for address in addresses {
+            self.stats.dns_entries += 1;
+            self.stats.dns_evicted += self.dns.insert((client, address), Arc::clone(&resolved));
+        }
+    }
+}
+
+/// (client, address) → the answer, holding at most `capacity`; the oldest answer goes first.
+struct DnsCache {
+    capacity: usize,
+    /// Each entry with the insertion number its place in `order` has.
+    entries: HashMap<(IpAddr, IpAddr), (Arc<Resolved>, u64)>,
+    order: VecDeque<((IpAddr, IpAddr), u64)>,
+    inserted: u64,
+}
+
+impl DnsCache {
+    fn new(capacity: usize) -> DnsCache {
+        DnsCache { capacity, entries: HashMap::new(), order: VecDeque::new(), inserted: 0 }
+    }
+
+    fn lookup(&self, client: IpAddr, server: IpAddr) -> Option<Arc<Resolved>> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        self.entries.get(&(client, server)).map(|(r, _)| Arc::clone(r))
+    }
+
+    /// Inserts (or renews) an entry; returns the entries evicted (0 or 1).
+    fn insert(&mut self, key: (IpAddr, IpAddr), resolved: Arc<Resolved>) -> u64 {
+        if self.capacity == 0 {
+            return 0;
+        }
+        self.inserted += 1;
+        self.entries.insert(key, (resolved, self.inserted));
+        self.order.push_back((key, self.inserted));
+        let mut evicted = 0;
+        while self.entries.len() > self.capacity {
+            let Some((old, at)) = self.order.pop_front() else { break };
+            // A renewed entry's older place in the queue is stale: skip it.
+            if self.entries.get(&old).is_some_and(|(_, n)| *n == at) {
+                self.entries.remove(&old);
+                evicted += 1;
+            }
+        }
+        // Renewals leave stale places behind: drop them before they outgrow the entries.
+        if self.order.len() > 2 * self.capacity.max(16) {
+            let entries = &self.entries;
+            self.order.retain(|(k, at)| entries.get(k).is_some_and(|(_, n)| n == at));
+        }
+        evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(name: &str) -> Arc<Resolved> {
+        Arc::new(Resolved { name: name.into(), resolver: "9.9.9.9".parse().unwrap(), answer_ns: 1 })
+    }
+
+    #[test]
+    fn the_dns_cache_keeps_the_newest_answers_within_its_capacity() {
+        let mut c = DnsCache::new(2);
+        let (a, b, x, y, z): (IpAddr, IpAddr, IpAddr, IpAddr, IpAddr) = (
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            "1.1.1.1".parse().unwrap(),
+            "2.2.2.2".parse().unwrap(),
+            "3.3.3.3".parse().unwrap(),
+        );
+        assert_eq!(c.insert((a, x), resolved("x.example")), 0);
+        assert_eq!(c.insert((a, y), resolved("y.example")), 0);
+        // Renewing x makes y the oldest.
+        assert_eq!(c.insert((a, x), resolved("x2.example")), 0);
+        assert_eq!(c.insert((b, z), resolved("z.example")), 1);
+        assert!(c.lookup(a, y).is_none());
+        assert_eq!(c.lookup(a, x).unwrap().name, "x2.example");
+        assert_eq!(c.lookup(b, z).unwrap().name, "z.example");
+        assert!(c.lookup(b, x).is_none(), "answers belong to the client that asked");
+        for i in 0..1000u32 {
+            c.insert((a, x), resolved(&i.to_string()));
+        }
+        assert!(c.order.len() <= 2 * 16 + 1, "stale places are dropped: {}", c.order.len());
+    }
+}
