@@ -16,9 +16,12 @@
 //! assert_eq!(s.facts().http.as_ref().and_then(|h| h.host.as_deref()), Some("example.org"));
 //! ```
 
+mod cert;
 mod community_id;
 mod dns;
+mod hello;
 mod http;
+mod ja;
 mod label;
 mod quic;
 mod rtp;
@@ -27,7 +30,9 @@ mod tls;
 
 pub use community_id::community_id;
 pub use label::label;
+pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
+pub use tls::HANDSHAKE_LIMIT_BYTES;
 
 /// The direction of a payload: from the flow's client, or from its server.
 pub type Dir = usize;
