@@ -28,8 +28,9 @@ mod rtp;
 mod stream;
 mod tls;
 
-pub use community_id::community_id;
-pub use label::label;
+pub use community_id::{community_id, community_id_icmp};
+pub use dns::dns_response_addresses;
+pub use label::{label, ndpi_name};
 pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
 pub use tls::HANDSHAKE_LIMIT_BYTES;
