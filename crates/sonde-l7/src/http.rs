@@ -1,15 +1,758 @@
-//! PLACEHOLDER: to be written.
+//! HTTP/1.x over TCP: requests and responses counted over the bytes a flow hands on, the first
+//! request's method, target, Host and User-Agent, the first response's status (RFC 9112).
+//!
+//! Recognition: a direction whose first bytes are a known method and a space (`GET `, `POST `,
+//! ... see [`METHODS`]) sends requests; one whose first bytes are `HTTP/1.` sends responses.
+//! Anything else is not HTTP/1.x (`NotMine` before the flow is claimed; `http_malformed` and
+//! that direction stops once it is).
+//!
+//! Heads are parsed with `httparse` (lenient settings: obsolete line folding, repeated spaces and
+//! invalid header lines in responses are accepted, as browsers do). A head that spans segments
+//! is buffered, at most [`HEAD_LIMIT_BYTES`] (8 KiB) per direction: a longer head counts
+//! `over_limit` and stops the direction. Bodies are skipped without buffering, by Content-Length
+//! or by the chunked framing (RFC 9112 §6.3, §7.1), so the heads of persistent and pipelined
+//! messages that follow are read too; a response delimited by the connection's close, a
+//! `101 Switching Protocols` or a successful CONNECT end the direction's reading.
+//!
+//! Facts are strings as sent: Host keeps its case and port (as tshark's `http.host` and Tstat's
+//! `http_hostname`), the target is the request line's, non-UTF-8 bytes become U+FFFD. The first
+//! response's status may be an interim one (`100 Continue`), as tshark's first
+//! `http.response.code`.
 
-use crate::{Facts, Segment, Verdict};
+use crate::{Facts, HttpFacts, Segment, Verdict};
 
-pub(crate) struct HttpParser {}
+/// Bytes of one message head (start line and header fields) buffered per direction, at most.
+pub(crate) const HEAD_LIMIT_BYTES: usize = 8 * 1024;
+
+/// Header fields read in one head, at most (more: `over_limit`).
+const MAX_HEADERS: usize = 128;
+
+/// Bytes of one chunk-size or trailer line, at most.
+const LINE_LIMIT_BYTES: u32 = 1024;
+
+/// Methods that start a request (RFC 9110 §9, PATCH (RFC 5789), WebDAV (RFC 4918) and the
+/// UPnP/GENA ones seen on TCP).
+pub(crate) const METHODS: &[&[u8]] = &[
+    b"GET",
+    b"POST",
+    b"HEAD",
+    b"PUT",
+    b"DELETE",
+    b"OPTIONS",
+    b"CONNECT",
+    b"TRACE",
+    b"PATCH",
+    b"PROPFIND",
+    b"PROPPATCH",
+    b"MKCOL",
+    b"COPY",
+    b"MOVE",
+    b"LOCK",
+    b"UNLOCK",
+    b"REPORT",
+    b"SEARCH",
+    b"SUBSCRIBE",
+    b"UNSUBSCRIBE",
+    b"NOTIFY",
+];
+
+/// Requests waiting for their response, remembered at most (for HEAD and CONNECT, whose
+/// responses frame differently); older ones are forgotten, which only matters for HEAD.
+const PENDING_LIMIT: usize = 32;
+
+/// What a direction sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Requests,
+    Responses,
+}
+
+/// Where a direction is in its stream of messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Its first bytes have not come yet.
+    Fresh,
+    /// Reading a head (possibly buffered in `head`).
+    Head,
+    /// Skipping a body of this many more bytes.
+    Body(u64),
+    /// Inside a chunked body.
+    Chunked(Chunk),
+    /// Nothing more will be read from this direction.
+    Stopped,
+}
+
+/// The chunked framing (RFC 9112 §7.1), byte by byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Reading a chunk-size line: the size so far, whether a digit was seen, whether the
+    /// extension (after `;` or a space) has begun, the line's length.
+    Size { size: u64, digit: bool, ext: bool, len: u32 },
+    /// Skipping chunk data.
+    Data(u64),
+    /// The CRLF after chunk data.
+    DataEnd,
+    /// Trailer lines after the last chunk, until an empty one; the current line's length.
+    Trailer { len: u32 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Head,
+    Connect,
+    Other,
+}
+
+#[derive(Debug)]
+struct Direction {
+    role: Option<Role>,
+    state: State,
+    /// A head cut across segments, until complete.
+    head: Vec<u8>,
+    /// Packet time of the segment where the message being read began.
+    start_ns: u64,
+}
+
+impl Default for Direction {
+    fn default() -> Self {
+        Direction { role: None, state: State::Fresh, head: Vec::new(), start_ns: 0 }
+    }
+}
+
+pub(crate) struct HttpParser {
+    dirs: [Direction; 2],
+    /// Methods of requests not answered yet, oldest first.
+    pending: std::collections::VecDeque<Pending>,
+}
+
+/// What one head said, copied out of the buffer it was parsed from.
+struct Head {
+    role: Role,
+    method: Option<String>,
+    target: Option<String>,
+    host: Option<String>,
+    user_agent: Option<String>,
+    status: Option<u16>,
+    framing: Framing,
+}
+
+/// How the body after a head is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the connection closes (or a tunnel, an upgrade): nothing more to read.
+    Close,
+}
+
+/// Why a head could not be read.
+enum HeadError {
+    Malformed,
+    OverLimit,
+}
 
 impl HttpParser {
     pub(crate) fn new() -> Self {
-        HttpParser {}
+        HttpParser { dirs: Default::default(), pending: Default::default() }
     }
 
-    pub(crate) fn segment(&mut self, _segment: &Segment<'_>, _facts: &mut Facts) -> Verdict {
-        Verdict::NotMine
+    pub(crate) fn segment(&mut self, segment: &Segment<'_>, facts: &mut Facts) -> Verdict {
+        let dir = segment.dir.min(1);
+        if facts.http.is_none() {
+            // Not claimed yet: only a start line of ours claims the flow.
+            if role_of(segment.bytes).is_none() {
+                return Verdict::NotMine;
+            }
+            facts.http = Some(Box::default());
+        }
+        self.feed(dir, segment.ts_ns, segment.bytes, facts);
+        if self.dirs.iter().all(|d| d.state == State::Stopped) {
+            Verdict::Done
+        } else {
+            Verdict::More
+        }
+    }
+
+    fn feed(&mut self, dir: usize, ts_ns: u64, mut input: &[u8], facts: &mut Facts) {
+        while !input.is_empty() {
+            let d = &mut self.dirs[dir];
+            match d.state {
+                State::Stopped => return,
+                State::Fresh => {
+                    // The direction's first bytes say what it sends; a few may come alone.
+                    if d.head.is_empty() {
+                        d.start_ns = ts_ns;
+                    }
+                    let mut peek = [0u8; START_PEEK_BYTES];
+                    let have = d.head.len().min(START_PEEK_BYTES);
+                    peek[..have].copy_from_slice(&d.head[..have]);
+                    let add = input.len().min(START_PEEK_BYTES - have);
+                    peek[have..have + add].copy_from_slice(&input[..add]);
+                    match start_of(&peek[..have + add]) {
+                        Start::Role(role) => {
+                            // What was held is the head's beginning: the Head state goes on from it.
+                            d.role = Some(role);
+                            d.state = State::Head;
+                        }
+                        Start::NeedMore => {
+                            d.head.extend_from_slice(input);
+                            return;
+                        }
+                        Start::Other => {
+                            facts.problems.http_malformed += 1;
+                            d.state = State::Stopped;
+                            d.head = Vec::new();
+                        }
+                    }
+                }
+                State::Body(n) => {
+                    let k = usize::try_from(n).unwrap_or(usize::MAX).min(input.len());
+                    input = &input[k..];
+                    let left = n - k as u64;
+                    d.state = if left == 0 { State::Head } else { State::Body(left) };
+                }
+                State::Chunked(c) => {
+                    let (used, next) = chunked(c, input);
+                    input = input.get(used..).unwrap_or(&[]);
+                    d.state = match next {
+                        Ok(Some(c)) => State::Chunked(c),
+                        Ok(None) => State::Head,
+                        Err(HeadError::Malformed) => {
+                            facts.problems.http_malformed += 1;
+                            State::Stopped
+                        }
+                        Err(HeadError::OverLimit) => {
+                            facts.problems.over_limit += 1;
+                            State::Stopped
+                        }
+                    };
+                }
+                State::Head => {
+                    let role = d.role.unwrap_or(Role::Requests);
+                    if d.head.is_empty() {
+                        d.start_ns = ts_ns;
+                        // Blank lines between messages are tolerated (RFC 9112 §2.2).
+                        let skip = input.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+                        input = &input[skip..];
+                        if input.is_empty() {
+                            return;
+                        }
+                    }
+                    let old = d.head.len();
+                    let parsed = if old == 0 {
+                        parse_head(role, input)
+                    } else {
+                        let take = input.len().min(HEAD_LIMIT_BYTES.saturating_sub(old) + 1);
+                        d.head.extend_from_slice(&input[..take]);
+                        parse_head(role, &d.head)
+                    };
+                    match parsed {
+                        Ok(Some((len, head))) => {
+                            // The head ends in this segment's bytes: what follows is the body.
+                            let used = len.saturating_sub(old);
+                            input = input.get(used..).unwrap_or(&[]);
+                            d.head.clear();
+                            let start_ns = d.start_ns;
+                            self.message(dir, head, start_ns, facts);
+                        }
+                        Ok(None) => {
+                            let have = if old == 0 { input.len() } else { d.head.len() };
+                            if have > HEAD_LIMIT_BYTES {
+                                facts.problems.over_limit += 1;
+                                d.state = State::Stopped;
+                                d.head = Vec::new();
+                            } else if old == 0 {
+                                d.head.extend_from_slice(input);
+                            }
+                            return;
+                        }
+                        Err(e) => {
+                            match e {
+                                HeadError::Malformed => facts.problems.http_malformed += 1,
+                                HeadError::OverLimit => facts.problems.over_limit += 1,
+                            }
+                            d.state = State::Stopped;
+                            d.head = Vec::new();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A complete head: counts it, keeps the first one's facts, decides how its body ends.
+    fn message(&mut self, dir: usize, head: Head, start_ns: u64, facts: &mut Facts) {
+        let http: &mut HttpFacts = facts.http.get_or_insert_with(Box::default);
+        let mut framing = head.framing;
+        match head.role {
+            Role::Requests => {
+                http.requests = http.requests.saturating_add(1);
+                if http.first_request_ns.is_none() {
+                    http.first_request_ns = Some(start_ns);
+                    http.method = head.method.clone();
+                    http.target = head.target;
+                    http.host = head.host;
+                    http.user_agent = head.user_agent;
+                }
+                if self.pending.len() < PENDING_LIMIT {
+                    self.pending.push_back(match head.method.as_deref() {
+                        Some("HEAD") => Pending::Head,
+                        Some("CONNECT") => Pending::Connect,
+                        _ => Pending::Other,
+                    });
+                }
+            }
+            Role::Responses => {
+                http.responses = http.responses.saturating_add(1);
+                let status = head.status.unwrap_or(0);
+                if http.first_response_ns.is_none() {
+                    http.first_response_ns = Some(start_ns);
+                    http.status = head.status;
+                }
+                // RFC 9112 §6.3: no body for 1xx, 204, 304 and answers to HEAD; a 2xx to
+                // CONNECT and a 101 turn the connection into something else.
+                if (100..200).contains(&status) {
+                    framing = if status == 101 { Framing::Close } else { Framing::None };
+                } else {
+                    let asked = self.pending.pop_front();
+                    if status == 204 || status == 304 || asked == Some(Pending::Head) {
+                        framing = Framing::None;
+                    } else if asked == Some(Pending::Connect) && (200..300).contains(&status) {
+                        framing = Framing::Close;
+                    }
+                }
+            }
+        }
+        let d = &mut self.dirs[dir];
+        d.state = match framing {
+            Framing::None | Framing::Length(0) => State::Head,
+            Framing::Length(n) => State::Body(n),
+            Framing::Chunked => State::Chunked(Chunk::Size { size: 0, digit: false, ext: false, len: 0 }),
+            Framing::Close => State::Stopped,
+        };
+        if framing == Framing::Close {
+            // A tunnel or an upgrade: the other direction stops speaking HTTP too.
+            for d in &mut self.dirs {
+                d.state = State::Stopped;
+                d.head = Vec::new();
+            }
+        }
+    }
+}
+
+/// Bytes of a direction's start enough to tell its role: the longest method and a space.
+const START_PEEK_BYTES: usize = 12;
+
+/// What a direction's first bytes announce.
+enum Start {
+    Role(Role),
+    /// A prefix of a method or of `HTTP/1.`: the next bytes will tell.
+    NeedMore,
+    /// Not HTTP/1.x.
+    Other,
+}
+
+fn start_of(bytes: &[u8]) -> Start {
+    const STATUS: &[u8] = b"HTTP/1.";
+    if bytes.starts_with(STATUS) {
+        return Start::Role(Role::Responses);
+    }
+    match bytes.iter().take(START_PEEK_BYTES).position(|&b| b == b' ') {
+        Some(sp) if METHODS.contains(&&bytes[..sp]) => Start::Role(Role::Requests),
+        Some(_) => Start::Other,
+        None if bytes.len() < START_PEEK_BYTES
+            && (STATUS.starts_with(bytes) || METHODS.iter().any(|m| m.starts_with(bytes))) =>
+        {
+            Start::NeedMore
+        }
+        None => Start::Other,
+    }
+}
+
+/// The role a flow's first segment announces, if it is HTTP/1.x (recognition reads that one
+/// segment: it must hold a method and its space, or `HTTP/1.`).
+fn role_of(bytes: &[u8]) -> Option<Role> {
+    match start_of(bytes) {
+        Start::Role(r) => Some(r),
+        Start::NeedMore | Start::Other => None,
+    }
+}
+
+fn config() -> httparse::ParserConfig {
+    let mut c = httparse::ParserConfig::default();
+    c.allow_obsolete_multiline_headers_in_responses(true)
+        .allow_multiple_spaces_in_request_line_delimiters(true)
+        .allow_multiple_spaces_in_response_status_delimiters(true)
+        .allow_spaces_after_header_name_in_responses(true)
+        .ignore_invalid_headers_in_responses(true);
+    c
+}
+
+/// Parses a head at the start of `buf`: its length and content once complete, `None` while
+/// more bytes are needed.
+fn parse_head(role: Role, buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let cfg = config();
+    let (status, fields, head) = match role {
+        Role::Requests => {
+            let mut req = httparse::Request::new(&mut headers);
+            let status = cfg.parse_request(&mut req, buf).map_err(head_error)?;
+            let httparse::Status::Complete(len) = status else { return Ok(None) };
+            let head = Head {
+                role,
+                method: req.method.map(str::to_owned),
+                target: req.path.map(str::to_owned),
+                host: None,
+                user_agent: None,
+                status: None,
+                framing: Framing::None,
+            };
+            (len, req.headers, head)
+        }
+        Role::Responses => {
+            let mut resp = httparse::Response::new(&mut headers);
+            let status = cfg.parse_response(&mut resp, buf).map_err(head_error)?;
+            let httparse::Status::Complete(len) = status else { return Ok(None) };
+            let head = Head {
+                role,
+                method: None,
+                target: None,
+                host: None,
+                user_agent: None,
+                status: resp.code,
+                framing: Framing::Close,
+            };
+            (len, resp.headers, head)
+        }
+    };
+    let mut head = head;
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut other_coding = false;
+    for h in fields.iter() {
+        if h.name.eq_ignore_ascii_case("host") {
+            if head.host.is_none() {
+                head.host = Some(text(h.value));
+            }
+        } else if h.name.eq_ignore_ascii_case("user-agent") {
+            if head.user_agent.is_none() {
+                head.user_agent = Some(text(h.value));
+            }
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            // RFC 9110 §8.6: a list of identical values is the value; differing ones are an error.
+            for v in h.value.split(|&b| b == b',') {
+                let n = decimal(v.trim_ascii()).ok_or(HeadError::Malformed)?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(HeadError::Malformed);
+                }
+                length = Some(n);
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // RFC 9112 §6.3: chunked must be the final coding.
+            let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(&[]).trim_ascii();
+            chunked = last.eq_ignore_ascii_case(b"chunked");
+            other_coding = !chunked;
+        }
+    }
+    head.framing = if chunked {
+        Framing::Chunked
+    } else if other_coding {
+        // A request with a coding other than chunked cannot be framed (RFC 9112 §6.3 item 4).
+        if role == Role::Requests {
+            return Err(HeadError::Malformed);
+        }
+        Framing::Close
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else if role == Role::Requests {
+        Framing::None
+    } else {
+        Framing::Close
+    };
+    Ok(Some((status, head)))
+}
+
+#[cold]
+fn head_error(e: httparse::Error) -> HeadError {
+    match e {
+        httparse::Error::TooManyHeaders => HeadError::OverLimit,
+        _ => HeadError::Malformed,
+    }
+}
+
+fn text(v: &[u8]) -> String {
+    String::from_utf8_lossy(v.trim_ascii()).into_owned()
+}
+
+fn decimal(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &b| b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0')))
+}
+
+/// Advances the chunked framing over `input`: the bytes used and the next state (`None`: the
+/// message ended, the head of the next follows).
+fn chunked(mut c: Chunk, input: &[u8]) -> (usize, Result<Option<Chunk>, HeadError>) {
+    let mut i = 0;
+    while i < input.len() {
+        match c {
+            Chunk::Data(n) => {
+                let k = usize::try_from(n).unwrap_or(usize::MAX).min(input.len() - i);
+                i += k;
+                let left = n - k as u64;
+                c = if left == 0 { Chunk::DataEnd } else { Chunk::Data(left) };
+                continue;
+            }
+            Chunk::DataEnd => {
+                let b = input[i];
+                i += 1;
+                match b {
+                    b'\r' => {}
+                    b'\n' => c = Chunk::Size { size: 0, digit: false, ext: false, len: 0 },
+                    _ => return (i, Err(HeadError::Malformed)),
+                }
+            }
+            Chunk::Size { size, digit, ext, len } => {
+                let b = input[i];
+                i += 1;
+                if len >= LINE_LIMIT_BYTES {
+                    return (i, Err(HeadError::OverLimit));
+                }
+                let len = len + 1;
+                match b {
+                    b'\n' => {
+                        if !digit {
+                            return (i, Err(HeadError::Malformed));
+                        }
+                        c = if size == 0 { Chunk::Trailer { len: 0 } } else { Chunk::Data(size) };
+                    }
+                    b'\r' => c = Chunk::Size { size, digit, ext: true, len },
+                    _ if ext => c = Chunk::Size { size, digit, ext, len },
+                    b';' | b' ' | b'\t' => c = Chunk::Size { size, digit, ext: true, len },
+                    _ => {
+                        let v = match (b as char).to_digit(16) {
+                            Some(v) => u64::from(v),
+                            None => return (i, Err(HeadError::Malformed)),
+                        };
+                        let size = match size.checked_mul(16).and_then(|s| s.checked_add(v)) {
+                            Some(s) => s,
+                            None => return (i, Err(HeadError::Malformed)),
+                        };
+                        c = Chunk::Size { size, digit: true, ext, len };
+                    }
+                }
+            }
+            Chunk::Trailer { len } => {
+                let b = input[i];
+                i += 1;
+                match b {
+                    b'\n' if len == 0 => return (i, Ok(None)),
+                    b'\n' => c = Chunk::Trailer { len: 0 },
+                    b'\r' => {}
+                    _ if len >= LINE_LIMIT_BYTES => return (i, Err(HeadError::OverLimit)),
+                    _ => c = Chunk::Trailer { len: len + 1 },
+                }
+            }
+        }
+    }
+    (i, Ok(Some(c)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Dir, Problems, CLIENT, SERVER};
+
+    struct Run {
+        parser: HttpParser,
+        facts: Facts,
+        last: Verdict,
+    }
+
+    impl Run {
+        fn new() -> Run {
+            Run { parser: HttpParser::new(), facts: Facts::default(), last: Verdict::More }
+        }
+        fn send(&mut self, dir: Dir, ts_ns: u64, bytes: &[u8]) -> Verdict {
+            let seg = Segment { dir, ts_ns, bytes, cut: false, wire_len: bytes.len() as u32 };
+            self.last = self.parser.segment(&seg, &mut self.facts);
+            self.last
+        }
+        fn http(&self) -> &HttpFacts {
+            self.facts.http.as_deref().expect("http facts")
+        }
+    }
+
+    #[test]
+    fn not_mine_quickly() {
+        for first in [
+            &b"\x16\x03\x01\x02\x00"[..],
+            b"SSH-2.0-OpenSSH_9.0\r\n",
+            b"GETX / HTTP/1.1\r\n",
+            b"get / HTTP/1.1",
+            b"HTTP/2 200",
+            b"",
+        ] {
+            let mut r = Run::new();
+            assert_eq!(r.send(CLIENT, 1, first), Verdict::NotMine, "{first:?}");
+            assert_eq!(r.facts, Facts::default(), "NotMine leaves the facts alone");
+        }
+    }
+
+    #[test]
+    fn a_request_and_its_response() {
+        let mut r = Run::new();
+        let req =
+            b"GET /index.html?q=1 HTTP/1.1\r\nHost: Example.ORG:8080\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n\r\n";
+        assert_eq!(r.send(CLIENT, 10, req), Verdict::More);
+        let resp = b"HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nnope!";
+        assert_eq!(r.send(SERVER, 20, resp), Verdict::More);
+        let h = r.http();
+        assert_eq!((h.requests, h.responses), (1, 1));
+        assert_eq!(h.method.as_deref(), Some("GET"));
+        assert_eq!(h.target.as_deref(), Some("/index.html?q=1"));
+        assert_eq!(h.host.as_deref(), Some("Example.ORG:8080"), "as sent");
+        assert_eq!(h.user_agent.as_deref(), Some("curl/8.5.0"));
+        assert_eq!(h.status, Some(404));
+        assert_eq!((h.first_request_ns, h.first_response_ns), (Some(10), Some(20)));
+        assert_eq!(r.facts.problems, Problems::default());
+    }
+
+    #[test]
+    fn persistent_connection_with_bodies_split_anywhere() {
+        // Two requests (the first with a body), three responses (one chunked, one to HEAD with a
+        // length but no body, one with a length), fed one byte at a time and in one piece.
+        let client = b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbodyHEAD /b HTTP/1.1\r\nHost: h2\r\n\r\nGET /c HTTP/1.1\r\nHost: h3\r\n\r\n";
+        let server = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4;x=y\r\nwiki\r\n5\r\npedia\r\n0\r\nExpires: never\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nHTTP/1.1 304 Not Modified\r\nContent-Length: 12\r\n\r\n";
+        for step in [1, 7, usize::MAX] {
+            // A first segment carries at least a method (recognition reads one segment).
+            let mut r = Run::new();
+            r.send(CLIENT, 1, &client[..8]);
+            for part in client[8..].chunks(step.min(client.len())) {
+                r.send(CLIENT, 1, part);
+            }
+            for part in server.chunks(step.min(server.len())) {
+                r.send(SERVER, 2, part);
+            }
+            let h = r.http();
+            assert_eq!((h.requests, h.responses), (3, 3), "step {step}");
+            assert_eq!(h.method.as_deref(), Some("POST"));
+            assert_eq!(h.host.as_deref(), Some("h"));
+            assert_eq!(h.status, Some(200));
+            assert_eq!(r.facts.problems, Problems::default(), "step {step}");
+        }
+    }
+
+    #[test]
+    fn interim_responses_and_until_close() {
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"PUT /up HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+        r.send(SERVER, 2, b"HTTP/1.1 100 Continue\r\n\r\n");
+        r.send(CLIENT, 3, b"abc");
+        r.send(SERVER, 4, b"HTTP/1.0 200 OK\r\n\r\nbody until close HTTP/1.1 200 OK\r\n\r\n");
+        let h = r.http();
+        assert_eq!((h.requests, h.responses), (1, 2), "the body read until close is not parsed");
+        assert_eq!(h.status, Some(100));
+    }
+
+    #[test]
+    fn switching_protocols_stops_both_directions() {
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n");
+        assert_eq!(
+            r.send(SERVER, 2, b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x05hello"),
+            Verdict::Done
+        );
+        assert_eq!(r.http().responses, 1);
+    }
+
+    #[test]
+    fn head_spanning_segments_and_the_limit() {
+        let mut r = Run::new();
+        r.send(CLIENT, 5, b"GET / HTTP/1.1\r\nHo");
+        r.send(CLIENT, 6, b"st: split.example\r\n");
+        assert_eq!(r.http().requests, 0);
+        r.send(CLIENT, 7, b"\r\n");
+        assert_eq!(r.http().host.as_deref(), Some("split.example"));
+        assert_eq!(r.http().first_request_ns, Some(5), "the time the request began");
+
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"GET / HTTP/1.1\r\n");
+        let filler = format!("X-Filler: {}\r\n", "a".repeat(1000));
+        for _ in 0..9 {
+            r.send(CLIENT, 1, filler.as_bytes());
+        }
+        r.send(CLIENT, 1, b"\r\n");
+        assert_eq!(r.facts.problems.over_limit, 1);
+        assert_eq!(r.http().requests, 0);
+        assert!(r.parser.dirs[CLIENT].head.capacity() == 0, "the buffer is given back");
+    }
+
+    #[test]
+    fn malformed_heads_and_framing() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1, 2\r\n\r\n", b""),
+            (b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", b""),
+            (b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", b""),
+            (b"GET / HTTP/3.0\r\n\r\n", b""),
+            (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", b""),
+            (b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
+            (b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n"),
+            (b"GET / HTTP/1.1\r\n\r\n", b"\x00\x01garbage"),
+        ];
+        for (c, s) in cases {
+            let mut r = Run::new();
+            r.send(CLIENT, 1, c);
+            if !s.is_empty() {
+                r.send(SERVER, 2, s);
+            }
+            assert_eq!(
+                r.facts.problems.http_malformed,
+                1,
+                "{:?} / {:?}",
+                String::from_utf8_lossy(c),
+                String::from_utf8_lossy(s)
+            );
+        }
+    }
+
+    #[test]
+    fn response_first_and_lone_directions() {
+        // A capture that missed the request: the server's response claims the flow.
+        let mut r = Run::new();
+        assert_eq!(
+            r.send(SERVER, 1, b"HTTP/1.1 301 Moved Permanently\r\nLocation: /x\r\nContent-Length: 0\r\n\r\n"),
+            Verdict::More
+        );
+        assert_eq!(r.http().status, Some(301));
+        assert_eq!(r.http().method, None);
+    }
+
+    #[test]
+    fn never_panics_on_noise() {
+        // Every prefix of a valid exchange, and bytes flipped in it.
+        let c = b"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        for cut in 0..c.len() {
+            let mut r = Run::new();
+            r.send(CLIENT, 1, &c[..cut]);
+            r.send(CLIENT, 1, &c[cut..]);
+        }
+        let mut x = 0x1234_5678u32;
+        for _ in 0..2000 {
+            let mut b = c.to_vec();
+            for _ in 0..3 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let at = x as usize % b.len();
+                b[at] = (x >> 8) as u8;
+            }
+            let mut r = Run::new();
+            r.send(CLIENT, 1, &b);
+            r.send(SERVER, 1, &b);
+        }
     }
 }

@@ -16,18 +16,24 @@
 //! assert_eq!(s.facts().http.as_ref().and_then(|h| h.host.as_deref()), Some("example.org"));
 //! ```
 
+mod cert;
 mod community_id;
 mod dns;
+mod hello;
 mod http;
+mod ja;
 mod label;
 mod quic;
 mod rtp;
 mod stream;
 mod tls;
 
-pub use community_id::community_id;
-pub use label::label;
+pub use community_id::{community_id, community_id_icmp};
+pub use dns::dns_response_addresses;
+pub use label::{label, ndpi_name};
+pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
+pub use tls::HANDSHAKE_LIMIT_BYTES;
 
 /// The direction of a payload: from the flow's client, or from its server.
 pub type Dir = usize;
@@ -148,8 +154,12 @@ pub struct DnsFacts {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RtpFacts {
     pub dirs: [Option<RtpStream>; 2],
-    /// RTCP packets seen.
+    /// RTCP packets seen: datagrams (a compound packet is one), both directions.
     pub rtcp_packets: u64,
+    /// Each direction's RTCP: what its sender and receiver reports said.
+    pub rtcp: [RtcpDir; 2],
+    /// STUN and DTLS datagrams sharing the flow (RFC 7983: ICE checks, DTLS-SRTP), skipped.
+    pub demuxed_packets: u64,
 }
 
 /// One direction's RTP stream (its first SSRC).
@@ -169,6 +179,52 @@ pub struct RtpStream {
     pub jitter_max: f64,
     /// The clock rate used to turn timestamp units into time (from the payload type), 0 if unknown.
     pub clock_hz: u32,
+    /// The jitter estimate's smallest value and its mean over the packets after the first
+    /// (Tstat's `jitter_min`, `jitter_avg`; Wireshark's "Mean Jitter"), in timestamp units.
+    pub jitter_min: f64,
+    pub jitter_mean: f64,
+    /// Packet times of the stream's first and last packets (Tstat's `starttime`, `duration`).
+    pub first_ns: u64,
+    pub last_ns: u64,
+    /// The smallest and largest payload of a packet, in bytes (Tstat's `rtp_min_payload`,
+    /// `rtp_max_payload`; the mean is `payload_bytes / packets`).
+    pub payload_bytes_min: u32,
+    pub payload_bytes_max: u32,
+    /// Packets with the marker bit set (a talkspurt's or a video frame's edge).
+    pub marker_packets: u64,
+    /// Packets of this SSRC with another payload type than the first (RFC 4733 events, comfort
+    /// noise): counted in `packets`, left out of the jitter unless their clock is the same.
+    pub other_pt_packets: u64,
+    /// Packets of this direction carrying another SSRC than the stream's: not in the other
+    /// counts.
+    pub other_ssrc_packets: u64,
+}
+
+/// One direction's RTCP (RFC 3550 §6.4): the last values its reports carried.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RtcpDir {
+    /// RTCP datagrams from this direction.
+    pub packets: u64,
+    /// Of them, cut by the capture before their end (Tstat's `rtcp_trunc`).
+    pub cut_packets: u64,
+    /// Of them, with only the first packet readable: SRTCP, whose packets after the first 8
+    /// bytes are encrypted and followed by an index and a tag (RFC 3711 §3.4).
+    pub opaque_packets: u64,
+    /// The last sender report's sender packet and octet counts (Tstat's `rtcp_lenpack`,
+    /// `rtcp_lenbytes`).
+    pub sender_packets: Option<u32>,
+    pub sender_octets: Option<u32>,
+    /// The last report block's cumulative number of packets lost and fraction lost in 1/256
+    /// (Tstat's `rtcp_losses`, `rtcp_fraclost`).
+    pub reported_lost: Option<i32>,
+    pub fraction_lost: Option<u8>,
+    /// Round trips from this side's report blocks: the time from the other side's sender report
+    /// passing the probe to this report passing it, less the delay since that sender report
+    /// (DLSR): the round trip between the probe and this side (Tstat's `rtt_*`).
+    pub rtt_samples: u64,
+    pub rtt_sum_ns: u64,
+    pub rtt_min_ns: Option<u64>,
+    pub rtt_max_ns: u64,
 }
 
 /// Problems met reading payloads: counted per flow, summed in summary.json.
@@ -211,6 +267,9 @@ pub(crate) struct Segment<'a> {
     /// The packet carried more than was captured (snap length): `bytes` is its start only, and
     /// a TCP direction stops after it.
     pub cut: bool,
+    /// The payload's length on the wire (a UDP datagram's whole length even when `cut`); for
+    /// TCP, the length of `bytes`.
+    pub wire_len: u32,
 }
 
 /// What a parser says after a segment.
@@ -284,7 +343,11 @@ impl Session {
         if bytes.is_empty() {
             return;
         }
-        let segment = Segment { dir, ts_ns, bytes, cut };
+        let seg_wire_len = match self.transport {
+            Transport::Udp => wire_len,
+            Transport::Tcp => u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+        };
+        let segment = Segment { dir, ts_ns, bytes, cut, wire_len: seg_wire_len };
         let verdict = match &mut self.app {
             App::Unknown { tries } => {
                 *tries += 1;
@@ -312,7 +375,7 @@ impl Session {
     fn recognise(&mut self, segment: &Segment<'_>) -> Option<Verdict> {
         let ports = self.ports;
         let facts = &mut self.facts;
-        let mut take = |app: App, verdict: Verdict| -> Option<(App, Verdict)> {
+        let take = |app: App, verdict: Verdict| -> Option<(App, Verdict)> {
             (verdict != Verdict::NotMine).then_some((app, verdict))
         };
         let found = match self.transport {

@@ -1,0 +1,228 @@
+//! TLS fingerprints: JA3 and JA3S (Salesforce, MD5 of the hello's decimal fields) and JA4
+//! (FoxIO, `technical_details/JA4.md` of github.com/FoxIO-LLC/ja4).
+//!
+//! JA4's ALPN part follows the specification's rule for a first ALPN value whose first or last
+//! byte is not an ASCII letter or digit: the first and last characters of its hex form. FoxIO's
+//! own tools (ja4 0.18, python/ja4.py) print `99` there instead; the integration test names the
+//! one capture where they differ. GREASE is ignored everywhere, signature algorithms included.
+
+use std::fmt::Write;
+
+use md5::{Digest, Md5};
+use sha2::Sha256;
+
+use crate::hello::{ext, is_grease, ClientHello, ServerHello};
+
+/// Decimal values joined by `-`, GREASE removed.
+fn dashed<T: Copy + Into<u16>>(values: &[T], out: &mut String) {
+    let mut first = true;
+    for v in values.iter().map(|v| (*v).into()).filter(|v| !is_grease(*v)) {
+        if !first {
+            out.push('-');
+        }
+        first = false;
+        let _ = write!(out, "{v}");
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The JA3 string: `version,ciphers,extensions,groups,point_formats`.
+pub(crate) fn ja3_string(h: &ClientHello<'_>) -> String {
+    let mut s = String::with_capacity(256);
+    let _ = write!(s, "{},", h.legacy_version);
+    dashed(&h.ciphers, &mut s);
+    s.push(',');
+    dashed(&h.extensions, &mut s);
+    s.push(',');
+    dashed(&h.groups, &mut s);
+    s.push(',');
+    dashed(h.point_formats, &mut s);
+    s
+}
+
+/// JA3: the MD5 hex of [`ja3_string`].
+pub(crate) fn ja3(h: &ClientHello<'_>) -> String {
+    hex(&Md5::digest(ja3_string(h).as_bytes()))
+}
+
+/// JA3S: the MD5 hex of `version,cipher,extensions`.
+pub(crate) fn ja3s(h: &ServerHello<'_>) -> String {
+    let mut s = format!("{},{},", h.legacy_version, h.cipher);
+    dashed(&h.extensions, &mut s);
+    hex(&Md5::digest(s.as_bytes()))
+}
+
+/// JA4's two-character version.
+fn ja4_version(v: u16) -> &'static str {
+    match v {
+        0x0304 => "13",
+        0x0303 => "12",
+        0x0302 => "11",
+        0x0301 => "10",
+        0x0300 => "s3",
+        0x0002 => "s2",
+        0xfeff => "d1",
+        0xfefd => "d2",
+        0xfefc => "d3",
+        _ => "00",
+    }
+}
+
+/// JA4's ALPN part from the first ALPN value.
+pub(crate) fn ja4_alpn(first: Option<&[u8]>) -> [char; 2] {
+    let (Some(&a), Some(&z)) = (first.and_then(|v| v.first()), first.and_then(|v| v.last())) else {
+        return ['0', '0'];
+    };
+    if a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric() {
+        return [char::from(a), char::from(z)];
+    }
+    // Not alphanumeric: the first and last characters of the value's hex form.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    [char::from(HEX[usize::from(a >> 4)]), char::from(HEX[usize::from(z & 0x0f)])]
+}
+
+/// Four-hex-digit values joined by commas.
+fn hex_list(values: &[u16], out: &mut String) {
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{v:04x}");
+    }
+}
+
+/// The first 12 hex characters of the SHA-256 of `s`.
+fn sha256_12(s: &str) -> String {
+    let mut h = hex(&Sha256::digest(s.as_bytes()));
+    h.truncate(12);
+    h
+}
+
+/// JA4 of a ClientHello, over TCP (`t`) or in a QUIC Initial (`q`).
+pub(crate) fn ja4(h: &ClientHello<'_>, quic: bool) -> String {
+    let mut ciphers: Vec<u16> = h.ciphers.iter().copied().filter(|v| !is_grease(*v)).collect();
+    let exts: Vec<u16> = h.extensions.iter().copied().filter(|v| !is_grease(*v)).collect();
+    let alpn = ja4_alpn(h.alpn.first().copied());
+    let mut s = String::with_capacity(40);
+    s.push(if quic { 'q' } else { 't' });
+    s.push_str(ja4_version(h.max_version()));
+    s.push(if h.extensions.contains(&ext::SERVER_NAME) { 'd' } else { 'i' });
+    let _ = write!(s, "{:02}{:02}{}{}_", ciphers.len().min(99), exts.len().min(99), alpn[0], alpn[1]);
+    ciphers.sort_unstable();
+    if ciphers.is_empty() {
+        s.push_str("000000000000");
+    } else {
+        let mut list = String::new();
+        hex_list(&ciphers, &mut list);
+        s.push_str(&sha256_12(&list));
+    }
+    s.push('_');
+    let mut sorted: Vec<u16> = exts.into_iter().filter(|&e| e != ext::SERVER_NAME && e != ext::ALPN).collect();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        s.push_str("000000000000");
+    } else {
+        let mut list = String::new();
+        hex_list(&sorted, &mut list);
+        let sigs: Vec<u16> = h.sig_algs.iter().copied().filter(|v| !is_grease(*v)).collect();
+        if !sigs.is_empty() {
+            list.push('_');
+            hex_list(&sigs, &mut list);
+        }
+        s.push_str(&sha256_12(&list));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// JA4.md's example: Chrome's ClientHello, ciphers and extensions in wire order.
+    fn chrome() -> ClientHello<'static> {
+        ClientHello {
+            legacy_version: 0x0303,
+            ciphers: vec![
+                0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014, 0x009c, 0x009d,
+                0x002f, 0x0035,
+            ],
+            extensions: vec![
+                0x001b, 0x0000, 0x0033, 0x0010, 0x4469, 0x0017, 0x002d, 0x000d, 0x0005, 0x0023, 0x0012, 0x002b, 0xff01,
+                0x000b, 0x000a, 0x0015,
+            ],
+            sni: Some(b"example.org"),
+            alpn: vec![b"h2", b"http/1.1"],
+            sig_algs: vec![0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601],
+            versions: Some(vec![0x3a3a, 0x0304, 0x0303]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ja4_of_the_specification_example() {
+        assert_eq!(ja4(&chrome(), false), "t13d1516h2_8daaf6152771_e5627efa2ab1");
+        let mut h = chrome();
+        h.ciphers.insert(0, 0x0a0a);
+        h.extensions.insert(0, 0xdada);
+        assert_eq!(ja4(&h, true), "q13d1516h2_8daaf6152771_e5627efa2ab1", "GREASE does not count");
+        // Without signature algorithms the list ends without an underscore (JA4.md: 6d807ffa2a79).
+        h.sig_algs.clear();
+        assert!(ja4(&h, false).ends_with("_6d807ffa2a79"));
+        h.sni = None;
+        h.extensions.retain(|&e| e != 0);
+        assert!(ja4(&h, false).starts_with("t13i1515h2_"));
+    }
+
+    #[test]
+    fn ja4_empty_lists() {
+        let h = ClientHello { legacy_version: 0x0301, ..Default::default() };
+        assert_eq!(ja4(&h, false), "t10i000000_000000000000_000000000000");
+    }
+
+    #[test]
+    fn ja4_alpn_rules() {
+        // JA4.md's table of non-alphanumeric values.
+        let cases: [(&[u8], &str); 10] = [
+            (b"", "00"),
+            (b"h2", "h2"),
+            (b"http/1.1", "h1"),
+            (b"x", "xx"),
+            (&[0xab], "ab"),
+            (&[0x20], "20"),
+            (&[0xab, 0xcd], "ad"),
+            (&[0x30, 0xab], "3b"),
+            (&[0x61, 0x20], "60"),
+            (&[0x30, 0xab, 0xcd, 0x31], "01"),
+        ];
+        for (value, want) in cases {
+            let got: String = ja4_alpn(Some(value)).iter().collect();
+            assert_eq!(got, want, "{value:02x?}");
+        }
+        assert_eq!(ja4_alpn(None), ['0', '0']);
+    }
+
+    #[test]
+    fn ja3_string_drops_grease() {
+        let h = ClientHello {
+            legacy_version: 0x0303,
+            ciphers: vec![0x0a0a, 0x1301, 0xc02b],
+            extensions: vec![0x1a1a, 0, 23, 0x2a2a],
+            groups: vec![0x3a3a, 29, 23],
+            point_formats: &[0],
+            ..Default::default()
+        };
+        assert_eq!(ja3_string(&h), "771,4865-49195,0-23,29-23,0");
+        // The MD5 of that string from `printf %s ... | md5sum`.
+        assert_eq!(ja3(&h), "fd803cd9d4cb13ee151a93ddc0bd05ca");
+        let empty = ClientHello { legacy_version: 0x0301, ..Default::default() };
+        assert_eq!(ja3_string(&empty), "769,,,,");
+        assert_eq!(ja3(&empty), "f5d1076d0d11b5cd81c4c4e8e8ee881a");
+    }
+}
