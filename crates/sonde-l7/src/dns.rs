@@ -211,14 +211,15 @@ impl DnsParser {
 }
 
 /// A plausible first DNS message: its header, and its first question (as far as it goes when
-/// `partial`: the message's bytes end early). Only mDNS (`mdns`) sends messages without a
-/// question (its announcements).
+/// `partial`: the message's bytes end early). Only mDNS (`mdns`: its announcements), inverse
+/// queries (opcode 1, RFC 1035 §6.4.1: an answer, no question) and DSO (opcode 6, RFC 8490)
+/// send messages without a question.
 fn recognised(m: &[u8], partial: bool, mdns: bool) -> bool {
     let Some(h) = Header::read(m) else { return false };
     if !h.plausible() {
         return false;
     }
-    (h.qd == 0 && mdns)
+    (h.qd == 0 && (mdns || h.opcode == 1 || h.opcode == 6))
         || h.qd > 0
             && match Name::check(m, HEADER_BYTES) {
                 Ok(_) => true,
@@ -528,6 +529,12 @@ mod tests {
         bad[5] = 200; // 200 questions
         assert_eq!(udp([40000, 53], &[(CLIENT, &bad, false)]).1, [Verdict::NotMine]);
         assert_eq!(udp([40000, 53], &[(CLIENT, &QUERY[..11], false)]).1, [Verdict::NotMine]);
+        // No question: refused on port 53, except for an inverse query (RFC 1035 §6.4.1).
+        let answer_only = b"\x00\x07\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04\x0a\x00\x00\x01";
+        assert_eq!(udp([40000, 53], &[(CLIENT, answer_only, false)]).1, [Verdict::NotMine]);
+        let mut inverse = answer_only.to_vec();
+        inverse[2] = 0x08; // opcode 1
+        assert_eq!(udp([40000, 53], &[(CLIENT, &inverse, false)]).1, [Verdict::More]);
         let (f, v) = udp([5353, 5353], &[(CLIENT, QUERY, false)]);
         assert_eq!(v, [Verdict::More]);
         assert_eq!(f.dns.unwrap().query.as_deref(), Some("www.example.com"));
