@@ -211,14 +211,15 @@ impl DnsParser {
 }
 
 /// A plausible first DNS message: its header, and its first question (as far as it goes when
-/// `partial`: the message's bytes end early). Only mDNS (`mdns`) sends messages without a
-/// question (its announcements).
+/// `partial`: the message's bytes end early). Only mDNS (`mdns`: its announcements), inverse
+/// queries (opcode 1, RFC 1035 §6.4.1: an answer, no question) and DSO (opcode 6, RFC 8490)
+/// send messages without a question.
 fn recognised(m: &[u8], partial: bool, mdns: bool) -> bool {
     let Some(h) = Header::read(m) else { return false };
     if !h.plausible() {
         return false;
     }
-    (h.qd == 0 && mdns)
+    (h.qd == 0 && (mdns || h.opcode == 1 || h.opcode == 6))
         || h.qd > 0
             && match Name::check(m, HEADER_BYTES) {
                 Ok(_) => true,
@@ -521,6 +522,34 @@ mod tests {
         assert_eq!(dns_response_addresses(QUERY), None);
     }
 
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// A real response (arkime's tests/pcap/dns-udp.pcap, frame 2, `tshark -e udp.payload`):
+    /// www.github.com CNAME github.com A 192.30.252.128, four NS records and their glue in the
+    /// additional section (10.2.95.12 four times, which tshark's `dns.a` lists too).
+    const GITHUB: &str = "e03981800001000200040004037777770667697468756203636f6d0000010001c00c00050001000007bc0002c010c01000010001000000040004c01efc80c01000020001000001480014036e7333037031360664796e656374036e657400c01000020001000001480006036e7332c04ec01000020001000001480006036e7334c04ec01000020001000001480006036e7331c04ec06a0001000100000e1000040a025f0cc04a0001000100000e1000040a025f0cc08e0001000100000e1000040a025f0cc07c0001000100000e1000040a025f0c";
+
+    #[test]
+    fn a_real_response_answers_only() {
+        let m = hex(GITHUB);
+        let want: Vec<IpAddr> = vec!["192.30.252.128".parse().unwrap()];
+        assert_eq!(dns_response_addresses(&m), Some(("www.github.com".to_string(), want.clone())));
+        let (f, _) = udp([53, 60012], &[(SERVER, &m, false)]);
+        let d = f.dns.as_deref().unwrap();
+        assert_eq!(
+            (d.query.as_deref(), d.qtype, d.rcode, &d.answers),
+            (Some("www.github.com"), Some(1), Some(0), &want)
+        );
+        assert_eq!(f.problems, Problems::default());
+        // Every cut of it: read as far as it goes, never malformed.
+        for cut in 0..m.len() {
+            let (f, _) = udp([53, 60012], &[(SERVER, &m[..cut], true)]);
+            assert_eq!(f.problems, Problems::default(), "cut at {cut}");
+        }
+    }
+
     #[test]
     fn recognition_needs_port_and_header() {
         assert_eq!(udp([40000, 5000], &[(CLIENT, QUERY, false)]).1, [Verdict::NotMine], "port");
@@ -528,6 +557,12 @@ mod tests {
         bad[5] = 200; // 200 questions
         assert_eq!(udp([40000, 53], &[(CLIENT, &bad, false)]).1, [Verdict::NotMine]);
         assert_eq!(udp([40000, 53], &[(CLIENT, &QUERY[..11], false)]).1, [Verdict::NotMine]);
+        // No question: refused on port 53, except for an inverse query (RFC 1035 §6.4.1).
+        let answer_only = b"\x00\x07\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04\x0a\x00\x00\x01";
+        assert_eq!(udp([40000, 53], &[(CLIENT, answer_only, false)]).1, [Verdict::NotMine]);
+        let mut inverse = answer_only.to_vec();
+        inverse[2] = 0x08; // opcode 1
+        assert_eq!(udp([40000, 53], &[(CLIENT, &inverse, false)]).1, [Verdict::More]);
         let (f, v) = udp([5353, 5353], &[(CLIENT, QUERY, false)]);
         assert_eq!(v, [Verdict::More]);
         assert_eq!(f.dns.unwrap().query.as_deref(), Some("www.example.com"));

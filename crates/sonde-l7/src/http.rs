@@ -621,6 +621,31 @@ mod tests {
         assert_eq!(r.facts.problems, Problems::default());
     }
 
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// arkime's tests/pcap/http-simple-get.pcap: frame 4's request and the start of frame 6's
+    /// response (`tshark -e tcp.payload`), whose 5039-byte body continues in later frames.
+    const CURL_GET: &str = "474554202f20485454502f312e310d0a557365722d4167656e743a206375726c2f372e32342e3020287838365f36342d6170706c652d64617277696e31322e3029206c69626375726c2f372e32342e30204f70656e53534c2f302e392e3879207a6c69622f312e322e350d0a486f73743a20787878787878787878787878782e7878782e636f6d0d0a4163636570743a202a2f2a0d0a0d0a";
+    const APACHE_403: &str = "485454502f312e312034303320466f7262696464656e0d0a446174653a204d6f6e2c203235204e6f7620323031332031343a35353a353220474d540d0a5365727665723a204170616368652f322e322e3135202843656e744f53290d0a4163636570742d52616e6765733a2062797465730d0a436f6e74656e742d4c656e6774683a20353033390d0a436f6e6e656374696f6e3a20636c6f73650d0a436f6e74656e742d547970653a20746578742f68746d6c3b20636861727365743d5554462d380d0a0d0a3c21444f43545950452068746d6c";
+
+    #[test]
+    fn a_real_exchange() {
+        let mut r = Run::new();
+        assert_eq!(r.send(CLIENT, 4, &hex(CURL_GET)), Verdict::More);
+        assert_eq!(r.send(SERVER, 6, &hex(APACHE_403)), Verdict::More);
+        let h = r.http();
+        assert_eq!((h.method.as_deref(), h.target.as_deref()), (Some("GET"), Some("/")));
+        assert_eq!(h.host.as_deref(), Some("xxxxxxxxxxxxx.xxx.com"));
+        assert_eq!(
+            h.user_agent.as_deref(),
+            Some("curl/7.24.0 (x86_64-apple-darwin12.0) libcurl/7.24.0 OpenSSL/0.9.8y zlib/1.2.5")
+        );
+        assert_eq!((h.status, h.requests, h.responses), (Some(403), 1, 1));
+        assert_eq!(r.parser.dirs[SERVER].state, State::Body(5039 - 14), "the body is skipped by its length");
+    }
+
     #[test]
     fn persistent_connection_with_bodies_split_anywhere() {
         // Two requests (the first with a body), three responses (one chunked, one to HEAD with a

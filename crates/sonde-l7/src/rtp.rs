@@ -9,12 +9,14 @@
 //! list and extension fit, a payload type outside RTCP's range), a well-formed RTCP packet
 //! (version 2, the first an SR, RR, SDES, BYE or APP whose length fits) or a STUN message (the
 //! magic cookie, the length exact), else it is `NotMine` at once, allocating nothing. The flow
-//! is claimed after [`CONFIRMATIONS`] confirmations, each a packet continuing its direction's
-//! first SSRC with a sequence number 1 to [`PROBE_SEQ_STEP`] ahead and a timestamp within
-//! [`PROBE_TS_STEP`] units, or an RTCP datagram. Until then nothing is written to [`Facts`] (the
+//! is claimed after [`CONFIRMATIONS`] confirmations, each a packet continuing one of its
+//! direction's first [`PROBE_SSRCS`] SSRCs with a sequence number 1 to [`PROBE_SEQ_STEP`] ahead and a timestamp within
+//! [`PROBE_TS_STEP`] units, or an RTCP datagram whose packets were walked to its end (not
+//! SRTCP's, encrypted past the first header). Until then nothing is written to [`Facts`] (the
 //! statistics are kept aside and handed over at the claim, so they count from the first
 //! packet); without confirmation within [`PROBE_DATAGRAMS`] RTP/RTCP datagrams (or
-//! [`PROBE_DEMUXED`] STUN/DTLS ones) the parser says `Done` and the flow has no RTP facts.
+//! [`PROBE_DEMUXED`] STUN, DTLS or SRTCP ones, and in a flow opened by STUN any other that is not
+//! RTP) the parser says `Done` and the flow has no RTP facts.
 //!
 //! Jitter needs the media clock: static payload types have theirs (RFC 3551); a dynamic type's
 //! is set by signalling we do not read, so its stream has `clock_hz` 0 and no jitter. Packets of
@@ -39,9 +41,11 @@ use crate::{Dir, Facts, Problems, RtpFacts, RtpStream, Segment, Verdict};
 const CONFIRMATIONS: u8 = 2;
 /// Datagrams looked at, at most, before giving up on confirming.
 const PROBE_DATAGRAMS: u8 = 8;
-/// STUN and DTLS datagrams (RFC 7983 multiplexing: ICE checks, the DTLS-SRTP handshake) let
-/// pass before giving up on an RTP flow that began with STUN.
-const PROBE_DEMUXED: u8 = 64;
+/// STUN and DTLS datagrams (RFC 7983 multiplexing: ICE checks, the DTLS-SRTP handshake) and
+/// SRTCP ones let pass before giving up on confirming.
+const PROBE_DEMUXED: u8 = 250;
+/// SSRCs per direction followed while probing.
+const PROBE_SSRCS: usize = 4;
 /// Largest sequence step (1 = the next packet) that confirms a stream while probing.
 const PROBE_SEQ_STEP: u16 = 16;
 /// Largest timestamp step, in timestamp units, that confirms a stream while probing: 10 s of a
@@ -306,6 +310,7 @@ pub(crate) fn parse_rtcp(bytes: &[u8], wire_len: u32) -> Result<Rtcp, Malformed>
     if first {
         return Err(Malformed::Length);
     }
+    out.cut = bytes.len() < wire_len;
     Ok(out)
 }
 
@@ -392,9 +397,6 @@ struct Track {
     jitter_sum: f64,
     /// The last full header length (CSRCs, extension), for cut packets.
     header_len: usize,
-    /// The last packet's sequence number and timestamp, to confirm while probing.
-    last_seq: u16,
-    last_ts: u32,
 }
 
 impl Track {
@@ -412,8 +414,6 @@ impl Track {
             jitter_samples: 0,
             jitter_sum: 0.0,
             header_len: h.header_len().unwrap_or(field::FIXED_LEN),
-            last_seq: seq,
-            last_ts: h.timestamp(),
         }
     }
 
@@ -538,15 +538,32 @@ fn stream_packet(t: &mut Track, s: &mut RtpStream, h: &RtpHeader<'_>, seg: &Segm
     if s.clock_hz != 0 && same_clock {
         t.update_jitter(seg.ts_ns, h.timestamp(), s.clock_hz, s);
     }
-    t.last_seq = h.seq();
-    t.last_ts = h.timestamp();
 }
 
-/// Whether a packet continues its stream the way a sender's next packets do.
-fn continues(t: &Track, h: &RtpHeader<'_>) -> bool {
-    let seq_step = h.seq().wrapping_sub(t.last_seq);
-    let ts_step = h.timestamp().wrapping_sub(t.last_ts) as i32;
-    (1..=PROBE_SEQ_STEP).contains(&seq_step) && ts_step.unsigned_abs() <= PROBE_TS_STEP
+/// While probing, the last sequence number and timestamp of the first [`PROBE_SSRCS`] SSRCs of
+/// each direction: a packet that continues any of them confirms the flow (WebRTC senders open
+/// with short-lived SSRCs: probes, retransmissions, events).
+#[derive(Debug, Default)]
+struct Recent {
+    ssrcs: [[Option<(u32, u16, u32)>; PROBE_SSRCS]; 2],
+}
+
+impl Recent {
+    /// Whether the packet continues its SSRC the way a sender's next packets do; remembers it.
+    fn continues(&mut self, dir: Dir, h: &RtpHeader<'_>) -> bool {
+        let (ssrc, seq, ts) = (h.ssrc(), h.seq(), h.timestamp());
+        let slots = &mut self.ssrcs[dir.min(1)];
+        if let Some(slot) = slots.iter_mut().flatten().find(|(s, _, _)| *s == ssrc) {
+            let seq_step = seq.wrapping_sub(slot.1);
+            let ts_step = ts.wrapping_sub(slot.2) as i32;
+            *slot = (ssrc, seq, ts);
+            return (1..=PROBE_SEQ_STEP).contains(&seq_step) && ts_step.unsigned_abs() <= PROBE_TS_STEP;
+        }
+        if let Some(free) = slots.iter_mut().find(|s| s.is_none()) {
+            *free = Some((ssrc, seq, ts));
+        }
+        false
+    }
 }
 
 /// What a datagram was to the receiver.
@@ -557,6 +574,8 @@ enum Seen {
     Confirms,
     /// RTP, counted, confirming nothing (a stream's first packet, a repeat, another SSRC).
     Rtp,
+    /// SRTCP, counted, confirming nothing: while probing it weighs like STUN and DTLS.
+    Opaque,
     Stun,
     Dtls,
 }
@@ -565,6 +584,8 @@ enum Seen {
 #[derive(Debug, Default)]
 struct Receiver {
     tracks: [Option<Track>; 2],
+    recent: Recent,
+    claimed: bool,
     /// The last sender reports seen per direction: NTP middle 32 bits and packet time.
     srs: [[Option<(u32, u64)>; SR_MEMORY]; 2],
     sr_next: [usize; 2],
@@ -586,29 +607,25 @@ impl Receiver {
             }
             Datagram::Rtcp(r) => {
                 self.rtcp(dir, seg.ts_ns, &r, rtp);
-                Ok(Seen::Confirms)
+                // Only a compound packet walked to its end is strong evidence; an opaque one
+                // (SRTCP) or a cut one may have been checked on its first header only.
+                Ok(if r.opaque || r.cut { Seen::Opaque } else { Seen::Confirms })
             }
             Datagram::Rtp(h) => {
+                let confirms = !self.claimed && self.recent.continues(dir, &h);
                 let (track, stream) = (&mut self.tracks[dir], &mut rtp.dirs[dir]);
                 match (track, stream) {
-                    (Some(t), Some(s)) if s.ssrc == h.ssrc() => {
-                        let confirms = continues(t, &h);
-                        stream_packet(t, s, &h, seg);
-                        Ok(if confirms { Seen::Confirms } else { Seen::Rtp })
-                    }
-                    (Some(_), Some(s)) => {
-                        s.other_ssrc_packets += 1;
-                        Ok(Seen::Rtp)
-                    }
+                    (Some(t), Some(s)) if s.ssrc == h.ssrc() => stream_packet(t, s, &h, seg),
+                    (Some(_), Some(s)) => s.other_ssrc_packets += 1,
                     (track, stream) => {
                         let mut t = Track::new(&h);
                         let mut s = new_stream(&h, seg.ts_ns);
                         stream_packet(&mut t, &mut s, &h, seg);
                         *track = Some(t);
                         *stream = Some(s);
-                        Ok(Seen::Rtp)
                     }
                 }
+                Ok(if confirms { Seen::Confirms } else { Seen::Rtp })
             }
         }
     }
@@ -659,6 +676,8 @@ pub(crate) struct RtpParser {
     /// The facts gathered while probing, handed to `Facts` at the claim.
     pending: Option<Box<RtpFacts>>,
     claimed: bool,
+    /// The flow opened with STUN (ICE): datagrams that are not RTP are let pass while probing.
+    ice: bool,
     /// RTP/RTCP candidates and STUN/DTLS datagrams seen while probing.
     datagrams: u8,
     demuxed: u8,
@@ -667,7 +686,15 @@ pub(crate) struct RtpParser {
 
 impl RtpParser {
     pub(crate) fn new() -> Self {
-        RtpParser { receiver: None, pending: None, claimed: false, datagrams: 0, demuxed: 0, confirmations: 0 }
+        RtpParser {
+            receiver: None,
+            pending: None,
+            claimed: false,
+            ice: false,
+            datagrams: 0,
+            demuxed: 0,
+            confirmations: 0,
+        }
     }
 
     pub(crate) fn segment(&mut self, segment: &Segment<'_>, facts: &mut Facts) -> Verdict {
@@ -681,6 +708,7 @@ impl RtpParser {
                 ) {
                     return Verdict::NotMine;
                 }
+                self.ice = is_stun(segment.bytes, segment.wire_len);
                 self.pending = Some(Box::default());
                 self.receiver.insert(Box::default())
             }
@@ -699,7 +727,10 @@ impl RtpParser {
             return Verdict::Done;
         };
         match receiver.datagram(segment, pending) {
-            Ok(Seen::Stun | Seen::Dtls) => self.demuxed = self.demuxed.saturating_add(1),
+            Ok(Seen::Stun | Seen::Dtls | Seen::Opaque) => self.demuxed = self.demuxed.saturating_add(1),
+            // An ICE flow may carry the application's own messages too (WhatsApp's "health"
+            // keep-alives, its RTCP-like type 199).
+            Err(_) if self.ice => self.demuxed = self.demuxed.saturating_add(1),
             // A first RTCP datagram confirms too: its compound walk is a strong check.
             Ok(Seen::Confirms) => {
                 self.confirmations += 1;
@@ -710,6 +741,7 @@ impl RtpParser {
         if self.confirmations >= CONFIRMATIONS {
             facts.rtp = self.pending.take();
             self.claimed = true;
+            receiver.claimed = true;
             return Verdict::More;
         }
         if self.datagrams >= PROBE_DATAGRAMS || self.demuxed >= PROBE_DEMUXED {
@@ -722,4 +754,105 @@ impl RtpParser {
 #[cold]
 fn count(problems: &mut Problems) {
     problems.rtp_malformed += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 3550 §5.1 fields on literal bytes: V=2 P=0 X=1 CC=1, M=1 PT=8, seq 0xabcd,
+    /// timestamp 0x01020304, SSRC 0xdeadbeef, one CSRC, an extension of one word, 4 bytes of
+    /// payload.
+    const RTP: [u8; 32] = [
+        0x91, 0x88, 0xab, 0xcd, 1, 2, 3, 4, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 9, 0xbe, 0xde, 0, 1, 0x10, 0, 0, 0, 0xaa,
+        0xbb, 0xcc, 0xdd, 0, 0, 0, 0,
+    ];
+
+    #[test]
+    fn rtp_header_fields() {
+        let h = RtpHeader::new_checked(&RTP[..28], 28).expect("valid");
+        assert_eq!((h.version(), h.padding(), h.extension(), h.csrc_count()), (2, false, true, 1));
+        assert_eq!(
+            (h.marker(), h.payload_type(), h.seq(), h.timestamp(), h.ssrc()),
+            (true, 8, 0xabcd, 0x0102_0304, 0xdead_beef)
+        );
+        assert_eq!(h.header_len(), Some(24));
+    }
+
+    #[test]
+    fn rtp_header_every_truncation() {
+        // Captured and on the wire alike: a broken datagram.
+        for len in 0..24 {
+            assert!(RtpHeader::new_checked(&RTP[..len], len as u32).is_err(), "{len} bytes");
+        }
+        // Cut by the capture after 16 bytes of 28: the fixed header is enough; the extension's
+        // length is not known, so neither is the header's.
+        let h = RtpHeader::new_checked(&RTP[..16], 28).expect("cut is not broken");
+        assert_eq!((h.seq(), h.header_len()), (0xabcd, None));
+        assert_eq!(RtpHeader::new_checked(&RTP[..11], 28).err(), Some(Malformed::Length));
+        let mut v1 = RTP;
+        v1[0] = 0x50;
+        assert_eq!(RtpHeader::new_checked(&v1, 32).err(), Some(Malformed::Version));
+    }
+
+    /// An SR (RFC 3550 §6.4.1) with one report block, then an SDES with one chunk.
+    const SR: [u8; 64] = [
+        0x81, 200, 0, 12, 0, 0, 0, 7, // V=2 RC=1, SR, length 12, SSRC 7
+        0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, // NTP timestamp
+        0, 0, 0x10, 0, 0, 0, 0, 50, 0, 0, 0x1f, 0x40, // RTP timestamp, 50 packets, 8000 octets
+        0, 0, 0, 9, 0x40, 0xff, 0xff, 0xfe, 0, 0, 1, 0, // block: SSRC 9, fraction 64, lost -2, ext seq
+        0, 0, 0, 0x20, 0x33, 0x44, 0x55, 0x66, 0, 1, 0, 0, // jitter, LSR, DLSR 1 s
+        0x81, 202, 0, 2, 0, 0, 0, 7, 1, 1, b'x', 0, // SDES: SSRC 7, CNAME "x", end
+    ];
+
+    #[test]
+    fn rtcp_sender_report_fields() {
+        let r = parse_rtcp(&SR, 64).expect("valid");
+        assert_eq!(r.sender, Some((0x3344_5566, 50, 8000)));
+        assert_eq!(r.report, Some((64, -2, 0x3344_5566, 65536)));
+        assert!(!r.cut && !r.opaque);
+    }
+
+    #[test]
+    fn rtcp_every_truncation() {
+        for len in 0..64 {
+            // Whole datagrams of that length: the SR does not fit before 52 bytes, is a whole
+            // compound packet at 52; between it and the end, what follows is no packet: taken as
+            // SRTCP's trailer.
+            match parse_rtcp(&SR[..len], len as u32) {
+                Ok(r) if len == 52 || len == 64 => assert!(!r.opaque && r.sender.is_some(), "{len}"),
+                Ok(r) => assert!(len > 52 && r.opaque && r.sender.is_none(), "{len}"),
+                Err(e) => assert!(len < 52 && e == Malformed::Length || len < 2, "{len}: {e:?}"),
+            }
+            // Cut by the capture: readable while the first header is there.
+            match parse_rtcp(&SR[..len], 64) {
+                Ok(r) => assert!(len >= 4 && r.cut || len == 64, "{len}"),
+                Err(e) => assert!(len < 4, "{len}: {e:?}"),
+            }
+        }
+        let mut bad = SR;
+        bad[1] = 205; // a feedback message cannot come first
+        assert_eq!(parse_rtcp(&bad, 64).err(), Some(Malformed::RtcpType));
+    }
+
+    #[test]
+    fn stun_and_dtls_by_rfc7983() {
+        let mut stun = vec![0, 1, 0, 4, 0x21, 0x12, 0xa4, 0x42];
+        stun.extend_from_slice(&[0; 16]);
+        assert!(is_stun(&stun, 24));
+        assert!(!is_stun(&stun, 28), "length must be exact");
+        stun[4] = 0;
+        assert!(!is_stun(&stun, 24), "magic cookie");
+        assert!(is_dtls(&[22, 0xfe, 0xfd, 0]) && is_dtls(&[0x2c, 0, 0]) && !is_dtls(&[22, 3, 3]) && !is_dtls(&[]));
+    }
+
+    #[test]
+    fn static_clock_rates_rfc3551() {
+        let rates: Vec<(u8, u32)> = (0..=127).map(|pt| (pt, clock_hz(pt))).filter(|&(_, hz)| hz != 0).collect();
+        assert_eq!(rates.iter().filter(|&&(_, hz)| hz == 90000).count(), 8);
+        assert_eq!(
+            (clock_hz(0), clock_hz(9), clock_hz(6), clock_hz(10), clock_hz(34), clock_hz(96)),
+            (8000, 8000, 16000, 44100, 90000, 0)
+        );
+    }
 }

@@ -153,7 +153,7 @@ fn ice_flow_stun_then_dtls_then_srtp_rfc7983() {
 #[test]
 fn stun_alone_is_given_up_and_dtls_first_is_not_ours() {
     let mut s = udp();
-    for i in 0..100u64 {
+    for i in 0..300u64 {
         send(&mut s, CLIENT, i * MS, &stun());
     }
     assert!(s.facts().rtp.is_none() && !s.wants_more());
@@ -605,15 +605,18 @@ mod tshark {
 const NDPI: &str = "realistic/ntop+nDPI/tests/cfgs/default/pcap/";
 
 /// Captures holding real RTP (SIP and Skinny voice, video, WebRTC behind STUN and DTLS, GTP
-/// tunnelled VoLTE), with the number of streams compared in each (81 in all when written).
+/// tunnelled VoLTE, GeForce NOW), with the number of streams compared in each (94 in all when
+/// written).
 /// Every capture of ../shared/traces where tshark's heuristic finds RTP that we claim is here.
 const RTP_TRACES: &[(&str, usize)] = &[
     ("realistic/arkime+arkime/tests/pcap/gtp-iphone.pcap", 2),
     ("realistic/irontec+sngrep/tests/aaa.pcap", 1),
+    ("realistic/nfstream+nfstream/tests/pcaps/wa_video.pcap", 4),
     ("FAX-Call-t38-CA-TDM-SIP-FB-1.pcap", 2),
     ("KakaoTalk_talk.pcap", 4),
     ("discord.pcap", 21),
     ("false_positives.pcapng", 7),
+    ("geforcenow.pcapng", 1),
     ("i3d.pcap", 4),
     ("rtp.pcapng", 4),
     ("sip.pcap", 1),
@@ -624,9 +627,10 @@ const RTP_TRACES: &[(&str, usize)] = &[
     ("stun_dtls_rtp.pcapng", 1),
     ("stun_google_meet.pcapng", 5),
     ("stun_signal.pcapng", 4),
-    ("stun_wa_call.pcapng", 4),
+    ("stun_wa_call.pcapng", 6),
     ("teams.pcap", 1),
-    ("wa_voice.pcap", 2),
+    ("wa_video.pcap", 4),
+    ("wa_voice.pcap", 4),
     ("whatsapp_login_call.pcap", 8),
 ];
 
