@@ -567,6 +567,76 @@ fn tcp_app_columns() -> Vec<Column<TcpRecord>> {
     cols
 }
 
+fn rtp_of(r: &UdpRecord, dir: usize) -> Option<&sonde_l7::RtpStream> {
+    r.app.as_ref()?.rtp.as_ref()?.dirs.get(dir)?.as_ref()
+}
+
+/// An RTP jitter in timestamp units as a duration (by the payload type's clock); missing when
+/// the clock is not known (a dynamic payload type).
+fn rtp_jitter(s: Option<&sonde_l7::RtpStream>, units: fn(&sonde_l7::RtpStream) -> f64) -> Value<'static> {
+    match s {
+        Some(s) if s.clock_hz > 0 => ms_f(units(s) * 1e9 / f64::from(s.clock_hz)),
+        _ => Value::Missing,
+    }
+}
+
+macro_rules! rtp_dir_columns {
+    ($p:literal, $dir:literal) => {
+        [
+            Column::<UdpRecord> {
+                name: concat!($p, "_rtp_ssrc"),
+                kind: Kind::Count,
+                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(u64::from(s.ssrc))),
+            },
+            Column {
+                name: concat!($p, "_rtp_pt"),
+                kind: Kind::Count,
+                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(u64::from(s.payload_type))),
+            },
+            Column {
+                name: concat!($p, "_rtp_pkts"),
+                kind: Kind::Count,
+                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.packets)),
+            },
+            Column {
+                name: concat!($p, "_rtp_lost"),
+                kind: Kind::Count,
+                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.lost.max(0) as u64)),
+            },
+            Column {
+                name: concat!($p, "_rtp_oos"),
+                kind: Kind::Count,
+                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.out_of_sequence)),
+            },
+            Column {
+                name: concat!($p, "_rtp_dup"),
+                kind: Kind::Count,
+                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.duplicates)),
+            },
+            Column {
+                name: concat!($p, "_rtp_jitter_avg"),
+                kind: Kind::Duration,
+                value: |r| rtp_jitter(rtp_of(r, $dir), |s| s.jitter_mean),
+            },
+            Column {
+                name: concat!($p, "_rtp_jitter_max"),
+                kind: Kind::Duration,
+                value: |r| rtp_jitter(rtp_of(r, $dir), |s| s.jitter_max),
+            },
+            Column {
+                name: concat!($p, "_rtcp_pkts"),
+                kind: Kind::Count,
+                value: |r| {
+                    r.app
+                        .as_ref()
+                        .and_then(|a| a.rtp.as_ref())
+                        .map_or(Value::Missing, |rtp| Value::Int(rtp.rtcp[$dir].packets))
+                },
+            },
+        ]
+    };
+}
+
 /// The UDP flow log's layer-7 columns (Tstat's names where Tstat has the quantity).
 fn udp_app_columns() -> Vec<Column<UdpRecord>> {
     let mut cols: Vec<Column<UdpRecord>> = app_columns!(UdpRecord, sonde_l7::Transport::Udp, 17).into();
@@ -608,6 +678,8 @@ fn udp_app_columns() -> Vec<Column<UdpRecord>> {
         },
         Column { name: "quic_ja4", kind: Kind::Label, value: |r| text(quic_of(r).and_then(|q| q.tls.ja4.as_deref())) },
     ]);
+    cols.extend(rtp_dir_columns!("c", 0));
+    cols.extend(rtp_dir_columns!("s", 1));
     cols
 }
 
