@@ -545,11 +545,26 @@ impl LineSink {
     }
 }
 
-/// `record` as an anonymised log shows it: both addresses through `anon`.
+/// `record` as an anonymised log shows it: both addresses through `anon`, and the addresses
+/// its application facts hold (a DNS resolver, DNS answers).
 pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowRecord {
     let mut shown = record.clone();
     let e = shown.endpoints_mut();
     (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
+    let app = match &mut shown {
+        FlowRecord::Tcp(t) => t.app.as_deref_mut(),
+        FlowRecord::Udp(u) => u.app.as_deref_mut(),
+    };
+    if let Some(app) = app {
+        if let Some(r) = app.resolved.as_deref_mut() {
+            r.resolver = anon.ip(r.resolver);
+        }
+        if let Some(d) = app.dns.as_deref_mut() {
+            for a in &mut d.answers {
+                *a = anon.ip(*a);
+            }
+        }
+    }
     shown
 }
 
