@@ -83,6 +83,37 @@ const SHARED: &[Case] = &[
         why: "TLS bulk transfer with a server zero window",
     },
     Case {
+        name: "tls12",
+        args: &[],
+        source: Source::Shared("realistic/FoxIO-LLC+ja4/pcap/tls12.pcap"),
+        why: "TLS 1.2 in clear: SNI, certificate name, ALPN, versions, JA3, JA3S, JA4, handshake and \
+              application-data times",
+    },
+    Case {
+        name: "quic",
+        args: &[],
+        source: Source::Shared("realistic/FoxIO-LLC+ja4/pcap/quic-tls-handshake.pcapng"),
+        why: "QUIC v1 Initials decrypted: SNI, ALPN, versions, JA4, user agent",
+    },
+    Case {
+        name: "http1",
+        args: &[],
+        source: Source::Shared("realistic/FoxIO-LLC+ja4/pcap/http1-with-cookies.pcapng"),
+        why: "HTTP/1.1 requests and responses: method, host, user agent, status, counts",
+    },
+    Case {
+        name: "dns",
+        args: &[],
+        source: Source::Shared("realistic/arkime+arkime/tests/pcap/dns-wiresharkrepo.pcap"),
+        why: "DNS queries and answers over UDP and TCP, response codes",
+    },
+    Case {
+        name: "rtp",
+        args: &[],
+        source: Source::Shared("realistic/ntop+nDPI/tests/cfgs/default/pcap/rtp.pcapng"),
+        why: "RTP streams: payload type, packets, losses, jitter",
+    },
+    Case {
         name: "truncated_dns",
         args: &[],
         source: Source::Shared("robustness/kbandla+dpkt/examples/data/truncated_dns_2.pcap"),
