@@ -17,6 +17,9 @@
 //!   direction, counted in `Problems`.
 //! - `no hello either side`: tshark marks a ClientHello it cannot read (no JA3: cut, malformed
 //!   or mid-flow), and the parser reads none either.
+//! - `hello beyond the flow layer's packets`: fed as the flow layer feeds (8 payload packets a
+//!   direction, then 16 bytes of each UDP datagram), a ClientHello longer than 8 segments is
+//!   not seen whole (nDPI's tls_with_huge_ch); every other flow's hello facts are the same.
 //! - `ja4 alpn`: FoxIO's tools print `99` for a non-alphanumeric first ALPN value where the
 //!   JA4 specification's hex rule gives its first and last hex digits (tls-non-ascii-alpn).
 //!
@@ -32,10 +35,11 @@
 //! Last run (2026-11-26, 154 captures): 432 ClientHellos equal to tshark's SNI, JA3 and ALPN
 //! (70 of them in QUIC Initials), 431 of them with the JA4 from tshark's fields (the other has a
 //! non-text ALPN tshark cannot show), 143 JA4 equal to FoxIO's, 172 certificate CNs equal to
-//! openssl's; explained: 194 QUIC flows of versions not decrypted (drafts, Google's), 23 not at
-//! start, 8 hellos neither side could read, 2 malformed, 1 TLS 1.3 certificate, 1 JA4 ALPN
-//! rule; unexplained: none. The test prints these `FIGURES` and asserts lower bounds, so that a
-//! regression cannot pass silently.
+//! openssl's, 434 flows with the same hello facts when fed as the flow layer feeds; explained:
+//! 194 QUIC flows of versions not decrypted (drafts, Google's), 23 not at start, 8 hellos
+//! neither side could read, 2 malformed, 1 TLS 1.3 certificate, 1 JA4 ALPN rule, 1 hello
+//! beyond the flow layer's packets; unexplained: none. The test prints these `FIGURES` and
+//! asserts lower bounds, so that a regression cannot pass silently.
 //! tshark's start-up dominates its time (about 1 s a capture on an idle machine).
 
 use std::collections::HashMap;
@@ -62,9 +66,21 @@ struct FlowKey {
 
 struct Flow {
     session: Session,
+    /// Fed as the flow layer feeds: the first 8 payload packets of each direction whole, then
+    /// (UDP) the first 16 bytes of each datagram, while the session wants more.
+    budget: Session,
+    /// Payload packets seen per direction.
+    packets: [u32; 2],
+    /// The client payload packet that completed the ClientHello (whole flow).
+    hello_at: Option<u32>,
     /// The first payload bytes of the flow (either direction), for the `not at start` test.
     first: Vec<u8>,
 }
+
+/// Payload packets per direction the flow layer hands over whole, and the bytes of each later
+/// UDP datagram.
+const FLOW_LAYER_PACKETS: u32 = 8;
+const FLOW_LAYER_CUT_BYTES: usize = 16;
 
 /// Every TCP/UDP flow of a capture, its payload fed to a session.
 fn sessions(path: &Path) -> HashMap<FlowKey, Flow> {
@@ -79,8 +95,10 @@ fn sessions(path: &Path) -> HashMap<FlowKey, Flow> {
         };
         let Some(ip) = sum.ip else { continue };
         let (tcp, sport, dport, seq, syn_ack, payload_len) = match sum.transport {
+            // A SYN's data (TCP Fast Open) starts one after its sequence number.
             Some(Wire::Tcp(t)) => {
-                (true, t.src_port, t.dst_port, Some(t.seq), t.flags.syn() && t.flags.ack(), t.payload_len)
+                let seq = t.seq.wrapping_add(u32::from(t.flags.syn()));
+                (true, t.src_port, t.dst_port, Some(seq), t.flags.syn() && t.flags.ack(), t.payload_len)
             }
             Some(Wire::Udp(u)) => (false, u.src_port, u.dst_port, None, false, u.payload_len),
             _ => continue,
@@ -96,8 +114,12 @@ fn sessions(path: &Path) -> HashMap<FlowKey, Flow> {
             _ if syn_ack => (FlowKey { tcp, client: b, server: a }, SERVER),
             _ => (FlowKey { tcp, client: a, server: b }, CLIENT),
         };
+        let l4 = if tcp { Transport::Tcp } else { Transport::Udp };
         let flow = flows.entry(key).or_insert_with(|| Flow {
-            session: Session::new(if tcp { Transport::Tcp } else { Transport::Udp }, key.client.1, key.server.1),
+            session: Session::new(l4, key.client.1, key.server.1),
+            budget: Session::new(l4, key.client.1, key.server.1),
+            packets: [0; 2],
+            hello_at: None,
             first: Vec::new(),
         });
         if payload_len == 0 {
@@ -110,6 +132,18 @@ fn sessions(path: &Path) -> HashMap<FlowKey, Flow> {
             flow.first = payload.iter().take(8).copied().collect();
         }
         flow.session.on_payload(dir, frame.ts_ns, seq, payload, payload_len);
+        flow.packets[dir] += 1;
+        if flow.hello_at.is_none() && hello_of(flow.session.facts()).is_some_and(|t| t.ja3.is_some()) {
+            flow.hello_at = Some(flow.packets[CLIENT]);
+        }
+        if flow.budget.wants_more() {
+            if flow.packets[dir] <= FLOW_LAYER_PACKETS {
+                flow.budget.on_payload(dir, frame.ts_ns, seq, payload, payload_len);
+            } else if !tcp {
+                let cut = &payload[..payload.len().min(FLOW_LAYER_CUT_BYTES)];
+                flow.budget.on_payload(dir, frame.ts_ns, seq, cut, payload_len);
+            }
+        }
     }
     flows
 }
@@ -393,6 +427,8 @@ struct Outcome {
     /// JA4 equal to the one worked out from tshark's fields.
     ja4_tshark: u32,
     certificates: u32,
+    /// Flows whose hello facts the flow layer's budget of packets gives whole.
+    budget_hellos: u32,
     explained: HashMap<&'static str, u32>,
     failures: Vec<String>,
 }
@@ -437,6 +473,27 @@ fn check(root: &Path, rel: &str) -> Outcome {
         match why {
             Some(why) => *o.explained.entry(why).or_default() += 1,
             None => o.failures.push(format!("{rel} {key:?}: ours {got:?}, tshark {want_t:?}")),
+        }
+    }
+    // The flow layer's budget of packets gives the same hello facts as the whole flow.
+    for (key, flow) in &flows {
+        let (full, budget) = (hello_of(flow.session.facts()), hello_of(flow.budget.facts()));
+        let pick =
+            |t: Option<&TlsFacts>| t.map(|t| (t.sni.clone(), t.alpn_offered.clone(), t.ja3.clone(), t.ja4.clone()));
+        if pick(full) != pick(budget) && flow.hello_at.is_some_and(|n| n > FLOW_LAYER_PACKETS) {
+            *o.explained.entry("hello beyond the flow layer's packets").or_default() += 1;
+        } else if pick(full) != pick(budget) {
+            o.failures.push(format!(
+                "{rel} {key:?}: the flow layer's first packets give {:?}, the whole flow {:?}",
+                pick(budget),
+                pick(full)
+            ));
+        } else if full.is_some_and(|t| t.ja4.is_some()) {
+            o.budget_hellos += 1;
+        }
+        let q = |f: &Facts| f.quic.as_deref().map(|q| (q.client_version, q.server_version, q.zero_rtt, q.ech));
+        if q(flow.session.facts()) != q(flow.budget.facts()) {
+            o.failures.push(format!("{rel} {key:?}: QUIC facts differ under the flow layer's budget"));
         }
     }
     // The server's first certificate: its subject CN as openssl reads what tshark extracted.
@@ -508,6 +565,7 @@ fn tls_and_quic_flows_agree_with_tshark_openssl_and_foxio() {
         total.ja4 += o.ja4;
         total.ja4_tshark += o.ja4_tshark;
         total.certificates += o.certificates;
+        total.budget_hellos += o.budget_hellos;
         for (k, v) in o.explained {
             *total.explained.entry(k).or_default() += v;
         }
@@ -516,19 +574,22 @@ fn tls_and_quic_flows_agree_with_tshark_openssl_and_foxio() {
     let mut why: Vec<_> = total.explained.iter().collect();
     why.sort();
     eprintln!(
-        "FIGURES: {} captures; {} ClientHellos equal to tshark's SNI, JA3 and ALPN ({} of them QUIC), {} JA4 equal \
-         to the one from tshark's fields; {} JA4 equal to FoxIO's; {} server certificate CNs equal to openssl's; \
-         explained disagreements {why:?}; unexplained {}",
+        "FIGURES: {} captures; {} ClientHellos equal to tshark's SNI, JA3 and ALPN ({} of them QUIC), {} JA4 \
+         equal to the one from tshark's fields; {} JA4 equal to FoxIO's; {} server certificate CNs equal to \
+         openssl's; {} flows' hello facts equal under the flow layer's budget; explained disagreements {why:?}; \
+         unexplained {}",
         files.len(),
         total.hellos,
         total.quic_hellos,
         total.ja4_tshark,
         total.ja4,
         total.certificates,
+        total.budget_hellos,
         total.failures.len()
     );
     total.failures.sort();
     assert!(total.failures.is_empty(), "{} disagree:\n{}", total.failures.len(), total.failures.join("\n"));
+    assert!(total.budget_hellos >= 400, "only {} flows fed as the flow layer feeds", total.budget_hellos);
     assert!(total.ja4_tshark >= 400, "only {} JA4 compared with tshark's fields", total.ja4_tshark);
     assert!(total.hellos >= 400, "only {} ClientHellos compared", total.hellos);
     assert!(total.quic_hellos >= 60, "only {} QUIC ClientHellos compared", total.quic_hellos);
