@@ -25,10 +25,14 @@ fn dashed<T: Copy + Into<u16>>(values: &[T], out: &mut String) {
     }
 }
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Lower-case hex, without the formatting machinery (a fingerprint is built per flow).
 fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
+    for &b in bytes {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
     s
 }
@@ -84,7 +88,6 @@ pub(crate) fn ja4_alpn(first: Option<&[u8]>) -> [char; 2] {
         return [char::from(a), char::from(z)];
     }
     // Not alphanumeric: the first and last characters of the value's hex form.
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     [char::from(HEX[usize::from(a >> 4)]), char::from(HEX[usize::from(z & 0x0f)])]
 }
 
@@ -94,7 +97,7 @@ fn hex_list(values: &[u16], out: &mut String) {
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(out, "{v:04x}");
+        out.push_str(&hex(&v.to_be_bytes()));
     }
 }
 

@@ -39,14 +39,19 @@ fn protect(keys: &InitialKeys, header: &[u8], pn_len: usize, payload: &[u8]) -> 
     packet
 }
 
-/// A client Initial (v1, packet number `pn`) carrying `frames`, padded to `size` bytes.
+/// A client Initial (packet number `pn`) carrying `frames`, padded to `size` bytes.
 fn initial(version: u32, pn: u8, frames: &[u8], size: usize) -> Vec<u8> {
-    let keys = InitialKeys::client(version, &DCID).unwrap();
+    initial_to(&DCID, version, pn, frames, size)
+}
+
+/// The same to another destination connection id (of 8 bytes), keyed from it.
+fn initial_to(dcid: &[u8], version: u32, pn: u8, frames: &[u8], size: usize) -> Vec<u8> {
+    let keys = InitialKeys::client(version, dcid).unwrap();
     let first = if version == V2 { 0xd1 } else { 0xc1 }; // Initial, 2-byte packet number
     let mut header = vec![first];
     header.extend_from_slice(&version.to_be_bytes());
-    header.push(8);
-    header.extend_from_slice(&DCID);
+    header.push(dcid.len() as u8);
+    header.extend_from_slice(dcid);
     header.extend_from_slice(&[0, 0]); // no source id, no token
     let header_len = header.len() + 2 + 2;
     let payload_len = size - header_len - 2 - 16;
@@ -271,4 +276,25 @@ fn cut_truncated_and_mutated_datagrams_never_panic() {
             assert!(ja4.starts_with('q'));
         }
     }
+}
+
+#[test]
+fn after_a_retry_the_client_hello_is_read_with_the_new_id_keys() {
+    let hello = rfc_client_hello();
+    let new_id = [0x11u8, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88];
+    let mut s = session();
+    // Half a ClientHello under the first id's keys, then a Retry giving `new_id`.
+    let d1 = initial(V1, 0, &crypto(0, &hello[..100]), 1200);
+    s.on_payload(CLIENT, 1, None, &d1, 1200);
+    let mut retry = vec![0xf0, 0, 0, 0, 1, 0, 8];
+    retry.extend_from_slice(&new_id);
+    retry.extend_from_slice(&[0xab; 16 + 16]); // token and integrity tag
+    s.on_payload(SERVER, 2, None, &retry, retry.len() as u32);
+    // The client starts over: the whole ClientHello to the new id, keyed from it.
+    let d2 = initial_to(&new_id, V1, 1, &crypto(0, &hello), 1200);
+    s.on_payload(CLIENT, 3, None, &d2, 1200);
+    let quic = s.facts().quic.as_deref().unwrap();
+    assert_eq!(quic.tls.sni.as_deref(), Some("example.com"));
+    assert_eq!(quic.server_version, Some(V1));
+    assert_eq!(s.facts().problems, Problems::default());
 }

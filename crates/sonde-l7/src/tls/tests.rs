@@ -234,3 +234,30 @@ fn mutated_client_hellos_never_panic() {
     }
     assert!(parsed > 100, "most single-byte mutations leave a parsable hello: {parsed}");
 }
+
+#[test]
+fn mutated_server_flights_never_panic() {
+    let (client, server) = tls12();
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..1000 {
+        let mut b = server.clone();
+        for _ in 0..(1 + next() % 3) {
+            let at = (next() as usize) % b.len();
+            b[at] = next() as u8;
+        }
+        let f = run(&client, &b, 1 + (next() as usize) % b.len());
+        let tls = f.tls.as_deref().unwrap();
+        // Invariants: the client's side is untouched by the server's bytes, JA3S comes with a
+        // version, and a malformed server flight is counted, never more than once a message.
+        assert!(tls.ja4.is_some(), "round {round}");
+        assert_eq!(tls.ja3s.is_some(), tls.version.is_some(), "round {round}");
+        assert!(f.problems.tls_malformed <= 3, "round {round}");
+        assert_eq!(tls.appdata_bytes[CLIENT], 100, "round {round}");
+    }
+}
