@@ -36,12 +36,13 @@ impl Type {
             "start" | "end" => Type::Time,
             _ if name.ends_with("_ms") => Type::Millis,
             "proto" | "net" | "metric" | "dir" | "unit" | "by" | "protocol" | "service" | "definition"
-            | "association" | "fid" | "addr" | "src" | "dst" => Type::Text,
-            "internal" => Type::Flag,
+            | "association" | "fid" | "addr" | "src" | "dst" | "app" | "path" | "table" | "peer" => Type::Text,
+            "internal" | "by_port" => Type::Flag,
             "mean" | "min" | "p50" | "p95" | "p99" | "max" | "bin_lo" | "bin_hi" => Type::Float,
             "packets" | "bytes" | "flows" | "flows_opened" | "flows_closed" | "flows_active" | "count" | "pkts_in"
             | "bytes_in" | "pkts_out" | "bytes_out" | "ip_proto" | "port" | "rank" | "value" | "version" | "gaps"
-            | "samples" | "ambiguous" | "refused" | "expired" | "unanswered" => Type::Count,
+            | "samples" | "ambiguous" | "refused" | "expired" | "unanswered" | "own_packets" | "own_bytes"
+            | "own_flows" => Type::Count,
             _ => return None,
         })
     }
@@ -146,7 +147,7 @@ pub fn table(file: OutputFile, tsv: &str) -> Result<RecordBatch, ArrowError> {
 }
 
 /// The interval outputs of `report` (intervals, quantiles, histograms; hosts, matrix,
-/// protocols and top when it kept tables) as typed tables.
+/// protocols, top and the application layer's when it kept tables) as typed tables.
 pub fn interval_tables(report: &sonde_stats::Report) -> Result<Vec<(OutputFile, RecordBatch)>, ArrowError> {
     let files = report.render().map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
     files

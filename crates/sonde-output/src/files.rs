@@ -28,6 +28,14 @@ pub enum OutputFile {
     Protocols,
     /// `top.tsv` (`--tables`).
     Top,
+    /// `al_hosts.tsv` (`--tables`): RMON2's alHost, by host and application.
+    AlHosts,
+    /// `al_matrix.tsv` (`--tables`): RMON2's alMatrix, by host pair and application.
+    AlMatrix,
+    /// `protocol_dir.tsv` (`--tables`): the protocol directory as a hierarchy.
+    ProtocolDir,
+    /// `al_top.tsv` (`--tables`): the largest hosts, host pairs and applications by bytes.
+    AlTop,
     /// `definitions.tsv`: what each flow definition counted per interval and FID.
     Definitions,
     /// `definition_gaps.tsv` (a definition with `gap`).
@@ -45,7 +53,7 @@ pub enum OutputFile {
 impl OutputFile {
     /// Every file, flow logs in both formats: what [`crate::OutputDir::prepare`] refuses to
     /// overwrite.
-    pub const ALL: [OutputFile; 18] = [
+    pub const ALL: [OutputFile; 22] = [
         OutputFile::TcpFlows(Format::Tsv),
         OutputFile::UdpFlows(Format::Tsv),
         OutputFile::TcpFlows(Format::Jsonl),
@@ -58,6 +66,10 @@ impl OutputFile {
         OutputFile::Matrix,
         OutputFile::Protocols,
         OutputFile::Top,
+        OutputFile::AlHosts,
+        OutputFile::AlMatrix,
+        OutputFile::ProtocolDir,
+        OutputFile::AlTop,
         OutputFile::Definitions,
         OutputFile::DefinitionGaps,
         OutputFile::DefinitionGapHistogram,
@@ -70,7 +82,16 @@ impl OutputFile {
     pub const INTERVALS: [OutputFile; 3] = [OutputFile::Intervals, OutputFile::Quantiles, OutputFile::Histograms];
 
     /// The interval tables `--tables` adds, in the order written.
-    pub const TABLES: [OutputFile; 4] = [OutputFile::Hosts, OutputFile::Matrix, OutputFile::Protocols, OutputFile::Top];
+    pub const TABLES: [OutputFile; 8] = [
+        OutputFile::Hosts,
+        OutputFile::Matrix,
+        OutputFile::Protocols,
+        OutputFile::Top,
+        OutputFile::AlHosts,
+        OutputFile::AlMatrix,
+        OutputFile::ProtocolDir,
+        OutputFile::AlTop,
+    ];
 
     /// The file's name in the output directory.
     pub const fn name(self) -> &'static str {
@@ -87,6 +108,10 @@ impl OutputFile {
             OutputFile::Matrix => "matrix.tsv",
             OutputFile::Protocols => "protocols.tsv",
             OutputFile::Top => "top.tsv",
+            OutputFile::AlHosts => "al_hosts.tsv",
+            OutputFile::AlMatrix => "al_matrix.tsv",
+            OutputFile::ProtocolDir => "protocol_dir.tsv",
+            OutputFile::AlTop => "al_top.tsv",
             OutputFile::Definitions => "definitions.tsv",
             OutputFile::DefinitionGaps => "definition_gaps.tsv",
             OutputFile::DefinitionGapHistogram => "definition_gap_histogram.tsv",

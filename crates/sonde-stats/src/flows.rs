@@ -1,7 +1,8 @@
 //! What the workers count per interval from the flows they end: flows opened, closed and their
-//! metrics' distributions, and every TCP RTT sample. A flow is counted as opened in the interval of its first packet and
-//! closed — with its metrics — in the interval of its last, so the result depends only on the
-//! records, never on when or in which worker a flow ended.
+//! metrics' distributions, every TCP RTT sample, and (with the tables) the application-layer
+//! tables. A flow is counted as opened in the interval of its first packet and closed — with
+//! its metrics and its traffic by application — in the interval of its last, so the result
+//! depends only on the records, never on when or in which worker a flow ended.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -9,9 +10,10 @@ use std::net::IpAddr;
 use rustc_hash::FxHashMap;
 use sonde_flow::{Endpoints, FlowRecord, FlowSink, RttSample, TcpDirStats, TcpRecord, UdpRecord};
 
+use crate::apps::{App, AppFlow, AppTables};
 use crate::bins::Dist;
 use crate::class::{Dir, Internal, Metric, Net};
-use crate::tables::ProtoKey;
+use crate::tables::{ProtoKey, Traffic};
 use crate::Config;
 
 /// Distributions per interval: one per metric, direction and net.
@@ -32,6 +34,8 @@ pub struct FlowInterval {
     /// Flows started in the interval per host and per protocol directory entry.
     pub host_flows: FxHashMap<IpAddr, u64>,
     pub proto_flows: FxHashMap<ProtoKey, u64>,
+    /// The application-layer tables of the flows that ended in the interval (with the tables).
+    pub apps: Option<AppTables>,
 }
 
 impl FlowInterval {
@@ -75,6 +79,9 @@ impl FlowInterval {
         for (k, n) in &other.proto_flows {
             *self.proto_flows.entry(*k).or_default() += n;
         }
+        if let Some(theirs) = &other.apps {
+            self.apps.get_or_insert_with(|| AppTables::new(theirs.hosts.cap())).merge(theirs);
+        }
     }
 }
 
@@ -83,8 +90,9 @@ impl FlowInterval {
 pub struct FlowIntervals {
     interval_ns: u64,
     internal: Internal,
-    /// Whether to count flows per host and protocol (for the tables).
+    /// Whether to count flows per host and protocol and keep the application tables.
     tables: bool,
+    table_cap: usize,
     pub intervals: BTreeMap<u64, FlowInterval>,
 }
 
@@ -94,6 +102,7 @@ impl FlowIntervals {
             interval_ns: cfg.interval_ns.max(1),
             internal: Internal::new(cfg.internal_nets.clone()),
             tables: cfg.tables,
+            table_cap: cfg.table_cap,
             intervals: BTreeMap::new(),
         }
     }
@@ -165,6 +174,39 @@ impl FlowIntervals {
             }
         }
     }
+
+    /// Counts the flow in the application tables of the interval of its last packet.
+    fn application(&mut self, record: &FlowRecord) {
+        let (transport, ip_protocol, last_ns, client_sent, server_sent) = match record {
+            FlowRecord::Tcp(r) => (
+                sonde_l7::Transport::Tcp,
+                6,
+                r.last_ns,
+                Traffic { packets: r.client.pkts, bytes: r.client.ip_bytes },
+                Traffic { packets: r.server.pkts, bytes: r.server.ip_bytes },
+            ),
+            FlowRecord::Udp(r) => (
+                sonde_l7::Transport::Udp,
+                17,
+                r.last_ns,
+                Traffic { packets: r.client.pkts, bytes: r.client.ip_bytes },
+                Traffic { packets: r.server.pkts, bytes: r.server.ip_bytes },
+            ),
+        };
+        let e = record.endpoints();
+        let none = sonde_l7::Facts::default();
+        let label = sonde_l7::label(record.app().unwrap_or(&none), transport, e.client_port, e.server_port);
+        let flow = AppFlow {
+            client: e.client_ip,
+            server: e.server_ip,
+            ip_protocol,
+            app: App::of(label),
+            client_sent,
+            server_sent,
+        };
+        let cap = self.table_cap;
+        self.at(last_ns).apps.get_or_insert_with(|| AppTables::new(cap)).flow(&flow);
+    }
 }
 
 /// One TCP direction's metrics. Rates and RTTs only where they are defined (data sent, samples
@@ -200,6 +242,9 @@ impl FlowSink for FlowIntervals {
             FlowRecord::Tcp(r) => self.tcp(r),
             FlowRecord::Udp(r) => self.udp(r),
         }
+        if self.tables {
+            self.application(record);
+        }
     }
 
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
@@ -214,5 +259,189 @@ impl FlowSink for FlowIntervals {
         let net = Net::of(self.internal.contains(&s.client_ip), self.internal.contains(&s.server_ip));
         let dir = if s.client_data { Dir::C2s } else { Dir::S2c };
         self.at(s.ts_ns).add(Metric::TcpRttSample, dir, net, s.rtt_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use sonde_flow::{EndReason, TcpRecord, UdpDirStats, UdpRecord};
+    use sonde_l7::{Facts, TlsFacts};
+
+    use super::*;
+    use crate::apps::App;
+    use crate::tables::HostRow;
+
+    const S: u64 = 1_000_000_000;
+
+    fn endpoints(client: &str, client_port: u16, server: &str, server_port: u16) -> Endpoints {
+        Endpoints {
+            client_ip: client.parse().unwrap(),
+            client_port,
+            server_ip: server.parse().unwrap(),
+            server_port,
+            client_internal: false,
+            server_internal: false,
+            tunnel: None,
+        }
+    }
+
+    /// A UDP flow of `i` (varied hosts, ports, sizes and times), a TCP one every third.
+    fn record(i: u64) -> FlowRecord {
+        let client = format!("10.0.{}.{}", i % 3, i % 7);
+        let server = if i.is_multiple_of(5) { format!("2001:db8::{}", i % 4) } else { format!("192.0.2.{}", i % 11) };
+        let client = if i.is_multiple_of(5) { format!("2001:db8::1:{}", i % 3) } else { client };
+        let server_port = [53, 443, 22, 5004, 40000][(i % 5) as usize];
+        let e = endpoints(&client, 30_000 + (i % 9) as u16, &server, server_port);
+        let (first_ns, last_ns) = (i * S / 4, i * S / 4 + (i % 6) * S);
+        let (c, s) = ((1 + i % 4, 100 + i * 10), (i % 3, 60 * (i % 3)));
+        if i.is_multiple_of(3) {
+            let dir = |(pkts, ip_bytes)| TcpDirStats { pkts, ip_bytes, ..TcpDirStats::default() };
+            // Some flows carry facts: the label decides what they say.
+            let app = i.is_multiple_of(2).then(|| {
+                Box::new(Facts {
+                    tls: Some(Box::new(TlsFacts { sni: Some("example.org".into()), ..Default::default() })),
+                    ..Default::default()
+                })
+            });
+            FlowRecord::Tcp(TcpRecord {
+                endpoints: e,
+                complete: true,
+                end: EndReason::Fin,
+                first_ns,
+                last_ns,
+                hs_syn_synack_ns: None,
+                hs_synack_ack_ns: None,
+                client: dir(c),
+                server: dir(s),
+                app,
+            })
+        } else {
+            let dir = |(pkts, ip_bytes)| UdpDirStats { pkts, ip_bytes, ..UdpDirStats::default() };
+            FlowRecord::Udp(UdpRecord {
+                endpoints: e,
+                end: EndReason::Idle,
+                first_ns,
+                last_ns,
+                client: dir(c),
+                server: dir(s),
+                app: None,
+            })
+        }
+    }
+
+    fn config(cap: usize) -> Config {
+        Config { interval_ns: S, tables: true, table_cap: cap, ..Config::default() }
+    }
+
+    fn sent(r: &FlowRecord) -> (Traffic, Traffic) {
+        match r {
+            FlowRecord::Tcp(r) => (
+                Traffic { packets: r.client.pkts, bytes: r.client.ip_bytes },
+                Traffic { packets: r.server.pkts, bytes: r.server.ip_bytes },
+            ),
+            FlowRecord::Udp(r) => (
+                Traffic { packets: r.client.pkts, bytes: r.client.ip_bytes },
+                Traffic { packets: r.server.pkts, bytes: r.server.ip_bytes },
+            ),
+        }
+    }
+
+    /// Each interval's application tables in a comparable form.
+    type Picture = Vec<(u64, Vec<((IpAddr, App), HostRow)>, HostRow, u64, Vec<crate::DirNode>)>;
+    fn picture(f: &FlowIntervals) -> Picture {
+        f.intervals
+            .iter()
+            .filter_map(|(i, x)| {
+                let t = x.apps.as_ref()?;
+                let mut hosts: Vec<_> = t.hosts.rows.iter().map(|(k, v)| (*k, *v)).collect();
+                hosts.sort_unstable_by_key(|r| r.0);
+                Some((*i, hosts, t.hosts.overflow, t.hosts.refused + t.pairs.refused, t.directory()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flow_is_counted_whole_in_the_interval_of_its_last_packet() {
+        let mut f = FlowIntervals::new(&config(100));
+        let r = record(4); // 1 s to 5 s: intervals 1 to 5
+        f.flow(&r);
+        let apps: Vec<u64> = f.intervals.iter().filter(|(_, x)| x.apps.is_some()).map(|(i, _)| *i).collect();
+        assert_eq!(apps, [5]);
+        let t = f.intervals[&5].apps.as_ref().unwrap();
+        let (c, s) = sent(&r);
+        let e = r.endpoints();
+        let label = sonde_l7::label(&Facts::default(), sonde_l7::Transport::Udp, e.client_port, e.server_port);
+        let client = t.hosts.rows[&(e.client_ip, App::of(label))];
+        assert_eq!((client.sent, client.received, client.flows), (c, s, 1));
+        // Without --tables, none.
+        let mut off = FlowIntervals::new(&Config { tables: false, ..config(100) });
+        off.flow(&r);
+        assert!(off.intervals.values().all(|x| x.apps.is_none()));
+    }
+
+    /// Every flow's traffic is in alHost's rows and overflow (twice: sent by one host,
+    /// received by the other), in the matrix once, and at the directory's root once.
+    #[test]
+    fn the_tables_add_up_to_the_flows_with_or_without_overflow() {
+        for cap in [0, 3, 10_000] {
+            let mut f = FlowIntervals::new(&config(cap));
+            let records: Vec<FlowRecord> = (0..400).map(record).collect();
+            let mut want: BTreeMap<u64, (Traffic, u64)> = BTreeMap::new();
+            for r in &records {
+                f.flow(r);
+                let (c, s) = sent(r);
+                let last = match r {
+                    FlowRecord::Tcp(r) => r.last_ns,
+                    FlowRecord::Udp(r) => r.last_ns,
+                };
+                let w = want.entry(last / S).or_default();
+                w.0.merge(&c);
+                w.0.merge(&s);
+                w.1 += 1;
+            }
+            for (i, (traffic, flows)) in &want {
+                let t = f.intervals[i].apps.as_ref().unwrap();
+                let mut sent_total = t.hosts.overflow.sent;
+                let mut received_total = t.hosts.overflow.received;
+                for h in t.hosts.rows.values() {
+                    sent_total.merge(&h.sent);
+                    received_total.merge(&h.received);
+                }
+                assert_eq!((sent_total, received_total), (*traffic, *traffic), "cap {cap}, interval {i}: alHost");
+                let mut matrix = t.pairs.overflow.traffic;
+                t.pairs.rows.values().for_each(|r| matrix.merge(&r.traffic));
+                assert_eq!(matrix, *traffic, "cap {cap}, interval {i}: alMatrix");
+                let root = t.directory().into_iter().next().unwrap();
+                assert_eq!((root.path.as_str(), root.total.traffic, root.total.flows), ("ether2", *traffic, *flows));
+                assert!(t.hosts.rows.len() <= cap && t.pairs.rows.len() <= cap, "cap {cap}");
+                assert_eq!(t.hosts.refused, t.hosts.overflow.flows);
+                if cap == 0 {
+                    assert_eq!(t.hosts.refused, 2 * flows, "every host addition refused");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn two_workers_merged_equal_one() {
+        for cap in [2, 5, 10_000] {
+            let mut one = FlowIntervals::new(&config(cap));
+            let mut two = [FlowIntervals::new(&config(cap)), FlowIntervals::new(&config(cap))];
+            for i in 0..300 {
+                let r = record(i);
+                one.flow(&r);
+                two[(i * 7 % 2) as usize].flow(&r);
+            }
+            // In either order.
+            let [a, b] = two;
+            let (mut ab, mut ba) = (a.clone(), b.clone());
+            ab.absorb(b.intervals);
+            ba.absorb(a.intervals);
+            assert!(picture(&one).iter().any(|i| i.3 > 0) || cap == 10_000, "cap {cap}: some overflow");
+            assert_eq!(picture(&ab), picture(&one), "cap {cap}");
+            assert_eq!(picture(&ba), picture(&one), "cap {cap}");
+        }
     }
 }

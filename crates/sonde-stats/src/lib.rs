@@ -1,6 +1,8 @@
 //! sonde-stats: monitoring by packet time. Every `interval` of packet time it keeps traffic
 //! counters per protocol and direction, the distributions Tstat keeps histograms of (with
-//! percentiles), and RMON2-style tables (hosts, host pairs, protocol directory, top-N).
+//! percentiles), and RMON2-style tables: hosts, host pairs, protocol directory and top-N from
+//! the packets, and the application layer (alHost, alMatrix, the directory as a hierarchy) from
+//! the flows.
 //!
 //! Two halves fill it: the reader feeds every packet to [`PacketIntervals`] (in packet order,
 //! so bounded tables fill the same way whatever the number of workers), and each worker's flows
@@ -16,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod apps;
 pub mod bins;
 pub mod class;
 pub mod flows;
@@ -25,6 +28,7 @@ pub mod tables;
 
 use ipnet::IpNet;
 
+pub use apps::{App, AppTables, DirNode};
 pub use bins::{Binning, Dist};
 pub use class::{Dir, Metric, Net, Proto, Unit};
 pub use flows::{FlowInterval, FlowIntervals};
@@ -44,7 +48,8 @@ pub struct Config {
     pub tables: bool,
     /// Most rows per table per interval; the rest go to an overflow row.
     pub table_cap: usize,
-    /// Hosts listed in the top-N table, by bytes and by flows.
+    /// Rows listed in the top-N tables: hosts by bytes and by flows; hosts, host pairs and
+    /// applications by bytes at the application layer.
     pub top_n: usize,
 }
 

@@ -11,16 +11,26 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 use sonde_anon::Anonymizer;
 
+use crate::apps::{App, AppTables};
 use crate::bins::Dist;
 use crate::class::{Dir, Internal, Metric, Net, Proto};
 use crate::flows::{FlowInterval, FlowIntervals};
 use crate::packets::PacketInterval;
-use crate::tables::{HostRow, Tables, Traffic};
+use crate::tables::{HostRow, ProtoRow, Row, Tables, Traffic};
 use crate::Config;
 
 /// The files [`Report::write`] creates, tables last.
 pub const FILES: [&str; 3] = ["intervals.tsv", "quantiles.tsv", "histograms.tsv"];
-pub const TABLE_FILES: [&str; 4] = ["hosts.tsv", "matrix.tsv", "protocols.tsv", "top.tsv"];
+pub const TABLE_FILES: [&str; 8] = [
+    "hosts.tsv",
+    "matrix.tsv",
+    "protocols.tsv",
+    "top.tsv",
+    "al_hosts.tsv",
+    "al_matrix.tsv",
+    "protocol_dir.tsv",
+    "al_top.tsv",
+];
 
 /// One interval, everything merged.
 #[derive(Debug, Clone, Default)]
@@ -110,6 +120,9 @@ impl Report {
         for t in self.intervals.values().filter_map(|i| i.packets.as_ref()?.tables.as_ref()) {
             s.table_overflows += t.hosts.refused + t.pairs.refused + t.protocols.refused;
         }
+        for (_, t) in self.apps() {
+            s.table_overflows += t.hosts.refused + t.pairs.refused;
+        }
         s
     }
 
@@ -156,12 +169,20 @@ impl Report {
             (FILES[1], Report::write_quantiles),
             (FILES[2], Report::write_histograms),
         ];
-        if self.intervals.values().any(|i| i.packets.as_ref().is_some_and(|p| p.tables.is_some())) {
+        if self
+            .intervals
+            .values()
+            .any(|i| i.packets.as_ref().is_some_and(|p| p.tables.is_some()) || i.flows.apps.is_some())
+        {
             bodies.extend([
                 (TABLE_FILES[0], Report::write_hosts as Body),
                 (TABLE_FILES[1], Report::write_matrix),
                 (TABLE_FILES[2], Report::write_protocols),
                 (TABLE_FILES[3], Report::write_top),
+                (TABLE_FILES[4], Report::write_al_hosts),
+                (TABLE_FILES[5], Report::write_al_matrix),
+                (TABLE_FILES[6], Report::write_protocol_dir),
+                (TABLE_FILES[7], Report::write_al_top),
             ]);
         }
         bodies
@@ -290,6 +311,12 @@ impl Report {
                 shown.entry(addr).or_insert_with(|| anon.ip(addr));
             }
         }
+        for (_, t) in self.apps() {
+            let pairs = t.pairs.rows.keys().flat_map(|&(a, b, _)| [a, b]);
+            for addr in t.hosts.rows.keys().map(|&(a, _)| a).chain(pairs) {
+                shown.entry(addr).or_insert_with(|| anon.ip(addr));
+            }
+        }
         self.shown = Some(shown);
     }
 
@@ -300,6 +327,10 @@ impl Report {
 
     fn tables(&self) -> impl Iterator<Item = (u64, &Tables)> {
         self.intervals.iter().filter_map(|(i, x)| Some((*i, x.packets.as_ref()?.tables.as_ref()?)))
+    }
+
+    fn apps(&self) -> impl Iterator<Item = (u64, &AppTables)> {
+        self.intervals.iter().filter_map(|(i, x)| Some((*i, x.flows.apps.as_ref()?)))
     }
 
     fn write_hosts(&self, out: &mut String) -> io::Result<()> {
@@ -400,6 +431,149 @@ impl Report {
         }
         Ok(())
     }
+}
+
+/// The application layer's files (docs/rmon2.md).
+impl Report {
+    fn write_al_hosts(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\taddr\tinternal\tapp\tby_port\tpkts_in\tbytes_in\tpkts_out\tbytes_out\tflows\n");
+        for (i, t) in self.apps() {
+            let span = self.span(i);
+            let mut rows: Vec<_> =
+                t.hosts.rows.iter().map(|(&(addr, app), h)| ((self.show(addr), addr, app), h)).collect();
+            rows.sort_unstable_by_key(|&(key, _)| key);
+            for ((shown, addr, app), h) in rows {
+                out.push_str(&span);
+                push_ip(out, shown);
+                out.push_str(if self.internal.contains(&addr) { "\t1\t" } else { "\t0\t" });
+                push_app(out, app);
+                host_counts(out, h);
+            }
+            if t.hosts.refused > 0 {
+                out.push_str(&span);
+                out.push_str("overflow\t-\t-\t-");
+                host_counts(out, &t.hosts.overflow);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_al_matrix(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tsrc\tdst\tapp\tby_port\tpackets\tbytes\tflows\n");
+        for (i, t) in self.apps() {
+            let span = self.span(i);
+            let mut rows: Vec<_> = t
+                .pairs
+                .rows
+                .iter()
+                .map(|(&(src, dst, app), r)| ((self.show(src), self.show(dst), app, src, dst), r))
+                .collect();
+            rows.sort_unstable_by_key(|&(key, _)| key);
+            for ((src, dst, app, _, _), r) in rows {
+                out.push_str(&span);
+                push_ip(out, src);
+                out.push('\t');
+                push_ip(out, dst);
+                out.push('\t');
+                push_app(out, app);
+                push_numbers(out, &[r.traffic.packets, r.traffic.bytes, r.flows]);
+            }
+            if t.pairs.refused > 0 {
+                out.push_str(&span);
+                out.push_str("overflow\toverflow\t-\t-");
+                let o = &t.pairs.overflow;
+                push_numbers(out, &[o.traffic.packets, o.traffic.bytes, o.flows]);
+            }
+        }
+        Ok(())
+    }
+
+    fn write_protocol_dir(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\tpath\tby_port\tpackets\tbytes\tflows\town_packets\town_bytes\town_flows\n");
+        for (i, t) in self.apps() {
+            let span = self.span(i);
+            for node in t.directory() {
+                out.push_str(&span);
+                out.push_str(&node.path);
+                out.push_str(if node.by_port { "\t1" } else { "\t0" });
+                let (all, own) = (&node.total, &node.own);
+                push_numbers(
+                    out,
+                    &[
+                        all.traffic.packets,
+                        all.traffic.bytes,
+                        all.flows,
+                        own.traffic.packets,
+                        own.traffic.bytes,
+                        own.flows,
+                    ],
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The `--top` largest by bytes of three kinds: alHost rows (`hosts`: a host and an
+    /// application, bytes in and out), alMatrix rows (`matrix`) and applications over every
+    /// network and transport (`apps`, `unknown` included). Overflow rows are not ranked.
+    fn write_al_top(&self, out: &mut String) -> io::Result<()> {
+        out.push_str("start\tend\ttable\trank\taddr\tpeer\tapp\tby_port\tpackets\tbytes\tflows\n");
+        let unknown = App { name: App::UNKNOWN, by_port: false };
+        for (i, t) in self.apps() {
+            let span = self.span(i);
+            // (bytes, addr, peer, app, packets, flows), largest first, equal ones by the rest.
+            type Ranked = (u64, Option<IpAddr>, Option<IpAddr>, App, u64, u64);
+            let hosts: Vec<Ranked> = t
+                .hosts
+                .rows
+                .iter()
+                .map(|(&(addr, app), h)| {
+                    let (packets, bytes) = (h.sent.packets + h.received.packets, h.sent.bytes + h.received.bytes);
+                    (bytes, Some(self.show(addr)), None, app, packets, h.flows)
+                })
+                .collect();
+            let pairs: Vec<Ranked> = t
+                .pairs
+                .rows
+                .iter()
+                .map(|(&(src, dst, app), r)| {
+                    (r.traffic.bytes, Some(self.show(src)), Some(self.show(dst)), app, r.traffic.packets, r.flows)
+                })
+                .collect();
+            let mut by_app: BTreeMap<App, ProtoRow> = BTreeMap::new();
+            for (key, row) in &t.directory {
+                by_app.entry(key.app.unwrap_or(unknown)).or_default().add(row);
+            }
+            let apps: Vec<Ranked> = by_app
+                .into_iter()
+                .map(|(app, r)| (r.traffic.bytes, None, None, app, r.traffic.packets, r.flows))
+                .collect();
+            for (table, mut rows) in [("hosts", hosts), ("matrix", pairs), ("apps", apps)] {
+                rows.retain(|r| r.0 > 0);
+                rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| (a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+                for (rank, (bytes, addr, peer, app, packets, flows)) in rows.into_iter().take(self.top_n).enumerate() {
+                    out.push_str(&span);
+                    let _ = write!(out, "{table}\t{}\t", rank + 1);
+                    for ip in [addr, peer] {
+                        match ip {
+                            Some(ip) => push_ip(out, ip),
+                            None => out.push('-'),
+                        }
+                        out.push('\t');
+                    }
+                    push_app(out, app);
+                    push_numbers(out, &[packets, bytes, flows]);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An application's name and whether its port alone told it, tab-separated.
+fn push_app(out: &mut String, app: App) {
+    out.push_str(app.name);
+    out.push_str(if app.by_port { "\t1" } else { "\t0" });
 }
 
 fn add_flows(t: &mut Tables, f: &FlowInterval) {
@@ -560,5 +734,99 @@ mod tests {
         let mut out = String::new();
         push_numbers(&mut out, &[0, 7, u64::MAX]);
         assert_eq!(out, format!("\t0\t7\t{}\n", u64::MAX));
+    }
+
+    /// A report of hand-made application tables: 2 s intervals, a cap of 2 rows and a top 2.
+    fn app_report() -> Report {
+        use crate::apps::AppFlow;
+        let cfg = Config { interval_ns: 2_000_000_000, tables: true, table_cap: 2, top_n: 2, ..Config::default() };
+        let flow = |client: &str, server: &str, name, by_port, sent: (u64, u64), received: (u64, u64)| AppFlow {
+            client: client.parse().unwrap(),
+            server: server.parse().unwrap(),
+            ip_protocol: 6,
+            app: App { name, by_port },
+            client_sent: Traffic { packets: sent.0, bytes: sent.1 },
+            server_sent: Traffic { packets: received.0, bytes: received.1 },
+        };
+        let mut t = AppTables::new(cfg.table_cap);
+        t.flow(&flow("10.0.0.1", "10.0.0.2", "tls", false, (3, 300), (2, 2000)));
+        t.flow(&flow("10.0.0.1", "10.0.0.3", "dns", true, (1, 100), (1, 100)));
+        t.flow(&flow("10.0.0.4", "10.0.0.2", App::UNKNOWN, false, (1, 40), (0, 0)));
+        let mut worker = FlowIntervals::new(&cfg);
+        worker.intervals.entry(3).or_default().apps = Some(t);
+        Report::new(&cfg, Vec::new(), vec![worker])
+    }
+
+    fn file(report: &Report, name: &str) -> String {
+        report.render().unwrap().into_iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("{name}")).1
+    }
+
+    #[test]
+    fn application_files_are_bounded_ranked_and_add_up() {
+        let report = app_report();
+        let names: Vec<_> = report.render().unwrap().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names[3..], TABLE_FILES, "the tables are written when only the flows kept some");
+        for name in &TABLE_FILES[4..] {
+            let text = file(&report, name);
+            let width = text.lines().next().unwrap().split('\t').count();
+            assert!(text.lines().all(|l| l.split('\t').count() == width), "{name}:\n{text}");
+        }
+        let hosts = file(&report, "al_hosts.tsv");
+        let lines: Vec<&str> = hosts.lines().skip(1).collect();
+        assert_eq!(lines.len(), 3, "two rows and the overflow:\n{hosts}");
+        assert!(lines[2].starts_with("6.000000\t8.000000\toverflow\t-\t-\t-\t"), "{hosts}");
+        // Rows and overflow hold the 3 flows' 8 packets both as sent and as received.
+        let column =
+            |i: usize| lines.iter().map(|l| l.split('\t').nth(i).unwrap().parse::<u64>().unwrap()).sum::<u64>();
+        assert_eq!((column(6), column(8), column(10)), (8, 8, 6));
+        let overflow_flows = |name| -> u64 {
+            let text = file(&report, name);
+            text.lines()
+                .filter(|l| l.contains("\toverflow\t"))
+                .map(|l| l.rsplit('\t').next().unwrap().parse::<u64>().unwrap())
+                .sum()
+        };
+        assert!(overflow_flows("al_hosts.tsv") > 0);
+        assert_eq!(report.summary().table_overflows, overflow_flows("al_hosts.tsv") + overflow_flows("al_matrix.tsv"));
+        let dir = file(&report, "protocol_dir.tsv");
+        assert_eq!(
+            dir,
+            "start\tend\tpath\tby_port\tpackets\tbytes\tflows\town_packets\town_bytes\town_flows\n\
+             6.000000\t8.000000\tether2\t0\t8\t2540\t3\t0\t0\t0\n\
+             6.000000\t8.000000\tether2.ip\t0\t8\t2540\t3\t0\t0\t0\n\
+             6.000000\t8.000000\tether2.ip.tcp\t0\t8\t2540\t3\t1\t40\t1\n\
+             6.000000\t8.000000\tether2.ip.tcp.dns\t1\t2\t200\t1\t2\t200\t1\n\
+             6.000000\t8.000000\tether2.ip.tcp.tls\t0\t5\t2300\t1\t5\t2300\t1\n"
+        );
+        let top = file(&report, "al_top.tsv");
+        let apps: Vec<&str> = top.lines().filter(|l| l.contains("\tapps\t")).collect();
+        assert_eq!(
+            apps,
+            [
+                "6.000000\t8.000000\tapps\t1\t-\t-\ttls\t0\t5\t2300\t1",
+                "6.000000\t8.000000\tapps\t2\t-\t-\tdns\t1\t2\t200\t1"
+            ]
+        );
+        for table in ["hosts", "matrix"] {
+            let ranked: Vec<u64> = top
+                .lines()
+                .filter(|l| l.split('\t').nth(2) == Some(table))
+                .map(|l| l.split('\t').nth(9).unwrap().parse().unwrap())
+                .collect();
+            assert!(ranked.len() <= 2 && ranked.windows(2).all(|w| w[0] >= w[1]), "{table}: {top}");
+        }
+    }
+
+    #[test]
+    fn anonymised_application_tables_show_no_real_address() {
+        let mut report = app_report();
+        report.anonymize(&mut Anonymizer::new(sonde_anon::Mode::CryptoPan, &sonde_anon::Key::from_bytes([7; 32])));
+        for name in ["al_hosts.tsv", "al_matrix.tsv", "al_top.tsv"] {
+            let text = file(&report, name);
+            assert!(text.lines().count() > 1, "{name}");
+            for real in ["10.0.0.1\t", "10.0.0.2\t", "10.0.0.3\t", "10.0.0.4\t"] {
+                assert!(!text.contains(real), "{name} shows {real}:\n{text}");
+            }
+        }
     }
 }

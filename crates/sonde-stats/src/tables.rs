@@ -1,8 +1,11 @@
 //! RMON2-style tables of one interval: hosts, host pairs (the matrix) and the protocol
-//! directory, each bounded; what does not fit is added to an overflow row and counted.
+//! directory, each bounded; what does not fit is added to an overflow row and counted. Two
+//! bounds: [`Bounded`] keeps the first keys (for tables filled by one stream, the reader's) and
+//! [`Sampled`] keeps keys chosen by the key alone (for tables filled by several workers).
 
 use std::collections::hash_map::Entry;
-use std::hash::Hash;
+use std::collections::BinaryHeap;
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 use rustc_hash::FxHashMap;
@@ -210,6 +213,113 @@ impl<K: Hash + Eq, V: Default> Bounded<K, V> {
     }
 }
 
+/// What a [`Sampled`] table adds up: a row's counts, with the flows that made them.
+pub trait Row: Default {
+    fn add(&mut self, other: &Self);
+    /// Flows counted in the row: how many additions it took.
+    fn flows(&self) -> u64;
+}
+
+impl Row for HostRow {
+    fn add(&mut self, o: &HostRow) {
+        self.sent.merge(&o.sent);
+        self.received.merge(&o.received);
+        self.flows += o.flows;
+    }
+    fn flows(&self) -> u64 {
+        self.flows
+    }
+}
+
+impl Row for ProtoRow {
+    fn add(&mut self, o: &ProtoRow) {
+        self.traffic.merge(&o.traffic);
+        self.flows += o.flows;
+    }
+    fn flows(&self) -> u64 {
+        self.flows
+    }
+}
+
+/// A map that holds at most `cap` keys, chosen by the keys alone: of all keys added, the `cap`
+/// of lowest rank (a fixed hash of the key, ties by key order) have rows; the rest is summed in
+/// `overflow`. A key that loses its row to a key of lower rank takes its counts to the overflow
+/// row, and never gets a row again (`cap` keys of lower rank are there for good). So the rows,
+/// the overflow and `refused` are the same whatever the order of the additions and however they
+/// are split and merged: what tables filled by several workers need, where [`Bounded`]'s first
+/// come, first kept would depend on the thread count. The kept keys are a pseudo-random sample
+/// of the keys (by hash), not the largest.
+#[derive(Debug, Clone)]
+pub struct Sampled<K, V> {
+    pub rows: FxHashMap<K, V>,
+    pub overflow: V,
+    /// Flows counted in the overflow row (added to it, or taken there with their row).
+    pub refused: u64,
+    cap: usize,
+    /// The keys with rows by rank, the highest on top: the one to give up first.
+    ranked: BinaryHeap<(u64, K)>,
+}
+
+impl<K: Hash + Ord + Copy, V: Row> Sampled<K, V> {
+    pub fn new(cap: usize) -> Self {
+        Sampled { rows: FxHashMap::default(), overflow: V::default(), refused: 0, cap, ranked: BinaryHeap::new() }
+    }
+
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Adds `row`'s counts to the row of `key`, or to the overflow row.
+    pub fn add(&mut self, key: K, row: &V) {
+        if let Some(mine) = self.rows.get_mut(&key) {
+            mine.add(row);
+            return;
+        }
+        let ranked = (rank(&key), key);
+        if self.rows.len() < self.cap {
+            self.ranked.push(ranked);
+        } else {
+            match self.ranked.peek_mut() {
+                Some(mut highest) if ranked < *highest => {
+                    let (_, out) = std::mem::replace(&mut *highest, ranked);
+                    let gone = self.rows.remove(&out).unwrap_or_default();
+                    self.overflow.add(&gone);
+                    self.refused += gone.flows();
+                }
+                _ => {
+                    self.overflow.add(row);
+                    self.refused += row.flows();
+                    return;
+                }
+            }
+        }
+        self.rows.entry(key).or_default().add(row);
+    }
+
+    /// Adds `other`'s rows, overflow and refusals: the same table as if one had seen both's
+    /// additions.
+    pub fn merge(&mut self, other: &Sampled<K, V>) {
+        for (k, v) in &other.rows {
+            self.add(*k, v);
+        }
+        self.overflow.add(&other.overflow);
+        self.refused += other.refused;
+    }
+}
+
+/// A key's rank in a [`Sampled`] table: the same in every run and worker.
+fn rank<K: Hash>(key: &K) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    key.hash(&mut h);
+    // MurmurHash3's finaliser: FxHash's high bits depend little on the last bytes hashed.
+    let mut x = h.finish();
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
 /// One interval's tables.
 #[derive(Debug, Clone)]
 pub struct Tables {
@@ -283,5 +393,62 @@ mod tests {
         assert_eq!((t.overflow.packets, t.refused), (2, 2));
         t.existing(&5).add(1);
         assert_eq!((t.overflow.packets, t.refused), (3, 3));
+    }
+
+    fn one_flow(bytes: u64) -> ProtoRow {
+        ProtoRow { traffic: Traffic { packets: 1, bytes }, flows: 1 }
+    }
+
+    /// Rows, overflow and refusals of a sampled table in a comparable form.
+    fn picture(t: &Sampled<u32, ProtoRow>) -> (Vec<(u32, ProtoRow)>, ProtoRow, u64) {
+        let mut rows: Vec<_> = t.rows.iter().map(|(k, v)| (*k, *v)).collect();
+        rows.sort_unstable_by_key(|r| r.0);
+        (rows, t.overflow, t.refused)
+    }
+
+    #[test]
+    fn a_sampled_table_keeps_the_lowest_ranks_whatever_the_order() {
+        let keys: Vec<u32> = (0..200).map(|i| (i * 7919) % 50).collect();
+        let mut forward: Sampled<u32, ProtoRow> = Sampled::new(10);
+        for (i, &k) in keys.iter().enumerate() {
+            forward.add(k, &one_flow(i as u64));
+        }
+        let mut backward: Sampled<u32, ProtoRow> = Sampled::new(10);
+        for (i, &k) in keys.iter().enumerate().rev() {
+            backward.add(k, &one_flow(i as u64));
+        }
+        assert_eq!(picture(&forward), picture(&backward));
+        assert_eq!(forward.rows.len(), 10, "the cap is respected");
+        let mut by_rank: Vec<u32> = (0..50).collect();
+        by_rank.sort_unstable_by_key(|k| (rank(k), *k));
+        let mut kept: Vec<u32> = forward.rows.keys().copied().collect();
+        kept.sort_unstable_by_key(|k| (rank(k), *k));
+        assert_eq!(kept, by_rank[..10]);
+        // Nothing lost: rows and overflow hold every flow; refusals are the overflow's flows.
+        let total: u64 = forward.rows.values().map(|r| r.flows).sum::<u64>() + forward.overflow.flows;
+        assert_eq!((total, forward.refused), (200, forward.overflow.flows));
+        assert_eq!(
+            forward.rows.values().map(|r| r.traffic.bytes).sum::<u64>() + forward.overflow.traffic.bytes,
+            19_900
+        );
+    }
+
+    #[test]
+    fn merged_parts_of_a_sampled_table_equal_the_whole() {
+        let mut whole: Sampled<u32, ProtoRow> = Sampled::new(8);
+        let mut parts: [Sampled<u32, ProtoRow>; 3] = std::array::from_fn(|_| Sampled::new(8));
+        for i in 0..300u64 {
+            let key = (i * 31 % 97) as u32;
+            whole.add(key, &one_flow(i));
+            parts[(i * 13 % 3) as usize].add(key, &one_flow(i));
+        }
+        let [a, b, c] = parts;
+        let mut merged = c;
+        merged.merge(&a);
+        merged.merge(&b);
+        assert_eq!(picture(&merged), picture(&whole));
+        let mut none: Sampled<u32, ProtoRow> = Sampled::new(0);
+        none.add(1, &one_flow(5));
+        assert_eq!((none.rows.len(), none.refused, none.overflow.traffic.bytes), (0, 1, 5));
     }
 }

@@ -170,14 +170,16 @@ pub struct AnalysisArgs {
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub interval: f64,
     /// Also keep RMON2-style tables per interval: hosts, host pairs, protocol directory and
-    /// top-N hosts (hosts.tsv, matrix.tsv, protocols.tsv, top.tsv). Costs about a quarter more
-    /// CPU time.
+    /// top-N hosts (hosts.tsv, matrix.tsv, protocols.tsv, top.tsv), and by application from the
+    /// flows (al_hosts.tsv, al_matrix.tsv, protocol_dir.tsv, al_top.tsv). Costs about a quarter
+    /// more CPU time.
     #[arg(long)]
     pub tables: bool,
     /// Most rows per table and interval; the rest are summed in an overflow row.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub table_size: usize,
-    /// Hosts in the top-N table, by bytes and by flows.
+    /// Rows in the top-N tables: hosts by bytes and by flows (top.tsv); hosts, host pairs and
+    /// applications by bytes (al_top.tsv).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
     /// Round-robin time-series store to add this run's intervals to (created if missing, at
