@@ -65,11 +65,21 @@ pub const PORTS: &[(Transport, u16, &str)] = &[
 
 /// The application of a flow, from its facts, else its ports (marked so).
 pub fn label(facts: &Facts, transport: Transport, client_port: u16, server_port: u16) -> Label {
-    let from_payload = if facts.tls.is_some() {
+    // A protocol is told by a message read whole: a hello, a decrypted Initial (or a released
+    // QUIC version), an HTTP request or response. Bytes that only look like a record header
+    // (Skype's fake TLS), a draft-like version in a broadcast, or a method-like first word of
+    // another protocol (RTSP, NATS) tell nothing.
+    let tls_hello = facts.tls.as_ref().is_some_and(|t| t.ja3.is_some() || t.ja3s.is_some());
+    let quic_initial = facts
+        .quic
+        .as_ref()
+        .is_some_and(|q| q.tls.ja4.is_some() || matches!(q.client_version, Some(0x0000_0001 | 0x6b33_43cf)));
+    let http_message = facts.http.as_ref().is_some_and(|h| h.requests + h.responses > 0);
+    let from_payload = if tls_hello {
         Some("tls")
-    } else if facts.quic.is_some() {
+    } else if quic_initial {
         Some("quic")
-    } else if facts.http.is_some() {
+    } else if http_message {
         Some("http")
     } else if facts.dns.is_some() {
         // The message format is DNS's; the port tells its multicast variants apart.
@@ -160,14 +170,22 @@ mod tests {
         assert_eq!(label(&f, Transport::Udp, 51000, 22), Label { name: "unknown", by_port: false });
         assert_eq!(label(&f, Transport::Udp, 51000, 443), Label { name: "quic", by_port: true });
         f.http = Some(Box::new(HttpFacts::default()));
+        assert_eq!(label(&f, Transport::Tcp, 51000, 443).name, "tls", "no HTTP message read: the port tells");
+        f.http = Some(Box::new(HttpFacts { requests: 1, ..Default::default() }));
         assert_eq!(label(&f, Transport::Tcp, 51000, 443), Label { name: "http", by_port: false }, "the payload wins");
         f.tls = Some(Box::new(TlsFacts::default()));
+        assert_eq!(label(&f, Transport::Tcp, 51000, 80).name, "http", "a record header alone is no hello");
+        f.tls = Some(Box::new(TlsFacts { ja3: Some("x".into()), ..Default::default() }));
         assert_eq!(label(&f, Transport::Tcp, 51000, 80), Label { name: "tls", by_port: false });
         let f = Facts { dns: Some(Box::new(DnsFacts::default())), ..Default::default() };
         assert_eq!(label(&f, Transport::Udp, 5353, 5353).name, "mdns");
         assert_eq!(label(&f, Transport::Udp, 5355, 60000).name, "llmnr");
         assert_eq!(label(&f, Transport::Tcp, 60000, 53).name, "dns");
-        let f = Facts { quic: Some(Box::new(QuicFacts::default())), ..Default::default() };
+        let draft = QuicFacts { client_version: Some(0xff00_00a0), ..Default::default() };
+        let f = Facts { quic: Some(Box::new(draft)), ..Default::default() };
+        assert_eq!(label(&f, Transport::Udp, 60000, 8443).name, "unknown", "a version never released, not decrypted");
+        let v1 = QuicFacts { client_version: Some(1), ..Default::default() };
+        let f = Facts { quic: Some(Box::new(v1)), ..Default::default() };
         assert_eq!(label(&f, Transport::Udp, 60000, 8443).name, "quic");
     }
 
