@@ -10,11 +10,15 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use sonde_capture::{CaptureError, PacketSource};
 use sonde_define::{ChangeError, Counter, Layers, Matcher, SetChange};
 use sonde_filter::Filter;
-use sonde_flow::{AppInput, FlowConfig, FlowRecord, FlowSink, FlowTracker, PacketKey, TableStats};
+use sonde_flow::{
+    AppInput, FlowConfig, FlowRecord, FlowSink, FlowTracker, IcmpInput, IcmpKey, IcmpRecord, IcmpStats, PacketKey,
+    TableStats,
+};
 use sonde_l7::Resolved;
 use sonde_stats::{FlowIntervals, PacketIntervals};
 use sonde_thin::Thinner;
-use sonde_wire::{LinkType, PacketSummary};
+use sonde_wire::icmp::IcmpMessage;
+use sonde_wire::{Fragment, LinkType, PacketSummary, Transport};
 
 use crate::app::{AppConfig, AppReader, Attach};
 use crate::collector::{ReaderPart, ToCollector, WorkerPart};
@@ -76,6 +80,16 @@ struct Item {
     packet: PacketSummary,
     /// What it brings for the application readers, in its batch's `AppData`.
     app: AppRef,
+    /// An ICMP packet: for the ICMP table, or an error for the flow it quotes (`key`).
+    icmp: Option<IcmpItem>,
+}
+
+/// An ICMP packet's item: its message for the worker of its ICMP entry, or, for an error that
+/// quotes a TCP or UDP packet, a second item for the worker of that packet's flow.
+#[derive(Clone, Copy)]
+enum IcmpItem {
+    Message(IcmpInput),
+    Quoted { icmp_type: u8, code: u8 },
 }
 
 /// Where an item's payload and DNS answer are in its batch's [`AppData`].
@@ -137,6 +151,7 @@ impl Item {
         key: PacketKey::EMPTY,
         packet: PacketSummary::EMPTY,
         app: AppRef { payload_at: 0, payload_len: 0, resolved: 0 },
+        icmp: None,
     };
 }
 
@@ -184,6 +199,7 @@ struct WorkerResult<S> {
     sink: S,
     counts: FlowCounts,
     table: TableStats,
+    icmp: IcmpStats,
 }
 
 /// One reader's run: where its packets come from and where what it finds goes.
@@ -268,6 +284,7 @@ pub(crate) fn read_input<K: Sinks>(
         definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
         app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app)),
+        icmp_unquoted: 0,
     };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
@@ -281,6 +298,7 @@ pub(crate) fn read_input<K: Sinks>(
         run_threads(&mut reader, source, filter, progress, threads)
     };
     let thinning = reader.thinner.as_ref().map(ThinningReport::new);
+    let reader_icmp_unquoted = reader.icmp_unquoted;
     let app_reader = reader.app.as_ref().map(|a| a.stats);
 
     let mut counts = FlowCounts { app: pipeline.flow.app_facts.then(AppCounts::default), ..FlowCounts::default() };
@@ -293,9 +311,13 @@ pub(crate) fn read_input<K: Sinks>(
         table.peak_live += r.table.peak_live;
         table.inserted += r.table.inserted;
         table.evicted += r.table.evicted;
+        counts.icmp.evicted += r.icmp.evicted;
+        counts.icmp.errors_matched += r.icmp.errors_matched;
+        counts.icmp.errors_unmatched += r.icmp.errors_unmatched;
         let WorkerOutputs { mut sink, flows, .. } = r.sink;
         outputs.push(WorkerOutput { part: sink.take(), flows });
     }
+    counts.icmp.errors_unquoted = reader_icmp_unquoted;
     stats.flows = counts;
     stats.thinning = thinning;
     stats.finish();
@@ -677,6 +699,9 @@ impl<S: FlowSink> FlowSink for WorkerOutputs<S> {
         self.sink.internal_nets(nets);
         self.flows.internal_nets(nets);
     }
+    fn icmp(&mut self, record: &IcmpRecord) {
+        self.sink.icmp(record);
+    }
 }
 
 /// The latest records of flows ended, at most `limit` (a live view shows them).
@@ -738,9 +763,24 @@ impl<S: FlowSink, P> Worker<S, P> {
                 self.tracker.prefetch_state(&ahead.key);
             }
             let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
+            if let Some(icmp) = item.icmp {
+                self.icmp(item, icmp);
+                continue;
+            }
             let input =
                 if item.app.payload_len == 0 && item.app.resolved == 0 { AppInput::NONE } else { app.input(item.app) };
             self.tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, input, &mut sink);
+        }
+    }
+
+    #[cold]
+    fn icmp(&mut self, item: &Item, icmp: IcmpItem) {
+        let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
+        match icmp {
+            IcmpItem::Message(input) => self.tracker.on_icmp(item.ts_ns, item.clock_ns, &item.packet, input, &mut sink),
+            IcmpItem::Quoted { icmp_type, code } => {
+                self.tracker.on_icmp_error(item.ts_ns, item.clock_ns, &item.key, icmp_type, code, &mut sink);
+            }
         }
     }
 
@@ -752,7 +792,12 @@ impl<S: FlowSink, P> Worker<S, P> {
     fn finish(mut self, clock_ns: u64) -> WorkerResult<S> {
         let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
         self.tracker.finish_at(clock_ns, &mut sink);
-        WorkerResult { sink: self.sink, counts: self.counts, table: self.tracker.table_stats() }
+        WorkerResult {
+            sink: self.sink,
+            counts: self.counts,
+            table: self.tracker.table_stats(),
+            icmp: self.tracker.icmp_stats(),
+        }
     }
 }
 
@@ -805,6 +850,8 @@ struct Reader<'a, 'c, P> {
     thinner: Option<Thinner>,
     /// With application facts: what of each packet goes to the workers' readers.
     app: Option<AppReader>,
+    /// ICMP errors whose quote gives no TCP or UDP packet (cut, garbled, or another protocol).
+    icmp_unquoted: u64,
 }
 
 impl<P> Reader<'_, '_, P> {
@@ -899,6 +946,7 @@ impl<P> Reader<'_, '_, P> {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
                 item.key = key;
+                item.icmp = None;
                 worker_of(key.hash(), workers)
             });
             if let (Some(layers), Some(counter)) = (layers, self.definitions.as_deref_mut()) {
@@ -911,8 +959,62 @@ impl<P> Reader<'_, '_, P> {
                     dispatch.attach(worker, attach);
                 }
                 dispatch.commit(worker);
+            } else if matches!(dispatch.slot().packet.transport, Some(Transport::Icmp { .. })) {
+                self.icmp_unquoted +=
+                    u64::from(!dispatch_icmp(link, &frame, frame.ts_ns, self.clock_ns, workers, dispatch));
             }
         }
+    }
+}
+
+/// Hands the ICMP packet in the slot to the worker of its ICMP entry and, for an error that
+/// quotes a TCP or UDP packet, to the worker of that packet's flow. Returns false for an error
+/// whose quote gives no TCP or UDP packet. ICMP is rare: the layers are found again here rather
+/// than on every packet's path.
+#[cold]
+fn dispatch_icmp(
+    link: LinkType,
+    frame: &sonde_capture::Frame<'_>,
+    ts_ns: u64,
+    clock_ns: u64,
+    workers: u64,
+    dispatch: &mut impl Dispatch,
+) -> bool {
+    let item = dispatch.slot();
+    let (Some(ip), Some(Transport::Icmp { icmp_type, code })) = (item.packet.ip, item.packet.transport) else {
+        return true;
+    };
+    if ip.fragment == Fragment::Later {
+        return true;
+    }
+    let mut again = PacketSummary::EMPTY;
+    let at = sonde_wire::decode_with_offsets(link, frame.data, frame.wire_len, &mut again)
+        .ok()
+        .and_then(|offsets| offsets.transport);
+    let bytes = at.and_then(|at| frame.data.get(at as usize..)).unwrap_or(&[]);
+    let message = IcmpMessage::parse(bytes, ip.src.is_ipv6());
+    let input = match message {
+        IcmpMessage::Echo { request, ident, seq } => IcmpInput::Echo { request, ident, seq },
+        _ => IcmpInput::Message { icmp_type, code },
+    };
+    item.ts_ns = ts_ns;
+    item.clock_ns = clock_ns;
+    item.key = PacketKey::EMPTY;
+    item.icmp = Some(IcmpItem::Message(input));
+    let copy = *item;
+    dispatch.commit(worker_of(IcmpKey::of(ip.src, ip.dst, input).hash64(), workers));
+    match message {
+        IcmpMessage::Error(Ok(q)) => {
+            let key = PacketKey::new(q.protocol, (q.src, q.src_port), (q.dst, q.dst_port));
+            let item = dispatch.slot();
+            *item = copy;
+            item.key = key;
+            item.icmp = Some(IcmpItem::Quoted { icmp_type, code });
+            dispatch.commit(worker_of(key.hash(), workers));
+            true
+        }
+        IcmpMessage::Error(Err(_)) => false,
+        _ => true,
     }
 }
 

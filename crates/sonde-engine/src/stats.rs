@@ -79,6 +79,26 @@ pub struct FlowCounts {
     pub interim_records: u64,
     /// What the application readers found in the flows logged (null when off).
     pub app: Option<AppCounts>,
+    /// ICMP and ICMPv6 entries logged (icmp_flows) and errors counted on flows (docs/icmp.md).
+    pub icmp: IcmpCounts,
+}
+
+/// The ICMP side of the flows.
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct IcmpCounts {
+    /// Entries logged: echo sessions and other message kinds (lines of icmp_flows).
+    pub flows: u64,
+    /// Of which echo sessions.
+    pub echo_sessions: u64,
+    /// Entries ended early because the ICMP table was full.
+    pub evicted: u64,
+    /// Errors quoting a TCP or UDP packet of a flow open then: counted on it (`icmp_errors`).
+    pub errors_matched: u64,
+    /// Errors quoting a TCP or UDP packet of no open flow.
+    pub errors_unmatched: u64,
+    /// Errors whose quote gives no TCP or UDP packet: cut short, garbled, or another protocol.
+    pub errors_unquoted: u64,
 }
 
 /// The application facts of the flows logged (docs/l7.md).
@@ -199,6 +219,12 @@ impl FlowCounts {
         self.udp += other.udp;
         self.evicted += other.evicted;
         self.interim_records += other.interim_records;
+        self.icmp.flows += other.icmp.flows;
+        self.icmp.echo_sessions += other.icmp.echo_sessions;
+        self.icmp.evicted += other.icmp.evicted;
+        self.icmp.errors_matched += other.icmp.errors_matched;
+        self.icmp.errors_unmatched += other.icmp.errors_unmatched;
+        self.icmp.errors_unquoted += other.icmp.errors_unquoted;
         match (&mut self.app, &other.app) {
             (Some(a), Some(b)) => a.add(b),
             (None, Some(b)) => self.app = Some(b.clone()),
@@ -517,5 +543,10 @@ impl<S: FlowSink> FlowSink for CountingSink<'_, S> {
     fn interim(&mut self, record: &FlowRecord) {
         self.counts.interim_records += 1;
         self.inner.interim(record);
+    }
+    fn icmp(&mut self, record: &sonde_flow::IcmpRecord) {
+        self.counts.icmp.flows += 1;
+        self.counts.icmp.echo_sessions += u64::from(matches!(record.key.kind, sonde_flow::IcmpKind::Echo { .. }));
+        self.inner.icmp(record);
     }
 }

@@ -17,6 +17,7 @@
 //! ```
 
 mod counters;
+pub mod icmp;
 pub mod key;
 pub mod record;
 mod sent;
@@ -30,6 +31,7 @@ use ipnet::IpNet;
 use sonde_l7::{Resolved, Session};
 use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
+pub use icmp::{IcmpDirStats, IcmpErrors, IcmpInput, IcmpKey, IcmpKind, IcmpRecord, IcmpStats};
 pub use key::{FlowKey, PacketKey};
 pub use record::*;
 use slab::Slab;
@@ -125,6 +127,10 @@ pub struct FlowTracker {
     /// With application facts: each table slot's application reader, made at its flow's first
     /// payload (8 bytes a slot; the reader's own size only for flows that carry payload).
     apps: Vec<Option<Box<Session>>>,
+    /// ICMP and ICMPv6 entries (echo sessions, other messages).
+    icmp: icmp::IcmpTable,
+    /// The ICMP errors counted on open flows, by table slot (few flows have any).
+    icmp_errors: std::collections::HashMap<u32, IcmpErrors>,
 }
 
 /// What a packet brings for the application readers: the captured start of its payload, and
@@ -220,6 +226,8 @@ impl FlowTracker {
             next_expiry_ns: u64::MAX,
             interim,
             apps: Vec::new(),
+            icmp: icmp::IcmpTable::new(max_flows),
+            icmp_errors: std::collections::HashMap::new(),
         }
     }
 
@@ -229,6 +237,58 @@ impl FlowTracker {
 
     pub fn live_flows(&self) -> usize {
         self.table.len()
+    }
+
+    /// What the ICMP side counted.
+    pub fn icmp_stats(&self) -> IcmpStats {
+        self.icmp.stats
+    }
+
+    /// ICMP entries open.
+    pub fn live_icmp(&self) -> usize {
+        self.icmp.len()
+    }
+
+    /// Counts an ICMP or ICMPv6 packet (`p` has its addresses and length) in its entry. Entries
+    /// that end by then go to `sink`. A packet that is not IP is ignored.
+    pub fn on_icmp(
+        &mut self,
+        ts_ns: u64,
+        clock_ns: u64,
+        p: &PacketSummary,
+        input: IcmpInput,
+        sink: &mut impl FlowSink,
+    ) {
+        self.advance(ts_ns, clock_ns, sink);
+        let Some(ip) = p.ip else { return };
+        let (nets, clock_ns) = (&self.cfg.internal_nets, self.clock_ns);
+        let is_internal = |ip: &std::net::IpAddr| nets.iter().any(|n| n.contains(ip));
+        self.icmp.packet(ts_ns, clock_ns, ip.src, ip.dst, u64::from(ip.total_len), p.tunnel, input, |key, end, e| {
+            sink.icmp(&e.record(key, end, is_internal))
+        });
+    }
+
+    /// Counts an ICMP error of `icmp_type`/`code` that quotes a packet of the flow `quoted` on
+    /// that flow, if it is open; says whether it was.
+    pub fn on_icmp_error(
+        &mut self,
+        ts_ns: u64,
+        clock_ns: u64,
+        quoted: &PacketKey,
+        icmp_type: u8,
+        code: u8,
+        sink: &mut impl FlowSink,
+    ) -> bool {
+        self.advance(ts_ns, clock_ns, sink);
+        let Some(slot) = self.table.find(&quoted.key, quoted.hash) else {
+            self.icmp.stats.errors_unmatched += 1;
+            return false;
+        };
+        self.icmp.stats.errors_matched += 1;
+        let errors = self.icmp_errors.entry(slot).or_default();
+        errors.count += 1;
+        errors.last = Some((icmp_type, code));
+        true
     }
 
     /// Heap bytes reserved up front and never written: address space that costs no memory, so
@@ -268,6 +328,17 @@ impl FlowTracker {
     fn advance(&mut self, ts_ns: u64, clock_ns: u64, sink: &mut impl FlowSink) {
         self.clock_ns = self.clock_ns.max(clock_ns).max(ts_ns);
         self.expire(self.clock_ns, sink);
+        if self.icmp.oldest_active_ns().is_some_and(|t| self.clock_ns >= t.saturating_add(self.cfg.udp_idle_ns)) {
+            self.expire_icmp(sink);
+        }
+    }
+
+    #[cold]
+    fn expire_icmp(&mut self, sink: &mut impl FlowSink) {
+        let nets = &self.cfg.internal_nets;
+        let is_internal = |ip: &std::net::IpAddr| nets.iter().any(|n| n.contains(ip));
+        self.icmp
+            .expire(self.clock_ns, self.cfg.udp_idle_ns, |key, end, e| sink.icmp(&e.record(key, end, is_internal)));
     }
 
     /// Starts loading the index entry of `k`'s flow into the cache, for a packet a few ahead
@@ -516,8 +587,7 @@ impl FlowTracker {
     /// Ends every flow still open (end of input), in a deterministic order. Flows already idle
     /// past their timeout at `clock_ns` (the last packet time of the whole input) end as idle.
     pub fn finish_at(&mut self, clock_ns: u64, sink: &mut impl FlowSink) {
-        self.clock_ns = self.clock_ns.max(clock_ns);
-        self.expire(self.clock_ns, sink);
+        self.advance(clock_ns, clock_ns, sink);
         self.finish(sink);
     }
 
@@ -534,6 +604,9 @@ impl FlowTracker {
             }
             self.end_flow(slot, EndReason::Eof, sink);
         }
+        let nets = &self.cfg.internal_nets;
+        let is_internal = |ip: &std::net::IpAddr| nets.iter().any(|n| n.contains(ip));
+        self.icmp.finish(|key, end, e| sink.icmp(&e.record(key, end, is_internal)));
     }
 
     /// Sides are told by `nets` from now on (a flow's are decided when it ends).
@@ -563,6 +636,9 @@ impl FlowTracker {
             self.udp.free(flow.conn);
         }
         self.table.remove(slot, key.hash64());
+        if !self.icmp_errors.is_empty() {
+            self.icmp_errors.remove(&slot);
+        }
         sink.flow(&record);
     }
 
@@ -595,6 +671,11 @@ impl FlowTracker {
             server_internal: is_internal(&server.0),
             tunnel: flow.tunnel,
         };
+        let icmp_errors = if self.icmp_errors.is_empty() {
+            IcmpErrors::default()
+        } else {
+            self.icmp_errors.get(&slot).copied().unwrap_or_default()
+        };
         if key.protocol == 6 {
             let c = self.tcp.get(flow.conn);
             // A closed flow that lingered ended by its FIN or RST, whatever removed it.
@@ -616,6 +697,7 @@ impl FlowTracker {
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 client,
                 server,
+                icmp_errors,
                 app: None,
             })
         } else {
@@ -627,11 +709,14 @@ impl FlowTracker {
                 last_ns: u.last_ns,
                 client: u.dirs[0],
                 server: u.dirs[1],
+                icmp_errors,
                 app: None,
             })
         }
     }
 }
 
+#[cfg(test)]
+mod icmp_tests;
 #[cfg(test)]
 mod tests;

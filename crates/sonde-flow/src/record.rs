@@ -177,6 +177,8 @@ pub struct TcpRecord {
     pub hs_synack_ack_ns: Option<u64>,
     pub client: TcpDirStats,
     pub server: TcpDirStats,
+    /// ICMP errors that quoted one of the flow's packets.
+    pub icmp_errors: crate::IcmpErrors,
     /// What the flow's first packets told of its application (None: no payload was read).
     pub app: Option<Box<sonde_l7::Facts>>,
 }
@@ -198,6 +200,8 @@ pub struct UdpRecord {
     pub last_ns: u64,
     pub client: UdpDirStats,
     pub server: UdpDirStats,
+    /// ICMP errors that quoted one of the flow's packets.
+    pub icmp_errors: crate::IcmpErrors,
     /// What the flow's first packets told of its application (None: no payload was read).
     pub app: Option<Box<sonde_l7::Facts>>,
 }
@@ -269,6 +273,10 @@ pub trait FlowSink {
     /// The internal networks changed (a live monitor's SIGHUP): sides are told by these from
     /// now on.
     fn internal_nets(&mut self, _nets: &[ipnet::IpNet]) {}
+
+    /// An ICMP entry (an echo session, other messages) that ended. Only the flow logs take
+    /// them so far: a wrapper must forward it.
+    fn icmp(&mut self, _record: &crate::IcmpRecord) {}
 }
 
 /// A TCP RTT sample: the time from a data segment to the ACK that acknowledged exactly it.
@@ -301,6 +309,10 @@ impl<A: FlowSink, B: FlowSink> FlowSink for (A, B) {
         self.0.internal_nets(nets);
         self.1.internal_nets(nets);
     }
+    fn icmp(&mut self, record: &crate::IcmpRecord) {
+        self.0.icmp(record);
+        self.1.icmp(record);
+    }
 }
 
 /// A sink that may be absent (an output turned off).
@@ -323,6 +335,11 @@ impl<S: FlowSink> FlowSink for Option<S> {
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
         if let Some(s) = self {
             s.internal_nets(nets);
+        }
+    }
+    fn icmp(&mut self, record: &crate::IcmpRecord) {
+        if let Some(s) = self {
+            s.icmp(record);
         }
     }
 }

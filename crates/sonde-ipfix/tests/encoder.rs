@@ -61,6 +61,7 @@ fn tcp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         hs_synack_ack_ns: None,
         client,
         server,
+        icmp_errors: Default::default(),
         app: None,
     })
 }
@@ -74,6 +75,7 @@ fn udp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         last_ns,
         client: UdpDirStats { pkts: 1, ip_bytes: 60, ..UdpDirStats::default() },
         server: UdpDirStats { pkts: 2, ip_bytes: 300, ..UdpDirStats::default() },
+        icmp_errors: Default::default(),
         app: None,
     })
 }

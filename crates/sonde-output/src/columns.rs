@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use sonde_flow::{TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
+use sonde_flow::{IcmpErrors, IcmpKind, IcmpRecord, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 use sonde_l7::{Facts, TlsFacts};
 
 /// One field value, formatted the same way in every output format.
@@ -90,6 +90,16 @@ fn seen(pkts: u64, value: u64) -> Value<'static> {
 
 fn opt_ms(v: Option<u64>) -> Value<'static> {
     v.map_or(Value::Missing, ms)
+}
+
+/// The ICMP errors that quoted a flow's packets: how many, and the latest's type and code.
+macro_rules! icmp_error_columns {
+    ($record:ty) => {
+        [
+            Column::<$record> { name: "icmp_errors", kind: Kind::Count, value: |r| Value::Int(r.icmp_errors.count) },
+            Column { name: "icmp_error_last", kind: Kind::Label, value: |r| icmp_error_last(r.icmp_errors) },
+        ]
+    };
 }
 
 macro_rules! tcp_dir_columns {
@@ -309,6 +319,7 @@ pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
         },
     ]);
     cols.extend(tcp_app_columns());
+    cols.extend(icmp_error_columns!(TcpRecord));
     cols
 }
 
@@ -711,7 +722,98 @@ pub fn udp_columns() -> Vec<Column<UdpRecord>> {
         },
     ]);
     cols.extend(udp_app_columns());
+    cols.extend(icmp_error_columns!(UdpRecord));
     cols
+}
+
+/// `type/code`, e.g. `3/3` (port unreachable); missing without an error.
+fn icmp_error_last(e: IcmpErrors) -> Value<'static> {
+    e.last.map_or(Value::Missing, |(t, c)| Value::Owned(format!("{t}/{c}")))
+}
+
+/// An ICMP record's statistic that exists only for echo sessions.
+fn echo_only(r: &IcmpRecord, value: Value<'static>) -> Value<'static> {
+    match r.key.kind {
+        IcmpKind::Echo { .. } => value,
+        IcmpKind::Message { .. } => Value::Missing,
+    }
+}
+
+/// An echo RTT statistic: missing for other messages, no sample below `least` samples.
+fn echo_rtt(r: &IcmpRecord, least: u64, value: Value<'static>) -> Value<'static> {
+    echo_only(r, rtt(r.rtt.count, least, value))
+}
+
+/// The ICMP flow log's columns, in output order (docs/icmp.md).
+pub fn icmp_columns() -> Vec<Column<IcmpRecord>> {
+    vec![
+        Column::<IcmpRecord> { name: "c_ip", kind: Kind::Address, value: |r| Value::Ip(r.key.client) },
+        Column { name: "s_ip", kind: Kind::Address, value: |r| Value::Ip(r.key.server) },
+        Column {
+            name: "proto",
+            kind: Kind::Label,
+            value: |r| Value::Text(if r.key.client.is_ipv6() { "icmpv6" } else { "icmp" }),
+        },
+        Column {
+            name: "kind",
+            kind: Kind::Label,
+            value: |r| {
+                Value::Text(match r.key.kind {
+                    IcmpKind::Echo { .. } => "echo",
+                    IcmpKind::Message { .. } => "message",
+                })
+            },
+        },
+        Column {
+            name: "icmp_type",
+            kind: Kind::Count,
+            value: |r| match r.key.kind {
+                IcmpKind::Message { icmp_type, .. } => Value::Int(u64::from(icmp_type)),
+                IcmpKind::Echo { .. } => Value::Missing,
+            },
+        },
+        Column {
+            name: "icmp_code",
+            kind: Kind::Count,
+            value: |r| match r.key.kind {
+                IcmpKind::Message { code, .. } => Value::Int(u64::from(code)),
+                IcmpKind::Echo { .. } => Value::Missing,
+            },
+        },
+        Column {
+            name: "echo_id",
+            kind: Kind::Count,
+            value: |r| match r.key.kind {
+                IcmpKind::Echo { ident } => Value::Int(u64::from(ident)),
+                IcmpKind::Message { .. } => Value::Missing,
+            },
+        },
+        Column { name: "c_pkts_all", kind: Kind::Count, value: |r| Value::Int(r.client.pkts) },
+        Column { name: "c_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.client.ip_bytes) },
+        Column { name: "s_pkts_all", kind: Kind::Count, value: |r| Value::Int(r.server.pkts) },
+        Column { name: "s_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.server.ip_bytes) },
+        Column { name: "first", kind: Kind::Time, value: |r| ms(r.first_ns) },
+        Column { name: "last", kind: Kind::Time, value: |r| ms(r.last_ns) },
+        Column { name: "durat", kind: Kind::Duration, value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
+        Column { name: "rtt_cnt", kind: Kind::Count, value: |r| echo_only(r, Value::Int(r.rtt.count)) },
+        Column { name: "rtt_min", kind: Kind::Duration, value: |r| echo_rtt(r, 1, ms(r.rtt.min_ns)) },
+        Column { name: "rtt_avg", kind: Kind::Duration, value: |r| echo_rtt(r, 1, ms_f(r.rtt.mean_ns())) },
+        Column { name: "rtt_max", kind: Kind::Duration, value: |r| echo_rtt(r, 1, ms(r.rtt.max_ns)) },
+        Column { name: "rtt_std", kind: Kind::Duration, value: |r| echo_rtt(r, 2, ms_f(r.rtt.stdev_ns())) },
+        Column {
+            name: "replies_unmatched",
+            kind: Kind::Count,
+            value: |r| echo_only(r, Value::Int(r.replies_unmatched)),
+        },
+        Column { name: "c_isint", kind: Kind::Flag, value: |r| Value::Bool(r.client_internal) },
+        Column { name: "s_isint", kind: Kind::Flag, value: |r| Value::Bool(r.server_internal) },
+        Column { name: "end_reason", kind: Kind::Label, value: |r| Value::Text(r.end.name()) },
+        Column {
+            name: "tunnel",
+            kind: Kind::Label,
+            value: |r| r.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
+        },
+    ]
 }
 
 #[cfg(test)]
@@ -725,6 +827,8 @@ mod tests {
         assert_eq!(tcp.len(), tcp.iter().collect::<HashSet<_>>().len());
         let udp: Vec<_> = udp_columns().iter().map(|c| c.name).collect();
         assert_eq!(udp.len(), udp.iter().collect::<HashSet<_>>().len());
+        let icmp: Vec<_> = icmp_columns().iter().map(|c| c.name).collect();
+        assert_eq!(icmp.len(), icmp.iter().collect::<HashSet<_>>().len());
     }
 
     #[test]

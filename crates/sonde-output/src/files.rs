@@ -12,6 +12,9 @@ pub enum OutputFile {
     TcpFlows(Format),
     /// `udp_flows.tsv` or `udp_flows.jsonl`: one line per UDP flow.
     UdpFlows(Format),
+    /// `icmp_flows.tsv` or `icmp_flows.jsonl`: one line per ICMP or ICMPv6 echo session or
+    /// other message kind (docs/icmp.md).
+    IcmpFlows(Format),
     /// `summary.json`: the [`crate::Summary`] of the run.
     Summary,
     /// `intervals.tsv`: traffic and flows per interval, protocol and direction (`--interval`).
@@ -53,11 +56,13 @@ pub enum OutputFile {
 impl OutputFile {
     /// Every file, flow logs in both formats: what [`crate::OutputDir::prepare`] refuses to
     /// overwrite.
-    pub const ALL: [OutputFile; 22] = [
+    pub const ALL: [OutputFile; 24] = [
         OutputFile::TcpFlows(Format::Tsv),
         OutputFile::UdpFlows(Format::Tsv),
         OutputFile::TcpFlows(Format::Jsonl),
         OutputFile::UdpFlows(Format::Jsonl),
+        OutputFile::IcmpFlows(Format::Tsv),
+        OutputFile::IcmpFlows(Format::Jsonl),
         OutputFile::Summary,
         OutputFile::Intervals,
         OutputFile::Quantiles,
@@ -100,6 +105,8 @@ impl OutputFile {
             OutputFile::TcpFlows(Format::Jsonl) => "tcp_flows.jsonl",
             OutputFile::UdpFlows(Format::Tsv) => "udp_flows.tsv",
             OutputFile::UdpFlows(Format::Jsonl) => "udp_flows.jsonl",
+            OutputFile::IcmpFlows(Format::Tsv) => "icmp_flows.tsv",
+            OutputFile::IcmpFlows(Format::Jsonl) => "icmp_flows.jsonl",
             OutputFile::Summary => "summary.json",
             OutputFile::Intervals => "intervals.tsv",
             OutputFile::Quantiles => "quantiles.tsv",

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use sonde_anon::Anonymizer;
 use sonde_flow::key::ip_order_key;
-use sonde_flow::{FlowRecord, FlowSink, RttSample};
+use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample};
 
 use crate::capture::{capture_tsv, CaptureCounters};
-use crate::columns::{mark_anonymized, tcp_columns, udp_columns, Column};
+use crate::columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column};
 use crate::files::OutputFile;
 use crate::line::LineFormat;
 use crate::pending::PendingFile;
@@ -60,13 +60,13 @@ pub struct OutputDir {
 
 impl OutputDir {
     /// The files every run writes, by name: the flow logs in `format`, then the summary.
-    pub fn file_names(format: Format) -> [String; 3] {
+    pub fn file_names(format: Format) -> [String; 4] {
         Self::files(format).map(|f| f.name().to_string())
     }
 
-    /// The files every run writes: the flow logs in `format`, then the summary.
-    pub fn files(format: Format) -> [OutputFile; 3] {
-        [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format), OutputFile::Summary]
+    /// The files every run writes: the flow logs in `format` (TCP, UDP, ICMP), then the summary.
+    pub fn files(format: Format) -> [OutputFile; 4] {
+        [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format), OutputFile::IcmpFlows(format), OutputFile::Summary]
     }
 
     /// Creates `dir` if needed and checks, before any work, that it is writable and holds no
@@ -129,13 +129,17 @@ impl OutputDir {
     pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
         let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
-        let [tcp_file, udp_file, _] = Self::files(self.format);
+        let icmp: Vec<&Lines> = parts.iter().map(|s| &s.icmp).collect();
+        let [tcp_file, udp_file, icmp_file, _] = Self::files(self.format);
         let write_tcp =
             || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
         let write_udp =
             || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
+        // Few lines: written after the others.
+        let write_icmp =
+            || write_file(&self.path(icmp_file.name()), |w| write_sorted(w, self.format, &icmp_columns(), &icmp));
         if !parallel {
-            return write_tcp().and_then(|_| write_udp());
+            return write_tcp().and_then(|_| write_udp()).and_then(|_| write_icmp());
         }
         std::thread::scope(|scope| {
             let udp = scope.spawn(write_udp);
@@ -143,6 +147,7 @@ impl OutputDir {
             let udp = udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             tcp.and(udp)
         })
+        .and_then(|_| write_icmp())
     }
 
     /// Writes summary.json from its text (as [`Summary::to_json`] gives it).
@@ -296,6 +301,30 @@ impl OrderKey {
     }
 }
 
+/// The output order of an ICMP record: as a flow's, the protocol 1 or 58, the echo identifier
+/// (or type and code) in the client's port and the kind in the server's (0 echo, 1 message).
+pub fn icmp_order_key(r: &IcmpRecord) -> OrderKey {
+    let k = &r.key;
+    let protocol = if k.client.is_ipv6() { 58 } else { 1 };
+    let (client_port, server_port) = match k.kind {
+        IcmpKind::Echo { ident } => (ident, 0),
+        IcmpKind::Message { icmp_type, code } => (u16::from(icmp_type) << 8 | u16::from(code), 1),
+    };
+    let ((client_family, client_ip), (server_family, server_ip)) = (ip_order_key(k.client), ip_order_key(k.server));
+    OrderKey {
+        first_ns: r.first_ns,
+        protocol,
+        client_family,
+        client_ip,
+        client_port,
+        server_family,
+        server_ip,
+        server_port,
+        last_ns: r.last_ns,
+        pkts: (r.client.pkts, r.server.pkts),
+    }
+}
+
 pub fn order_key(r: &FlowRecord) -> OrderKey {
     let e = r.endpoints();
     let (protocol, last_ns, pkts) = match r {
@@ -325,6 +354,8 @@ pub fn order_key(r: &FlowRecord) -> OrderKey {
 pub struct FlowLines {
     tcp: Lines,
     udp: Lines,
+    /// ICMP and ICMPv6 entries (icmp_flows): kept with the flows, written beside them.
+    icmp: Lines,
     sort: Option<Arc<SortBuffer>>,
     spilled: Spilled,
 }
@@ -346,6 +377,7 @@ impl FlowLines {
     pub fn absorb(&mut self, other: FlowLines) {
         self.tcp.absorb(other.tcp);
         self.udp.absorb(other.udp);
+        self.icmp.absorb(other.icmp);
         self.spilled.add(&other.spilled);
         if self.sort.is_none() && self.spilled.failure.is_none() {
             self.sort = other.sort;
@@ -367,13 +399,13 @@ impl FlowLines {
     #[inline]
     fn bound(&mut self, absorbed: bool) {
         let Some(sort) = &self.sort else { return };
-        let over = self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes;
+        let over = self.tcp.held_bytes() + self.udp.held_bytes() + self.icmp.held_bytes() > sort.bytes;
         if !(over || absorbed) {
             return;
         }
         let sort = sort.clone();
         let spilled = &mut self.spilled;
-        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|lines| {
+        let done = [&mut self.tcp, &mut self.udp, &mut self.icmp].into_iter().try_for_each(|lines| {
             if over {
                 lines.spill(&sort, spilled)
             } else {
@@ -387,7 +419,7 @@ impl FlowLines {
     }
 
     pub fn len(&self) -> usize {
-        self.tcp.len() + self.udp.len()
+        self.tcp.len() + self.udp.len() + self.icmp.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -396,7 +428,7 @@ impl FlowLines {
 
     /// Bytes of text the lines hold, in memory and on disk.
     pub fn text_bytes(&self) -> usize {
-        self.tcp.text_bytes() + self.udp.text_bytes()
+        self.tcp.text_bytes() + self.udp.text_bytes() + self.icmp.text_bytes()
     }
 
     /// What went to disk.
@@ -410,15 +442,23 @@ impl FlowLines {
         if udp { &self.udp } else { &self.tcp }.in_memory()
     }
 
-    /// Both logs of `parts` as the files [`OutputDir::write_flow_lines`] writes: names and
-    /// contents, in output order.
+    /// The TCP and UDP logs of `parts` as the files [`OutputDir::write_flow_lines`] writes:
+    /// names and contents, in output order (the ICMP log: [`FlowLines::render_icmp`]).
     pub fn render(format: Format, parts: &[&FlowLines]) -> io::Result<[(String, Vec<u8>); 2]> {
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
-        let [tcp_name, udp_name, _] = OutputDir::file_names(format);
+        let [tcp_name, udp_name, _, _] = OutputDir::file_names(format);
         let (mut tcp_text, mut udp_text) = (Vec::new(), Vec::new());
         write_sorted(&mut tcp_text, format, &tcp_columns(), &tcp)?;
         write_sorted(&mut udp_text, format, &udp_columns(), &udp)?;
         Ok([(tcp_name, tcp_text), (udp_name, udp_text)])
+    }
+
+    /// The ICMP log of `parts` as [`OutputDir::write_flow_lines`] writes it: name and contents.
+    pub fn render_icmp(format: Format, parts: &[&FlowLines]) -> io::Result<(String, Vec<u8>)> {
+        let icmp: Vec<&Lines> = parts.iter().map(|s| &s.icmp).collect();
+        let mut text = Vec::new();
+        write_sorted(&mut text, format, &icmp_columns(), &icmp)?;
+        Ok((OutputFile::IcmpFlows(format).name().to_string(), text))
     }
 
     /// The header a log of `format` starts with (empty for JSON Lines).
@@ -455,6 +495,7 @@ impl sonde_engine::WorkerSink for LineSink {
 pub struct LineSink {
     tcp_format: LineFormat<sonde_flow::TcpRecord>,
     udp_format: LineFormat<sonde_flow::UdpRecord>,
+    icmp_format: LineFormat<IcmpRecord>,
     lines: FlowLines,
     scratch: Vec<u8>,
     /// Replaces the addresses before a line is formatted and ordered (one per worker: its
@@ -468,6 +509,7 @@ impl LineSink {
         LineSink {
             tcp_format: LineFormat::new(format, &tcp_columns()),
             udp_format: LineFormat::new(format, &udp_columns()),
+            icmp_format: LineFormat::new(format, &icmp_columns()),
             lines: FlowLines::default(),
             scratch: Vec::new(),
             anon: None,
@@ -484,6 +526,7 @@ impl LineSink {
         LineSink {
             tcp_format: LineFormat::new(self.format, &mark_anonymized(tcp_columns())),
             udp_format: LineFormat::new(self.format, &mark_anonymized(udp_columns())),
+            icmp_format: LineFormat::new(self.format, &mark_anonymized(icmp_columns())),
             anon,
             ..self
         }
@@ -522,6 +565,22 @@ impl FlowSink for LineSink {
     fn rtt_sample(&mut self, _: &RttSample) {}
     /// The logs hold flows that ended.
     fn interim(&mut self, _: &FlowRecord) {}
+    fn icmp(&mut self, record: &IcmpRecord) {
+        let shown;
+        let record = match self.anon.as_mut() {
+            Some(anon) => {
+                let mut r = record.clone();
+                (r.key.client, r.key.server) = (anon.ip(r.key.client), anon.ip(r.key.server));
+                shown = r;
+                &shown
+            }
+            None => record,
+        };
+        let key = icmp_order_key(record);
+        let line = self.icmp_format.format(&mut self.scratch, record);
+        self.lines.icmp.push(key, line);
+        self.lines.bound(false);
+    }
 }
 
 impl LineSink {

@@ -34,6 +34,8 @@ impl<'a> Ipv4Header<'a> {
     // Where fields are, for code that rewrites them in place (sonde-rewrite).
     pub const CHECKSUM_OFFSET: usize = field::CHECKSUM;
     pub const SRC_OFFSET: usize = field::SRC;
+    /// The fixed part's length: the least IHL × 4.
+    pub const LEN_MIN: usize = field::HEADER_LEN;
     pub const DST_OFFSET: usize = field::DST;
 
     pub fn new_unchecked(buf: &'a [u8]) -> Self {

@@ -210,6 +210,7 @@ fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
     let mut outputs = vec![
         ("tcp_flows.tsv", read("tcp_flows.tsv")),
         ("udp_flows.tsv", read("udp_flows.tsv")),
+        ("icmp_flows.tsv", read("icmp_flows.tsv")),
         ("summary.golden.json", summary),
         // The interval outputs (one 5-minute interval for most traces); histograms, hosts and
         // matrix are checked against these in tests/monitoring.rs rather than kept here.
@@ -239,7 +240,7 @@ fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
         case.name,
         String::from_utf8_lossy(&o.stderr)
     );
-    for log in ["tcp_flows", "udp_flows"] {
+    for log in ["tcp_flows", "udp_flows", "icmp_flows"] {
         jsonl::assert_same(&out.path().join(format!("{log}.tsv")), &jsonl_out.path().join(format!("{log}.jsonl")));
     }
 
@@ -294,7 +295,7 @@ fn columns_never_set() -> BTreeMap<String, BTreeSet<String>> {
     let mut seen: BTreeMap<String, bool> = BTreeMap::new();
     for entry in std::fs::read_dir(repo_root().join("testdata/golden")).expect("testdata/golden") {
         let dir = entry.unwrap().path();
-        for log in ["tcp_flows.tsv", "udp_flows.tsv"] {
+        for log in ["tcp_flows.tsv", "udp_flows.tsv", "icmp_flows.tsv"] {
             let path = dir.join(log);
             if !path.exists() {
                 continue;
