@@ -114,6 +114,13 @@ const SHARED: &[Case] = &[
         why: "RTP streams: payload type, packets, losses, jitter",
     },
     Case {
+        name: "icmp",
+        // The echo server internal: s_isint of icmp_flows.
+        args: &["--internal", "192.168.40.1/32"],
+        source: Source::Shared("realistic/appneta+tcpreplay/test/test.pcap"),
+        why: "pings and port unreachables quoting DNS queries: icmp_flows and the flows' icmp_errors",
+    },
+    Case {
         name: "truncated_dns",
         args: &[],
         source: Source::Shared("robustness/kbandla+dpkt/examples/data/truncated_dns_2.pcap"),
@@ -134,6 +141,10 @@ const NEVER_EXERCISED: &[(&str, &str)] = &[
     ("s_syn_retx", "no golden trace (and none of the corpus) re-sends a SYN/ACK with a new ISN"),
     ("c_pkts_unfs", "no golden trace has an unnecessary client fast retransmission"),
     ("c_pkts_reor", "no golden trace has client-side reordering"),
+    // The golden ICMP errors quote UDP packets; tests/icmp.rs and sonde-flow's unit tests cover TCP.
+    ("icmp_errors", "no golden trace has an ICMP error quoting a TCP packet of an open flow"),
+    ("icmp_error_last", "no golden trace has an ICMP error quoting a TCP packet of an open flow"),
+    ("replies_unmatched", "no golden trace has a duplicated echo reply (sonde-flow's icmp_tests cover it)"),
 ];
 
 fn repo_root() -> PathBuf {
