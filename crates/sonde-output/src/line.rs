@@ -170,6 +170,15 @@ impl Line<'_> {
     /// A text from the traffic, escaped for `format` (TSV: `\\`, `\t`, `\n`, `\r`; JSON: a
     /// string literal).
     fn put_escaped(&mut self, format: Format, s: &str) {
+        let plain = match format {
+            Format::Tsv => !s.bytes().any(|b| matches!(b, b'\\' | b'\t' | b'\n' | b'\r')),
+            Format::Jsonl => !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\'),
+        };
+        // Names from the traffic rarely need escaping: then they are copied as they are.
+        if plain {
+            let quote: &[u8] = if format == Format::Jsonl { b"\"" } else { b"" };
+            return self.put_text(quote, s);
+        }
         let mut text = String::with_capacity(s.len() + 2);
         match format {
             Format::Tsv => {
@@ -183,9 +192,7 @@ impl Line<'_> {
                     }
                 }
             }
-            Format::Jsonl => {
-                text = serde_json::to_string(s).expect("a string serialises");
-            }
+            Format::Jsonl => text = serde_json::to_string(s).expect("a string serialises"),
         }
         self.put_text(b"", &text);
     }
@@ -298,6 +305,18 @@ mod tests {
         put(&mut line);
         let len = line.len;
         String::from_utf8(buf[..len].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn texts_from_the_traffic_are_escaped_only_when_they_must() {
+        let tsv = |s: &str| text(|l| l.put_escaped(Format::Tsv, s));
+        let json = |s: &str| text(|l| l.put_escaped(Format::Jsonl, s));
+        assert_eq!(tsv("www.example.org"), "www.example.org");
+        assert_eq!(tsv("a\tb\nc\\d\re"), "a\\tb\\nc\\\\d\\re");
+        assert_eq!(json("www.example.org"), "\"www.example.org\"");
+        assert_eq!(json("a\"b\u{1}é"), "\"a\\\"b\\u0001é\"");
+        let long = "x".repeat(3 * VALUE_MAX);
+        assert_eq!(tsv(&long), long, "a long name makes room for itself");
     }
 
     #[test]
