@@ -16,6 +16,7 @@ use crate::line::LineFormat;
 use crate::pending::PendingFile;
 use crate::sorted::{for_each_sorted, Lines, SortBuffer, Spilled};
 use crate::summary::Summary;
+use crate::tstat::{log_header, tcp_log, Layout, TstatFormats, TstatLog};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
@@ -56,6 +57,7 @@ fn error(path: &Path, reason: impl std::fmt::Display) -> OutputError {
 pub struct OutputDir {
     dir: PathBuf,
     format: Format,
+    layout: Layout,
 }
 
 impl OutputDir {
@@ -101,7 +103,27 @@ impl OutputDir {
             .and_then(|mut f| f.write_all(b"ok"))
             .map_err(|e| error(dir, format!("output directory is not writable: {e}")))?;
         let _ = fs::remove_file(&probe);
-        Ok(OutputDir { dir: dir.to_path_buf(), format })
+        Ok(OutputDir { dir: dir.to_path_buf(), format, layout: Layout::Sonde })
+    }
+
+    /// The flow logs in `layout` (`Layout::Tstat`: Tstat's three logs instead of
+    /// tcp_flows/udp_flows; the lines must come from sinks of the same layout,
+    /// [`LineSink::layout`]).
+    pub fn with_layout(self, layout: Layout) -> OutputDir {
+        OutputDir { layout, ..self }
+    }
+
+    /// The flow logs' layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The flow logs [`OutputDir::write_flow_lines`] writes, by name, in the order written.
+    pub fn flow_log_names(&self) -> Vec<String> {
+        match self.layout {
+            Layout::Sonde => Self::file_names(self.format)[..2].to_vec(),
+            Layout::Tstat => OutputFile::TSTAT.iter().map(|f| f.name().to_string()).collect(),
+        }
     }
 
     /// The directory.
@@ -127,6 +149,9 @@ impl OutputDir {
 
     /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
     pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+        if self.layout == Layout::Tstat {
+            return self.write_tstat_lines(parts);
+        }
         let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let [tcp_file, udp_file, _] = Self::files(self.format);
@@ -143,6 +168,24 @@ impl OutputDir {
             let udp = udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             tcp.and(udp)
         })
+    }
+
+    /// Tstat's three logs, each its header line then its lines in output order.
+    fn write_tstat_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+        let logs = [
+            (OutputFile::TstatTcpComplete, TstatLog::TcpComplete),
+            (OutputFile::TstatTcpNocomplete, TstatLog::TcpNocomplete),
+            (OutputFile::TstatUdpComplete, TstatLog::UdpComplete),
+        ];
+        for (file, log) in logs {
+            let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
+            let header = log_header(log);
+            write_file(&self.path(file.name()), |w| {
+                w.write_all(header.as_bytes())?;
+                for_each_sorted(&lines, |line| w.write_all(line))
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes summary.json from its text (as [`Summary::to_json`] gives it).
@@ -325,8 +368,29 @@ pub fn order_key(r: &FlowRecord) -> OrderKey {
 pub struct FlowLines {
     tcp: Lines,
     udp: Lines,
+    /// `--layout tstat`: log_tcp_nocomplete's lines (`tcp` holds log_tcp_complete's, `udp`
+    /// log_udp_complete's).
+    tcp_nocomplete: Lines,
     sort: Option<Arc<SortBuffer>>,
     spilled: Spilled,
+}
+
+/// Which of a [`FlowLines`]' logs a line goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Tcp,
+    Udp,
+    TcpNocomplete,
+}
+
+impl Slot {
+    fn of(log: TstatLog) -> Slot {
+        match log {
+            TstatLog::TcpComplete => Slot::Tcp,
+            TstatLog::TcpNocomplete => Slot::TcpNocomplete,
+            TstatLog::UdpComplete => Slot::Udp,
+        }
+    }
 }
 
 impl From<LineSink> for FlowLines {
@@ -346,6 +410,7 @@ impl FlowLines {
     pub fn absorb(&mut self, other: FlowLines) {
         self.tcp.absorb(other.tcp);
         self.udp.absorb(other.udp);
+        self.tcp_nocomplete.absorb(other.tcp_nocomplete);
         self.spilled.add(&other.spilled);
         if self.sort.is_none() && self.spilled.failure.is_none() {
             self.sort = other.sort;
@@ -353,12 +418,21 @@ impl FlowLines {
         self.bound(true);
     }
 
-    fn push(&mut self, udp: bool, key: OrderKey, line: &[u8]) {
-        match udp {
-            false => self.tcp.push(key, line),
-            true => self.udp.push(key, line),
+    fn push(&mut self, slot: Slot, key: OrderKey, line: &[u8]) {
+        match slot {
+            Slot::Tcp => self.tcp.push(key, line),
+            Slot::Udp => self.udp.push(key, line),
+            Slot::TcpNocomplete => self.tcp_nocomplete.push(key, line),
         }
         self.bound(false);
+    }
+
+    fn slot(&self, slot: Slot) -> &Lines {
+        match slot {
+            Slot::Tcp => &self.tcp,
+            Slot::Udp => &self.udp,
+            Slot::TcpNocomplete => &self.tcp_nocomplete,
+        }
     }
 
     /// Sends the lines in memory to disk when they exceed the budget (and, after `absorb`,
@@ -367,13 +441,13 @@ impl FlowLines {
     #[inline]
     fn bound(&mut self, absorbed: bool) {
         let Some(sort) = &self.sort else { return };
-        let over = self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes;
+        let over = self.tcp.held_bytes() + self.udp.held_bytes() + self.tcp_nocomplete.held_bytes() > sort.bytes;
         if !(over || absorbed) {
             return;
         }
         let sort = sort.clone();
         let spilled = &mut self.spilled;
-        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|lines| {
+        let done = [&mut self.tcp, &mut self.udp, &mut self.tcp_nocomplete].into_iter().try_for_each(|lines| {
             if over {
                 lines.spill(&sort, spilled)
             } else {
@@ -387,7 +461,7 @@ impl FlowLines {
     }
 
     pub fn len(&self) -> usize {
-        self.tcp.len() + self.udp.len()
+        self.tcp.len() + self.udp.len() + self.tcp_nocomplete.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -396,7 +470,7 @@ impl FlowLines {
 
     /// Bytes of text the lines hold, in memory and on disk.
     pub fn text_bytes(&self) -> usize {
-        self.tcp.text_bytes() + self.udp.text_bytes()
+        self.tcp.text_bytes() + self.udp.text_bytes() + self.tcp_nocomplete.text_bytes()
     }
 
     /// What went to disk.
@@ -461,6 +535,8 @@ pub struct LineSink {
     /// prefix cache is the worker's own).
     anon: Option<Anonymizer>,
     format: Format,
+    /// `--layout tstat`: each record goes to one of Tstat's logs in its layout instead.
+    tstat: Option<Box<TstatFormats>>,
 }
 
 impl LineSink {
@@ -472,7 +548,18 @@ impl LineSink {
             scratch: Vec::new(),
             anon: None,
             format,
+            tstat: None,
         }
+    }
+
+    /// Formats the records in `layout` (`Layout::Tstat`: Tstat's three logs, for an
+    /// [`OutputDir`] of the same layout).
+    pub fn layout(self, layout: Layout) -> LineSink {
+        let tstat = match layout {
+            Layout::Sonde => None,
+            Layout::Tstat => Some(Box::new(TstatFormats::new(self.anon.is_some()))),
+        };
+        LineSink { tstat, ..self }
     }
 
     /// Writes every address through `anon`: the logs hold no original address, and are in the
@@ -484,6 +571,7 @@ impl LineSink {
         LineSink {
             tcp_format: LineFormat::new(self.format, &mark_anonymized(tcp_columns())),
             udp_format: LineFormat::new(self.format, &mark_anonymized(udp_columns())),
+            tstat: self.tstat.as_ref().map(|_| Box::new(TstatFormats::new(true))),
             anon,
             ..self
         }
@@ -536,20 +624,45 @@ impl LineSink {
 
     #[inline]
     fn push(&mut self, record: &FlowRecord) {
+        if let Some(tstat) = &self.tstat {
+            return push_tstat(&mut self.lines, &mut self.scratch, tstat, record);
+        }
         let key = order_key(record);
         // Formatted in a reused buffer, then appended to the log's text.
         match record {
-            FlowRecord::Tcp(t) => self.lines.push(false, key, self.tcp_format.format(&mut self.scratch, t)),
-            FlowRecord::Udp(u) => self.lines.push(true, key, self.udp_format.format(&mut self.scratch, u)),
+            FlowRecord::Tcp(t) => self.lines.push(Slot::Tcp, key, self.tcp_format.format(&mut self.scratch, t)),
+            FlowRecord::Udp(u) => self.lines.push(Slot::Udp, key, self.udp_format.format(&mut self.scratch, u)),
         }
     }
 }
 
-/// `record` as an anonymised log shows it: both addresses through `anon`.
+/// A record's line in Tstat's layout, in the log Tstat would write it to (none for a TCP flow
+/// Tstat does not track: [`tcp_log`]).
+fn push_tstat(lines: &mut FlowLines, scratch: &mut Vec<u8>, tstat: &TstatFormats, record: &FlowRecord) {
+    let key = order_key(record);
+    match record {
+        FlowRecord::Tcp(t) => match tcp_log(t) {
+            Some(TstatLog::TcpComplete) => lines.push(Slot::Tcp, key, tstat.complete.format(scratch, t)),
+            Some(_) => lines.push(Slot::TcpNocomplete, key, tstat.nocomplete.format(scratch, t)),
+            None => {}
+        },
+        FlowRecord::Udp(u) => lines.push(Slot::Udp, key, tstat.udp.format(scratch, u)),
+    }
+}
+
+/// `record` as an anonymised log shows it: both addresses through `anon`, and the DNS
+/// resolver of its application facts (Tstat's `dns_rslv`).
 pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowRecord {
     let mut shown = record.clone();
     let e = shown.endpoints_mut();
     (e.client_ip, e.server_ip) = (anon.ip(e.client_ip), anon.ip(e.server_ip));
+    let app = match &mut shown {
+        FlowRecord::Tcp(t) => t.app.as_deref_mut(),
+        FlowRecord::Udp(u) => u.app.as_deref_mut(),
+    };
+    if let Some(resolved) = app.and_then(|a| a.resolved.as_deref_mut()) {
+        resolved.resolver = anon.ip(resolved.resolver);
+    }
     shown
 }
 
