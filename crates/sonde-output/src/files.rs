@@ -51,12 +51,18 @@ pub enum OutputFile {
     DefinitionAssociations,
     /// `capture.tsv`: the live capture's counters per interval (`sonde monitor --interval`).
     Capture,
+    /// `log_tcp_complete` (`--layout tstat`): Tstat's log of TCP flows seen opening and closing.
+    TstatTcpComplete,
+    /// `log_tcp_nocomplete` (`--layout tstat`): Tstat's log of the other TCP flows.
+    TstatTcpNocomplete,
+    /// `log_udp_complete` (`--layout tstat`): Tstat's log of UDP flows.
+    TstatUdpComplete,
 }
 
 impl OutputFile {
     /// Every file, flow logs in both formats: what [`crate::OutputDir::prepare`] refuses to
     /// overwrite.
-    pub const ALL: [OutputFile; 24] = [
+    pub const ALL: [OutputFile; 27] = [
         OutputFile::TcpFlows(Format::Tsv),
         OutputFile::UdpFlows(Format::Tsv),
         OutputFile::TcpFlows(Format::Jsonl),
@@ -81,7 +87,14 @@ impl OutputFile {
         OutputFile::DefinitionFlows,
         OutputFile::DefinitionAssociations,
         OutputFile::Capture,
+        OutputFile::TstatTcpComplete,
+        OutputFile::TstatTcpNocomplete,
+        OutputFile::TstatUdpComplete,
     ];
+
+    /// The flow logs of `--layout tstat`, in the order written.
+    pub const TSTAT: [OutputFile; 3] =
+        [OutputFile::TstatTcpComplete, OutputFile::TstatTcpNocomplete, OutputFile::TstatUdpComplete];
 
     /// The interval files every `--interval` run writes, in the order written.
     pub const INTERVALS: [OutputFile; 3] = [OutputFile::Intervals, OutputFile::Quantiles, OutputFile::Histograms];
@@ -125,6 +138,9 @@ impl OutputFile {
             OutputFile::DefinitionFlows => "definition_flows.tsv",
             OutputFile::DefinitionAssociations => "definition_associations.tsv",
             OutputFile::Capture => "capture.tsv",
+            OutputFile::TstatTcpComplete => "log_tcp_complete",
+            OutputFile::TstatTcpNocomplete => "log_tcp_nocomplete",
+            OutputFile::TstatUdpComplete => "log_udp_complete",
         }
     }
 

@@ -10,6 +10,10 @@
 //! [`OutputDir::prepare`] checks the directory before any packet is read and refuses to
 //! overwrite a previous run unless forced.
 //!
+//! With [`Layout::Tstat`] the flow logs are Tstat 3.3's instead (`log_tcp_complete`,
+//! `log_tcp_nocomplete`, `log_udp_complete`: its header, columns and number formats; see
+//! [`tstat`]).
+//!
 //! It also reads them back: [`read`] is the one reader of the directory's tab-separated files
 //! and JSON lines, used by the figures, the comparison, the HTTP view and the spool's manifest.
 //!
@@ -30,6 +34,7 @@ pub mod pending;
 pub mod read;
 pub mod sorted;
 pub mod summary;
+pub mod tstat;
 mod writer;
 
 pub use capture::{capture_tsv, CaptureCounters};
@@ -39,6 +44,7 @@ pub use line::{ip_text, IpBuf, LineFormat};
 pub use pending::{write_atomic, PendingFile};
 pub use sorted::{SortBuffer, Spilled};
 pub use summary::Summary;
+pub use tstat::Layout;
 pub use writer::{
     anonymized_record, definition_files, icmp_order_key, order_key, write_records, FlowLines, Format, LineSink,
     OrderKey, OutputDir, OutputError,

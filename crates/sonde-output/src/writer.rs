@@ -16,6 +16,7 @@ use crate::line::LineFormat;
 use crate::pending::PendingFile;
 use crate::sorted::{for_each_sorted, Lines, SortBuffer, Spilled};
 use crate::summary::Summary;
+use crate::tstat::{log_header, tcp_log, Layout, TstatFormats, TstatLog};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
@@ -56,6 +57,7 @@ fn error(path: &Path, reason: impl std::fmt::Display) -> OutputError {
 pub struct OutputDir {
     dir: PathBuf,
     format: Format,
+    layout: Layout,
 }
 
 impl OutputDir {
@@ -101,7 +103,28 @@ impl OutputDir {
             .and_then(|mut f| f.write_all(b"ok"))
             .map_err(|e| error(dir, format!("output directory is not writable: {e}")))?;
         let _ = fs::remove_file(&probe);
-        Ok(OutputDir { dir: dir.to_path_buf(), format })
+        Ok(OutputDir { dir: dir.to_path_buf(), format, layout: Layout::Sonde })
+    }
+
+    /// The flow logs in `layout` (`Layout::Tstat`: Tstat's three logs instead of
+    /// tcp_flows/udp_flows; the lines must come from sinks of the same layout,
+    /// [`LineSink::layout`]).
+    pub fn with_layout(self, layout: Layout) -> OutputDir {
+        OutputDir { layout, ..self }
+    }
+
+    /// The flow logs' layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The flow logs [`OutputDir::write_flow_lines`] writes, by name, in the order written.
+    pub fn flow_log_names(&self) -> Vec<String> {
+        let icmp = OutputFile::IcmpFlows(self.format).name().to_string();
+        match self.layout {
+            Layout::Sonde => Self::file_names(self.format)[..2].iter().cloned().chain([icmp]).collect(),
+            Layout::Tstat => OutputFile::TSTAT.iter().map(|f| f.name().to_string()).chain([icmp]).collect(),
+        }
     }
 
     /// The directory.
@@ -127,17 +150,21 @@ impl OutputDir {
 
     /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
     pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
-        let parallel = parts.len() > 1;
-        let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let icmp: Vec<&Lines> = parts.iter().map(|s| &s.icmp).collect();
         let [tcp_file, udp_file, icmp_file, _] = Self::files(self.format);
+        // Few lines: written after the others.
+        let write_icmp =
+            || write_file(&self.path(icmp_file.name()), |w| write_sorted(w, self.format, &icmp_columns(), &icmp));
+        if self.layout == Layout::Tstat {
+            // Tstat has no ICMP log: sonde's goes beside its three.
+            return self.write_tstat_lines(parts).and_then(|_| write_icmp());
+        }
+        let parallel = parts.len() > 1;
+        let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let write_tcp =
             || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
         let write_udp =
             || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
-        // Few lines: written after the others.
-        let write_icmp =
-            || write_file(&self.path(icmp_file.name()), |w| write_sorted(w, self.format, &icmp_columns(), &icmp));
         if !parallel {
             return write_tcp().and_then(|_| write_udp()).and_then(|_| write_icmp());
         }
@@ -148,6 +175,24 @@ impl OutputDir {
             tcp.and(udp)
         })
         .and_then(|_| write_icmp())
+    }
+
+    /// Tstat's three logs, each its header line then its lines in output order.
+    fn write_tstat_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+        let logs = [
+            (OutputFile::TstatTcpComplete, TstatLog::TcpComplete),
+            (OutputFile::TstatTcpNocomplete, TstatLog::TcpNocomplete),
+            (OutputFile::TstatUdpComplete, TstatLog::UdpComplete),
+        ];
+        for (file, log) in logs {
+            let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
+            let header = log_header(log);
+            write_file(&self.path(file.name()), |w| {
+                w.write_all(header.as_bytes())?;
+                for_each_sorted(&lines, |line| w.write_all(line))
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes summary.json from its text (as [`Summary::to_json`] gives it).
@@ -356,8 +401,29 @@ pub struct FlowLines {
     udp: Lines,
     /// ICMP and ICMPv6 entries (icmp_flows): kept with the flows, written beside them.
     icmp: Lines,
+    /// `--layout tstat`: log_tcp_nocomplete's lines (`tcp` holds log_tcp_complete's, `udp`
+    /// log_udp_complete's).
+    tcp_nocomplete: Lines,
     sort: Option<Arc<SortBuffer>>,
     spilled: Spilled,
+}
+
+/// Which of a [`FlowLines`]' logs a line goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Tcp,
+    Udp,
+    TcpNocomplete,
+}
+
+impl Slot {
+    fn of(log: TstatLog) -> Slot {
+        match log {
+            TstatLog::TcpComplete => Slot::Tcp,
+            TstatLog::TcpNocomplete => Slot::TcpNocomplete,
+            TstatLog::UdpComplete => Slot::Udp,
+        }
+    }
 }
 
 impl From<LineSink> for FlowLines {
@@ -378,6 +444,7 @@ impl FlowLines {
         self.tcp.absorb(other.tcp);
         self.udp.absorb(other.udp);
         self.icmp.absorb(other.icmp);
+        self.tcp_nocomplete.absorb(other.tcp_nocomplete);
         self.spilled.add(&other.spilled);
         if self.sort.is_none() && self.spilled.failure.is_none() {
             self.sort = other.sort;
@@ -385,12 +452,21 @@ impl FlowLines {
         self.bound(true);
     }
 
-    fn push(&mut self, udp: bool, key: OrderKey, line: &[u8]) {
-        match udp {
-            false => self.tcp.push(key, line),
-            true => self.udp.push(key, line),
+    fn push(&mut self, slot: Slot, key: OrderKey, line: &[u8]) {
+        match slot {
+            Slot::Tcp => self.tcp.push(key, line),
+            Slot::Udp => self.udp.push(key, line),
+            Slot::TcpNocomplete => self.tcp_nocomplete.push(key, line),
         }
         self.bound(false);
+    }
+
+    fn slot(&self, slot: Slot) -> &Lines {
+        match slot {
+            Slot::Tcp => &self.tcp,
+            Slot::Udp => &self.udp,
+            Slot::TcpNocomplete => &self.tcp_nocomplete,
+        }
     }
 
     /// Sends the lines in memory to disk when they exceed the budget (and, after `absorb`,
@@ -399,13 +475,18 @@ impl FlowLines {
     #[inline]
     fn bound(&mut self, absorbed: bool) {
         let Some(sort) = &self.sort else { return };
-        let over = self.tcp.held_bytes() + self.udp.held_bytes() + self.icmp.held_bytes() > sort.bytes;
+        let over = self.tcp.held_bytes()
+            + self.udp.held_bytes()
+            + self.icmp.held_bytes()
+            + self.tcp_nocomplete.held_bytes()
+            > sort.bytes;
         if !(over || absorbed) {
             return;
         }
         let sort = sort.clone();
         let spilled = &mut self.spilled;
-        let done = [&mut self.tcp, &mut self.udp, &mut self.icmp].into_iter().try_for_each(|lines| {
+        let logs = [&mut self.tcp, &mut self.udp, &mut self.icmp, &mut self.tcp_nocomplete];
+        let done = logs.into_iter().try_for_each(|lines| {
             if over {
                 lines.spill(&sort, spilled)
             } else {
@@ -419,7 +500,7 @@ impl FlowLines {
     }
 
     pub fn len(&self) -> usize {
-        self.tcp.len() + self.udp.len() + self.icmp.len()
+        self.tcp.len() + self.udp.len() + self.icmp.len() + self.tcp_nocomplete.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -428,7 +509,7 @@ impl FlowLines {
 
     /// Bytes of text the lines hold, in memory and on disk.
     pub fn text_bytes(&self) -> usize {
-        self.tcp.text_bytes() + self.udp.text_bytes() + self.icmp.text_bytes()
+        self.tcp.text_bytes() + self.udp.text_bytes() + self.icmp.text_bytes() + self.tcp_nocomplete.text_bytes()
     }
 
     /// What went to disk.
@@ -502,6 +583,8 @@ pub struct LineSink {
     /// prefix cache is the worker's own).
     anon: Option<Anonymizer>,
     format: Format,
+    /// `--layout tstat`: each record goes to one of Tstat's logs in its layout instead.
+    tstat: Option<Box<TstatFormats>>,
 }
 
 impl LineSink {
@@ -514,7 +597,18 @@ impl LineSink {
             scratch: Vec::new(),
             anon: None,
             format,
+            tstat: None,
         }
+    }
+
+    /// Formats the records in `layout` (`Layout::Tstat`: Tstat's three logs, for an
+    /// [`OutputDir`] of the same layout).
+    pub fn layout(self, layout: Layout) -> LineSink {
+        let tstat = match layout {
+            Layout::Sonde => None,
+            Layout::Tstat => Some(Box::new(TstatFormats::new(self.anon.is_some()))),
+        };
+        LineSink { tstat, ..self }
     }
 
     /// Writes every address through `anon`: the logs hold no original address, and are in the
@@ -527,6 +621,7 @@ impl LineSink {
             tcp_format: LineFormat::new(self.format, &mark_anonymized(tcp_columns())),
             udp_format: LineFormat::new(self.format, &mark_anonymized(udp_columns())),
             icmp_format: LineFormat::new(self.format, &mark_anonymized(icmp_columns())),
+            tstat: self.tstat.as_ref().map(|_| Box::new(TstatFormats::new(true))),
             anon,
             ..self
         }
@@ -595,12 +690,29 @@ impl LineSink {
 
     #[inline]
     fn push(&mut self, record: &FlowRecord) {
+        if let Some(tstat) = &self.tstat {
+            return push_tstat(&mut self.lines, &mut self.scratch, tstat, record);
+        }
         let key = order_key(record);
         // Formatted in a reused buffer, then appended to the log's text.
         match record {
-            FlowRecord::Tcp(t) => self.lines.push(false, key, self.tcp_format.format(&mut self.scratch, t)),
-            FlowRecord::Udp(u) => self.lines.push(true, key, self.udp_format.format(&mut self.scratch, u)),
+            FlowRecord::Tcp(t) => self.lines.push(Slot::Tcp, key, self.tcp_format.format(&mut self.scratch, t)),
+            FlowRecord::Udp(u) => self.lines.push(Slot::Udp, key, self.udp_format.format(&mut self.scratch, u)),
         }
+    }
+}
+
+/// A record's line in Tstat's layout, in the log Tstat would write it to (none for a TCP flow
+/// Tstat does not track: [`tcp_log`]).
+fn push_tstat(lines: &mut FlowLines, scratch: &mut Vec<u8>, tstat: &TstatFormats, record: &FlowRecord) {
+    let key = order_key(record);
+    match record {
+        FlowRecord::Tcp(t) => match tcp_log(t) {
+            Some(TstatLog::TcpComplete) => lines.push(Slot::Tcp, key, tstat.complete.format(scratch, t)),
+            Some(_) => lines.push(Slot::TcpNocomplete, key, tstat.nocomplete.format(scratch, t)),
+            None => {}
+        },
+        FlowRecord::Udp(u) => lines.push(Slot::Udp, key, tstat.udp.format(scratch, u)),
     }
 }
 

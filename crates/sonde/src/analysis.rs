@@ -20,7 +20,7 @@ use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffe
 use sonde_spool::Rotation;
 use sonde_stats::Report;
 
-use crate::flags::{AnalysisArgs, FormatArg};
+use crate::flags::{AnalysisArgs, FormatArg, LayoutArg};
 use crate::{anon, definitions, export, store, thin, EXIT_INPUT_DAMAGED};
 
 /// Packet time between two drains of a live run.
@@ -41,6 +41,8 @@ pub struct Prepared {
     typed: Option<TypedFormat>,
     anonymization: Option<(sonde_anon::Anonymizer, summary::AnonSummary)>,
     out: OutputDir,
+    /// `--layout`: the flow logs' columns and files.
+    layout: sonde_output::Layout,
     /// `--sort-buffer` in bytes, and the workers per reader that share it.
     sort_bytes: usize,
     workers: usize,
@@ -143,6 +145,11 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         FormatArg::Parquet => (Format::Tsv, Some(TypedFormat::Parquet)),
         FormatArg::Arrow => (Format::Tsv, Some(TypedFormat::Arrow)),
     };
+    anyhow::ensure!(
+        args.layout == LayoutArg::Sonde || matches!(args.format, FormatArg::Tsv),
+        "--layout tstat writes Tstat's space-separated text logs: it takes --format tsv"
+    );
+    let layout = sonde_output::Layout::from(args.layout);
     // Open the input first, so an input that cannot be read leaves no output behind; then
     // check the output directory before reading a single packet.
     let input = open()?;
@@ -172,7 +179,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(cfg) => Some(sonde_kafka::Exporter::connect(cfg).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?;
+    let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?.with_layout(layout);
     let sort_bytes = args.sort_buffer << 20;
     Ok((
         Prepared {
@@ -183,6 +190,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
             typed,
             anonymization,
             out,
+            layout,
             sort_bytes,
             workers,
             ipfix,
@@ -264,6 +272,7 @@ pub fn run(
         typed,
         anonymization,
         out,
+        layout,
         sort_bytes,
         workers,
         ipfix,
@@ -330,8 +339,10 @@ pub fn run(
     let feed = || exporter.as_ref().map(|e| export::IpfixFeed { sink: e.sink(), anon: anonymizer.clone() });
     // Each worker enqueues its flows itself: the producer is shared and never waits.
     let kafka_feed = || kafka.as_ref().map(|k| k.sink(anonymizer.clone()));
-    let new_sink =
-        || ((LineSink::new(format).anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed()), kafka_feed());
+    let new_sink = || {
+        let lines = LineSink::new(format).layout(layout).anonymized(anonymizer.clone());
+        ((lines.sorted_in(Some(sort.clone())), feed()), kafka_feed())
+    };
     let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
     // Before the rotation, which takes the intervals held.
     if let Some(k) = kafka_intervals.as_mut() {
@@ -350,7 +361,8 @@ pub fn run(
             let result = run.analyze_observed(sources, &new_sink, &mut observers)?;
             clear_progress_bar();
             out.write_flow_lines(&result.flows)?;
-            outputs.extend(OutputDir::file_names(format));
+            outputs.extend(out.flow_log_names());
+            outputs.push(OutputFile::Summary.name().to_string());
             result
         }
         Some(typed) => {

@@ -87,6 +87,23 @@ pub enum Command {
     Monitor(Box<MonitorArgs>),
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// tcp_flows and udp_flows (docs/metrics.md).
+    Sonde,
+    /// Tstat 3.3's log_tcp_complete, log_tcp_nocomplete and log_udp_complete.
+    Tstat,
+}
+
+impl From<LayoutArg> for sonde_output::Layout {
+    fn from(l: LayoutArg) -> sonde_output::Layout {
+        match l {
+            LayoutArg::Sonde => sonde_output::Layout::Sonde,
+            LayoutArg::Tstat => sonde_output::Layout::Tstat,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
     Tsv,
@@ -125,6 +142,12 @@ pub struct AnalysisArgs {
     /// sample).
     #[arg(long, value_enum, default_value = "tsv")]
     pub format: FormatArg,
+    /// The flow logs' layout: sonde's tcp_flows/udp_flows, or Tstat 3.3's log_tcp_complete,
+    /// log_tcp_nocomplete and log_udp_complete in their place (same columns, units and
+    /// space-separated values, for Tstat's scripts; docs/tstat-layout.md). tstat takes
+    /// --format tsv and no live view (--http, --spool).
+    #[arg(long, value_enum, default_value = "sonde")]
+    pub layout: LayoutArg,
     /// Overwrite the outputs of an earlier run in the output directory.
     #[arg(long)]
     pub force: bool,
@@ -429,5 +452,14 @@ mod tests {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
         let Command::Analyze(a) = cli.command else { panic!("not analyze") };
         assert_eq!(a.analysis.filter_expression().as_deref(), Some("tcp port 80"));
+        assert_eq!(a.analysis.layout, LayoutArg::Sonde);
+    }
+
+    #[test]
+    fn layout_tstat() {
+        let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--layout", "tstat"]).unwrap();
+        let Command::Analyze(a) = cli.command else { panic!("not analyze") };
+        assert_eq!(a.analysis.layout, LayoutArg::Tstat);
+        assert!(Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--layout", "argus"]).is_err());
     }
 }

@@ -56,6 +56,10 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         args.http.is_none() || args.analysis.typed().is_none(),
         "--http serves the flow logs as text: it takes --format tsv or jsonl"
     );
+    anyhow::ensure!(
+        args.http.is_none() || args.analysis.layout == crate::flags::LayoutArg::Sonde,
+        "--http serves sonde's flow logs: it takes --layout sonde"
+    );
     // The address is checked and bound before anything is read or written.
     let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
     let (prepared, mut source) =

@@ -36,6 +36,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let input_name = args.interfaces.join(",");
     anyhow::ensure!(args.readers >= 1, "--readers must be at least 1");
     anyhow::ensure!(
+        args.analysis.layout == crate::flags::LayoutArg::Sonde || (args.http.is_none() && args.spool.is_empty()),
+        "--http and --spool show and rotate sonde's flow logs: they take --layout sonde"
+    );
+    anyhow::ensure!(
         !args.spool.is_empty() || args.rotate_size.is_none(),
         "--rotate-size needs --spool (the locations the chunks go to)"
     );

@@ -1,0 +1,795 @@
+//! Tstat 3.3's flow logs (`--layout tstat`): `log_tcp_complete` (134 columns),
+//! `log_tcp_nocomplete` (its first 44) and `log_udp_complete` (25), laid out as Tstat prints
+//! them — its header line (`#15#c_ip:1 …`, `#c_ip:1 …` for UDP), space-separated values, its
+//! units and number formats — so that a script written for Tstat's logs reads sonde's unchanged.
+//!
+//! Every column is a name and a function of the record, as in [`crate::columns`]; the values
+//! are Tstat's: times in ms as C's `%f` of a double (absolute times are ms since the epoch,
+//! computed from microseconds as Tstat does, so they carry the same binary noise, e.g.
+//! `1795300702508.506104`), UDP durations in seconds, RTT statistics with Tstat's own formulas
+//! (its mean divides by `n + 0.0001`; its deviation is 0 up to two samples). What sonde does not
+//! measure prints what Tstat prints when it has nothing (docs/tstat-layout.md lists them).
+//! Names read from the traffic are escaped so that a value stays one field: see [`escape`].
+
+use std::io::Write as _;
+use std::net::IpAddr;
+
+use sonde_flow::{EndReason, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
+use sonde_l7::{Facts, TlsFacts};
+
+/// Which layout the flow logs take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// sonde's own: `tcp_flows.tsv`, `udp_flows.tsv` (docs/metrics.md).
+    #[default]
+    Sonde,
+    /// Tstat 3.3's: `log_tcp_complete`, `log_tcp_nocomplete`, `log_udp_complete`.
+    Tstat,
+}
+
+/// The Tstat log a flow goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TstatLog {
+    TcpComplete,
+    TcpNocomplete,
+    UdpComplete,
+}
+
+/// Tstat's `con_t` bits (its protocol.h) that sonde can tell.
+pub mod con_t {
+    pub const HTTP: u64 = 1;
+    pub const TLS: u64 = 8192;
+}
+
+/// Tstat's UDP flow types (`enum udp_type` in its struct.h) that sonde can tell, for `c_type`
+/// and `s_type`.
+pub mod udp_type {
+    pub const UNKNOWN: u64 = 0;
+    /// One RTP or RTCP packet seen (RFC 7983 demultiplexing).
+    pub const FIRST_RTP_PLUS: u64 = 28;
+    /// RTP confirmed: a second packet of the same SSRC in sequence.
+    pub const RTP_PLUS: u64 = 29;
+    pub const DNS: u64 = 19;
+    pub const QUIC: u64 = 27;
+}
+
+/// The log of a TCP flow, as Tstat decides it; `None`: Tstat never tracks it (its table only
+/// opens a flow on a client SYN without ACK, so a flow whose opening sonde did not see is not
+/// in Tstat's logs). A flow closed by FINs from both sides is complete; one reset, idle or
+/// evicted is complete when both SYNs were seen; one still open at the end of the input is
+/// not (Tstat's `trace_done` logs those with `complete` false).
+pub fn tcp_log(r: &TcpRecord) -> Option<TstatLog> {
+    if r.client.syn_cnt == 0 {
+        return None;
+    }
+    let both_syns = r.client.syn_cnt > 0 && r.server.syn_cnt > 0;
+    let complete = match r.end {
+        EndReason::Fin => true,
+        EndReason::Rst | EndReason::Idle | EndReason::Evicted | EndReason::Reused => both_syns,
+        EndReason::Eof | EndReason::Open => false,
+    };
+    Some(if complete { TstatLog::TcpComplete } else { TstatLog::TcpNocomplete })
+}
+
+/// One value as Tstat prints it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Field<'a> {
+    /// `%d`, `%u`, `%lu`.
+    Int(u64),
+    /// `%f`: six decimals.
+    Float(f64),
+    /// An absolute time (ns since the epoch) as Tstat prints it: `time2double(t) / 1000.0` with
+    /// `%f`, i.e. ms since the epoch computed in a double from whole microseconds.
+    Abs(u64),
+    Ip(IpAddr),
+    /// A fixed text.
+    Text(&'static str),
+    /// A name from the traffic, escaped ([`escape`]); `-` when absent.
+    Name(Option<&'a str>),
+    /// 1 when the run anonymises addresses (`c_iscrypto`, `s_iscrypto`), else 0.
+    Crypto,
+    /// 1 when the run anonymises addresses and the flag holds (`dns_enc`), else 0.
+    CryptoIf(bool),
+    /// A 16-bit value as `%04x`; `-` when absent.
+    Hex16(Option<u16>),
+    /// The TLS versions the client offered (supported_versions) as Tstat lists them,
+    /// `0304,0303`; its ClientHello's version when it offered none; `-` without a ClientHello.
+    ClientVersions(Option<&'a TlsFacts>),
+    /// A 32-bit value as `0x%08x`.
+    Hex32(u32),
+    /// An HTTP status code as its three digits (Tstat copies the three characters).
+    Status(u16),
+}
+
+/// A Tstat column: its name and how to read it from a record.
+pub struct TstatColumn<R> {
+    pub name: &'static str,
+    pub value: fn(&R) -> Field<'_>,
+}
+
+/// Writes a record's line with a column table.
+pub struct TstatFormat<R> {
+    columns: Vec<TstatColumn<R>>,
+    anonymized: bool,
+}
+
+impl<R> TstatFormat<R> {
+    pub fn new(columns: Vec<TstatColumn<R>>, anonymized: bool) -> TstatFormat<R> {
+        TstatFormat { columns, anonymized }
+    }
+
+    pub fn columns(&self) -> &[TstatColumn<R>] {
+        &self.columns
+    }
+
+    /// The record's line (newline included) in `buf` (cleared first).
+    pub fn format<'b>(&self, buf: &'b mut Vec<u8>, record: &R) -> &'b [u8] {
+        buf.clear();
+        for (i, column) in self.columns.iter().enumerate() {
+            if i > 0 {
+                buf.push(b' ');
+            }
+            put(buf, (column.value)(record), self.anonymized);
+        }
+        buf.push(b'\n');
+        buf
+    }
+}
+
+/// Tstat's header line for `columns` (newline included): `name:position` separated by spaces,
+/// after `prefix` (`#15#` for the TCP logs: Tstat writes its log level there; `#` for UDP).
+pub fn header<R>(prefix: &str, columns: &[TstatColumn<R>]) -> String {
+    let mut out = String::from(prefix);
+    for (i, c) in columns.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(c.name);
+        out.push(':');
+        out.push_str(&(i + 1).to_string());
+    }
+    out.push('\n');
+    out
+}
+
+/// The header prefix of a log.
+pub fn header_prefix(log: TstatLog) -> &'static str {
+    match log {
+        // Tstat writes `#%02d` of its log level: 15 is every block but the advanced one.
+        TstatLog::TcpComplete | TstatLog::TcpNocomplete => "#15#",
+        TstatLog::UdpComplete => "#",
+    }
+}
+
+fn put(buf: &mut Vec<u8>, field: Field<'_>, anonymized: bool) {
+    // Writing to a Vec cannot fail.
+    let _ = match field {
+        Field::Int(n) => write!(buf, "{n}"),
+        Field::Float(x) => write!(buf, "{x:.6}"),
+        Field::Abs(ns) => write!(buf, "{:.6}", abs_ms(ns)),
+        Field::Ip(ip) => write!(buf, "{ip}"),
+        Field::Text(s) => write!(buf, "{s}"),
+        Field::Name(Some(s)) if !s.is_empty() => {
+            escape(buf, s);
+            Ok(())
+        }
+        Field::Name(_) => write!(buf, "-"),
+        Field::Crypto => write!(buf, "{}", u8::from(anonymized)),
+        Field::CryptoIf(b) => write!(buf, "{}", u8::from(anonymized && b)),
+        Field::Hex16(Some(v)) => write!(buf, "{v:04x}"),
+        Field::Hex16(None) => write!(buf, "-"),
+        Field::ClientVersions(None) => write!(buf, "-"),
+        Field::ClientVersions(Some(tls)) => match (tls.versions_offered.as_slice(), tls.client_version) {
+            ([], None) => write!(buf, "-"),
+            ([], Some(v)) => write!(buf, "{v:04x}"),
+            (list, _) => {
+                for (i, v) in list.iter().enumerate() {
+                    let _ = write!(buf, "{}{v:04x}", if i > 0 { "," } else { "" });
+                }
+                Ok(())
+            }
+        },
+        Field::Hex32(v) => write!(buf, "0x{v:08x}"),
+        Field::Status(s) => write!(buf, "{s:03}"),
+    };
+}
+
+/// Writes a name read from the traffic so that it stays one space-separated field: bytes that
+/// would split or break a line (space and every ASCII control byte, DEL) and `%` itself are
+/// written `%XX` (URL percent-encoding, upper-case hex), everything else as it is (UTF-8
+/// included). Tstat writes names raw; a name with a space would shift every later column.
+pub fn escape(buf: &mut Vec<u8>, s: &str) {
+    for &b in s.as_bytes() {
+        if b <= b' ' || b == 0x7f || b == b'%' {
+            let _ = write!(buf, "%{b:02X}");
+        } else {
+            buf.push(b);
+        }
+    }
+}
+
+/// Whole microseconds of a time in ns (libpcap hands Tstat microseconds: nanosecond captures
+/// are cut, not rounded).
+fn us(ns: u64) -> u64 {
+    ns / 1_000
+}
+
+/// `time2double(t) / 1000.0`: seconds × 10⁶ plus microseconds, in a double, over 1000.
+fn abs_ms(ns: u64) -> f64 {
+    let (sec, usec) = (ns / 1_000_000_000, (ns % 1_000_000_000) / 1_000);
+    (sec as f64 * 1_000_000.0 + usec as f64) / 1000.0
+}
+
+/// Tstat's `elapsed(t1, t2) / 1000.0`: ms from `t1` to `t2` in whole microseconds; 0 when `t2`
+/// is earlier (as for an event that never happened, time 0).
+fn elapsed_ms(t1_ns: u64, t2_ns: u64) -> f64 {
+    let (a, b) = (us(t1_ns), us(t2_ns));
+    if b < a {
+        0.0
+    } else {
+        (b - a) as f64 / 1000.0
+    }
+}
+
+fn rel(r: &TcpRecord, t_ns: u64) -> Field<'static> {
+    Field::Float(elapsed_ms(r.first_ns, t_ns))
+}
+
+fn rel_opt(r: &TcpRecord, t_ns: Option<u64>) -> Field<'static> {
+    Field::Float(t_ns.map_or(0.0, |t| elapsed_ms(r.first_ns, t)))
+}
+
+/// One direction's RTT samples as Tstat takes them: sonde's data→ACK samples plus the
+/// handshake's (Tstat times the SYN and the SYN/ACK like data: `hs` is the client's SYN to the
+/// SYN/ACK, or the SYN/ACK to the client's ACK). Tstat also times FINs; sonde does not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rtt {
+    count: u64,
+    sum_us: f64,
+    sum2_us: f64,
+    min_us: f64,
+    max_us: f64,
+}
+
+impl Rtt {
+    fn of(d: &TcpDirStats, hs_ns: Option<u64>) -> Rtt {
+        let r = &d.rtt;
+        let mut rtt = Rtt {
+            count: r.count,
+            sum_us: r.sum_ns / 1_000.0,
+            sum2_us: r.sum_sq_ns2 / 1_000_000.0,
+            min_us: if r.count == 0 { 0.0 } else { us(r.min_ns) as f64 },
+            max_us: if r.count == 0 { 0.0 } else { us(r.max_ns) as f64 },
+        };
+        if let Some(hs) = hs_ns {
+            let x = us(hs) as f64;
+            rtt.min_us = if rtt.count == 0 { x } else { rtt.min_us.min(x) };
+            rtt.max_us = rtt.max_us.max(x);
+            rtt.count += 1;
+            rtt.sum_us += x;
+            rtt.sum2_us += x * x;
+        }
+        rtt
+    }
+
+    /// Tstat's `Average(sum, n) / 1000`: the mean in ms, over `n + 0.0001` as Tstat computes it.
+    fn avg_ms(&self) -> f64 {
+        self.sum_us / (self.count as f64 + 0.0001) / 1000.0
+    }
+
+    /// Tstat's `Stdev(sum, sum2, n) / 1000`: the sample deviation in ms, 0 up to two samples.
+    fn std_ms(&self) -> f64 {
+        let n = self.count;
+        if n <= 2 {
+            return 0.0;
+        }
+        let var = (self.sum2_us - self.sum_us * self.sum_us / n as f64) / (n - 1) as f64;
+        var.max(0.0).sqrt() / 1000.0
+    }
+}
+
+/// Tstat stops reading a flow at its first RST, before it notes the packet's ACK: a first ACK
+/// that came with the reset ending the flow is none for Tstat.
+fn first_ack(r: &TcpRecord, d: &TcpDirStats) -> Field<'static> {
+    if d.rst_cnt > 0 && d.first_ack_ns == r.last_ns && r.end == EndReason::Rst {
+        Field::Float(0.0)
+    } else {
+        rel(r, d.first_ack_ns)
+    }
+}
+
+fn facts(app: &Option<Box<Facts>>) -> Option<&Facts> {
+    app.as_deref()
+}
+
+fn tls(r: &TcpRecord) -> Option<&TlsFacts> {
+    facts(&r.app).and_then(|f| f.tls.as_deref())
+}
+
+/// Tstat sets its TLS bit when it recognises the server's Hello.
+fn is_tls(r: &TcpRecord) -> bool {
+    tls(r).is_some_and(|t| t.version.is_some())
+}
+
+/// Tstat sets its HTTP bit when a flow that opened with a client GET or POST gets a server
+/// reply starting `HTTP`.
+fn is_http(r: &TcpRecord) -> bool {
+    facts(&r.app).and_then(|f| f.http.as_deref()).is_some_and(|h| {
+        h.responses > 0 && matches!(h.method.as_deref(), Some("GET" | "POST")) && h.first_request_ns.is_some()
+    })
+}
+
+/// Tstat's `con_t` as far as sonde recognises the protocols (docs/tstat-layout.md).
+pub fn tcp_con_t(r: &TcpRecord) -> u64 {
+    let mut bits = 0;
+    if is_http(r) {
+        bits |= con_t::HTTP;
+    }
+    if is_tls(r) {
+        bits |= con_t::TLS;
+    }
+    bits
+}
+
+/// Tstat's `http_t`: its `http_data + 1` for an HTTP flow (1 an unclassified GET, 2 an
+/// unclassified POST; sonde does not sort requests by web site), 0 otherwise.
+fn http_t(r: &TcpRecord) -> u64 {
+    if !is_http(r) {
+        return 0;
+    }
+    match facts(&r.app).and_then(|f| f.http.as_deref()).and_then(|h| h.method.as_deref()) {
+        Some("POST") => 2,
+        _ => 1,
+    }
+}
+
+/// Tstat's NPN/ALPN bits for one protocol name (its `enum npnalpn`): ALPN http/… 32, spdy/… 64,
+/// h2 or h2-… 128.
+fn alpn_bits(name: &str) -> u64 {
+    if name.starts_with("spdy/") {
+        64
+    } else if name == "h2" || name.starts_with("h2-") {
+        128
+    } else if name.starts_with("http/") {
+        32
+    } else {
+        0
+    }
+}
+
+fn http_res(r: &TcpRecord) -> Field<'static> {
+    if !is_http(r) {
+        return Field::Text("---");
+    }
+    match facts(&r.app).and_then(|f| f.http.as_deref()).and_then(|h| h.status) {
+        Some(s) if s < 1000 => Field::Status(s),
+        _ => Field::Text("000"),
+    }
+}
+
+macro_rules! tcp_core_dir {
+    ($p:literal, $side:ident) => {
+        [
+            TstatColumn::<TcpRecord> { name: concat!($p, "_pkts_all"), value: |r| Field::Int(r.$side.pkts) },
+            TstatColumn { name: concat!($p, "_rst_cnt"), value: |r| Field::Int(r.$side.rst_cnt) },
+            TstatColumn { name: concat!($p, "_ack_cnt"), value: |r| Field::Int(r.$side.ack_pkts) },
+            TstatColumn { name: concat!($p, "_ack_cnt_p"), value: |r| Field::Int(r.$side.pure_ack_pkts) },
+            TstatColumn { name: concat!($p, "_bytes_uniq"), value: |r| Field::Int(r.$side.unique_bytes) },
+            TstatColumn { name: concat!($p, "_pkts_data"), value: |r| Field::Int(r.$side.data_pkts) },
+            TstatColumn { name: concat!($p, "_bytes_all"), value: |r| Field::Int(r.$side.payload_bytes) },
+            TstatColumn { name: concat!($p, "_pkts_retx"), value: |r| Field::Int(r.$side.retx_pkts) },
+            TstatColumn { name: concat!($p, "_bytes_retx"), value: |r| Field::Int(r.$side.retx_bytes) },
+            TstatColumn { name: concat!($p, "_pkts_ooo"), value: |r| Field::Int(r.$side.ooo_pkts) },
+            TstatColumn { name: concat!($p, "_syn_cnt"), value: |r| Field::Int(r.$side.syn_cnt) },
+            TstatColumn { name: concat!($p, "_fin_cnt"), value: |r| Field::Int(r.$side.fin_cnt) },
+        ]
+    };
+}
+
+macro_rules! tcp_e2e_dir {
+    ($p:literal, $side:ident, $hs:ident) => {
+        [
+            TstatColumn::<TcpRecord> {
+                name: concat!($p, "_rtt_avg"),
+                value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).avg_ms()),
+            },
+            TstatColumn {
+                name: concat!($p, "_rtt_min"),
+                value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).min_us / 1000.0),
+            },
+            TstatColumn {
+                name: concat!($p, "_rtt_max"),
+                value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).max_us / 1000.0),
+            },
+            TstatColumn { name: concat!($p, "_rtt_std"), value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).std_ms()) },
+            TstatColumn { name: concat!($p, "_rtt_cnt"), value: |r| Field::Int(Rtt::of(&r.$side, r.$hs).count) },
+            TstatColumn { name: concat!($p, "_ttl_min"), value: |r| Field::Int(u64::from(r.$side.ttl_min)) },
+            TstatColumn { name: concat!($p, "_ttl_max"), value: |r| Field::Int(u64::from(r.$side.ttl_max)) },
+        ]
+    };
+}
+
+macro_rules! tcp_options_dir {
+    ($p:literal, $side:ident) => {
+        [
+            TstatColumn::<TcpRecord> {
+                name: concat!($p, "_f1323_opt"),
+                value: |r| Field::Int(u64::from(r.$side.win_scale.is_some())),
+            },
+            TstatColumn { name: concat!($p, "_tm_opt"), value: |r| Field::Int(u64::from(r.$side.timestamps)) },
+            TstatColumn {
+                name: concat!($p, "_win_scl"),
+                value: |r| Field::Int(r.$side.win_scale.map_or(0, u64::from)),
+            },
+            TstatColumn { name: concat!($p, "_sack_opt"), value: |r| Field::Int(u64::from(r.$side.sack_permitted)) },
+            TstatColumn { name: concat!($p, "_sack_cnt"), value: |r| Field::Int(r.$side.sack_blocks) },
+            TstatColumn { name: concat!($p, "_mss"), value: |r| Field::Int(u64::from(r.$side.mss_opt)) },
+            TstatColumn {
+                name: concat!($p, "_mss_max"),
+                value: |r| Field::Int(seen(r.$side.data_pkts, r.$side.seg_max)),
+            },
+            TstatColumn {
+                name: concat!($p, "_mss_min"),
+                value: |r| Field::Int(seen(r.$side.data_pkts, r.$side.seg_min)),
+            },
+            TstatColumn { name: concat!($p, "_win_max"), value: |r| Field::Int(seen(r.$side.pkts, r.$side.win_max)) },
+            TstatColumn { name: concat!($p, "_win_min"), value: |r| Field::Int(seen(r.$side.pkts, r.$side.win_min)) },
+            TstatColumn { name: concat!($p, "_win_0"), value: |r| Field::Int(r.$side.win_zero) },
+            TstatColumn { name: concat!($p, "_cwin_max"), value: |r| Field::Int(r.$side.inflight_max) },
+            TstatColumn { name: concat!($p, "_cwin_min"), value: |r| Field::Int(r.$side.inflight_min) },
+            TstatColumn { name: concat!($p, "_cwin_ini"), value: |r| Field::Int(r.$side.inflight_initial) },
+            TstatColumn { name: concat!($p, "_pkts_rto"), value: |r| Field::Int(r.$side.anomalies.rto) },
+            TstatColumn { name: concat!($p, "_pkts_fs"), value: |r| Field::Int(r.$side.anomalies.fast_retx) },
+            TstatColumn { name: concat!($p, "_pkts_reor"), value: |r| Field::Int(r.$side.anomalies.reordering) },
+            TstatColumn { name: concat!($p, "_pkts_dup"), value: |r| Field::Int(r.$side.anomalies.net_dup) },
+            TstatColumn { name: concat!($p, "_pkts_unk"), value: |r| Field::Int(r.$side.anomalies.unknown) },
+            TstatColumn { name: concat!($p, "_pkts_fc"), value: |r| Field::Int(r.$side.anomalies.flow_control) },
+            TstatColumn { name: concat!($p, "_pkts_unrto"), value: |r| Field::Int(r.$side.anomalies.unneeded_rto) },
+            TstatColumn {
+                name: concat!($p, "_pkts_unfs"),
+                value: |r| Field::Int(r.$side.anomalies.unneeded_fast_retx),
+            },
+            TstatColumn { name: concat!($p, "_syn_retx"), value: |r| Field::Int(r.$side.syn_retx_new_isn) },
+        ]
+    };
+}
+
+/// A measure taken on packets of one direction: 0 when there were none.
+fn seen(pkts: u64, value: impl Into<u64>) -> u64 {
+    if pkts == 0 {
+        0
+    } else {
+        value.into()
+    }
+}
+
+/// The first 44 columns: Tstat's core block, all of `log_tcp_nocomplete`.
+pub fn tcp_core_columns() -> Vec<TstatColumn<TcpRecord>> {
+    let mut cols: Vec<TstatColumn<TcpRecord>> = vec![
+        TstatColumn { name: "c_ip", value: |r| Field::Ip(r.endpoints.client_ip) },
+        TstatColumn { name: "c_port", value: |r| Field::Int(u64::from(r.endpoints.client_port)) },
+    ];
+    cols.extend(tcp_core_dir!("c", client));
+    cols.push(TstatColumn { name: "s_ip", value: |r| Field::Ip(r.endpoints.server_ip) });
+    cols.push(TstatColumn { name: "s_port", value: |r| Field::Int(u64::from(r.endpoints.server_port)) });
+    cols.extend(tcp_core_dir!("s", server));
+    cols.extend([
+        TstatColumn::<TcpRecord> { name: "first", value: |r| Field::Abs(r.first_ns) },
+        TstatColumn { name: "last", value: |r| Field::Abs(r.last_ns) },
+        TstatColumn { name: "durat", value: |r| rel(r, r.last_ns) },
+        TstatColumn { name: "c_first", value: |r| rel(r, r.client.first_payload_ns) },
+        TstatColumn { name: "s_first", value: |r| rel(r, r.server.first_payload_ns) },
+        TstatColumn { name: "c_last", value: |r| rel(r, r.client.last_payload_ns) },
+        TstatColumn { name: "s_last", value: |r| rel(r, r.server.last_payload_ns) },
+        TstatColumn { name: "c_first_ack", value: |r| first_ack(r, &r.client) },
+        TstatColumn { name: "s_first_ack", value: |r| first_ack(r, &r.server) },
+        TstatColumn { name: "c_isint", value: |r| Field::Int(u64::from(r.endpoints.client_internal)) },
+        TstatColumn { name: "s_isint", value: |r| Field::Int(u64::from(r.endpoints.server_internal)) },
+        TstatColumn { name: "c_iscrypto", value: |_| Field::Crypto },
+        TstatColumn { name: "s_iscrypto", value: |_| Field::Crypto },
+        TstatColumn { name: "con_t", value: |r| Field::Int(tcp_con_t(r)) },
+        // Tstat's P2P classifier (eMule, BitTorrent… over TCP): sonde has none.
+        TstatColumn { name: "p2p_t", value: |_| Field::Int(0) },
+        TstatColumn { name: "http_t", value: |r| Field::Int(http_t(r)) },
+    ]);
+    cols
+}
+
+/// Tstat's columns 111-134: HTTP, TLS and DN-Hunter.
+fn tcp_layer7_columns() -> Vec<TstatColumn<TcpRecord>> {
+    vec![
+        TstatColumn::<TcpRecord> {
+            name: "http_req_cnt",
+            value: |r| Field::Int(facts(&r.app).and_then(|f| f.http.as_deref()).map_or(0, |h| u64::from(h.requests))),
+        },
+        TstatColumn {
+            name: "http_res_cnt",
+            value: |r| Field::Int(facts(&r.app).and_then(|f| f.http.as_deref()).map_or(0, |h| u64::from(h.responses))),
+        },
+        TstatColumn { name: "http_res", value: http_res },
+        // Tstat's count of PSH-delimited messages per direction: sonde does not count them.
+        TstatColumn { name: "c_pkts_push", value: |_| Field::Int(0) },
+        TstatColumn { name: "s_pkts_push", value: |_| Field::Int(0) },
+        TstatColumn { name: "c_tls_SNI", value: |r| Field::Name(tls(r).and_then(|t| t.sni.as_deref())) },
+        TstatColumn { name: "s_tls_SCN", value: |r| Field::Name(tls(r).and_then(|t| t.cert_subject.as_deref())) },
+        TstatColumn {
+            name: "c_npnalpn",
+            value: |r| Field::Int(tls(r).map_or(0, |t| t.alpn_offered.iter().fold(0, |b, p| b | alpn_bits(p)))),
+        },
+        TstatColumn {
+            name: "s_npnalpn",
+            value: |r| Field::Int(tls(r).and_then(|t| t.alpn.as_deref()).map_or(0, alpn_bits)),
+        },
+        // Bit 0: the ClientHello offered a session to resume; the TLS 1.3 bits (PSK, early
+        // data, HelloRetryRequest) sonde does not read.
+        TstatColumn {
+            name: "tls_session_stat",
+            value: |r| Field::Int(u64::from(tls(r).is_some_and(|t| t.resumption_offered))),
+        },
+        TstatColumn {
+            name: "c_last_handshakeT",
+            value: |r| rel_opt(r, tls(r).filter(|_| is_tls(r)).and_then(|t| t.last_handshake_ns[0])),
+        },
+        TstatColumn {
+            name: "s_last_handshakeT",
+            value: |r| rel_opt(r, tls(r).filter(|_| is_tls(r)).and_then(|t| t.last_handshake_ns[1])),
+        },
+        TstatColumn { name: "c_appdataT", value: |r| rel_opt(r, tls(r).and_then(|t| t.first_appdata_ns[0])) },
+        TstatColumn { name: "s_appdataT", value: |r| rel_opt(r, tls(r).and_then(|t| t.first_appdata_ns[1])) },
+        // Tstat's value is the bytes a direction sent before the segment that carried its
+        // first application-data record (the stream offset there: the handshake's size).
+        // sonde-l7 keeps the application-data records' own bytes (`TlsFacts::appdata_bytes`),
+        // another quantity: Tstat's nothing, 0, until sonde-l7 keeps that offset.
+        TstatColumn { name: "c_appdataB", value: |_| Field::Int(0) },
+        TstatColumn { name: "s_appdataB", value: |_| Field::Int(0) },
+        TstatColumn { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| d.name.as_str())) },
+        TstatColumn {
+            name: "dns_rslv",
+            value: |r| resolved(&r.app).map_or(Field::Text("-"), |d| Field::Ip(d.resolver)),
+        },
+        // The DNS query's time: sonde keeps the answer's only (docs/tstat-layout.md).
+        TstatColumn {
+            name: "req_tm",
+            value: |r| if resolved(&r.app).is_some() { Field::Float(0.0) } else { Field::Text("0.0") },
+        },
+        TstatColumn {
+            name: "res_tm",
+            value: |r| resolved(&r.app).map_or(Field::Text("0.0"), |d| Field::Abs(d.answer_ns)),
+        },
+        TstatColumn {
+            name: "http_hostname",
+            value: |r| Field::Name(facts(&r.app).and_then(|f| f.http.as_deref()).and_then(|h| h.host.as_deref())),
+        },
+        TstatColumn { name: "c_TLSvers", value: |r| Field::ClientVersions(tls(r)) },
+        TstatColumn { name: "s_TLSvers", value: |r| Field::Hex16(tls(r).and_then(|t| t.version)) },
+        TstatColumn { name: "dns_enc", value: |r| Field::CryptoIf(resolved(&r.app).is_some()) },
+    ]
+}
+
+fn resolved(app: &Option<Box<Facts>>) -> Option<&sonde_l7::Resolved> {
+    facts(app).and_then(|f| f.resolved.as_deref())
+}
+
+/// `log_tcp_complete`'s 134 columns.
+pub fn tcp_complete_columns() -> Vec<TstatColumn<TcpRecord>> {
+    let mut cols = tcp_core_columns();
+    cols.extend(tcp_e2e_dir!("c", client, hs_syn_synack_ns));
+    cols.extend(tcp_e2e_dir!("s", server, hs_synack_ack_ns));
+    // Tstat's eMule/ED2K block: sonde has no P2P classifier.
+    cols.extend([
+        TstatColumn::<TcpRecord> { name: "p2p_st", value: |_| Field::Int(0) },
+        TstatColumn { name: "ed2k_data", value: |_| Field::Int(0) },
+        TstatColumn { name: "ed2k_sig", value: |_| Field::Int(0) },
+        TstatColumn { name: "ed2k_c2s", value: |_| Field::Int(0) },
+        TstatColumn { name: "ed2k_c2c", value: |_| Field::Int(0) },
+        TstatColumn { name: "ed2k_chat", value: |_| Field::Int(0) },
+    ]);
+    cols.extend(tcp_options_dir!("c", client));
+    cols.extend(tcp_options_dir!("s", server));
+    cols.extend(tcp_layer7_columns());
+    cols
+}
+
+/// `log_tcp_nocomplete`'s 44 columns (Tstat's core block).
+pub fn tcp_nocomplete_columns() -> Vec<TstatColumn<TcpRecord>> {
+    tcp_core_columns()
+}
+
+/// Tstat's `c_type`/`s_type` of one direction (`client`: the client's packets).
+pub fn udp_flow_type(r: &UdpRecord, client: bool) -> u64 {
+    let d = if client { &r.client } else { &r.server };
+    if d.pkts == 0 {
+        return udp_type::UNKNOWN;
+    }
+    let Some(app) = facts(&r.app) else { return udp_type::UNKNOWN };
+    if let Some(dns) = app.dns.as_deref() {
+        let seen = if client { dns.queries } else { dns.responses };
+        if seen > 0 {
+            return udp_type::DNS;
+        }
+    }
+    if let Some(q) = app.quic.as_deref() {
+        let seen = if client { q.client_version } else { q.server_version };
+        if seen.is_some() {
+            return udp_type::QUIC;
+        }
+    }
+    if let Some(rtp) = app.rtp.as_deref() {
+        // Tstat demultiplexes RTP only between ports above 1024.
+        let ports = r.endpoints.client_port > 1024 && r.endpoints.server_port > 1024;
+        if let (true, Some(Some(stream))) = (ports, rtp.dirs.get(usize::from(!client))) {
+            return if stream.packets >= 2 { udp_type::RTP_PLUS } else { udp_type::FIRST_RTP_PLUS };
+        }
+    }
+    udp_type::UNKNOWN
+}
+
+fn udp_abs(d: &UdpDirStats) -> Field<'static> {
+    if d.pkts == 0 {
+        Field::Float(0.0)
+    } else {
+        Field::Abs(d.first_ns)
+    }
+}
+
+/// Seconds from a direction's first packet to its last, in whole microseconds.
+fn udp_durat(d: &UdpDirStats) -> Field<'static> {
+    if d.pkts == 0 {
+        return Field::Float(0.0);
+    }
+    Field::Float(elapsed_ms(d.first_ns, d.last_ns) / 1000.0)
+}
+
+/// Tstat prints the QUIC versions and flags only when both directions were QUIC.
+fn quic_both(r: &UdpRecord) -> Option<&sonde_l7::QuicFacts> {
+    let q = facts(&r.app)?.quic.as_deref()?;
+    (udp_flow_type(r, true) == udp_type::QUIC && udp_flow_type(r, false) == udp_type::QUIC).then_some(q)
+}
+
+fn quic(r: &UdpRecord) -> Option<&sonde_l7::QuicFacts> {
+    facts(&r.app)?.quic.as_deref()
+}
+
+macro_rules! udp_dir {
+    ($p:literal, $side:ident, $ip:ident, $port:ident, $int:ident, $client:literal) => {
+        [
+            TstatColumn::<UdpRecord> { name: concat!($p, "_ip"), value: |r| Field::Ip(r.endpoints.$ip) },
+            TstatColumn { name: concat!($p, "_port"), value: |r| Field::Int(u64::from(r.endpoints.$port)) },
+            TstatColumn { name: concat!($p, "_first_abs"), value: |r| udp_abs(&r.$side) },
+            TstatColumn { name: concat!($p, "_durat"), value: |r| udp_durat(&r.$side) },
+            TstatColumn { name: concat!($p, "_bytes_all"), value: |r| Field::Int(r.$side.payload_bytes) },
+            TstatColumn { name: concat!($p, "_pkts_all"), value: |r| Field::Int(r.$side.pkts) },
+            TstatColumn { name: concat!($p, "_isint"), value: |r| Field::Int(u64::from(r.endpoints.$int)) },
+            TstatColumn { name: concat!($p, "_iscrypto"), value: |_| Field::Crypto },
+            TstatColumn { name: concat!($p, "_type"), value: |r| Field::Int(udp_flow_type(r, $client)) },
+        ]
+    };
+}
+
+/// `log_udp_complete`'s 25 columns.
+pub fn udp_complete_columns() -> Vec<TstatColumn<UdpRecord>> {
+    let mut cols = Vec::with_capacity(25);
+    cols.extend(udp_dir!("c", client, client_ip, client_port, client_internal, true));
+    cols.extend(udp_dir!("s", server, server_ip, server_port, server_internal, false));
+    cols.extend([
+        TstatColumn::<UdpRecord> { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| d.name.as_str())) },
+        TstatColumn { name: "quic_SNI", value: |r| Field::Name(quic(r).and_then(|q| q.tls.sni.as_deref())) },
+        TstatColumn { name: "quic_UA", value: |r| Field::Name(quic(r).and_then(|q| q.user_agent.as_deref())) },
+        TstatColumn {
+            name: "quic_c_vers",
+            value: |r| quic_both(r).and_then(|q| q.client_version).map_or(Field::Text("-"), Field::Hex32),
+        },
+        TstatColumn {
+            name: "quic_s_vers",
+            value: |r| quic_both(r).and_then(|q| q.server_version).map_or(Field::Text("-"), Field::Hex32),
+        },
+        TstatColumn { name: "quic_zero_rtt", value: |r| Field::Int(quic_both(r).map_or(0, |q| u64::from(q.zero_rtt))) },
+        TstatColumn { name: "quic_ech", value: |r| Field::Int(quic_both(r).map_or(0, |q| u64::from(q.ech))) },
+    ]);
+    cols
+}
+
+/// The three logs' formats for one run.
+pub struct TstatFormats {
+    pub complete: TstatFormat<TcpRecord>,
+    pub nocomplete: TstatFormat<TcpRecord>,
+    pub udp: TstatFormat<UdpRecord>,
+}
+
+impl TstatFormats {
+    pub fn new(anonymized: bool) -> TstatFormats {
+        TstatFormats {
+            complete: TstatFormat::new(tcp_complete_columns(), anonymized),
+            nocomplete: TstatFormat::new(tcp_nocomplete_columns(), anonymized),
+            udp: TstatFormat::new(udp_complete_columns(), anonymized),
+        }
+    }
+}
+
+/// The header line of `log`.
+pub fn log_header(log: TstatLog) -> String {
+    let prefix = header_prefix(log);
+    match log {
+        TstatLog::TcpComplete => header(prefix, &tcp_complete_columns()),
+        TstatLog::TcpNocomplete => header(prefix, &tcp_nocomplete_columns()),
+        TstatLog::UdpComplete => header(prefix, &udp_complete_columns()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_times_carry_tstats_double() {
+        // From Tstat's log of groundtruth/mixed.pcap: first = 1795300702508.506104 for a
+        // packet at 1795300702.508506 s.
+        let ns = 1_795_300_702_508_506_000;
+        assert_eq!(format!("{:.6}", abs_ms(ns)), "1795300702508.506104");
+        // Nanoseconds below the microsecond are cut, as libpcap hands Tstat microseconds.
+        assert_eq!(format!("{:.6}", abs_ms(ns + 999)), "1795300702508.506104");
+    }
+
+    #[test]
+    fn elapsed_is_whole_microseconds_and_never_negative() {
+        assert_eq!(elapsed_ms(1_000_000, 157_223_000), 156.223);
+        assert_eq!(elapsed_ms(5_000_000, 0), 0.0);
+        assert_eq!(elapsed_ms(1_000, 1_999), 0.0);
+    }
+
+    #[test]
+    fn names_stay_one_field() {
+        let mut buf = Vec::new();
+        escape(&mut buf, "a b\tc%d\né");
+        assert_eq!(String::from_utf8(buf).unwrap(), "a%20b%09c%25d%0Aé");
+        let mut buf = Vec::new();
+        put(&mut buf, Field::Name(Some("")), false);
+        put(&mut buf, Field::Name(None), false);
+        assert_eq!(buf, b"--");
+    }
+
+    #[test]
+    fn rtt_follows_tstats_formulas() {
+        let mut d = TcpDirStats::default();
+        for us in [31_608u64, 30_978] {
+            d.rtt.add(us * 1_000);
+        }
+        // The handshake's sample joins the data samples.
+        let rtt = Rtt::of(&d, Some(27_764_400));
+        assert_eq!((rtt.count, rtt.min_us, rtt.max_us), (3, 27_764.0, 31_608.0));
+        // Tstat's mean divides by n + 0.0001.
+        let sum_us = 27_764.0 + 31_608.0 + 30_978.0;
+        assert_eq!(rtt.avg_ms(), sum_us / (3.0 + 0.0001) / 1000.0);
+        let mean = sum_us / 3.0;
+        let var = [27_764.0f64, 31_608.0, 30_978.0].iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / 2.0;
+        assert!((rtt.std_ms() - var.sqrt() / 1000.0).abs() < 1e-9);
+        let two = Rtt::of(&d, None);
+        assert_eq!(two.std_ms(), 0.0, "Tstat's deviation is 0 up to two samples");
+        let none = Rtt::of(&TcpDirStats::default(), None);
+        assert_eq!((none.count, none.avg_ms(), none.min_us), (0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn alpn_and_status() {
+        assert_eq!(alpn_bits("h2"), 128);
+        assert_eq!(alpn_bits("h2-16"), 128);
+        assert_eq!(alpn_bits("h2c"), 0);
+        assert_eq!(alpn_bits("http/1.1"), 32);
+        assert_eq!(alpn_bits("spdy/3"), 64);
+        let mut buf = Vec::new();
+        put(&mut buf, Field::Status(7), false);
+        put(&mut buf, Field::Status(200), false);
+        assert_eq!(buf, b"007200");
+    }
+
+    #[test]
+    fn column_counts_and_headers() {
+        assert_eq!(tcp_complete_columns().len(), 134);
+        assert_eq!(tcp_nocomplete_columns().len(), 44);
+        assert_eq!(udp_complete_columns().len(), 25);
+        let h = log_header(TstatLog::TcpComplete);
+        assert!(h.starts_with("#15#c_ip:1 c_port:2 c_pkts_all:3 "), "{h}");
+        assert!(h.ends_with(" dns_enc:134\n"), "{h}");
+        assert!(log_header(TstatLog::UdpComplete).starts_with("#c_ip:1 c_port:2 c_first_abs:3"));
+    }
+}
