@@ -57,6 +57,7 @@ fn same_logs_for_any_thread_count(trace: &Path) {
         let files = ["tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv", "quantiles.tsv", "histograms.tsv", "hosts.tsv"]
             .into_iter()
             .chain(["matrix.tsv", "protocols.tsv", "top.tsv", "definitions.tsv", "definition_gaps.tsv"])
+            .chain(["al_hosts.tsv", "al_matrix.tsv", "protocol_dir.tsv", "al_top.tsv"])
             .chain(["definition_gap_histogram.tsv", "definition_flows.tsv", "definition_associations.tsv"]);
         let mut logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
         let summary: serde_json::Value =
