@@ -96,11 +96,13 @@ fn every_address_output_is_the_plain_one_mapped_through_the_key() {
         let (anonymized, output) = analyze(&trace, &anon_args);
         assert!(output.status.success(), "{}: {output:?}", trace.display());
         let mut anon = Anonymizer::new(Mode::CryptoPan, &Key::load(&key).unwrap().key);
-        let files: [(&str, &[&str]); 5] = [
+        let files: [(&str, &[&str]); 7] = [
             ("tcp_flows.tsv", &["c_ip", "s_ip"]),
             ("udp_flows.tsv", &["c_ip", "s_ip"]),
             ("hosts.tsv", &["addr"]),
             ("matrix.tsv", &["src", "dst"]),
+            ("al_hosts.tsv", &["addr"]),
+            ("al_matrix.tsv", &["src", "dst"]),
             ("definitions.tsv", &[]),
         ];
         for (file, columns) in
@@ -254,7 +256,7 @@ fn anonymised_outputs_are_the_same_for_any_thread_count() {
     let trace = shared.join("groundtruth/mixed.pcap");
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("key");
-    let files = ["tcp_flows.tsv", "udp_flows.tsv", "hosts.tsv", "matrix.tsv", "top.tsv"];
+    let files = ["tcp_flows.tsv", "udp_flows.tsv", "hosts.tsv", "matrix.tsv", "top.tsv", "al_hosts.tsv", "al_top.tsv"];
     let run = |threads: &str| {
         let args = ["--threads", threads, "--tables", "--anonymize", "cryptopan", "--key", key.to_str().unwrap()];
         let (out, output) = analyze(&trace, &args);

@@ -1,7 +1,7 @@
 //! Golden outputs: a trace's tcp_flows.tsv, udp_flows.tsv, its interval outputs (intervals,
-//! quantiles; protocols and top where the case has --tables) and the deterministic part of
-//! summary.json, committed under testdata/golden/<name>/. Any change in what sonde writes
-//! shows up here as a diff; if the change is intended, regenerate with
+//! quantiles; protocols, top and the application layer's tables where the case has --tables)
+//! and the deterministic part of summary.json, committed under testdata/golden/<name>/. Any
+//! change in what sonde writes shows up here as a diff; if the change is intended, regenerate with
 //! `UPDATE_GOLDEN=1 cargo test -p sonde --test golden` and review the diff in git.
 
 mod common;
@@ -237,7 +237,7 @@ fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
         ),
     ];
     // The tables, where the case asks for them.
-    for table in ["protocols.tsv", "top.tsv"] {
+    for table in ["protocols.tsv", "top.tsv", "al_hosts.tsv", "al_matrix.tsv", "protocol_dir.tsv", "al_top.tsv"] {
         if out.path().join(table).exists() {
             outputs.push((table, read(table)));
         }

@@ -276,6 +276,44 @@ fn tables_add_up_to_the_packets_and_flows() {
     }
 }
 
+/// docs/rmon2.md: the application-layer tables hold every flow's packets and bytes (each in the
+/// interval of its last packet), with a small bound as with none.
+#[test]
+fn application_tables_add_up_to_the_flow_records() {
+    for trace in traces() {
+        for size in ["100000", "3"] {
+            let (out, _) = analyze(&trace, &["--interval", "1", "--tables", "--table-size", size]);
+            let read = |name: &str| read_tsv(&out.path().join(name));
+            let logs = [read("tcp_flows.tsv"), read("udp_flows.tsv")];
+            let flows: u64 = logs.iter().map(|l| l.len() as u64).sum();
+            let pkts: u64 = logs.iter().map(|l| sum(l, &["c_pkts_all", "s_pkts_all"])).sum();
+            let bytes: u64 = logs.iter().map(|l| sum(l, &["c_bytes_ip", "s_bytes_ip"])).sum();
+            let what = format!("{} --table-size {size}", trace.display());
+            let hosts = read("al_hosts.tsv");
+            assert_eq!((sum(&hosts, &["pkts_out"]), sum(&hosts, &["bytes_out"])), (pkts, bytes), "{what}: alHost sent");
+            assert_eq!((sum(&hosts, &["pkts_in"]), sum(&hosts, &["bytes_in"])), (pkts, bytes), "{what}: received");
+            let matrix = read("al_matrix.tsv");
+            assert_eq!((sum(&matrix, &["packets"]), sum(&matrix, &["bytes"])), (pkts, bytes), "{what}: alMatrix");
+            let dir = read("protocol_dir.tsv");
+            let root: Vec<_> = dir.iter().filter(|r| r["path"] == "ether2").cloned().collect();
+            assert_eq!(
+                (sum(&root, &["packets"]), sum(&root, &["bytes"]), sum(&root, &["flows"])),
+                (pkts, bytes, flows),
+                "{what}: directory"
+            );
+            let own: u64 = sum(&dir, &["own_flows"]);
+            assert_eq!(own, flows, "{what}: each flow is some node's own");
+            if size == "3" {
+                let mut rows: HashMap<&str, u64> = HashMap::new();
+                for r in hosts.iter().filter(|r| r["addr"] != "overflow") {
+                    *rows.entry(r["start"].as_str()).or_default() += 1;
+                }
+                assert!(rows.values().all(|&n| n <= 3), "{what}: at most --table-size rows");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_full_table_sums_the_rest_in_its_overflow_row() {
     let (out, _) = analyze(&demo(), &["--tables", "--table-size", "2"]);

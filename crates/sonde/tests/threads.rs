@@ -65,6 +65,7 @@ fn same_logs_for_any_thread_count(trace: &Path) {
         ]
         .into_iter()
         .chain(["matrix.tsv", "protocols.tsv", "top.tsv", "definitions.tsv", "definition_gaps.tsv"])
+        .chain(["al_hosts.tsv", "al_matrix.tsv", "protocol_dir.tsv", "al_top.tsv"])
         .chain(["definition_gap_histogram.tsv", "definition_flows.tsv", "definition_associations.tsv"]);
         let mut logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
         let summary: serde_json::Value =
@@ -75,6 +76,28 @@ fn same_logs_for_any_thread_count(trace: &Path) {
         match &first {
             None => first = Some(logs),
             Some(one) => assert!(one == &logs, "{}: --threads {threads} differs from --threads 1", trace.display()),
+        }
+    }
+}
+
+/// docs/rmon2.md: full application-layer tables keep the same rows and overflow whatever the
+/// number of workers filling them.
+#[test]
+fn full_application_tables_are_the_same_with_any_thread_count() {
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap");
+    let files = ["al_hosts.tsv", "al_matrix.tsv", "protocol_dir.tsv", "al_top.tsv", "summary.json"];
+    let mut first: Option<Vec<String>> = None;
+    for threads in ["1", "2", "3"] {
+        let (out, output) = analyze(&trace, &["--threads", threads, "--tables", "--table-size", "1", "--top", "2"]);
+        assert!(output.status.success(), "{output:?}");
+        let mut texts: Vec<String> = files.map(|f| std::fs::read_to_string(out.path().join(f)).unwrap()).to_vec();
+        let summary: serde_json::Value = serde_json::from_str(&texts.pop().unwrap()).unwrap();
+        assert!(summary["monitoring"]["table_overflows"].as_u64().unwrap() > 0);
+        texts.push(summary["monitoring"]["table_overflows"].to_string());
+        assert!(texts[0].contains("overflow"), "{}", texts[0]);
+        match &first {
+            None => first = Some(texts),
+            Some(one) => assert!(one == &texts, "--threads {threads} differs from --threads 1"),
         }
     }
 }
