@@ -175,8 +175,16 @@ struct Agreement {
     both: usize,
     only_sonde: Vec<[String; 5]>,
     only_tstat: Vec<[String; 5]>,
-    /// Column → (flows agreeing, an example of disagreement).
-    columns: Vec<(String, usize, Option<(String, String)>)>,
+    columns: Vec<ColumnAgreement>,
+}
+
+/// One column over the flows both logs hold.
+struct ColumnAgreement {
+    name: String,
+    /// Flows on which the values are equal.
+    agree: usize,
+    /// A disagreement: sonde's value, Tstat's.
+    example: Option<(String, String)>,
 }
 
 fn compare(ours: &Log, theirs: &Log, log: &str) -> Agreement {
@@ -199,7 +207,7 @@ fn compare(ours: &Log, theirs: &Log, log: &str) -> Agreement {
                     example = Some((a[*k][i].clone(), b[*k][i].clone()));
                 }
             }
-            (name.clone(), agree, example)
+            ColumnAgreement { name: name.clone(), agree, example }
         })
         .collect();
     Agreement {
@@ -212,10 +220,10 @@ fn compare(ours: &Log, theirs: &Log, log: &str) -> Agreement {
 
 fn report(name: &str, log: &str, ag: &Agreement) {
     eprintln!("{name} {log}: both {} only sonde {} only tstat {}", ag.both, ag.only_sonde.len(), ag.only_tstat.len());
-    for (col, agree, example) in &ag.columns {
-        if *agree < ag.both {
-            let (ours, theirs) = example.clone().unwrap_or_default();
-            eprintln!("  {col}: {agree}/{} agree (e.g. sonde {ours}, Tstat {theirs})", ag.both);
+    for c in &ag.columns {
+        if c.agree < ag.both {
+            let (ours, theirs) = c.example.clone().unwrap_or_default();
+            eprintln!("  {}: {}/{} agree (e.g. sonde {ours}, Tstat {theirs})", c.name, c.agree, ag.both);
         }
     }
 }
@@ -243,9 +251,13 @@ fn check_capture(trace_rel: &str, tstat_rel: &str, late_packets: bool) -> tempfi
             "log_udp_complete" => EXACT_UDP.contains(&col),
             _ => EXACT_TCP.contains(&col) || (!late_packets && EXACT_TCP_NO_LATE_PACKETS.contains(&col)),
         };
-        for (col, agree, example) in &ag.columns {
-            if exact(col) {
-                assert_eq!(*agree, ag.both, "{trace_rel} {log}: {col} differs, e.g. (sonde, Tstat) {example:?}");
+        for c in &ag.columns {
+            if exact(&c.name) {
+                assert_eq!(
+                    c.agree, ag.both,
+                    "{trace_rel} {log}: {} differs, e.g. (sonde, Tstat) {:?}",
+                    c.name, c.example
+                );
             }
         }
         // Names sonde read from the traffic are Tstat's where sonde has one.
