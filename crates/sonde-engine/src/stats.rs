@@ -121,10 +121,15 @@ pub struct AppCounts {
 #[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct AppProblems {
+    /// TLS records or handshake messages that could not be parsed.
     pub tls_malformed: u64,
+    /// QUIC Initials that did not decrypt or parse.
     pub quic_malformed: u64,
+    /// HTTP heads or body framing that could not be parsed.
     pub http_malformed: u64,
+    /// DNS messages that could not be parsed (bad lengths, compression loops).
     pub dns_malformed: u64,
+    /// RTP or RTCP packets that could not be parsed after the stream was recognised.
     pub rtp_malformed: u64,
     /// A gap in a TCP direction's first bytes (lost or not captured): reading stopped there.
     pub stream_gaps: u64,
@@ -162,10 +167,11 @@ pub struct AppReaderCounts {
     pub payloads: u64,
     /// Later UDP payloads sent as their first bytes (RTP headers).
     pub udp_heads: u64,
-    /// DNS answers read for DN-Hunter, the (client, address) entries they gave, and entries
-    /// dropped from the full cache (`--dns-cache`).
+    /// DNS answers read for DN-Hunter.
     pub dns_answers: u64,
+    /// The (client, address) entries they gave.
     pub dns_entries: u64,
+    /// Entries dropped from the full cache (`--dns-cache`), the oldest first.
     pub dns_evicted: u64,
 }
 

@@ -475,11 +475,9 @@ impl FlowLines {
     #[inline]
     fn bound(&mut self, absorbed: bool) {
         let Some(sort) = &self.sort else { return };
-        let over = self.tcp.held_bytes()
-            + self.udp.held_bytes()
-            + self.icmp.held_bytes()
-            + self.tcp_nocomplete.held_bytes()
-            > sort.bytes;
+        let over =
+            self.tcp.held_bytes() + self.udp.held_bytes() + self.icmp.held_bytes() + self.tcp_nocomplete.held_bytes()
+                > sort.bytes;
         if !(over || absorbed) {
             return;
         }
