@@ -36,11 +36,14 @@ pub struct AppConfig {
     pub packets: u8,
     /// DNS answers (client, address) kept for DN-Hunter; the oldest go first.
     pub dns_cache: usize,
+    /// A UDP flow direction idle this long starts its count again (the tracker's UDP timeout:
+    /// a new flow on the same tuple).
+    pub udp_idle_ns: u64,
 }
 
 impl Default for AppConfig {
     fn default() -> Self {
-        AppConfig { packets: 8, dns_cache: 100_000 }
+        AppConfig { packets: 8, dns_cache: 100_000, udp_idle_ns: 200_000_000_000 }
     }
 }
 
@@ -68,6 +71,9 @@ pub(crate) struct AppReader {
     packets: u64,
     /// Per entry: the flow direction's tag (high bits of its hash) above 8 bits of count.
     gate: Box<[u64]>,
+    /// Per entry: the packet time it was last used (UDP has no SYN to start a count again).
+    gate_ns: Box<[u64]>,
+    udp_idle_ns: u64,
     dns: DnsCache,
     pub stats: AppReaderStats,
 }
@@ -77,6 +83,8 @@ impl AppReader {
         AppReader {
             packets: u64::from(cfg.packets),
             gate: vec![0; GATE_ENTRIES].into_boxed_slice(),
+            gate_ns: vec![0; GATE_ENTRIES].into_boxed_slice(),
+            udp_idle_ns: cfg.udp_idle_ns,
             dns: DnsCache::new(cfg.dns_cache),
             stats: AppReaderStats::default(),
         }
@@ -97,9 +105,13 @@ impl AppReader {
         };
         // The two directions of a flow share its hash: the order tells them apart.
         let h = key.hash() ^ u64::from(key.order() == KeyOrder::LoToHi).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let entry = &mut self.gate[(h as usize) & (GATE_ENTRIES - 1)];
+        let slot = (h as usize) & (GATE_ENTRIES - 1);
+        // A UDP direction idle past the timeout is a new flow on the tuple: so is a TCP one
+        // opened by a SYN. Their count starts again.
+        let last_ns = std::mem::replace(&mut self.gate_ns[slot], ts_ns);
+        let opening = opening || (udp && ts_ns.saturating_sub(last_ns) >= self.udp_idle_ns);
+        let entry = &mut self.gate[slot];
         let tag = h >> 16 << 8;
-        // A SYN opens a new flow on the tuple: its count starts again.
         let sent = if *entry & !0xff == tag && !opening { *entry & 0xff } else { 0 };
         let mut out = Attach::default();
         if sent == 0 && (opening || !payload.is_empty()) {
@@ -184,6 +196,31 @@ mod tests {
 
     fn resolved(name: &str) -> Arc<Resolved> {
         Arc::new(Resolved { name: name.into(), resolver: "9.9.9.9".parse().unwrap(), answer_ns: 1 })
+    }
+
+    #[test]
+    fn a_udp_direction_idle_past_the_timeout_counts_again() {
+        let cfg = AppConfig { packets: 2, dns_cache: 0, udp_idle_ns: 1_000 };
+        let mut r = AppReader::new(cfg);
+        let src: IpAddr = "10.0.0.1".parse().unwrap();
+        let dst: IpAddr = "10.0.0.2".parse().unwrap();
+        let key = PacketKey::new(17, (src, 5000), (dst, 6000));
+        let mut p = PacketSummary::EMPTY;
+        p.ip = Some(sonde_wire::IpSummary {
+            src,
+            dst,
+            total_len: 60,
+            ttl: 64,
+            ident: 0,
+            protocol: 17,
+            fragment: sonde_wire::Fragment::No,
+        });
+        p.transport = Some(Transport::Udp(sonde_wire::UdpSummary { src_port: 5000, dst_port: 6000, payload_len: 32 }));
+        let payload = [7u8; 32];
+        let sent = |r: &mut AppReader, ts| r.attach(ts, &p, &key, &payload).payload.len();
+        assert_eq!([sent(&mut r, 10), sent(&mut r, 20), sent(&mut r, 30)], [32, 32, UDP_HEAD_BYTES]);
+        assert_eq!(sent(&mut r, 500), UDP_HEAD_BYTES, "within the timeout: the same flow");
+        assert_eq!(sent(&mut r, 2_000), 32, "idle past the timeout: a new flow, whole again");
     }
 
     #[test]

@@ -75,7 +75,11 @@ impl Options {
             app_facts: self.app_packets > 0,
             ..FlowConfig::default()
         };
-        let app = sonde_engine::AppConfig { packets: self.app_packets, dns_cache: self.dns_cache };
+        let app = sonde_engine::AppConfig {
+            packets: self.app_packets,
+            dns_cache: self.dns_cache,
+            udp_idle_ns: flow.udp_idle_ns,
+        };
         let thin = match self.thin {
             true => Some(Thinner::new(&ThinConfig::default()).map_err(|e| settings_error(format!("thin: {e}")))?),
             false => None,

@@ -101,7 +101,11 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         app_facts: args.app_packets > 0,
         ..FlowConfig::default()
     };
-    let app = sonde_engine::AppConfig { packets: args.app_packets, dns_cache: args.dns_cache };
+    let app = sonde_engine::AppConfig {
+        packets: args.app_packets,
+        dns_cache: args.dns_cache,
+        udp_idle_ns: flow_cfg.udp_idle_ns,
+    };
     let thin = thin::for_analyze(args.thin, &args.thin_params)?;
     let ipfix = match &args.ipfix {
         Some(target) => {

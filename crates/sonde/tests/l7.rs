@@ -202,12 +202,9 @@ fn dn_hunter_labels_flows_with_the_name_their_client_resolved() {
         .collect();
         for row in read_tsv(&dir.path().join("tcp_flows.tsv")) {
             let first_s = common::num(&row, "first") / 1000.0;
-            let want = answers
-                .iter()
-                .filter(|(t, _, client, _, addrs)| {
-                    *t <= first_s && *client == row["c_ip"] && addrs.contains(&row["s_ip"])
-                })
-                .next_back();
+            let want = answers.iter().rfind(|(t, _, client, _, addrs)| {
+                *t <= first_s && *client == row["c_ip"] && addrs.contains(&row["s_ip"])
+            });
             match want {
                 Some((_, resolver, _, name, _)) => {
                     assert_eq!(&row["fqdn"], name, "{rel} {:?}", common::tuple(&row));
