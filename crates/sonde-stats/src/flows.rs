@@ -316,6 +316,7 @@ mod tests {
                 client: dir(c),
                 server: dir(s),
                 app,
+                icmp_errors: Default::default(),
             })
         } else {
             let dir = |(pkts, ip_bytes)| UdpDirStats { pkts, ip_bytes, ..UdpDirStats::default() };
@@ -327,6 +328,7 @@ mod tests {
                 client: dir(c),
                 server: dir(s),
                 app: None,
+                icmp_errors: Default::default(),
             })
         }
     }
