@@ -41,6 +41,7 @@ pub mod cache;
 mod cryptopan;
 mod hash;
 mod key;
+mod text;
 
 pub use cache::CacheStats;
 pub use cryptopan::CryptoPan;

@@ -715,7 +715,7 @@ fn push_tstat(lines: &mut FlowLines, scratch: &mut Vec<u8>, tstat: &TstatFormats
 }
 
 /// `record` as an anonymised log shows it: both addresses through `anon`, and the addresses
-/// its application facts hold (a DNS resolver, DNS answers).
+/// its application facts hold (a DNS resolver, DNS answers, names that are address literals).
 pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowRecord {
     let mut shown = record.clone();
     let e = shown.endpoints_mut();
@@ -727,14 +727,34 @@ pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowReco
     if let Some(app) = app {
         if let Some(r) = app.resolved.as_deref_mut() {
             r.resolver = anon.ip(r.resolver);
+            if let Some(name) = anon.host(&r.name) {
+                r.name = name;
+            }
         }
         if let Some(d) = app.dns.as_deref_mut() {
             for a in &mut d.answers {
                 *a = anon.ip(*a);
             }
+            host_text(&mut d.query, anon);
+        }
+        // Names that are address literals (a Host of `10.0.0.1:8080`, a PTR query).
+        let tls = app.tls.as_deref_mut().into_iter().chain(app.quic.as_deref_mut().map(|q| &mut q.tls));
+        for t in tls {
+            host_text(&mut t.sni, anon);
+            host_text(&mut t.cert_subject, anon);
+        }
+        if let Some(h) = app.http.as_deref_mut() {
+            host_text(&mut h.host, anon);
+            host_text(&mut h.target, anon);
         }
     }
     shown
+}
+
+fn host_text(text: &mut Option<String>, anon: &mut Anonymizer) {
+    if let Some(mapped) = text.as_deref().and_then(|t| anon.host(t)) {
+        *text = Some(mapped);
+    }
 }
 
 /// Writes the lines of every sink in output order.

@@ -51,6 +51,28 @@ fn mapped(row: &Row, columns: &[&str], anon: &mut Anonymizer) -> Row {
             row.insert(c.to_string(), anon.ip(ip).to_string());
         }
     }
+    // A flow log's other addresses: the resolver, the answers DN-Hunter read, names that are
+    // address literals; its Community ID is the shown endpoints' (the plain one would let anyone
+    // test a guess of the addresses).
+    if let Some(ip) = row.get("dns_rslv").and_then(|v| v.parse::<IpAddr>().ok()) {
+        row.insert("dns_rslv".into(), anon.ip(ip).to_string());
+    }
+    if let Some(answers) = row.get("dns_answers").filter(|v| v.as_str() != "-") {
+        let shown: Vec<String> =
+            answers.split(',').map(|a| a.parse::<IpAddr>().map_or(a.to_string(), |ip| anon.ip(ip).to_string())).collect();
+        row.insert("dns_answers".into(), shown.join(","));
+    }
+    for c in ["fqdn", "dns_qry", "c_tls_SNI", "s_tls_SCN", "http_hostname", "quic_SNI"] {
+        if let Some(name) = row.get(c).and_then(|v| anon.host(v)) {
+            row.insert(c.into(), name);
+        }
+    }
+    if row.contains_key("community_id") {
+        let protocol = if row.contains_key("c_pkts_retx") { 6 } else { 17 };
+        let end = |ip: &str, port: &str| (ip.parse::<IpAddr>().unwrap(), port.parse::<u16>().unwrap());
+        let id = sonde_l7::community_id(protocol, end(&row["c_ip"], &row["c_port"]), end(&row["s_ip"], &row["s_port"]), 0);
+        row.insert("community_id".into(), id);
+    }
     row
 }
 
