@@ -52,8 +52,10 @@ impl Anonymizer {
             return Some(format!("{d}.{c}.{b}.{a}.in-addr.arpa"));
         }
         let labels = lower.strip_suffix(".ip6.arpa")?;
-        let nibbles: Vec<u8> =
-            labels.split('.').map(|n| u8::from_str_radix(n, 16).ok().filter(|_| n.len() == 1)).collect::<Option<_>>()?;
+        let nibbles: Vec<u8> = labels
+            .split('.')
+            .map(|n| u8::from_str_radix(n, 16).ok().filter(|_| n.len() == 1))
+            .collect::<Option<_>>()?;
         if nibbles.len() != 32 {
             return None;
         }

@@ -58,8 +58,10 @@ fn mapped(row: &Row, columns: &[&str], anon: &mut Anonymizer) -> Row {
         row.insert("dns_rslv".into(), anon.ip(ip).to_string());
     }
     if let Some(answers) = row.get("dns_answers").filter(|v| v.as_str() != "-") {
-        let shown: Vec<String> =
-            answers.split(',').map(|a| a.parse::<IpAddr>().map_or(a.to_string(), |ip| anon.ip(ip).to_string())).collect();
+        let shown: Vec<String> = answers
+            .split(',')
+            .map(|a| a.parse::<IpAddr>().map_or(a.to_string(), |ip| anon.ip(ip).to_string()))
+            .collect();
         row.insert("dns_answers".into(), shown.join(","));
     }
     for c in ["fqdn", "dns_qry", "c_tls_SNI", "s_tls_SCN", "http_hostname", "quic_SNI"] {
@@ -70,7 +72,8 @@ fn mapped(row: &Row, columns: &[&str], anon: &mut Anonymizer) -> Row {
     if row.contains_key("community_id") {
         let protocol = if row.contains_key("c_pkts_retx") { 6 } else { 17 };
         let end = |ip: &str, port: &str| (ip.parse::<IpAddr>().unwrap(), port.parse::<u16>().unwrap());
-        let id = sonde_l7::community_id(protocol, end(&row["c_ip"], &row["c_port"]), end(&row["s_ip"], &row["s_port"]), 0);
+        let id =
+            sonde_l7::community_id(protocol, end(&row["c_ip"], &row["c_port"]), end(&row["s_ip"], &row["s_port"]), 0);
         row.insert("community_id".into(), id);
     }
     row
