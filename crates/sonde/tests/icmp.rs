@@ -71,11 +71,11 @@ fn tshark_sessions(trace: &Path) -> BTreeMap<(String, String, u64), Session> {
     for line in tshark(trace, filter, &fields) {
         let f: Vec<&str> = line.split('\t').collect();
         let (src, dst) = (either(f[0], f[1]).to_string(), either(f[2], f[3]).to_string());
-        let ty = parse_num(either(f[4], f[5]));
         // Several values: an ICMP error quoting an echo, which is not an echo.
-        if either(f[6], f[7]).contains(',') || src.contains(',') {
+        if f[4..8].iter().any(|v| v.contains(',')) || src.contains(',') {
             continue;
         }
+        let ty = parse_num(either(f[4], f[5]));
         let ident = parse_num(either(f[6], f[7]));
         let request = ty == 8 || ty == 128;
         let key = if request { (src, dst, ident) } else { (dst, src, ident) };
