@@ -372,6 +372,14 @@ fn anonymized_tstat_logs_are_the_plain_ones_mapped() {
                 for col in ["c_ip", "s_ip"] {
                     row[at(col)] = anon.ip(row[at(col)].parse().expect("an address")).to_string();
                 }
+                // Names that are address literals are mapped too (docs/anonymization.md).
+                for col in ["http_hostname", "c_tls_SNI", "s_tls_SCN", "fqdn", "quic_SNI"] {
+                    if let Some(i) = ours.col(col) {
+                        if let Some(name) = anon.host(&row[i]) {
+                            row[i] = name;
+                        }
+                    }
+                }
                 // The plain run was told every address is internal.
                 for col in ["c_isint", "s_isint"] {
                     row[at(col)] = "0".into();

@@ -116,6 +116,8 @@ fn every_output_is_written_typed_with_the_tsv_values() {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".tsv"))
+            // The typed outputs do not carry ICMP entries yet (docs/icmp.md, Limits).
+            .filter(|n| n != "icmp_flows.tsv")
             .collect();
         assert!(tsv_files.len() >= 13, "{tsv_files:?}");
         for format in ["parquet", "arrow"] {
