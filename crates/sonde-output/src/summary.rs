@@ -237,6 +237,9 @@ pub struct SpoolSummary {
     pub locations: Vec<LocationSummary>,
     /// What an interrupted earlier run left (removed `.part` files, unlisted whole files kept).
     pub leftovers: Vec<String>,
+    /// No location could take the last chunk (the run's end): its files stayed in the output
+    /// directory, listed in `outputs` (it is also counted in `failed_chunks`).
+    pub last_chunk_in_output_dir: bool,
 }
 
 /// One storage location of a spool.
@@ -385,6 +388,11 @@ pub struct Summary {
     /// The Kafka export (`--kafka`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaSummary>,
+    /// The signal that ended the run (`SIGINT`, `SIGTERM`, or for `analyze` `SIGHUP`) before
+    /// its input ended: every output was written and covers what was read until then. Absent
+    /// when the input ended by itself. A monitor always ends this way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
 }
 
 /// What a run read: the input's name, the format found, its compression and the filter.
@@ -430,6 +438,7 @@ impl Summary {
             sorted_runs: None,
             ipfix: None,
             kafka: None,
+            interrupted_by: None,
         }
     }
 
@@ -473,6 +482,9 @@ impl Summary {
             self.format,
             self.compression.as_deref().map(|c| format!(", {c}")).unwrap_or_default()
         ));
+        if let Some(signal) = &self.interrupted_by {
+            line(format!("  stopped   by {signal}: the outputs cover the input read until then"));
+        }
         line(format!(
             "  packets   {} read ({}B on the wire), {} analysed, {} filtered out",
             p.read,

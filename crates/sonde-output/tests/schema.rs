@@ -120,7 +120,9 @@ fn a_monitor_summary_is_valid() {
             LocationSummary { path: "/data2".into(), used_bytes: 0, quota_bytes: None, chunks_written: 0 },
         ],
         leftovers: vec!["/data1/c1/tcp_flows.tsv.part (10 bytes, removed)".into()],
+        last_chunk_in_output_dir: false,
     });
+    s.interrupted_by = Some("SIGTERM".into());
     s.definitions = Some(vec![DefinitionSummary {
         summary: sonde_types::DefinitionSummary {
             name: "web".into(),
@@ -175,7 +177,7 @@ fn capture_and_spool_sections_match_their_definitions() {
     let ok = json!({
         "chunks": 0, "bytes": 0, "over_quota_chunks": 0, "failed_chunks": 0,
         "locations": [{"path": "/d", "used_bytes": 0, "quota_bytes": null, "chunks_written": 0}],
-        "leftovers": []
+        "leftovers": [], "last_chunk_in_output_dir": false
     });
     assert_eq!(errors(&spool, &ok), "");
     let mut missing = ok.clone();

@@ -121,6 +121,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let started_unix_s = opts.started_unix_s;
     let mut finished = analysis::run(&args.analysis, prepared, &mut readers, (&input_name, None), Some(opts))?;
     drop(readers);
+    finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
     // The fanout sockets' counters, added up per interval and per interface.
     let counters = sonde_live::CaptureCounters::of(&sources);
     if let Some(interval_ns) = cfg.interval_ns {
@@ -177,7 +178,9 @@ fn shown(c: sonde_live::Counters) -> sonde_output::CaptureCounters {
 /// of capture.
 fn check_writable(dir: &Path, user: &str) -> Result<()> {
     let probe = dir.join(".sonde-write-check");
-    std::fs::write(&probe, b"").with_context(|| {
+    // A new file: a link there is refused, never written through.
+    let _ = std::fs::remove_file(&probe);
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).with_context(|| {
         format!("--user {user} cannot write in {}: make it writable by {user} (chown) first", dir.display())
     })?;
     let _ = std::fs::remove_file(&probe);
