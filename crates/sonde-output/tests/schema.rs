@@ -75,7 +75,13 @@ fn every_field_is_described() {
 
 fn summary() -> Summary {
     let outcome = Outcome { stats: RunStats::default(), input_error: None };
-    let timing = Timing { elapsed_s: 1.5, cpu_s: 1.25, peak_rss_bytes: 1 << 20 };
+    let timing = Timing {
+        elapsed_s: 1.5,
+        cpu_s: 1.25,
+        peak_rss_bytes: 1 << 20,
+        peak_anon_bytes: 1 << 19,
+        peak_file_bytes: 1 << 19,
+    };
     let outputs = ["tcp_flows.tsv", "udp_flows.tsv", "capture.tsv", "summary.json"].map(String::from).to_vec();
     let input =
         Input { name: "eth0,eth1".into(), format: "live".into(), compression: None, filter: Some("tcp".into()) };

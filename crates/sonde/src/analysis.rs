@@ -456,7 +456,13 @@ pub fn run(
         filter: args.filter_expression(),
     };
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
-    let timing = summary::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes };
+    let timing = summary::Timing {
+        elapsed_s: t.elapsed_s,
+        cpu_s: t.cpu_s,
+        peak_rss_bytes: t.peak_rss_bytes,
+        peak_anon_bytes: t.peak_anon_bytes,
+        peak_file_bytes: t.peak_file_bytes,
+    };
     let mut summary = Summary::new(input, outcome, timing);
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
     summary.outputs = outputs;

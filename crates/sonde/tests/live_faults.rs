@@ -331,3 +331,27 @@ fn a_spool_location_turned_read_only_loses_nothing() {
         }
     }
 }
+
+/// Issue 20: a live run's peak memory counted the capture ring (the kernel's pages, mapped in
+/// whole) as if the analysis held it. The summary now gives the anonymous peak (what the
+/// analysis holds, shown as the peak memory) and the mapped pages apart; `peak_rss_bytes` is
+/// still the whole resident set's high-water mark.
+#[test]
+fn the_capture_ring_is_not_counted_as_the_analysis_memory() {
+    let Some(ns) = Netns::new(&[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let monitor = Monitor::start(&ns, "va", &out, &["--ring-mb", "256", "--interval", "0"]);
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop_with(libc::SIGTERM);
+    let t = &summary(&out)["timing"];
+    let (rss, anon, file) = (
+        t["peak_rss_bytes"].as_u64().unwrap(),
+        t["peak_anon_bytes"].as_u64().unwrap(),
+        t["peak_file_bytes"].as_u64().unwrap(),
+    );
+    eprintln!("peak: whole {rss}, anonymous {anon}, mapped {file}");
+    assert!(file >= 256 << 20, "the ring is mapped: {t}");
+    assert!(rss >= 256 << 20, "{t}");
+    assert!(anon < 128 << 20, "an idle monitor's own memory: {t}");
+}
