@@ -295,8 +295,8 @@ fn a_signal_ends_analyze_with_every_output_written() {
     }
 }
 
-/// SIGKILL at any moment (reading, sorting, writing the outputs): what is on disk is whole
-/// or named `.part`. Killed at growing delays after the input ends, so some kills land in
+/// SIGKILL at any moment (reading, sorting, writing the outputs and the store): what is on
+/// disk is whole or named `.part`. Killed at growing delays after the input ends, so some kills land in
 /// the writing; the next run into the directory removes the `.part` files.
 #[test]
 fn sigkill_leaves_only_whole_files_or_parts() {
@@ -307,11 +307,15 @@ fn sigkill_leaves_only_whole_files_or_parts() {
     let mut delay_ms = 0;
     while !finished {
         let out = scratch.path().join(format!("out-{delay_ms}"));
+        let store = scratch.path().join(format!("store-{delay_ms}.rrd"));
         let mut child = sonde()
-            .args(["analyze", "-q", "--interval", "0.1", "--tables", "--threads", "2", "-r"])
+            .args(["analyze", "-q", "--interval", "1", "--tables", "--threads", "2", "-r"])
             .arg(&input)
             .arg("-o")
             .arg(&out)
+            .arg("--store")
+            .arg(&store)
+            .args(["--store-archives", "1s:10m,1m:1d"])
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
@@ -319,6 +323,11 @@ fn sigkill_leaves_only_whole_files_or_parts() {
         finished = child.try_wait().unwrap().is_some();
         let _ = child.kill();
         child.wait().unwrap();
+        // The store is updated as a copy renamed into place: there or not, never cut.
+        if store.exists() {
+            let info = sonde().args(["ts", "info"]).arg(&store).output().unwrap();
+            assert!(info.status.success(), "{}", String::from_utf8_lossy(&info.stderr));
+        }
         if out.is_dir() {
             let (whole, parts) = check_whole(&out);
             with_parts += usize::from(!parts.is_empty());
@@ -330,10 +339,10 @@ fn sigkill_leaves_only_whole_files_or_parts() {
                 assert!(check_whole(&out).1.is_empty());
             }
         }
-        delay_ms += 50;
+        delay_ms += 15;
         assert!(delay_ms < 120_000, "the run never finished");
     }
-    eprintln!("killed {} times: {with_parts} left .part files, {partial_sets} some outputs only", delay_ms / 50);
+    eprintln!("killed {} times: {with_parts} left .part files, {partial_sets} some outputs only", delay_ms / 15);
 }
 
 /// Two runs into one directory: the second is refused at its start (exit 1, a clear
