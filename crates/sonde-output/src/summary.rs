@@ -400,6 +400,11 @@ pub struct Summary {
     /// when the input ended by itself. A monitor always ends this way.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_by: Option<String>,
+    /// Outputs that could not be written (a full disk, an I/O error), each naming its file
+    /// and why; the run's exit status is then 1. The files in `outputs` were written whole;
+    /// these are not there (nor their `.part`). Absent when every output was written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_errors: Vec<String>,
 }
 
 /// What a run read: the input's name, the format found, its compression and the filter.
@@ -446,6 +451,7 @@ impl Summary {
             ipfix: None,
             kafka: None,
             interrupted_by: None,
+            output_errors: Vec::new(),
         }
     }
 

@@ -206,51 +206,72 @@ impl OutputDir {
         self.write_flow_lines(&sinks.into_iter().map(FlowLines::from).collect::<Vec<_>>())
     }
 
-    /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
+    /// [`OutputDir::write_lines`] for lines already taken out of their sinks: every flow log
+    /// is attempted; the first failure is returned ([`OutputDir::write_flow_logs`] says which
+    /// were written).
     pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+        self.write_flow_logs(parts).into_iter().try_for_each(|(_, result)| result)
+    }
+
+    /// Writes every flow log ([`OutputDir::flow_log_names`]), each attempted whatever became
+    /// of the others (a full disk may still take a smaller one); returns each with its result,
+    /// in the order written. With more than one worker the TCP and UDP logs are sorted and
+    /// written at the same time (the end of a run is otherwise serial).
+    pub fn write_flow_logs(&self, parts: &[FlowLines]) -> Vec<(OutputFile, Result<(), OutputError>)> {
         let icmp: Vec<&Lines> = parts.iter().map(|s| &s.icmp).collect();
         let [tcp_file, udp_file, icmp_file, _] = Self::files(self.format);
         // Few lines: written after the others.
         let write_icmp =
             || write_file(&self.path(icmp_file.name()), |w| write_sorted(w, self.format, &icmp_columns(), &icmp));
+        let mut results = Vec::with_capacity(4);
         if self.layout == Layout::Tstat {
             // Tstat has no ICMP log: sonde's goes beside its three.
-            return self.write_tstat_lines(parts).and_then(|_| write_icmp());
+            results.extend(self.write_tstat_lines(parts));
+            results.push((icmp_file, write_icmp()));
+            return results;
         }
-        let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let write_tcp =
             || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
         let write_udp =
             || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
-        if !parallel {
-            return write_tcp().and_then(|_| write_udp()).and_then(|_| write_icmp());
-        }
-        std::thread::scope(|scope| {
-            let udp = scope.spawn(write_udp);
-            let tcp = write_tcp();
-            let udp = udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            tcp.and(udp)
-        })
-        .and_then(|_| write_icmp())
+        let (tcp, udp) = if parts.len() > 1 {
+            std::thread::scope(|scope| {
+                let udp = scope.spawn(write_udp);
+                let tcp = write_tcp();
+                (tcp, udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            })
+        } else {
+            (write_tcp(), write_udp())
+        };
+        results.extend([(tcp_file, tcp), (udp_file, udp), (icmp_file, write_icmp())]);
+        results
     }
 
     /// Tstat's three logs, each its header line then its lines in output order.
-    fn write_tstat_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+    fn write_tstat_lines(&self, parts: &[FlowLines]) -> Vec<(OutputFile, Result<(), OutputError>)> {
         let logs = [
             (OutputFile::TstatTcpComplete, TstatLog::TcpComplete),
             (OutputFile::TstatTcpNocomplete, TstatLog::TcpNocomplete),
             (OutputFile::TstatUdpComplete, TstatLog::UdpComplete),
         ];
-        for (file, log) in logs {
-            let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
-            let header = log_header(log);
-            write_file(&self.path(file.name()), |w| {
-                w.write_all(header.as_bytes())?;
-                for_each_sorted(&lines, |line| w.write_all(line))
-            })?;
-        }
-        Ok(())
+        logs.into_iter()
+            .map(|(file, log)| {
+                let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
+                let header = log_header(log);
+                let result = write_file(&self.path(file.name()), |w| {
+                    w.write_all(header.as_bytes())?;
+                    for_each_sorted(&lines, |line| w.write_all(line))
+                });
+                (file, result)
+            })
+            .collect()
+    }
+
+    /// Writes each of `files` (as [`OutputDir::write`]), each attempted whatever became of
+    /// the others; returns each with its result.
+    pub fn write_each(&self, files: Vec<(OutputFile, String)>) -> Vec<(OutputFile, Result<(), OutputError>)> {
+        files.into_iter().map(|(file, text)| (file, self.write(file, text.as_bytes()))).collect()
     }
 
     /// Writes summary.json from its text (as [`Summary::to_json`] gives it).

@@ -126,8 +126,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let counters = sonde_live::CaptureCounters::of(&sources);
     if let Some(interval_ns) = cfg.interval_ns {
         let per_interval: Vec<_> = counters.per_interval.iter().map(|&(start, c)| (start, shown(c))).collect();
-        let file = finished.out().write_capture(&per_interval, interval_ns)?;
-        finished.report.outputs.push(file.name().to_string());
+        match finished.out().write_capture(&per_interval, interval_ns) {
+            Ok(file) => finished.report.outputs.push(file.name().to_string()),
+            Err(e) => finished.report.output_errors.push(e.to_string()),
+        }
     }
     let total = shown(counters.total());
     finished.report.capture = Some(CaptureSummary {

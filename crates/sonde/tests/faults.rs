@@ -237,9 +237,9 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Outputs that do not fit (a 300 KB tmpfs): the run fails (exit 1), names the file and the
-/// reason, removes that file's `.part`, keeps what could be written, and leaves no file under
-/// its own name that is not whole.
+/// Outputs that do not fit (a 300 KB tmpfs): the run fails (exit 1), names each file that
+/// failed and why (stderr and summary.json's `output_errors`), removes their `.part`, still
+/// writes every output that fits, and leaves no file under its own name that is not whole.
 #[test]
 fn a_full_disk_fails_naming_the_file_and_leaves_nothing_cut() {
     let Some(tmpfs) = Tmpfs::new("300k") else { return };
@@ -262,6 +262,27 @@ fn a_full_disk_fails_naming_the_file_and_leaves_nothing_cut() {
         let (whole, parts) = check_whole(&out);
         assert!(parts.is_empty(), "{format}: {parts:?} left");
         eprintln!("{format}: {stderr}kept: {whole:?}");
+        // The outputs after the first failure were still attempted, summary.json last; when it
+        // fits, it names what is missing.
+        if !out.join("summary.json").exists() {
+            assert!(stderr.contains("summary.json: write failed"), "{format}: {stderr}");
+            assert!(whole.len() > 2, "{format}: what fits is kept: {whole:?}");
+            std::fs::remove_dir_all(&out).unwrap();
+            continue;
+        }
+        let s = summary(&out);
+        let errors: Vec<&str> = s["output_errors"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+        assert!(!errors.is_empty() && errors.iter().all(|e| e.contains("No space left")), "{format}: {errors:?}");
+        for e in &errors {
+            assert!(stderr.contains(e), "{format}: {e} not said");
+        }
+        let listed: Vec<&str> = s["outputs"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()).collect();
+        let mut present: Vec<&str> = whole.iter().map(String::as_str).collect();
+        present.sort_unstable();
+        let mut listed_sorted = listed.clone();
+        listed_sorted.sort_unstable();
+        assert_eq!(listed_sorted, present, "{format}: the summary lists exactly what is there");
+        assert!(present.len() > 2, "{format}: what fits is kept: {present:?}");
         std::fs::remove_dir_all(&out).unwrap();
     }
 }
