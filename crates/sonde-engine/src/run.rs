@@ -122,7 +122,12 @@ pub struct Timing {
     pub elapsed_s: f64,
     /// User + system CPU time of the process.
     pub cpu_s: f64,
+    /// The whole resident set's high-water mark (`VmHWM`): mapped file pages included.
     pub peak_rss_bytes: u64,
+    /// The peak of anonymous memory (heap, stacks), sampled ([`resources::PeakSampler`]).
+    pub peak_anon_bytes: u64,
+    /// The peak of mapped file and shared pages: a memory-mapped trace, a capture's ring.
+    pub peak_file_bytes: u64,
 }
 
 impl Run {
@@ -235,6 +240,7 @@ impl Run {
         }
         let started = Instant::now();
         let cpu_before = resources::cpu_seconds();
+        let memory = resources::PeakSampler::start();
         let workers = self.workers();
         let readers = sources.len();
         let mut controls: Vec<Option<Box<dyn Controls>>> =
@@ -331,7 +337,10 @@ impl Run {
             elapsed_s: started.elapsed().as_secs_f64(),
             cpu_s: resources::cpu_seconds() - cpu_before,
             peak_rss_bytes: resources::peak_rss_bytes(),
+            ..Timing::default()
         };
+        let peak = memory.finish();
+        let timing = Timing { peak_anon_bytes: peak.anon_bytes, peak_file_bytes: peak.file_bytes, ..timing };
         Ok(self.merge(readings, held, definitions, filters, timing))
     }
 

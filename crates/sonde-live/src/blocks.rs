@@ -20,6 +20,9 @@ const BLOCK_NUM_PKTS: usize = 12;
 const BLOCK_FIRST_PKT: usize = 16;
 /// The descriptor's fields read here end before this.
 const BLOCK_DESC_BYTES: usize = 20;
+/// A frame's `sll_pkttype`: after its header (48 bytes, TPACKET_ALIGN'd) comes a struct
+/// sockaddr_ll (family 2, protocol 2, ifindex 4, hatype 2, then pkttype 1).
+const FRAME_PKTTYPE: usize = 48 + 10;
 
 /// A frame's header in a block.
 pub(crate) type FrameHeader = libc::tpacket3_hdr;
@@ -38,6 +41,11 @@ pub(crate) struct Blocks {
     /// Frames of the held block not read yet, and the next one's offset in it.
     left: u32,
     next_offset: usize,
+    /// Frames the kernel marks PACKET_OUTGOING are passed over (a loopback interface, where
+    /// each packet is seen leaving and again arriving; libpcap skips the first copy too).
+    skip_outgoing: bool,
+    /// Frames passed over since [`Blocks::take_skipped`].
+    skipped: u64,
 }
 
 impl Blocks {
@@ -49,7 +57,27 @@ impl Blocks {
         assert!((map.as_ptr() as usize).is_multiple_of(8), "the ring's map is not aligned");
         let count = map.len() / block_bytes;
         assert!(count > 0, "a ring of {} bytes has no block of {block_bytes}", map.len());
-        Blocks { map, block_bytes, count, block: 0, held: false, left: 0, next_offset: 0 }
+        Blocks {
+            map,
+            block_bytes,
+            count,
+            block: 0,
+            held: false,
+            left: 0,
+            next_offset: 0,
+            skip_outgoing: false,
+            skipped: 0,
+        }
+    }
+
+    /// Passes over the frames the kernel marks PACKET_OUTGOING.
+    pub(crate) fn skipping_outgoing(self) -> Blocks {
+        Blocks { skip_outgoing: true, ..self }
+    }
+
+    /// Frames passed over since the last call.
+    pub(crate) fn take_skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.skipped)
     }
 
     /// The status word of block `i`, shared with the kernel.
@@ -63,7 +91,7 @@ impl Blocks {
     }
 
     /// The `T` at `offset` in the held block, if it lies wholly inside the block.
-    /// `T` is `u32` or [`FrameHeader`]: integers only, so any bytes are a valid value.
+    /// `T` is `u8`, `u32` or [`FrameHeader`]: integers only, so any bytes are a valid value.
     fn read<T: Copy>(&self, offset: usize) -> Option<T> {
         if offset.checked_add(size_of::<T>())? > self.block_bytes {
             return None;
@@ -89,7 +117,18 @@ impl Blocks {
         loop {
             if self.held {
                 if let Some(h) = (self.left > 0).then(|| self.read::<FrameHeader>(self.next_offset)).flatten() {
-                    return Some(h);
+                    let pkttype = self.next_offset.checked_add(FRAME_PKTTYPE).and_then(|at| self.read::<u8>(at));
+                    if !(self.skip_outgoing && pkttype == Some(libc::PACKET_OUTGOING)) {
+                        return Some(h);
+                    }
+                    // Passed over as `take` would pass it.
+                    self.skipped += 1;
+                    self.left -= 1;
+                    self.next_offset = self.next_offset.saturating_add(h.tp_next_offset as usize);
+                    if h.tp_next_offset == 0 {
+                        self.left = 0;
+                    }
+                    continue;
                 }
                 // Every frame read (and the last one handed out is no longer borrowed).
                 self.release();
@@ -195,6 +234,34 @@ mod tests {
         let mut blocks = fill.blocks();
         let h = blocks.ready().unwrap();
         assert_eq!((h.tp_sec, h.tp_nsec, h.tp_snaplen, h.tp_len, h.tp_mac), (1_700_000_000, 7, 60, 61, 80));
+    }
+
+    /// Issue 20: on loopback each packet comes twice, leaving (PACKET_OUTGOING) and arriving;
+    /// the leaving copies are passed over, wherever they are in a block, and counted.
+    #[test]
+    fn outgoing_frames_are_passed_over_when_asked() {
+        let fill = || {
+            let mut fill = Fill::new(2);
+            fill.block(0, 3, 48).frame(0, 48, 200, 1, 60, 80).frame(0, 248, 200, 2, 60, 80).frame(0, 448, 0, 3, 60, 80);
+            fill.block(1, 1, 48).frame(1, 48, 0, 4, 10, 80);
+            // Frames 1 and 4 left (the last frame of a block among them); 2 and 3 arrived.
+            fill.0[48 + FRAME_PKTTYPE] = libc::PACKET_OUTGOING;
+            fill.0[BLOCK + 48 + FRAME_PKTTYPE] = libc::PACKET_OUTGOING;
+            fill.0[248 + FRAME_PKTTYPE] = libc::PACKET_HOST;
+            fill
+        };
+        let read = |mut blocks: Blocks| {
+            let mut seen = Vec::new();
+            while let Some(h) = blocks.ready() {
+                let (taken, _) = blocks.take().unwrap();
+                assert_eq!(taken.tp_sec, h.tp_sec);
+                seen.push(h.tp_sec);
+            }
+            (seen, blocks.take_skipped(), status(&blocks, 0), status(&blocks, 1))
+        };
+        let k = libc::TP_STATUS_KERNEL;
+        assert_eq!(read(fill().blocks()), (vec![1, 2, 3, 4], 0, k, k));
+        assert_eq!(read(fill().blocks().skipping_outgoing()), (vec![2, 3], 2, k, k));
     }
 
     #[test]

@@ -513,26 +513,45 @@ fn wall_ns() -> u64 {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The signals that stop a run, by name, in the order [`stopped_by`] looks at them.
+const STOP_SIGNALS: [(i32, &str); 3] = [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM"), (SIGHUP, "SIGHUP")];
 /// Per stop signal: it came once already (the next one takes the default action).
-static STOP_SEEN: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-/// The stop handlers are installed (once: a second set would end the process at the first
-/// signal).
-static STOP_INSTALLED: Mutex<bool> = Mutex::new(false);
+static STOP_SEEN: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+/// Per stop signal: its handlers are installed (once: a second set would end the process at
+/// the first signal).
+static STOP_INSTALLED: Mutex<[bool; 3]> = Mutex::new([false; 3]);
 
-/// A flag raised by the first SIGINT or SIGTERM, for [`LiveSource::open`]. A second one of
-/// the same signal ends the process at once, by its default action (as SA_RESETHAND would).
-pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+/// Installs the stop handlers of the signals `which` (indexes into [`STOP_SIGNALS`]).
+fn stop_on(which: &[usize]) -> io::Result<&'static AtomicBool> {
     let mut installed = STOP_INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
-    if !*installed {
-        for (signal, seen) in [SIGINT, SIGTERM].into_iter().zip(&STOP_SEEN) {
+    for &i in which {
+        if !installed[i] {
+            let (signal, seen) = (STOP_SIGNALS[i].0, &STOP_SEEN[i]);
             // In this order: the default action only if the signal came before.
             signal_hook::flag::register_conditional_default(signal, seen)?;
             signal_hook::flag::register(signal, seen)?;
             signal_hook::flag::register(signal, &STOP)?;
+            installed[i] = true;
         }
-        *installed = true;
     }
     Ok(&STOP)
+}
+
+/// A flag raised by the first SIGINT or SIGTERM, for [`LiveSource::open`]. A second one of
+/// the same signal ends the process at once, by its default action (as SA_RESETHAND would).
+pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+    stop_on(&[0, 1])
+}
+
+/// [`stop_on_signals`], SIGHUP included: for a run that has nothing to reload (`analyze`), a
+/// hang-up ends it like SIGTERM, outputs written, rather than killing it with nothing written.
+pub fn stop_on_signals_and_hangup() -> io::Result<&'static AtomicBool> {
+    stop_on(&[0, 1, 2])
+}
+
+/// The first stop signal that came (`"SIGINT"`, `"SIGTERM"`, `"SIGHUP"`), if any.
+pub fn stopped_by() -> Option<&'static str> {
+    STOP_SIGNALS.iter().zip(&STOP_SEEN).find(|(_, seen)| seen.load(Ordering::SeqCst)).map(|((_, name), _)| *name)
 }
 
 static RELOAD: AtomicBool = AtomicBool::new(false);
@@ -566,7 +585,9 @@ mod tests {
         rustix::process::kill_process(me, rustix::process::Signal::HUP).unwrap();
         assert!(raised_soon(reload));
         assert!(!stop.load(Ordering::SeqCst));
+        assert_eq!(stopped_by(), None);
         rustix::process::kill_process(me, rustix::process::Signal::TERM).unwrap();
         assert!(raised_soon(stop));
+        assert_eq!(stopped_by(), Some("SIGTERM"));
     }
 }

@@ -79,13 +79,14 @@ impl Ring {
             .len(BLOCK_BYTES * block_count)
             .map_raw(&fd)
             .map_err(|e| LiveError::os(name, "mmap of the ring", e))?;
-        let ring = Ring {
-            blocks: Blocks::new(map, BLOCK_BYTES),
-            fd,
-            link_type,
-            vlan_frame: Vec::with_capacity(BLOCK_BYTES),
-            counters: Counters::default(),
-        };
+        let mut blocks = Blocks::new(map, BLOCK_BYTES);
+        // On loopback every packet is seen leaving and again arriving: the leaving copy is
+        // passed over, as libpcap does (without, packets count twice and look retransmitted).
+        if iface.arphrd == libc::ARPHRD_LOOPBACK {
+            blocks = blocks.skipping_outgoing();
+        }
+        let ring =
+            Ring { blocks, fd, link_type, vlan_frame: Vec::with_capacity(BLOCK_BYTES), counters: Counters::default() };
         if promisc {
             // Dropped by the kernel when the socket closes: the interface does not stay promiscuous.
             let mreq = libc::packet_mreq {
@@ -135,8 +136,9 @@ impl Ring {
     /// Adds the kernel's counters since the last call (reading them resets them).
     pub(crate) fn update_counters(&mut self) -> Counters {
         if let Ok(st) = statistics(&self.fd) {
-            // tp_packets counts the dropped packets too.
-            self.counters.received_pkts += u64::from(st.tp_packets);
+            // tp_packets counts the dropped packets too, and the loopback copies passed over.
+            let skipped = self.blocks.take_skipped();
+            self.counters.received_pkts += u64::from(st.tp_packets).saturating_sub(skipped);
             self.counters.dropped_pkts += u64::from(st.tp_drops);
         }
         self.counters

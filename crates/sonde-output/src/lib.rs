@@ -41,11 +41,11 @@ pub use capture::{capture_tsv, CaptureCounters};
 pub use columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column, Kind, Value};
 pub use files::OutputFile;
 pub use line::{ip_text, IpBuf, LineFormat};
-pub use pending::{write_atomic, PendingFile};
+pub use pending::{write_atomic, PendingFile, PART_SUFFIX};
 pub use sorted::{SortBuffer, Spilled};
 pub use summary::Summary;
 pub use tstat::Layout;
 pub use writer::{
     anonymized_record, definition_files, icmp_order_key, order_key, write_records, FlowLines, Format, LineSink,
-    OrderKey, OutputDir, OutputError,
+    OrderKey, OutputDir, OutputError, LOCK_NAME,
 };

@@ -1,6 +1,12 @@
 //! The one way sonde writes a file that must appear whole or not at all: under a temporary name
-//! in the same directory, synced, then renamed into place. A failed or abandoned write removes
-//! the temporary file, so no reader ever sees a partial output under its real name.
+//! in the same directory (`NAME.part`), synced, then renamed into place and the directory
+//! synced. A failed or abandoned write removes the temporary file, so no reader ever sees a
+//! partial output under its real name; a process killed outright (SIGKILL, a power cut) leaves
+//! at most a `NAME.part`, which says it is incomplete.
+//!
+//! Links are never written through: the temporary file is created with `O_CREAT|O_EXCL`
+//! (which refuses any existing name, a symbolic link included, dangling or not), and the
+//! rename replaces whatever the destination is (a link is replaced, its target untouched).
 //!
 //! Used by the output directory (every file of a run), the spool (a chunk's `name.part` files
 //! and its `manifest.tsv.tmp`) and the trace writers of `sonde anon` and `sonde thin`.
@@ -22,8 +28,10 @@ pub struct PendingFile {
 }
 
 impl PendingFile {
-    /// Starts `dest` under the temporary name `.NAME.sonde-PID.tmp`. Without `overwrite`, an
-    /// existing `dest` is refused at once (`AlreadyExists`), before anything is written.
+    /// Starts `dest` under the temporary name `NAME.part` beside it. Without `overwrite`, an
+    /// existing `dest` is refused at once (`AlreadyExists`), before anything is written. An
+    /// existing `NAME.part` (another writer's, or left by a process that was killed) is
+    /// refused too, never reused.
     pub fn create(dest: &Path, overwrite: bool) -> io::Result<PendingFile> {
         if !overwrite && dest.symlink_metadata().is_ok() {
             let message = format!("{} exists (use --force to overwrite it)", dest.display());
@@ -33,11 +41,18 @@ impl PendingFile {
             let message = format!("{}: not a file name", dest.display());
             return Err(io::Error::new(io::ErrorKind::InvalidInput, message));
         };
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".sonde-{}.tmp", std::process::id()));
-        let tmp = dest.with_file_name(tmp_name);
-        PendingFile::with_temp(dest, &tmp)
+        let tmp = dest.with_file_name(part_name(name));
+        PendingFile::with_temp(dest, &tmp).map_err(|e| {
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return e;
+            }
+            let message = format!(
+                "{} exists: another run is writing {}, or one was killed while writing it (remove it)",
+                tmp.display(),
+                dest.display()
+            );
+            io::Error::new(io::ErrorKind::AlreadyExists, message)
+        })
     }
 
     /// Starts `dest` under the temporary path `tmp` (in the same directory, so the rename is
@@ -53,9 +68,10 @@ impl PendingFile {
         &self.tmp
     }
 
-    /// Syncs the file and moves it into place. With `overwrite`, replaces whatever `dest` is
-    /// (a rename); without, never a file that appeared meanwhile (a hard link fails if the name
-    /// exists). On error the temporary file is removed and `dest` is as before.
+    /// Syncs the file and moves it into place, then syncs the directory. With `overwrite`,
+    /// replaces whatever `dest` is (a rename: a symbolic link there is replaced, not followed);
+    /// without, never a name that appeared meanwhile (a hard link fails if the name exists).
+    /// On error the temporary file is removed and `dest` is as before.
     pub fn commit(mut self, overwrite: bool) -> io::Result<()> {
         self.file.sync_all().map_err(|e| context("writing", &self.tmp, e))?;
         if overwrite {
@@ -65,7 +81,8 @@ impl PendingFile {
         }
         .map_err(|e| context("moving into place", &self.dest, e))?;
         self.committed = true;
-        Ok(())
+        let dir = self.dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sync_dir(dir).map_err(|e| context("syncing the directory of", &self.dest, e))
     }
 }
 
@@ -99,6 +116,16 @@ pub fn write_atomic(dest: &Path, body: impl FnOnce(&mut dyn Write) -> io::Result
     let pending = w.into_inner().map_err(|e| context("writing", dest, e.into_error()))?;
     pending.commit(true)
 }
+
+/// `NAME.part`: where [`PendingFile::create`] writes `NAME` until it is whole.
+pub fn part_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut part = name.to_os_string();
+    part.push(PART_SUFFIX);
+    part
+}
+
+/// The suffix of a file still being written (or left incomplete by a killed process).
+pub const PART_SUFFIX: &str = ".part";
 
 /// Makes renames and creations in `dir` durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -177,6 +204,50 @@ pub(crate) mod tests {
         assert!(pending.commit(false).is_err());
         assert_eq!(fs::read(&dest).unwrap(), b"theirs");
         assert_eq!(names(&dir), ["trace.pcap"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 20: a symbolic link where the output goes is replaced, never written through,
+    /// dangling or not; its target keeps its bytes (or stays absent).
+    #[test]
+    fn links_at_the_destination_are_replaced_not_followed() {
+        let dir = scratch("links");
+        let target = dir.join("precious");
+        fs::write(&target, b"keep me").unwrap();
+        let dest = dir.join("tcp_flows.tsv");
+        std::os::unix::fs::symlink(&target, &dest).unwrap();
+        write_atomic(&dest, |w| w.write_all(b"flows\n")).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"keep me");
+        assert!(!dest.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(&dest).unwrap(), b"flows\n");
+        // A dangling link: its target is not created.
+        let dangling = dir.join("udp_flows.tsv");
+        let nowhere = dir.join("created-through-a-link");
+        std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+        write_atomic(&dangling, |w| w.write_all(b"udp\n")).unwrap();
+        assert!(nowhere.symlink_metadata().is_err(), "the link's target was created");
+        assert_eq!(fs::read(&dangling).unwrap(), b"udp\n");
+        // A link at the temporary name is refused, not followed.
+        let summary = dir.join("summary.json");
+        std::os::unix::fs::symlink(&nowhere, dir.join("summary.json.part")).unwrap();
+        let err = write_atomic(&summary, |w| w.write_all(b"{}")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists, "{err}");
+        assert!(err.to_string().contains("summary.json.part"), "{err}");
+        assert!(nowhere.symlink_metadata().is_err() && summary.symlink_metadata().is_err());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// While being written the file is `NAME.part`, which says it is incomplete.
+    #[test]
+    fn the_temporary_name_is_dot_part() {
+        let dir = scratch("part");
+        let dest = dir.join("summary.json");
+        let mut pending = PendingFile::create(&dest, true).unwrap();
+        pending.write_all(b"{").unwrap();
+        assert_eq!(pending.temp_path(), dir.join("summary.json.part"));
+        assert_eq!(names(&dir), ["summary.json.part"]);
+        pending.commit(true).unwrap();
+        assert_eq!(names(&dir), ["summary.json"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 

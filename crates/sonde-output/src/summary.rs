@@ -24,8 +24,15 @@ pub struct Timing {
     pub elapsed_s: f64,
     /// User + system CPU time of the process.
     pub cpu_s: f64,
-    /// Peak resident memory of the process, in bytes.
+    /// Peak resident memory of the process, in bytes (`VmHWM`): mapped file pages included (a
+    /// memory-mapped trace, a live capture's ring, the program's code).
     pub peak_rss_bytes: u64,
+    /// Peak anonymous memory (heap, stacks: what the analysis holds), in bytes; sampled every
+    /// 20 ms and at the end. The peak memory the human summary shows.
+    pub peak_anon_bytes: u64,
+    /// Peak of the mapped file and shared pages (a memory-mapped trace, the AF_PACKET ring,
+    /// the program's code), in bytes; sampled with `peak_anon_bytes`.
+    pub peak_file_bytes: u64,
 }
 
 /// Why the input stopped early (exit status 3): the results cover what was read before.
@@ -237,6 +244,9 @@ pub struct SpoolSummary {
     pub locations: Vec<LocationSummary>,
     /// What an interrupted earlier run left (removed `.part` files, unlisted whole files kept).
     pub leftovers: Vec<String>,
+    /// No location could take the last chunk (the run's end): its files stayed in the output
+    /// directory, listed in `outputs` (it is also counted in `failed_chunks`).
+    pub last_chunk_in_output_dir: bool,
 }
 
 /// One storage location of a spool.
@@ -385,6 +395,16 @@ pub struct Summary {
     /// The Kafka export (`--kafka`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaSummary>,
+    /// The signal that ended the run (`SIGINT`, `SIGTERM`, or for `analyze` `SIGHUP`) before
+    /// its input ended: every output was written and covers what was read until then. Absent
+    /// when the input ended by itself. A monitor always ends this way.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
+    /// Outputs that could not be written (a full disk, an I/O error), each naming its file
+    /// and why; the run's exit status is then 1. The files in `outputs` were written whole;
+    /// these are not there (nor their `.part`). Absent when every output was written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_errors: Vec<String>,
 }
 
 /// What a run read: the input's name, the format found, its compression and the filter.
@@ -430,6 +450,8 @@ impl Summary {
             sorted_runs: None,
             ipfix: None,
             kafka: None,
+            interrupted_by: None,
+            output_errors: Vec::new(),
         }
     }
 
@@ -473,6 +495,9 @@ impl Summary {
             self.format,
             self.compression.as_deref().map(|c| format!(", {c}")).unwrap_or_default()
         ));
+        if let Some(signal) = &self.interrupted_by {
+            line(format!("  stopped   by {signal}: the outputs cover the input read until then"));
+        }
         line(format!(
             "  packets   {} read ({}B on the wire), {} analysed, {} filtered out",
             p.read,
@@ -512,10 +537,11 @@ impl Summary {
             self.trace_duration_s, self.timing.elapsed_s, self.timing.cpu_s, self.rates.speedup
         ));
         line(format!(
-            "  rate      {}packets/s, {}flows/s; peak memory {}B; table peak {} flows, mean probe {:.2}",
+            "  rate      {}packets/s, {}flows/s; peak memory {}B (+{}B mapped); table peak {} flows, mean probe {:.2}",
             si(self.rates.packets_per_s),
             si(self.rates.flows_per_s),
-            si(self.timing.peak_rss_bytes as f64),
+            si(self.timing.peak_anon_bytes as f64),
+            si(self.timing.peak_file_bytes as f64),
             s.table.peak_live_flows,
             s.table.mean_probe_len
         ));

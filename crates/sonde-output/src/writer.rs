@@ -52,12 +52,48 @@ fn error(path: &Path, reason: impl std::fmt::Display) -> OutputError {
     OutputError { path: path.to_path_buf(), reason: reason.to_string() }
 }
 
-/// A checked, writable output directory.
+/// A checked, writable output directory, held by this run alone: an exclusive lock on its
+/// [`LOCK_NAME`] file lasts as long as any clone of the `OutputDir`, so a second run into the
+/// same directory is refused at its start instead of mixing its files with this run's.
 #[derive(Debug, Clone)]
 pub struct OutputDir {
     dir: PathBuf,
     format: Format,
     layout: Layout,
+    _lock: Arc<File>,
+}
+
+/// The file in an output directory that a run locks (`flock`, exclusive) for its whole length.
+/// It stays after the run (removing it would let two runs lock two different files).
+pub const LOCK_NAME: &str = ".sonde.lock";
+
+/// Opens `path` for writing, creating it if absent, without following a symbolic link there
+/// (`O_NOFOLLOW`: a link is an error, its target untouched) and without truncating it.
+fn open_no_follow(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)
+}
+
+/// Takes the exclusive lock on `dir`'s [`LOCK_NAME`], at once or not at all.
+fn lock_dir(dir: &Path) -> Result<File, OutputError> {
+    let path = dir.join(LOCK_NAME);
+    let file =
+        open_no_follow(&path).map_err(|e| error(&path, format!("cannot open the output directory's lock: {e}")))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(error(
+            dir,
+            format!("in use by another sonde run (it holds {LOCK_NAME}); give each run its own output directory"),
+        )),
+        Err(fs::TryLockError::Error(e)) => Err(error(&path, format!("cannot lock the output directory: {e}"))),
+    }
 }
 
 impl OutputDir {
@@ -80,15 +116,30 @@ impl OutputDir {
     /// [`OutputDir::prepare`], also refusing to overwrite the files named in `others`. Every
     /// file sonde writes is in [`OutputFile::ALL`]: this remains for callers that still pass
     /// the list, until they call [`OutputDir::prepare`].
+    ///
+    /// The directory is locked first ([`LOCK_NAME`]): a directory another run holds is refused.
+    /// Under the lock, `NAME.part` files of the outputs (left by a run that was killed while
+    /// writing them, never complete) are removed. Names are looked at, never followed: a
+    /// symbolic link named like an output counts as an earlier output.
     pub fn prepare_with(dir: &Path, format: Format, force: bool, others: &[&str]) -> Result<OutputDir, OutputError> {
         fs::create_dir_all(dir).map_err(|e| error(dir, format!("cannot create output directory: {e}")))?;
         if !dir.is_dir() {
             return Err(error(dir, "not a directory"));
         }
+        let lock = lock_dir(dir)?;
         let ours = OutputFile::ALL.iter().map(|f| f.name());
-        for name in ours.chain(others.iter().copied().filter(|n| OutputFile::from_name(n).is_none())) {
+        let names: Vec<&str> =
+            ours.chain(others.iter().copied().filter(|n| OutputFile::from_name(n).is_none())).collect();
+        for name in &names {
+            let part = dir.join(crate::pending::part_name(std::ffi::OsStr::new(name)));
+            if part.symlink_metadata().is_ok() {
+                fs::remove_file(&part)
+                    .map_err(|e| error(&part, format!("cannot remove an incomplete file a killed run left: {e}")))?;
+            }
+        }
+        for name in names {
             let path = dir.join(name);
-            if !path.exists() {
+            if path.symlink_metadata().is_err() {
                 continue;
             }
             if !force {
@@ -98,12 +149,19 @@ impl OutputDir {
             // off) must not be left to look like this run's.
             fs::remove_file(&path).map_err(|e| error(&path, format!("cannot remove an earlier run's output: {e}")))?;
         }
+        // A new file, never an existing name (a link there is removed, not written through).
         let probe = dir.join(".sonde-write-test");
-        File::create(&probe)
+        if probe.symlink_metadata().is_ok() {
+            fs::remove_file(&probe).map_err(|e| error(&probe, format!("cannot remove: {e}")))?;
+        }
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
             .and_then(|mut f| f.write_all(b"ok"))
             .map_err(|e| error(dir, format!("output directory is not writable: {e}")))?;
         let _ = fs::remove_file(&probe);
-        Ok(OutputDir { dir: dir.to_path_buf(), format, layout: Layout::Sonde })
+        Ok(OutputDir { dir: dir.to_path_buf(), format, layout: Layout::Sonde, _lock: Arc::new(lock) })
     }
 
     /// The flow logs in `layout` (`Layout::Tstat`: Tstat's three logs instead of
@@ -148,51 +206,72 @@ impl OutputDir {
         self.write_flow_lines(&sinks.into_iter().map(FlowLines::from).collect::<Vec<_>>())
     }
 
-    /// [`OutputDir::write_lines`] for lines already taken out of their sinks.
+    /// [`OutputDir::write_lines`] for lines already taken out of their sinks: every flow log
+    /// is attempted; the first failure is returned ([`OutputDir::write_flow_logs`] says which
+    /// were written).
     pub fn write_flow_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+        self.write_flow_logs(parts).into_iter().try_for_each(|(_, result)| result)
+    }
+
+    /// Writes every flow log ([`OutputDir::flow_log_names`]), each attempted whatever became
+    /// of the others (a full disk may still take a smaller one); returns each with its result,
+    /// in the order written. With more than one worker the TCP and UDP logs are sorted and
+    /// written at the same time (the end of a run is otherwise serial).
+    pub fn write_flow_logs(&self, parts: &[FlowLines]) -> Vec<(OutputFile, Result<(), OutputError>)> {
         let icmp: Vec<&Lines> = parts.iter().map(|s| &s.icmp).collect();
         let [tcp_file, udp_file, icmp_file, _] = Self::files(self.format);
         // Few lines: written after the others.
         let write_icmp =
             || write_file(&self.path(icmp_file.name()), |w| write_sorted(w, self.format, &icmp_columns(), &icmp));
+        let mut results = Vec::with_capacity(4);
         if self.layout == Layout::Tstat {
             // Tstat has no ICMP log: sonde's goes beside its three.
-            return self.write_tstat_lines(parts).and_then(|_| write_icmp());
+            results.extend(self.write_tstat_lines(parts));
+            results.push((icmp_file, write_icmp()));
+            return results;
         }
-        let parallel = parts.len() > 1;
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
         let write_tcp =
             || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
         let write_udp =
             || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
-        if !parallel {
-            return write_tcp().and_then(|_| write_udp()).and_then(|_| write_icmp());
-        }
-        std::thread::scope(|scope| {
-            let udp = scope.spawn(write_udp);
-            let tcp = write_tcp();
-            let udp = udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-            tcp.and(udp)
-        })
-        .and_then(|_| write_icmp())
+        let (tcp, udp) = if parts.len() > 1 {
+            std::thread::scope(|scope| {
+                let udp = scope.spawn(write_udp);
+                let tcp = write_tcp();
+                (tcp, udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            })
+        } else {
+            (write_tcp(), write_udp())
+        };
+        results.extend([(tcp_file, tcp), (udp_file, udp), (icmp_file, write_icmp())]);
+        results
     }
 
     /// Tstat's three logs, each its header line then its lines in output order.
-    fn write_tstat_lines(&self, parts: &[FlowLines]) -> Result<(), OutputError> {
+    fn write_tstat_lines(&self, parts: &[FlowLines]) -> Vec<(OutputFile, Result<(), OutputError>)> {
         let logs = [
             (OutputFile::TstatTcpComplete, TstatLog::TcpComplete),
             (OutputFile::TstatTcpNocomplete, TstatLog::TcpNocomplete),
             (OutputFile::TstatUdpComplete, TstatLog::UdpComplete),
         ];
-        for (file, log) in logs {
-            let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
-            let header = log_header(log);
-            write_file(&self.path(file.name()), |w| {
-                w.write_all(header.as_bytes())?;
-                for_each_sorted(&lines, |line| w.write_all(line))
-            })?;
-        }
-        Ok(())
+        logs.into_iter()
+            .map(|(file, log)| {
+                let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
+                let header = log_header(log);
+                let result = write_file(&self.path(file.name()), |w| {
+                    w.write_all(header.as_bytes())?;
+                    for_each_sorted(&lines, |line| w.write_all(line))
+                });
+                (file, result)
+            })
+            .collect()
+    }
+
+    /// Writes each of `files` (as [`OutputDir::write`]), each attempted whatever became of
+    /// the others; returns each with its result.
+    pub fn write_each(&self, files: Vec<(OutputFile, String)>) -> Vec<(OutputFile, Result<(), OutputError>)> {
+        files.into_iter().map(|(file, text)| (file, self.write(file, text.as_bytes()))).collect()
     }
 
     /// Writes summary.json from its text (as [`Summary::to_json`] gives it).
@@ -841,6 +920,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
         out.write_summary("{}").unwrap();
+        drop(out);
         let err = OutputDir::prepare(&dir, Format::Tsv, false).unwrap_err();
         assert!(err.to_string().contains("--force"), "{err}");
         assert!(OutputDir::prepare(&dir, Format::Tsv, true).is_ok());
@@ -869,6 +949,73 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Issue 20: a second run into a directory a run holds is refused at its start (the
+    /// first run's files are written at its end, so both would otherwise succeed and mix).
+    #[test]
+    fn a_second_run_into_a_held_directory_is_refused() {
+        let dir = scratch("lock");
+        let first = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        let held = first.clone();
+        drop(first);
+        let err = OutputDir::prepare(&dir, Format::Tsv, true).unwrap_err();
+        assert!(err.to_string().contains("in use by another sonde run"), "{err}");
+        held.write_summary("{}").unwrap();
+        drop(held);
+        // Released with the last clone; the lock file stays, and is not an output.
+        let again = OutputDir::prepare(&dir, Format::Tsv, true).unwrap();
+        assert_eq!(names(&dir), [LOCK_NAME]);
+        drop(again);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 20: links in the output directory are never followed. The write probe named
+    /// `.sonde-write-test` once truncated its target; an output name that is a dangling link
+    /// once created its target; the lock file is not opened through a link.
+    #[test]
+    fn links_in_the_output_directory_are_not_followed() {
+        let dir = scratch("links");
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.with_extension("victim");
+        fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".sonde-write-test")).unwrap();
+        let nowhere = dir.with_extension("nowhere");
+        std::os::unix::fs::symlink(&nowhere, dir.join("tcp_flows.tsv")).unwrap();
+        // The dangling link is an earlier output: refused, then with --force removed (the link).
+        let err = OutputDir::prepare(&dir, Format::Tsv, false).unwrap_err();
+        assert!(err.path.ends_with("tcp_flows.tsv"), "{err}");
+        let out = OutputDir::prepare(&dir, Format::Tsv, true).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(names(&dir), [LOCK_NAME]);
+        // A link made after the check is replaced by the output, not written through.
+        std::os::unix::fs::symlink(&nowhere, dir.join("tcp_flows.tsv")).unwrap();
+        out.write_flow_lines(&[FlowLines::default()]).unwrap();
+        assert!(nowhere.symlink_metadata().is_err(), "a dangling link's target was created");
+        assert!(fs::read_to_string(dir.join("tcp_flows.tsv")).unwrap().starts_with("c_ip\t"));
+        drop(out);
+        // The lock file as a link: an error, its target not created.
+        fs::remove_file(dir.join(LOCK_NAME)).unwrap();
+        std::os::unix::fs::symlink(&nowhere, dir.join(LOCK_NAME)).unwrap();
+        let err = OutputDir::prepare(&dir, Format::Tsv, true).unwrap_err();
+        assert!(err.to_string().contains(LOCK_NAME), "{err}");
+        assert!(nowhere.symlink_metadata().is_err());
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_file(&victim).unwrap();
+    }
+
+    /// A `NAME.part` a killed run left is removed when the next run takes the directory.
+    #[test]
+    fn incomplete_files_of_a_killed_run_are_removed() {
+        let dir = scratch("stale");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("tcp_flows.tsv.part"), b"c_ip\tc_po").unwrap();
+        fs::write(dir.join("notes.part"), b"not ours").unwrap();
+        let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();
+        assert_eq!(names(&dir), [LOCK_NAME, "notes.part"]);
+        out.write_flow_lines(&[FlowLines::default()]).unwrap();
+        drop(out);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// write_intervals writes what sonde-stats renders, byte for byte, and names the files.
     #[test]
     fn interval_files_are_the_rendered_ones() {
@@ -881,7 +1028,7 @@ mod tests {
         for (name, text) in report.render().unwrap() {
             assert_eq!(fs::read_to_string(dir.join(name)).unwrap(), text, "{name}");
         }
-        assert_eq!(names(&dir), ["histograms.tsv", "intervals.tsv", "quantiles.tsv"]);
+        assert_eq!(names(&dir), [LOCK_NAME, "histograms.tsv", "intervals.tsv", "quantiles.tsv"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -911,7 +1058,7 @@ mod tests {
         let mut expected = String::new();
         measured.write_flows(&mut expected);
         assert_eq!(fs::read_to_string(dir.join("definition_flows.tsv")).unwrap(), expected);
-        assert_eq!(names(&dir).len(), 4, "{:?}", names(&dir));
+        assert_eq!(names(&dir).len(), 5, "{:?}", names(&dir));
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -923,14 +1070,20 @@ mod tests {
         assert_eq!(out.write_capture(&[(0, c)], 1_000_000_000).unwrap(), OutputFile::Capture);
         assert_eq!(fs::read_to_string(dir.join("capture.tsv")).unwrap(), capture_tsv(&[(0, c)], 1_000_000_000));
         let outcome = sonde_engine::Outcome { stats: sonde_engine::RunStats::default(), input_error: None };
-        let timing = crate::summary::Timing { elapsed_s: 0.0, cpu_s: 0.0, peak_rss_bytes: 0 };
+        let timing = crate::summary::Timing {
+            elapsed_s: 0.0,
+            cpu_s: 0.0,
+            peak_rss_bytes: 0,
+            peak_anon_bytes: 0,
+            peak_file_bytes: 0,
+        };
         let input = crate::summary::Input { name: "x.pcap".into(), format: "pcap".into(), ..Default::default() };
         let summary = Summary::new(input, outcome, timing);
         assert_eq!(out.write_run_summary(&summary).unwrap(), OutputFile::Summary);
         let text = fs::read_to_string(dir.join("summary.json")).unwrap();
         assert_eq!(text, summary.to_json());
         assert!(text.starts_with("{\n  \"sonde_version\": ") && text.ends_with("}\n"), "{text}");
-        assert_eq!(names(&dir), ["capture.tsv", "summary.json"]);
+        assert_eq!(names(&dir), [LOCK_NAME, "capture.tsv", "summary.json"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -75,7 +75,13 @@ fn every_field_is_described() {
 
 fn summary() -> Summary {
     let outcome = Outcome { stats: RunStats::default(), input_error: None };
-    let timing = Timing { elapsed_s: 1.5, cpu_s: 1.25, peak_rss_bytes: 1 << 20 };
+    let timing = Timing {
+        elapsed_s: 1.5,
+        cpu_s: 1.25,
+        peak_rss_bytes: 1 << 20,
+        peak_anon_bytes: 1 << 19,
+        peak_file_bytes: 1 << 19,
+    };
     let outputs = ["tcp_flows.tsv", "udp_flows.tsv", "capture.tsv", "summary.json"].map(String::from).to_vec();
     let input =
         Input { name: "eth0,eth1".into(), format: "live".into(), compression: None, filter: Some("tcp".into()) };
@@ -120,7 +126,9 @@ fn a_monitor_summary_is_valid() {
             LocationSummary { path: "/data2".into(), used_bytes: 0, quota_bytes: None, chunks_written: 0 },
         ],
         leftovers: vec!["/data1/c1/tcp_flows.tsv.part (10 bytes, removed)".into()],
+        last_chunk_in_output_dir: false,
     });
+    s.interrupted_by = Some("SIGTERM".into());
     s.definitions = Some(vec![DefinitionSummary {
         summary: sonde_types::DefinitionSummary {
             name: "web".into(),
@@ -175,7 +183,7 @@ fn capture_and_spool_sections_match_their_definitions() {
     let ok = json!({
         "chunks": 0, "bytes": 0, "over_quota_chunks": 0, "failed_chunks": 0,
         "locations": [{"path": "/d", "used_bytes": 0, "quota_bytes": null, "chunks_written": 0}],
-        "leftovers": []
+        "leftovers": [], "last_chunk_in_output_dir": false
     });
     assert_eq!(errors(&spool, &ok), "");
     let mut missing = ok.clone();

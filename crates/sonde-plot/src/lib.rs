@@ -181,7 +181,8 @@ pub fn plot_dir(req: &PlotRequest) -> Result<PlotReport, PlotError> {
     for fig in &figs {
         let path = req.output.join(format!("{}.{}", fig.file_stem(), req.format.extension()));
         let bytes = fig.render(req.format).map_err(|reason| PlotError::Render { path: path.clone(), reason })?;
-        std::fs::write(&path, bytes).map_err(|e| io_error(&path, e))?;
+        // Whole or not at all (`NAME.part`, then renamed); a link there is replaced, not followed.
+        sonde_output::write_atomic(&path, |w| w.write_all(&bytes)).map_err(|e| io_error(&path, e))?;
         report.written.push(path);
     }
     Ok(report)

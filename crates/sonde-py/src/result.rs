@@ -52,7 +52,13 @@ pub fn finish<P>(result: RunResult<P>, about: About, flows: Option<FlowTables>) 
         defined = Some(summary::definition_summaries(counter));
     }
     let t = result.timing;
-    let timing = summary::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes };
+    let timing = summary::Timing {
+        elapsed_s: t.elapsed_s,
+        cpu_s: t.cpu_s,
+        peak_rss_bytes: t.peak_rss_bytes,
+        peak_anon_bytes: t.peak_anon_bytes,
+        peak_file_bytes: t.peak_file_bytes,
+    };
     let input_name = about.input.name.clone();
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
     let mut summary = Summary::new(about.input, outcome, timing);

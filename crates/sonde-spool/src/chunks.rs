@@ -148,9 +148,20 @@ impl Rotation {
         }
         let start = self.start_ns.unwrap_or(end_ns);
         let name = self.chunk_name(start);
-        self.write(&name, start, end_ns, &files)?;
-        for (name, _) in &files {
-            let _ = std::fs::remove_file(out.join(name));
+        match self.write(&name, start, end_ns, &files) {
+            Ok(()) => {
+                for (name, _) in &files {
+                    let _ = std::fs::remove_file(out.join(name));
+                }
+            }
+            // No location can take it: the files stay whole in the output directory, where
+            // summary.json lists them, rather than be lost with the run's summary.
+            Err(ChunkError::Spool(e)) => {
+                self.summary.failed_chunks += 1;
+                self.summary.last_chunk_in_output_dir = true;
+                self.warn(format!("last chunk {name}: {e}; its files stay in {}", out.display()));
+            }
+            Err(e) => return Err(e),
         }
         let stats = self.spool.stats();
         self.summary.locations = stats

@@ -56,6 +56,9 @@ pub struct SpoolStats {
 
 struct Slot {
     location: Location,
+    /// The directory's device and inode when opened: a location unmounted (its empty mount
+    /// point left) or replaced mid-run is not the one opened, and takes no chunk.
+    identity: (u64, u64),
     /// The manifest as it will next be written: listed files not seen gone, each chunk's lines
     /// together.
     entries: Vec<Entry>,
@@ -86,7 +89,27 @@ impl ChunkSeen {
     }
 }
 
+/// A directory's device and inode.
+fn identity(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
+}
+
 impl Slot {
+    /// Fails unless the location is still the directory [`Spool::open`] found.
+    fn check_identity(&self) -> Result<(), Failure> {
+        let path = &self.location.path;
+        let fail = |error| Failure { location: path.clone(), action: "checking", path: path.clone(), error };
+        match identity(path) {
+            Ok(now) if now == self.identity => Ok(()),
+            Ok(_) => Err(fail(io::Error::other(
+                "no longer the directory the spool opened (unmounted or replaced): not written there",
+            ))),
+            Err(error) => Err(fail(error)),
+        }
+    }
+
     fn fits(&self, chunk_bytes: u64) -> bool {
         match self.location.quota_bytes {
             None => true,
@@ -182,7 +205,10 @@ impl Spool {
             }
             canonical.push((real, path.clone()));
             let probe = path.join(format!(".sonde-spool-probe-{}", std::process::id()));
-            File::create(&probe).and_then(|_| fs::remove_file(&probe)).map_err(fail("checking it is writable"))?;
+            // A new file: a link of that name is refused, never written through.
+            let _ = fs::remove_file(&probe);
+            File::create_new(&probe).and_then(|_| fs::remove_file(&probe)).map_err(fail("checking it is writable"))?;
+            let identity = identity(&path).map_err(fail("resolving the path"))?;
             let manifest_path = path.join(MANIFEST_NAME);
             let entries = match fs::read_to_string(&manifest_path) {
                 Ok(text) => manifest::read(&text).map_err(|(line, problem)| SpoolError::Manifest {
@@ -196,6 +222,7 @@ impl Spool {
             scan_leftovers(&path, &entries, &mut leftovers).map_err(fail("looking for interrupted chunks"))?;
             let mut slot = Slot {
                 location,
+                identity,
                 entries: group_by_chunk(entries),
                 seen: HashMap::new(),
                 used_bytes: 0,
@@ -240,7 +267,8 @@ impl Spool {
             return Err(SpoolError::BadSpan { first_ns, end_ns });
         }
         let now = SystemTime::now();
-        for slot in &mut self.slots {
+        // A location that is not the one opened (unmounted) keeps what it knew of its chunks.
+        for slot in self.slots.iter_mut().filter(|s| s.check_identity().is_ok()) {
             slot.refresh_usage(now);
         }
         for slot in &self.slots {
@@ -265,7 +293,9 @@ impl Spool {
             });
             let listed = slot.entries.len();
             slot.entries.extend(new_entries);
-            match write_files(&slot.location.path, chunk_name, files, &slot.entries) {
+            let written =
+                slot.check_identity().and_then(|()| write_files(&slot.location.path, chunk_name, files, &slot.entries));
+            match written {
                 Ok(dir) => {
                     slot.used_bytes = slot.used_bytes.saturating_add(chunk_bytes);
                     let seen = ChunkSeen { dir_mtime: None, checked_at: now, present_bytes: chunk_bytes };

@@ -407,3 +407,116 @@ fn a_manifest_edited_by_hand_is_read_with_each_chunk_together() {
     assert_eq!(chunks, ["c2", "c3"]);
     check_location(&a);
 }
+
+/// Mounts a tmpfs of `size` on `dir` (root only); false, with a SKIPPED line, when it cannot.
+fn mount_tmpfs(dir: &Path, size: &str) -> bool {
+    fs::create_dir_all(dir).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: cannot mount a tmpfs on {} (needs root)", dir.display());
+    }
+    ok
+}
+
+fn mount(args: &[&str], dir: &Path) {
+    let status = std::process::Command::new(args[0]).args(&args[1..]).arg(dir).status().unwrap();
+    assert!(status.success(), "{args:?} {}", dir.display());
+}
+
+/// Unmounts `dir` when dropped (a failed assertion must not leave a mount behind).
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Issue 20: a location whose directory is removed mid-run: its chunks go to the next one,
+/// nothing is lost, and nothing is written where the directory was.
+#[test]
+fn a_location_removed_mid_run_sends_its_chunks_to_the_next() {
+    let root = tempfile::tempdir().unwrap();
+    let mut spool = Spool::open(vec![location(root.path(), "a", None), location(root.path(), "b", None)]).unwrap();
+    spool.write_chunk("c1", 0, 1, &[("f", &bytes(10))]).unwrap();
+    fs::remove_dir_all(root.path().join("a")).unwrap();
+    let placed = spool.write_chunk("c2", 1, 2, &[("f", &bytes(20))]).unwrap();
+    assert_eq!(placed.location_index, 1);
+    assert_eq!(placed.failed[0].location, root.path().join("a"));
+    // Made again by someone else: not the directory opened, so still not used.
+    fs::create_dir(root.path().join("a")).unwrap();
+    let placed = spool.write_chunk("c3", 2, 3, &[("f", &bytes(30))]).unwrap();
+    assert_eq!(placed.location_index, 1);
+    assert!(placed.failed[0].to_string().contains("unmounted or replaced"), "{}", placed.failed[0]);
+    assert_eq!(fs::read_dir(root.path().join("a")).unwrap().count(), 0);
+    assert_eq!(fs::read(root.path().join("b/c3/f")).unwrap(), bytes(30));
+    check_location(&root.path().join("b"));
+}
+
+/// Issue 20: a location that turns read-only mid-run (root: a tmpfs remounted `ro`) sends its
+/// chunks to the next, leaves nothing half-written, and takes chunks again once writable.
+#[test]
+fn a_location_turned_read_only_sends_its_chunks_to_the_next() {
+    let root = tempfile::tempdir().unwrap();
+    let a = root.path().join("a");
+    if !mount_tmpfs(&a, "1m") {
+        return;
+    }
+    let _mounted = Mounted(a.clone());
+    let mut spool = Spool::open(vec![location(root.path(), "a", None), location(root.path(), "b", None)]).unwrap();
+    spool.write_chunk("c1", 0, 1, &[("f", &bytes(10))]).unwrap();
+    mount(&["mount", "-o", "remount,ro"], &a);
+    let placed = spool.write_chunk("c2", 1, 2, &[("f", &bytes(20)), ("g", &bytes(5))]).unwrap();
+    assert_eq!(placed.location_index, 1);
+    assert!(placed.failed[0].to_string().contains("Read-only file system"), "{}", placed.failed[0]);
+    mount(&["mount", "-o", "remount,rw"], &a);
+    check_all(&spool);
+    assert_eq!(spool.write_chunk("c3", 2, 3, &[("f", &bytes(30))]).unwrap().location_index, 0);
+    check_all(&spool);
+    let manifest = fs::read_to_string(a.join("manifest.tsv")).unwrap();
+    assert_eq!(manifest.lines().map(|l| l.split('\t').next().unwrap()).collect::<Vec<_>>(), ["chunk", "c1", "c3"]);
+}
+
+/// Issue 20: a location on a file system that is unmounted mid-run: the empty mount point is
+/// not the directory opened, so nothing goes there (it would fill the disk underneath); the
+/// chunks go to the next location.
+#[test]
+fn an_unmounted_location_takes_no_chunk() {
+    let root = tempfile::tempdir().unwrap();
+    let a = root.path().join("a");
+    if !mount_tmpfs(&a, "1m") {
+        return;
+    }
+    let mounted = Mounted(a.clone());
+    let mut spool = Spool::open(vec![location(root.path(), "a", None), location(root.path(), "b", None)]).unwrap();
+    spool.write_chunk("c1", 0, 1, &[("f", &bytes(10))]).unwrap();
+    drop(mounted);
+    assert!(a.is_dir() && fs::read_dir(&a).unwrap().count() == 0, "the mount point is left");
+    let placed = spool.write_chunk("c2", 1, 2, &[("f", &bytes(20))]).unwrap();
+    assert_eq!(placed.location_index, 1);
+    assert_eq!(fs::read_dir(&a).unwrap().count(), 0, "written on the disk under the mount point");
+    check_location(&root.path().join("b"));
+}
+
+/// A location fills up mid-chunk (a tmpfs smaller than the chunk): the attempt leaves nothing
+/// there, and the chunk is whole in the next location.
+#[test]
+fn a_location_that_fills_up_mid_chunk_leaves_nothing_there() {
+    let root = tempfile::tempdir().unwrap();
+    let a = root.path().join("a");
+    if !mount_tmpfs(&a, "64k") {
+        return;
+    }
+    let _mounted = Mounted(a.clone());
+    let mut spool = Spool::open(vec![location(root.path(), "a", None), location(root.path(), "b", None)]).unwrap();
+    let placed = spool.write_chunk("c1", 0, 1, &[("f", &bytes(40_000)), ("g", &bytes(40_000))]).unwrap();
+    assert_eq!(placed.location_index, 1);
+    assert!(placed.failed[0].to_string().contains("No space left"), "{}", placed.failed[0]);
+    assert_eq!(fs::read_dir(&a).unwrap().count(), 0);
+    assert_eq!(fs::read(root.path().join("b/c1/g")).unwrap(), bytes(40_000));
+    check_all(&spool);
+}

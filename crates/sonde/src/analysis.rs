@@ -359,13 +359,17 @@ pub fn run(
         observers.push(p);
     }
     let mut outputs = Vec::new();
+    // An output that cannot be written (a full disk) is named here and the others are still
+    // attempted, summary.json last: the run then ends with exit status 1 (docs/faults.md).
+    let mut failed: Vec<String> = Vec::new();
     let mut typed_spilled = Spilled::default();
     let result = match typed {
         None => {
             let result = run.analyze_observed(sources, &new_sink, &mut observers)?;
             clear_progress_bar();
-            out.write_flow_lines(&result.flows)?;
-            outputs.extend(out.flow_log_names());
+            for (file, written) in out.write_flow_logs(&result.flows) {
+                note(&mut outputs, &mut failed, file.name().to_string(), written.map_err(|e| e.to_string()));
+            }
             outputs.push(OutputFile::Summary.name().to_string());
             result
         }
@@ -385,13 +389,14 @@ pub fn run(
             let names = [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format)].map(|f| typed.file_name(f));
             let write = |udp: bool| sonde_arrow::write_flow_log(&out.path(&names[udp as usize]), typed, &all, udp);
             // The two logs merge and compress at the same time.
-            std::thread::scope(|scope| {
+            let (tcp, udp) = std::thread::scope(|scope| {
                 let udp = scope.spawn(|| write(true));
-                let tcp = write(false);
-                tcp.and(udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            })?;
+                (write(false), udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            });
             typed_spilled = all.spilled().clone();
-            outputs.extend(names);
+            let [tcp_name, udp_name] = names;
+            note(&mut outputs, &mut failed, tcp_name, tcp.map_err(|e| e.to_string()));
+            note(&mut outputs, &mut failed, udp_name, udp.map_err(|e| e.to_string()));
             outputs.push(OutputFile::Summary.name().to_string());
             result
         }
@@ -419,19 +424,42 @@ pub fn run(
     if let (Some(cfg), Some(report)) = (&interval_cfg, &result.intervals) {
         match typed {
             None => {
-                let names = out
-                    .write_intervals(report)
-                    .with_context(|| format!("writing interval outputs in {}", args.out.display()))?;
-                outputs.extend(names.iter().map(|n| n.to_string()));
+                let rendered = report.render().context("rendering the interval outputs")?;
+                let files = rendered
+                    .into_iter()
+                    .map(|(name, text)| {
+                        let file =
+                            OutputFile::from_name(name).with_context(|| format!("{name}: not an output file"))?;
+                        Ok((file, text))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                for (file, written) in out.write_each(files) {
+                    note(&mut outputs, &mut failed, file.name().to_string(), written.map_err(|e| e.to_string()));
+                }
             }
             Some(typed) => {
                 for (file, table) in sonde_arrow::interval_tables(report)? {
-                    outputs.push(write_typed(&out, typed, file, &table)?);
+                    let name = typed.file_name(file);
+                    note(
+                        &mut outputs,
+                        &mut failed,
+                        name,
+                        write_typed(&out, typed, file, &table).map_err(|e| format!("{e:#}")),
+                    );
                 }
             }
         }
         let store = match (&args.store, &store_spec) {
-            (Some(path), Some(spec)) => Some(store::add_intervals(path, spec, args.store_archives.is_some(), report)?),
+            (Some(path), Some(spec)) => {
+                match store::add_intervals(path, spec, args.store_archives.is_some(), report) {
+                    Ok(report) => Some(report),
+                    // The store is left as it was (updated as a copy).
+                    Err(e) => {
+                        failed.push(format!("{e:#}"));
+                        None
+                    }
+                }
+            }
             _ => None,
         };
         monitoring = Some(Monitoring::new(cfg, report, store));
@@ -439,10 +467,20 @@ pub fn run(
     let mut defined = None;
     if let Some(counter) = &result.definitions {
         match typed {
-            None => outputs.extend(out.write_definitions(counter)?.iter().map(|n| n.to_string())),
+            None => {
+                for (file, written) in out.write_each(sonde_output::definition_files(counter)) {
+                    note(&mut outputs, &mut failed, file.name().to_string(), written.map_err(|e| e.to_string()));
+                }
+            }
             Some(typed) => {
                 for (file, table) in sonde_arrow::definition_tables(counter)? {
-                    outputs.push(write_typed(&out, typed, file, &table)?);
+                    let name = typed.file_name(file);
+                    note(
+                        &mut outputs,
+                        &mut failed,
+                        name,
+                        write_typed(&out, typed, file, &table).map_err(|e| format!("{e:#}")),
+                    );
                 }
             }
         }
@@ -456,7 +494,13 @@ pub fn run(
         filter: args.filter_expression(),
     };
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
-    let timing = summary::Timing { elapsed_s: t.elapsed_s, cpu_s: t.cpu_s, peak_rss_bytes: t.peak_rss_bytes };
+    let timing = summary::Timing {
+        elapsed_s: t.elapsed_s,
+        cpu_s: t.cpu_s,
+        peak_rss_bytes: t.peak_rss_bytes,
+        peak_anon_bytes: t.peak_anon_bytes,
+        peak_file_bytes: t.peak_file_bytes,
+    };
     let mut summary = Summary::new(input, outcome, timing);
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
     summary.outputs = outputs;
@@ -470,6 +514,7 @@ pub fn run(
     summary.kafka = kafka_summary;
     summary.definition_changes =
         result.definitions.as_ref().filter(|_| args.definition_changes.is_some()).map(ChangeSummary::log);
+    summary.output_errors = failed;
     Ok(Finished {
         report: summary,
         intervals: result.intervals,
@@ -485,11 +530,19 @@ pub fn run(
 /// a minute. A trace's analysis sends none unless asked: its flows are all reported at its end.
 const DEFAULT_LIVE_ACTIVE_TIMEOUT_S: f64 = 60.0;
 
-/// Writes `table` as `file` in `typed`; returns the name written.
-fn write_typed(out: &OutputDir, typed: TypedFormat, file: OutputFile, table: &RecordBatch) -> Result<String> {
+/// An output written (its name goes to `outputs`) or not (its error to `failed`).
+fn note(outputs: &mut Vec<String>, failed: &mut Vec<String>, name: String, result: Result<(), String>) {
+    match result {
+        Ok(()) => outputs.push(name),
+        Err(e) => failed.push(e),
+    }
+}
+
+/// Writes `table` as `file` in `typed`.
+fn write_typed(out: &OutputDir, typed: TypedFormat, file: OutputFile, table: &RecordBatch) -> Result<()> {
     let name = typed.file_name(file);
     sonde_arrow::write_batches(&out.path(&name), typed, &table.schema(), std::slice::from_ref(table))?;
-    Ok(name)
+    Ok(())
 }
 
 impl Finished {
@@ -499,11 +552,22 @@ impl Finished {
     }
 }
 
-/// Writes summary.json and the human summary; the exit status says whether the input ended
-/// early.
+/// Writes summary.json and the human summary; the exit status says whether an output could
+/// not be written (1, each named) or the input ended early (3).
 pub fn finish(args: &AnalysisArgs, finished: &Finished) -> Result<ExitCode> {
     let run = &finished.report;
-    finished.out.write_run_summary(run)?;
+    let summary_written = finished.out.write_run_summary(run);
+    if !run.output_errors.is_empty() || summary_written.is_err() {
+        let errors = run.output_errors.iter().cloned().chain(summary_written.err().map(|e| e.to_string()));
+        for e in errors {
+            eprintln!("sonde: {e}");
+        }
+        eprintln!(
+            "sonde: some outputs could not be written; the others in {} are whole (docs/faults.md)",
+            args.out.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     if !args.quiet {
         // A closed pipe is not an error.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), run.human(&args.out).as_bytes());

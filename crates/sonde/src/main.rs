@@ -13,6 +13,7 @@ mod flags;
 mod http;
 mod monitor;
 mod plot;
+mod stop;
 mod store;
 mod thin;
 mod ts;
@@ -62,13 +63,18 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     );
     // The address is checked and bound before anything is read or written.
     let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
+    // From here a signal ends the input where it is, and the outputs are written.
+    let stop = sonde_live::stop_on_signals_and_hangup().context("installing the signal handlers")?;
     let (prepared, mut source) =
         analysis::prepare(&args.analysis, || sonde_capture::open(&args.read).with_context(|| input_name.clone()))?;
     let compression = source.compression().map(str::to_string);
     let input = (input_name.as_str(), compression.as_deref());
-    let finished = analysis::run(&args.analysis, prepared, &mut [source.as_mut()], input, None)?;
+    let mut until_stopped = stop::UntilStopped { inner: source.as_mut(), stop };
+    let mut finished = analysis::run(&args.analysis, prepared, &mut [&mut until_stopped], input, None)?;
+    finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
     let code = analysis::finish(&args.analysis, &finished)?;
-    if let Some(server) = server {
+    // A signal asked the run to end: no server after it.
+    if let Some(server) = server.filter(|_| finished.report.interrupted_by.is_none()) {
         server.serve(&finished, args.analysis.quiet)?;
     }
     Ok(code)

@@ -121,12 +121,15 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let started_unix_s = opts.started_unix_s;
     let mut finished = analysis::run(&args.analysis, prepared, &mut readers, (&input_name, None), Some(opts))?;
     drop(readers);
+    finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
     // The fanout sockets' counters, added up per interval and per interface.
     let counters = sonde_live::CaptureCounters::of(&sources);
     if let Some(interval_ns) = cfg.interval_ns {
         let per_interval: Vec<_> = counters.per_interval.iter().map(|&(start, c)| (start, shown(c))).collect();
-        let file = finished.out().write_capture(&per_interval, interval_ns)?;
-        finished.report.outputs.push(file.name().to_string());
+        match finished.out().write_capture(&per_interval, interval_ns) {
+            Ok(file) => finished.report.outputs.push(file.name().to_string()),
+            Err(e) => finished.report.output_errors.push(e.to_string()),
+        }
     }
     let total = shown(counters.total());
     finished.report.capture = Some(CaptureSummary {
@@ -177,7 +180,9 @@ fn shown(c: sonde_live::Counters) -> sonde_output::CaptureCounters {
 /// of capture.
 fn check_writable(dir: &Path, user: &str) -> Result<()> {
     let probe = dir.join(".sonde-write-check");
-    std::fs::write(&probe, b"").with_context(|| {
+    // A new file: a link there is refused, never written through.
+    let _ = std::fs::remove_file(&probe);
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).with_context(|| {
         format!("--user {user} cannot write in {}: make it writable by {user} (chown) first", dir.display())
     })?;
     let _ = std::fs::remove_file(&probe);

@@ -63,8 +63,26 @@ pub fn add_intervals(path: &Path, spec: &Spec, archives_given: bool, report: &Re
     let mut result = StoreReport { path: path.display().to_string(), created: false, updates: 0, already_stored: 0 };
     let Some(&first) = report.intervals.keys().next() else { return Ok(result) };
     let rows = |from| report.series(from).into_iter().map(|row| (row.index, row.values));
-    let appended =
-        sonde_rrd::append_steps(path, spec, archives_given, first, rows).with_context(|| path.display().to_string())?;
+    // Copy on write: the store is updated as `NAME.part` and renamed over it when whole, so a
+    // run killed or failing mid-update leaves the store as it was (and at most a `.part`).
+    let name = path.file_name().with_context(|| format!("{}: not a file name", path.display()))?;
+    let part = path.with_file_name(sonde_output::pending::part_name(name));
+    let _ = std::fs::remove_file(&part);
+    let appended = (|| -> Result<sonde_rrd::Appended> {
+        if path.exists() {
+            std::fs::copy(path, &part).context("copying the store to update it")?;
+        }
+        let appended = sonde_rrd::append_steps(&part, spec, archives_given, first, rows)?;
+        std::fs::File::open(&part)?.sync_all()?;
+        std::fs::rename(&part, path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sonde_output::pending::sync_dir(dir)?;
+        Ok(appended)
+    })()
+    .inspect_err(|_| {
+        let _ = std::fs::remove_file(&part);
+    })
+    .with_context(|| path.display().to_string())?;
     result.created = appended.created;
     result.updates = appended.updates;
     result.already_stored = report.intervals.range(..appended.from_index).count() as u64;

@@ -129,7 +129,8 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
     if let Some(path) = &args.report {
         let mut json = serde_json::to_string_pretty(&report)?;
         json.push('\n');
-        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+        sonde_output::write_atomic(path, |w| w.write_all(json.as_bytes()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if !args.quiet {
         let text = format!(

@@ -3,7 +3,6 @@
 //! Exit status: 0 success (also when the reader of standard output goes away); 1 error (the
 //! store cannot be read, or the output cannot be written); 2 bad usage.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -85,13 +84,16 @@ fn write_out(
 ) -> Result<ExitCode> {
     match out {
         Some(path) => {
-            let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-            let mut w = BufWriter::new(file);
+            // Whole or not at all: `NAME.part`, then renamed (a failure removes it).
+            let pending = sonde_output::PendingFile::create(path, true)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut w = BufWriter::new(pending);
             let result = write(&mut w).map_err(anyhow::Error::from).and_then(|()| Ok(w.flush()?));
             if let Err(e) = result {
-                let _ = std::fs::remove_file(path);
                 return Err(e.context(format!("cannot write {}", path.display())));
             }
+            let pending = w.into_inner().map_err(|e| e.into_error())?;
+            pending.commit(true).with_context(|| format!("cannot write {}", path.display()))?;
             Ok(ExitCode::SUCCESS)
         }
         None => {

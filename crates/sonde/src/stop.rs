@@ -1,0 +1,47 @@
+//! `analyze` stopped by a signal: SIGINT, SIGTERM or SIGHUP end the input where it is, like the
+//! end of the trace, so every output is written and the summary says which signal came
+//! (`interrupted_by`). A second signal of the same kind ends the process at once (what it
+//! leaves on disk is whole or named `.part`: docs/faults.md).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sonde_capture::{CaptureError, Frame, PacketSource};
+
+/// A source that ends when `stop` rises.
+pub struct UntilStopped<'a> {
+    pub inner: &'a mut (dyn PacketSource + Send),
+    pub stop: &'static AtomicBool,
+}
+
+impl PacketSource for UntilStopped<'_> {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        // One relaxed load per frame: nothing against reading the frame itself.
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        self.inner.next_frame()
+    }
+
+    fn position(&self) -> u64 {
+        self.inner.position()
+    }
+
+    fn size_hint(&self) -> Option<u64> {
+        self.inner.size_hint()
+    }
+
+    fn format(&self) -> &str {
+        self.inner.format()
+    }
+
+    fn compression(&self) -> Option<&str> {
+        self.inner.compression()
+    }
+
+    fn tick(&mut self) -> Option<u64> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.inner.tick()
+    }
+}
