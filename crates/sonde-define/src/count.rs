@@ -308,6 +308,16 @@ impl Counter {
 
     /// Per definition: its totals.
     pub fn totals(&self) -> Vec<DefinitionTotal> {
+        self.list(true)
+    }
+
+    /// Per definition: its totals without `fid_rows` and `overflow_packets` (left 0), which
+    /// visit every interval's table: a live view's listing, whose cost does not grow with the run.
+    pub fn listing(&self) -> Vec<DefinitionTotal> {
+        self.list(false)
+    }
+
+    fn list(&self, tables: bool) -> Vec<DefinitionTotal> {
         // A definition just added has no measurement state until the counts reach the packet
         // it starts at: it is listed, with nothing counted.
         (0..self.set.defs.len())
@@ -324,7 +334,7 @@ impl Counter {
                     version: self.set.since[i],
                     retired: !self.set.active[i],
                 };
-                for t in self.tables.get(i).into_iter().flat_map(BTreeMap::values) {
+                for t in self.tables.get(i).into_iter().filter(|_| tables).flat_map(BTreeMap::values) {
                     total.fid_rows += t.rows.len() as u64;
                     total.overflow_packets += t.overflow.packets;
                 }

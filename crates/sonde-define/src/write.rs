@@ -50,11 +50,27 @@ impl Counter {
     /// `definitions.tsv`: one row per interval, definition and FID (by interval, then the
     /// definitions' order, then FID), and an `overflow` row where a table was full.
     pub fn write_tsv(&self, out: &mut String) {
+        self.write_counts(out, None);
+    }
+
+    /// `definitions.tsv`'s rows of the latest `intervals` intervals of each definition (by the
+    /// newest packet time): a live view's window, whose cost does not grow with the run, and
+    /// from which a removed definition leaves once its intervals are old.
+    pub fn write_tsv_recent(&self, out: &mut String, intervals: u64) {
+        self.write_counts(out, Some(intervals.max(1)));
+    }
+
+    fn write_counts(&self, out: &mut String, window: Option<u64>) {
         out.push_str("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n");
+        let newest_ns = self.span_ns.map_or(0, |(_, last)| last);
         // By interval start, then definition: intervals of different lengths interleave.
         let mut by_start: BTreeMap<u64, Vec<(usize, u64, &FidTable)>> = BTreeMap::new();
         for (d, intervals) in self.tables.iter().enumerate() {
-            for (i, t) in intervals {
+            let from = match (window, self.interval_ns[d]) {
+                (Some(w), Some(n)) => (newest_ns / n).saturating_sub(w - 1),
+                _ => 0,
+            };
+            for (i, t) in intervals.range(from..) {
                 let (start, end) = match (self.interval_ns[d], self.span_ns) {
                     (Some(n), _) => (i * n, (i * n).saturating_add(n)),
                     (None, Some(span)) => span,

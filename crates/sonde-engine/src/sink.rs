@@ -108,13 +108,29 @@ pub struct DefinitionsView {
     pub samples: Vec<(String, Vec<(u64, u64)>)>,
 }
 
+/// Intervals of counts a live view shows per definition ([`DefinitionsView::recent`]).
+pub const LIVE_COUNT_INTERVALS: u64 = 120;
+
 impl DefinitionsView {
+    /// The whole run's view: every interval's counts.
     pub fn of(counter: &Counter) -> DefinitionsView {
         let mut counts_tsv = String::new();
         counter.write_tsv(&mut counts_tsv);
+        Self::with_counts(counter, counter.totals(), counts_tsv)
+    }
+
+    /// A live drain's view: the counts of the latest [`LIVE_COUNT_INTERVALS`] intervals only,
+    /// so that each drain's cost stays bounded however long the run and its history of changes.
+    pub fn recent(counter: &Counter) -> DefinitionsView {
+        let mut counts_tsv = String::new();
+        counter.write_tsv_recent(&mut counts_tsv, LIVE_COUNT_INTERVALS);
+        Self::with_counts(counter, counter.listing(), counts_tsv)
+    }
+
+    fn with_counts(counter: &Counter, totals: Vec<DefinitionTotal>, counts_tsv: String) -> DefinitionsView {
         DefinitionsView {
             version: counter.version(),
-            totals: counter.totals(),
+            totals,
             counts_tsv,
             samples: counter.recent_samples(),
         }

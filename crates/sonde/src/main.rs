@@ -61,7 +61,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         "--http serves sonde's flow logs: it takes --layout sonde"
     );
     // The address is checked and bound before anything is read or written.
-    let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
+    let server =
+        args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
     let (prepared, mut source) =
         analysis::prepare(&args.analysis, || sonde_capture::open(&args.read).with_context(|| input_name.clone()))?;
     let compression = source.compression().map(str::to_string);
