@@ -128,12 +128,7 @@ impl DefinitionsView {
     }
 
     fn with_counts(counter: &Counter, totals: Vec<DefinitionTotal>, counts_tsv: String) -> DefinitionsView {
-        DefinitionsView {
-            version: counter.version(),
-            totals,
-            counts_tsv,
-            samples: counter.recent_samples(),
-        }
+        DefinitionsView { version: counter.version(), totals, counts_tsv, samples: counter.recent_samples() }
     }
 }
 

@@ -46,12 +46,12 @@ pub use snapshot::{
 };
 // The names these had before they were told apart from sonde-define's `Definition` and
 // sonde-stats' `Tables`; kept so callers written against them compile unchanged.
+pub use server::{serve_with, ConnectionStats, Limits, MIN_HEADER_BYTES};
 pub use snapshot::{DefinitionSummary as Definition, TableFiles as Tables};
 pub use state::{
     ChangeRefused, DefinitionChange, DefinitionEditor, ExportCounter, ExportCounters, RunState, Update, UpdateKind,
     UPDATE_BACKLOG,
 };
-pub use server::{serve_with, ConnectionStats, Limits, MIN_HEADER_BYTES};
 pub use stream::MIN_RESOLUTION_MS;
 
 /// Serves `app` on `listener` with the default [`Limits`] until `shutdown` completes.

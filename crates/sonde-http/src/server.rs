@@ -157,6 +157,42 @@ fn admit(slots: &Arc<Mutex<Slots>>, stats: &ConnectionStats) -> Option<Ticket> {
 const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-type: application/json\r\n\
 retry-after: 1\r\ncontent-length: 81\r\n\r\n{\"error\":\"too_many_connections\",\"message\":\"the server is at its connection cap\"}\n";
 
+/// Refusals lingering at once; beyond, a refused connection is closed without an answer.
+const MAX_REFUSING: u64 = 32;
+/// How long a refused connection's request is read (so that closing sends a FIN, not a reset
+/// that could destroy the answer before the client reads it).
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+/// Answers 503 and closes, reading the client's request for a moment first; a bounded number at
+/// once, so that a flood of refusals holds few descriptors.
+fn refuse(stream: TcpStream, refusing: &Arc<AtomicU64>) {
+    if stream.try_write(REFUSED).is_err() {
+        return;
+    }
+    if refusing.fetch_add(1, Ordering::AcqRel) >= MAX_REFUSING {
+        refusing.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let refusing = refusing.clone();
+    tokio::spawn(async move {
+        let mut stream = stream;
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let _ = stream.shutdown().await;
+            let mut sink = [0u8; 1024];
+            let mut read = 0;
+            while read < 16 * 1024 {
+                match stream.read(&mut sink).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => read += n,
+                }
+            }
+        })
+        .await;
+        refusing.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
 /// Serves `app` on `listener` with `limits` until `shutdown` completes, then lets the answers in
 /// progress finish (the caller bounds how long).
 pub async fn serve_with(
@@ -173,6 +209,7 @@ pub async fn serve_with(
         .max_headers(100);
     let slots = Arc::new(Mutex::new(Slots { cap: limits.max_connections.max(1), next: 0, open: BTreeMap::new() }));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let refusing = Arc::new(AtomicU64::new(0));
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -188,8 +225,8 @@ pub async fn serve_with(
             () = &mut shutdown => break,
         };
         let Some(ticket) = admit(&slots, &stats) else {
-            let _ = stream.try_write(REFUSED);
             stats.refused.fetch_add(1, Ordering::Relaxed);
+            refuse(stream, &refusing);
             continue;
         };
         stats.accepted.fetch_add(1, Ordering::Relaxed);

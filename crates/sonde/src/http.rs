@@ -44,8 +44,7 @@ impl Prepared {
         let state = RunState::new(snapshot);
         state.add_export_counters(crate::export::final_metrics(&finished.report));
         let app = self.announce(state, quiet, "Ctrl-C stops")?;
-        sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections)
-            .context("http server")
+        sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")
     }
 
     /// Serves `state` (a live run publishes into it) in a thread of its own until stopped.
