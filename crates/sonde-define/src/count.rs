@@ -427,4 +427,37 @@ mod tests {
         );
         assert_eq!(totals[1].traffic.packets, 5);
     }
+
+    /// Issue 20: a live view rendered every interval of the run at each drain. Its window is
+    /// the latest intervals of each definition, and the listing leaves the tables alone.
+    #[test]
+    fn a_live_window_holds_the_latest_intervals_only() {
+        let defs = parse_definitions("port = ip.proto == 6 key tcp.dport\nslow = ip.proto == 6 every 10s").unwrap();
+        let mut c = Counter::new(defs, Some(1_000_000_000), 8);
+        let mut frame = [0u8; 40];
+        frame[22..24].copy_from_slice(&80u16.to_be_bytes());
+        for second in 0..1000u64 {
+            c.packet(second * 1_000_000_000, &layers(&frame), 100);
+        }
+        let mut all = String::new();
+        c.write_tsv(&mut all);
+        assert_eq!(all.lines().count(), 1 + 1000 + 100);
+        let mut recent = String::new();
+        c.write_tsv_recent(&mut recent, 5);
+        let starts: Vec<(&str, &str)> = recent
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                (f[0], f[2])
+            })
+            .collect();
+        // The 1 s definition's seconds 995..999, the 10 s one's 950..990.
+        assert_eq!(starts.iter().filter(|(_, d)| *d == "port").count(), 5);
+        assert_eq!(starts.iter().filter(|(_, d)| *d == "slow").count(), 5);
+        assert!(starts.contains(&("995.000000", "port")) && starts.contains(&("950.000000", "slow")));
+        let listing = c.listing();
+        assert_eq!(listing[0].traffic.packets, 1000);
+        assert_eq!((listing[0].fid_rows, c.totals()[0].fid_rows), (0, 1000));
+    }
 }
