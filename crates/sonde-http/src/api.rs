@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -52,6 +52,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 
 fn query_refused(e: &QueryRejection) -> Response {
     error(StatusCode::BAD_REQUEST, "bad_query", e.body_text())
+}
+
+/// A path parameter, refused as `bad_path` (400) when it does not decode.
+pub(crate) struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = Response;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(p)) => Ok(Path(p)),
+            Err(e) => Err(error(e.status(), "bad_path", e.body_text())),
+        }
+    }
 }
 
 /// A JSON body, refused with a 4xx and the reason when it is not one: 400 `bad_json` (not
@@ -363,6 +376,7 @@ async fn change(s: Shared, g: &Guards, version: u64, change: DefinitionChange) -
         }
         Err(ChangeRefused::StaleVersion { current }) => stale(current, version),
         Err(ChangeRefused::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_definition", m),
+        Err(ChangeRefused::Busy(m)) => error(StatusCode::SERVICE_UNAVAILABLE, "busy", m),
         Err(ChangeRefused::Finished) => error(
             StatusCode::CONFLICT,
             "run_finished",

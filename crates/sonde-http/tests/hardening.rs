@@ -233,6 +233,9 @@ fn bad_bodies_and_queries_are_4xx_with_a_message() {
         let (got, _, answer) = server.send(&format!("{method} {path} HTTP/1.1"), b"");
         assert_eq!((got, error_code(&answer).as_str()), (400, "bad_query"), "{path}");
     }
+    // A path parameter that is not UTF-8 once decoded.
+    let (got, _, answer) = server.get("/api/tables/%FF");
+    assert_eq!((got, error_code(&answer).as_str()), (400, "bad_path"));
 }
 
 /// DNS rebinding: without a token, a `Host` that is not loopback is refused (421); with a token
