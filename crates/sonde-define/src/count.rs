@@ -443,7 +443,7 @@ mod tests {
         c.write_tsv(&mut all);
         assert_eq!(all.lines().count(), 1 + 1000 + 100);
         let mut recent = String::new();
-        c.write_tsv_recent(&mut recent, 5);
+        c.write_tsv_recent(&mut recent, 5, usize::MAX);
         let starts: Vec<(&str, &str)> = recent
             .lines()
             .skip(1)
@@ -456,6 +456,21 @@ mod tests {
         assert_eq!(starts.iter().filter(|(_, d)| *d == "port").count(), 5);
         assert_eq!(starts.iter().filter(|(_, d)| *d == "slow").count(), 5);
         assert!(starts.contains(&("995.000000", "port")) && starts.contains(&("950.000000", "slow")));
+        // A row budget keeps the newest rows: 3 of the 1 s definition's newest (999, 998, 997)
+        // and, at 990, the 10 s one's.
+        let mut budget = String::new();
+        c.write_tsv_recent(&mut budget, 5, 4);
+        let rows: Vec<String> =
+            budget.lines().skip(1).map(|l| l.split('\t').take(3).collect::<Vec<_>>().join(" ")).collect();
+        assert_eq!(
+            rows,
+            [
+                "990.000000 1000.000000 slow",
+                "997.000000 998.000000 port",
+                "998.000000 999.000000 port",
+                "999.000000 1000.000000 port"
+            ]
+        );
         let listing = c.listing();
         assert_eq!(listing[0].traffic.packets, 1000);
         assert_eq!((listing[0].fid_rows, c.totals()[0].fid_rows), (0, 1000));

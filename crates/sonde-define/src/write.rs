@@ -3,7 +3,6 @@
 //! FIDs shown as [`crate::fid`] writes them, anonymised when asked.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sonde_anon::Anonymizer;
@@ -54,20 +53,22 @@ impl Counter {
     }
 
     /// `definitions.tsv`'s rows of the latest `intervals` intervals of each definition (by the
-    /// newest packet time): a live view's window, whose cost does not grow with the run, and
-    /// from which a removed definition leaves once its intervals are old.
-    pub fn write_tsv_recent(&self, out: &mut String, intervals: u64) {
-        self.write_counts(out, Some(intervals.max(1)));
+    /// newest packet time), at most `max_rows` of them, the latest-ending intervals first (the oldest
+    /// interval shown may be cut, its lowest FIDs kept): a live view's window, whose cost does not
+    /// grow with the run or its history of changes. A removed definition leaves it once its
+    /// intervals are old.
+    pub fn write_tsv_recent(&self, out: &mut String, intervals: u64, max_rows: usize) {
+        self.write_counts(out, Some((intervals.max(1), max_rows)));
     }
 
-    fn write_counts(&self, out: &mut String, window: Option<u64>) {
+    fn write_counts(&self, out: &mut String, window: Option<(u64, usize)>) {
         out.push_str("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n");
         let newest_ns = self.span_ns.map_or(0, |(_, last)| last);
-        // By interval start, then definition: intervals of different lengths interleave.
-        let mut by_start: BTreeMap<u64, Vec<(usize, u64, &FidTable)>> = BTreeMap::new();
+        // (start, definition, end, table, rows shown at most)
+        let mut chosen: Vec<(u64, usize, u64, &FidTable, usize)> = Vec::new();
         for (d, intervals) in self.tables.iter().enumerate() {
             let from = match (window, self.interval_ns[d]) {
-                (Some(w), Some(n)) => (newest_ns / n).saturating_sub(w - 1),
+                (Some((w, _)), Some(n)) => (newest_ns / n).saturating_sub(w - 1),
                 _ => 0,
             };
             for (i, t) in intervals.range(from..) {
@@ -76,31 +77,47 @@ impl Counter {
                     (None, Some(span)) => span,
                     (None, None) => (0, 0),
                 };
-                by_start.entry(start).or_default().push((d, end, t));
+                chosen.push((start, d, end, t, usize::MAX));
             }
         }
-        for (start, tables) in by_start {
-            for (d, end, t) in tables {
-                let span = format!("{}\t{}\t", seconds(start), seconds(end));
-                let def = &self.set.defs[d];
-                let version = self.set.since[d];
-                let mut rows: Vec<_> =
-                    t.rows.iter().map(|(fid, traffic)| (self.shown(def, *fid), *fid, traffic)).collect();
-                rows.sort_unstable_by_key(|r| (r.0, r.1));
-                for (fid, _, traffic) in rows {
-                    let _ = writeln!(
-                        out,
-                        "{span}{}\t{version}\t{}\t{}\t{}",
-                        def.name,
-                        fid_text(def, fid),
-                        traffic.packets,
-                        traffic.bytes
-                    );
+        if let Some((_, max_rows)) = window {
+            // Newest first (by end: a long interval is as recent as the short ones ending with
+            // it), the tables that fit in the budget, and the first that does not, cut.
+            chosen.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)).then(b.0.cmp(&a.0)));
+            let mut left = max_rows;
+            let mut keep = 0;
+            for c in &mut chosen {
+                if left == 0 {
+                    break;
                 }
-                if t.overflow.packets > 0 {
-                    let (packets, bytes) = (t.overflow.packets, t.overflow.bytes);
-                    let _ = writeln!(out, "{span}{}\t{version}\toverflow\t{packets}\t{bytes}", def.name);
-                }
+                let rows = c.3.rows.len() + usize::from(c.3.overflow.packets > 0);
+                c.4 = rows.min(left);
+                left -= c.4;
+                keep += 1;
+            }
+            chosen.truncate(keep);
+        }
+        // By interval start, then definition: intervals of different lengths interleave.
+        chosen.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (start, d, end, t, most) in chosen {
+            let span = format!("{}\t{}\t", seconds(start), seconds(end));
+            let def = &self.set.defs[d];
+            let version = self.set.since[d];
+            let mut rows: Vec<_> = t.rows.iter().map(|(fid, traffic)| (self.shown(def, *fid), *fid, traffic)).collect();
+            rows.sort_unstable_by_key(|r| (r.0, r.1));
+            for (fid, _, traffic) in rows.into_iter().take(most) {
+                let _ = writeln!(
+                    out,
+                    "{span}{}\t{version}\t{}\t{}\t{}",
+                    def.name,
+                    fid_text(def, fid),
+                    traffic.packets,
+                    traffic.bytes
+                );
+            }
+            if t.overflow.packets > 0 && t.rows.len() < most {
+                let (packets, bytes) = (t.overflow.packets, t.overflow.bytes);
+                let _ = writeln!(out, "{span}{}\t{version}\toverflow\t{packets}\t{bytes}", def.name);
             }
         }
     }

@@ -110,6 +110,8 @@ pub struct DefinitionsView {
 
 /// Intervals of counts a live view shows per definition ([`DefinitionsView::recent`]).
 pub const LIVE_COUNT_INTERVALS: u64 = 120;
+/// Rows of counts a live view shows at most, the newest intervals first.
+pub const LIVE_COUNT_ROWS: usize = 20_000;
 
 impl DefinitionsView {
     /// The whole run's view: every interval's counts.
@@ -119,11 +121,12 @@ impl DefinitionsView {
         Self::with_counts(counter, counter.totals(), counts_tsv)
     }
 
-    /// A live drain's view: the counts of the latest [`LIVE_COUNT_INTERVALS`] intervals only,
-    /// so that each drain's cost stays bounded however long the run and its history of changes.
+    /// A live drain's view: the counts of the latest [`LIVE_COUNT_INTERVALS`] intervals only, at
+    /// most [`LIVE_COUNT_ROWS`] rows, so that each drain's cost stays bounded however long the
+    /// run, its history of changes and its definitions' FID tables.
     pub fn recent(counter: &Counter) -> DefinitionsView {
         let mut counts_tsv = String::new();
-        counter.write_tsv_recent(&mut counts_tsv, LIVE_COUNT_INTERVALS);
+        counter.write_tsv_recent(&mut counts_tsv, LIVE_COUNT_INTERVALS, LIVE_COUNT_ROWS);
         Self::with_counts(counter, counter.listing(), counts_tsv)
     }
 
