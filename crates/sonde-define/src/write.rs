@@ -64,38 +64,53 @@ impl Counter {
     fn write_counts(&self, out: &mut String, window: Option<(u64, usize)>) {
         out.push_str("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n");
         let newest_ns = self.span_ns.map_or(0, |(_, last)| last);
+        let span = |d: usize, i: u64| match (self.interval_ns[d], self.span_ns) {
+            (Some(n), _) => (i * n, (i * n).saturating_add(n)),
+            (None, Some(span)) => span,
+            (None, None) => (0, 0),
+        };
         // (start, definition, end, table, rows shown at most)
         let mut chosen: Vec<(u64, usize, u64, &FidTable, usize)> = Vec::new();
-        for (d, intervals) in self.tables.iter().enumerate() {
-            let from = match (window, self.interval_ns[d]) {
-                (Some((w, _)), Some(n)) => (newest_ns / n).saturating_sub(w - 1),
-                _ => 0,
-            };
-            for (i, t) in intervals.range(from..) {
-                let (start, end) = match (self.interval_ns[d], self.span_ns) {
-                    (Some(n), _) => (i * n, (i * n).saturating_add(n)),
-                    (None, Some(span)) => span,
-                    (None, None) => (0, 0),
-                };
-                chosen.push((start, d, end, t, usize::MAX));
-            }
-        }
-        if let Some((_, max_rows)) = window {
-            // Newest first (by end: a long interval is as recent as the short ones ending with
-            // it), the tables that fit in the budget, and the first that does not, cut.
-            chosen.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)).then(b.0.cmp(&a.0)));
-            let mut left = max_rows;
-            let mut keep = 0;
-            for c in &mut chosen {
-                if left == 0 {
-                    break;
+        match window {
+            None => {
+                for (d, intervals) in self.tables.iter().enumerate() {
+                    for (&i, t) in intervals {
+                        let (start, end) = span(d, i);
+                        chosen.push((start, d, end, t, usize::MAX));
+                    }
                 }
-                let rows = c.3.rows.len() + usize::from(c.3.overflow.packets > 0);
-                c.4 = rows.min(left);
-                left -= c.4;
-                keep += 1;
             }
-            chosen.truncate(keep);
+            Some((w, max_rows)) => {
+                // Each definition's window newest first, merged by end (a long interval is as
+                // recent as the short ones ending with it): the tables that fit in the budget,
+                // and the first that does not, cut. Only those kept are visited.
+                let mut windows: Vec<_> = self
+                    .tables
+                    .iter()
+                    .enumerate()
+                    .map(|(d, intervals)| {
+                        let from = self.interval_ns[d].map_or(0, |n| (newest_ns / n).saturating_sub(w - 1));
+                        intervals.range(from..).rev().peekable()
+                    })
+                    .collect();
+                let mut newest: std::collections::BinaryHeap<(u64, std::cmp::Reverse<usize>)> = windows
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(d, it)| it.peek().map(|(&i, _)| (span(d, i).1, std::cmp::Reverse(d))))
+                    .collect();
+                let mut left = max_rows;
+                while left > 0 {
+                    let Some((_, std::cmp::Reverse(d))) = newest.pop() else { break };
+                    let Some((&i, t)) = windows[d].next() else { continue };
+                    let (start, end) = span(d, i);
+                    let most = (t.rows.len() + usize::from(t.overflow.packets > 0)).min(left);
+                    left -= most;
+                    chosen.push((start, d, end, t, most));
+                    if let Some((&next, _)) = windows[d].peek() {
+                        newest.push((span(d, next).1, std::cmp::Reverse(d)));
+                    }
+                }
+            }
         }
         // By interval start, then definition: intervals of different lengths interleave.
         chosen.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
