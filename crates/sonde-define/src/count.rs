@@ -308,6 +308,16 @@ impl Counter {
 
     /// Per definition: its totals.
     pub fn totals(&self) -> Vec<DefinitionTotal> {
+        self.list(true)
+    }
+
+    /// Per definition: its totals without `fid_rows` and `overflow_packets` (left 0), which
+    /// visit every interval's table: a live view's listing, whose cost does not grow with the run.
+    pub fn listing(&self) -> Vec<DefinitionTotal> {
+        self.list(false)
+    }
+
+    fn list(&self, tables: bool) -> Vec<DefinitionTotal> {
         // A definition just added has no measurement state until the counts reach the packet
         // it starts at: it is listed, with nothing counted.
         (0..self.set.defs.len())
@@ -324,7 +334,7 @@ impl Counter {
                     version: self.set.since[i],
                     retired: !self.set.active[i],
                 };
-                for t in self.tables.get(i).into_iter().flat_map(BTreeMap::values) {
+                for t in self.tables.get(i).into_iter().filter(|_| tables).flat_map(BTreeMap::values) {
                     total.fid_rows += t.rows.len() as u64;
                     total.overflow_packets += t.overflow.packets;
                 }
@@ -416,5 +426,53 @@ mod tests {
             (Traffic { packets: 5, bytes: 500 }, 3, 1)
         );
         assert_eq!(totals[1].traffic.packets, 5);
+    }
+
+    /// Issue 20: a live view rendered every interval of the run at each drain. Its window is
+    /// the latest intervals of each definition, and the listing leaves the tables alone.
+    #[test]
+    fn a_live_window_holds_the_latest_intervals_only() {
+        let defs = parse_definitions("port = ip.proto == 6 key tcp.dport\nslow = ip.proto == 6 every 10s").unwrap();
+        let mut c = Counter::new(defs, Some(1_000_000_000), 8);
+        let mut frame = [0u8; 40];
+        frame[22..24].copy_from_slice(&80u16.to_be_bytes());
+        for second in 0..1000u64 {
+            c.packet(second * 1_000_000_000, &layers(&frame), 100);
+        }
+        let mut all = String::new();
+        c.write_tsv(&mut all);
+        assert_eq!(all.lines().count(), 1 + 1000 + 100);
+        let mut recent = String::new();
+        c.write_tsv_recent(&mut recent, 5, usize::MAX);
+        let starts: Vec<(&str, &str)> = recent
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                (f[0], f[2])
+            })
+            .collect();
+        // The 1 s definition's seconds 995..999, the 10 s one's 950..990.
+        assert_eq!(starts.iter().filter(|(_, d)| *d == "port").count(), 5);
+        assert_eq!(starts.iter().filter(|(_, d)| *d == "slow").count(), 5);
+        assert!(starts.contains(&("995.000000", "port")) && starts.contains(&("950.000000", "slow")));
+        // A row budget keeps the newest rows: 3 of the 1 s definition's newest (999, 998, 997)
+        // and, at 990, the 10 s one's.
+        let mut budget = String::new();
+        c.write_tsv_recent(&mut budget, 5, 4);
+        let rows: Vec<String> =
+            budget.lines().skip(1).map(|l| l.split('\t').take(3).collect::<Vec<_>>().join(" ")).collect();
+        assert_eq!(
+            rows,
+            [
+                "990.000000 1000.000000 slow",
+                "997.000000 998.000000 port",
+                "998.000000 999.000000 port",
+                "999.000000 1000.000000 port"
+            ]
+        );
+        let listing = c.listing();
+        assert_eq!(listing[0].traffic.packets, 1000);
+        assert_eq!((listing[0].fid_rows, c.totals()[0].fid_rows), (0, 1000));
     }
 }

@@ -3,7 +3,6 @@
 //! FIDs shown as [`crate::fid`] writes them, anonymised when asked.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sonde_anon::Anonymizer;
@@ -50,41 +49,90 @@ impl Counter {
     /// `definitions.tsv`: one row per interval, definition and FID (by interval, then the
     /// definitions' order, then FID), and an `overflow` row where a table was full.
     pub fn write_tsv(&self, out: &mut String) {
+        self.write_counts(out, None);
+    }
+
+    /// `definitions.tsv`'s rows of the latest `intervals` intervals of each definition (by the
+    /// newest packet time), at most `max_rows` of them, the latest-ending intervals first (the oldest
+    /// interval shown may be cut, its lowest FIDs kept): a live view's window, whose cost does not
+    /// grow with the run or its history of changes. A removed definition leaves it once its
+    /// intervals are old.
+    pub fn write_tsv_recent(&self, out: &mut String, intervals: u64, max_rows: usize) {
+        self.write_counts(out, Some((intervals.max(1), max_rows)));
+    }
+
+    fn write_counts(&self, out: &mut String, window: Option<(u64, usize)>) {
         out.push_str("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n");
-        // By interval start, then definition: intervals of different lengths interleave.
-        let mut by_start: BTreeMap<u64, Vec<(usize, u64, &FidTable)>> = BTreeMap::new();
-        for (d, intervals) in self.tables.iter().enumerate() {
-            for (i, t) in intervals {
-                let (start, end) = match (self.interval_ns[d], self.span_ns) {
-                    (Some(n), _) => (i * n, (i * n).saturating_add(n)),
-                    (None, Some(span)) => span,
-                    (None, None) => (0, 0),
-                };
-                by_start.entry(start).or_default().push((d, end, t));
+        let newest_ns = self.span_ns.map_or(0, |(_, last)| last);
+        let span = |d: usize, i: u64| match (self.interval_ns[d], self.span_ns) {
+            (Some(n), _) => (i * n, (i * n).saturating_add(n)),
+            (None, Some(span)) => span,
+            (None, None) => (0, 0),
+        };
+        // (start, definition, end, table, rows shown at most)
+        let mut chosen: Vec<(u64, usize, u64, &FidTable, usize)> = Vec::new();
+        match window {
+            None => {
+                for (d, intervals) in self.tables.iter().enumerate() {
+                    for (&i, t) in intervals {
+                        let (start, end) = span(d, i);
+                        chosen.push((start, d, end, t, usize::MAX));
+                    }
+                }
+            }
+            Some((w, max_rows)) => {
+                // Each definition's window newest first, merged by end (a long interval is as
+                // recent as the short ones ending with it): the tables that fit in the budget,
+                // and the first that does not, cut. Only those kept are visited.
+                let mut windows: Vec<_> = self
+                    .tables
+                    .iter()
+                    .enumerate()
+                    .map(|(d, intervals)| {
+                        let from = self.interval_ns[d].map_or(0, |n| (newest_ns / n).saturating_sub(w - 1));
+                        intervals.range(from..).rev().peekable()
+                    })
+                    .collect();
+                let mut newest: std::collections::BinaryHeap<(u64, std::cmp::Reverse<usize>)> = windows
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(d, it)| it.peek().map(|(&i, _)| (span(d, i).1, std::cmp::Reverse(d))))
+                    .collect();
+                let mut left = max_rows;
+                while left > 0 {
+                    let Some((_, std::cmp::Reverse(d))) = newest.pop() else { break };
+                    let Some((&i, t)) = windows[d].next() else { continue };
+                    let (start, end) = span(d, i);
+                    let most = (t.rows.len() + usize::from(t.overflow.packets > 0)).min(left);
+                    left -= most;
+                    chosen.push((start, d, end, t, most));
+                    if let Some((&next, _)) = windows[d].peek() {
+                        newest.push((span(d, next).1, std::cmp::Reverse(d)));
+                    }
+                }
             }
         }
-        for (start, tables) in by_start {
-            for (d, end, t) in tables {
-                let span = format!("{}\t{}\t", seconds(start), seconds(end));
-                let def = &self.set.defs[d];
-                let version = self.set.since[d];
-                let mut rows: Vec<_> =
-                    t.rows.iter().map(|(fid, traffic)| (self.shown(def, *fid), *fid, traffic)).collect();
-                rows.sort_unstable_by_key(|r| (r.0, r.1));
-                for (fid, _, traffic) in rows {
-                    let _ = writeln!(
-                        out,
-                        "{span}{}\t{version}\t{}\t{}\t{}",
-                        def.name,
-                        fid_text(def, fid),
-                        traffic.packets,
-                        traffic.bytes
-                    );
-                }
-                if t.overflow.packets > 0 {
-                    let (packets, bytes) = (t.overflow.packets, t.overflow.bytes);
-                    let _ = writeln!(out, "{span}{}\t{version}\toverflow\t{packets}\t{bytes}", def.name);
-                }
+        // By interval start, then definition: intervals of different lengths interleave.
+        chosen.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (start, d, end, t, most) in chosen {
+            let span = format!("{}\t{}\t", seconds(start), seconds(end));
+            let def = &self.set.defs[d];
+            let version = self.set.since[d];
+            let mut rows: Vec<_> = t.rows.iter().map(|(fid, traffic)| (self.shown(def, *fid), *fid, traffic)).collect();
+            rows.sort_unstable_by_key(|r| (r.0, r.1));
+            for (fid, _, traffic) in rows.into_iter().take(most) {
+                let _ = writeln!(
+                    out,
+                    "{span}{}\t{version}\t{}\t{}\t{}",
+                    def.name,
+                    fid_text(def, fid),
+                    traffic.packets,
+                    traffic.bytes
+                );
+            }
+            if t.overflow.packets > 0 && t.rows.len() < most {
+                let (packets, bytes) = (t.overflow.packets, t.overflow.bytes);
+                let _ = writeln!(out, "{span}{}\t{version}\toverflow\t{packets}\t{bytes}", def.name);
             }
         }
     }

@@ -1070,7 +1070,7 @@ impl<P> ReaderLive<P> {
             },
             closed,
             fine,
-            definitions: definitions.as_deref().filter(|_| self.view).map(DefinitionsView::of),
+            definitions: definitions.as_deref().filter(|_| self.view).map(DefinitionsView::recent),
         };
         let _ = self.to_collector.send(ToCollector::Reader(part));
         self.seq += 1;

@@ -108,16 +108,30 @@ pub struct DefinitionsView {
     pub samples: Vec<(String, Vec<(u64, u64)>)>,
 }
 
+/// Intervals of counts a live view shows per definition ([`DefinitionsView::recent`]).
+pub const LIVE_COUNT_INTERVALS: u64 = 120;
+/// Rows of counts a live view shows at most, the newest intervals first.
+pub const LIVE_COUNT_ROWS: usize = 20_000;
+
 impl DefinitionsView {
+    /// The whole run's view: every interval's counts.
     pub fn of(counter: &Counter) -> DefinitionsView {
         let mut counts_tsv = String::new();
         counter.write_tsv(&mut counts_tsv);
-        DefinitionsView {
-            version: counter.version(),
-            totals: counter.totals(),
-            counts_tsv,
-            samples: counter.recent_samples(),
-        }
+        Self::with_counts(counter, counter.totals(), counts_tsv)
+    }
+
+    /// A live drain's view: the counts of the latest [`LIVE_COUNT_INTERVALS`] intervals only, at
+    /// most [`LIVE_COUNT_ROWS`] rows, so that each drain's cost stays bounded however long the
+    /// run, its history of changes and its definitions' FID tables.
+    pub fn recent(counter: &Counter) -> DefinitionsView {
+        let mut counts_tsv = String::new();
+        counter.write_tsv_recent(&mut counts_tsv, LIVE_COUNT_INTERVALS, LIVE_COUNT_ROWS);
+        Self::with_counts(counter, counter.listing(), counts_tsv)
+    }
+
+    fn with_counts(counter: &Counter, totals: Vec<DefinitionTotal>, counts_tsv: String) -> DefinitionsView {
+        DefinitionsView { version: counter.version(), totals, counts_tsv, samples: counter.recent_samples() }
     }
 }
 

@@ -3,21 +3,92 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tokio::sync::Semaphore;
 
 use crate::auth::{self, Access};
 use crate::flows::{self, FlowQuery};
+use crate::server::Limits;
 use crate::snapshot::{Phase, Table};
 use crate::state::{ChangeRefused, DefinitionChange, RunState};
 use crate::{dashboard, metrics, stream};
 
 type Shared = Arc<RunState>;
+
+/// The router's share of [`Limits`]: what handlers count against.
+pub(crate) struct Guards {
+    pub(crate) limits: Limits,
+    /// One permit per `/api/stream` client.
+    pub(crate) streams: Arc<Semaphore>,
+    flow_queries: Arc<Semaphore>,
+    /// The API's definition changes, one at a time, and those the snapshot does not show yet
+    /// (the set's version after each, and +1 for an addition, -1 for a removal).
+    changes: tokio::sync::Mutex<Vec<(u64, i64)>>,
+}
+
+type Guarded = Extension<Arc<Guards>>;
+
+/// A query string, refused as `bad_query` (400) with serde's reason when it does not parse.
+pub(crate) struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = Response;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(q)) => Ok(Query(q)),
+            Err(e) => Err(query_refused(&e)),
+        }
+    }
+}
+
+fn query_refused(e: &QueryRejection) -> Response {
+    error(StatusCode::BAD_REQUEST, "bad_query", e.body_text())
+}
+
+/// A path parameter, refused as `bad_path` (400) when it does not decode.
+pub(crate) struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = Response;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(p)) => Ok(Path(p)),
+            Err(e) => Err(error(e.status(), "bad_path", e.body_text())),
+        }
+    }
+}
+
+/// A JSON body, refused with a 4xx and the reason when it is not one: 400 `bad_json` (not
+/// JSON), 415 `bad_json` (no `Content-Type: application/json`), 422 `bad_json` (JSON of another
+/// shape), 413 `too_large` (beyond the body limit).
+pub(crate) struct Body<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = Response;
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(b)) => Ok(Body(b)),
+            Err(e) => Err(json_refused(&e)),
+        }
+    }
+}
+
+fn json_refused(e: &JsonRejection) -> Response {
+    match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => error(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.body_text()),
+        s if s.is_client_error() => error(s, "bad_json", e.body_text()),
+        _ => error(StatusCode::BAD_REQUEST, "bad_json", e.body_text()),
+    }
+}
 
 /// An error answer: `{"error": CODE, "message": TEXT}`.
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
@@ -45,15 +116,60 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<Shared>)> {
     ]
 }
 
-/// The whole application: the API and metrics behind `access`, the dashboard's files open
-/// (they hold no data; the page sends the token with each call).
+/// The whole application with the default [`Limits`].
 pub fn router(state: Shared, access: Access) -> Router {
+    router_with(state, access, &Limits::default())
+}
+
+/// The whole application: the API and metrics behind `access`, the dashboard's files open
+/// (they hold no data; the page sends the token with each call). Without a token, only a `Host`
+/// naming loopback is answered (421 otherwise). Every answer carries the security headers
+/// ([`SECURITY_HEADERS`]); bodies are bounded by `limits.max_body_bytes` (413).
+pub fn router_with(state: Shared, access: Access, limits: &Limits) -> Router {
+    let guards = Arc::new(Guards {
+        limits: limits.clone(),
+        streams: Arc::new(Semaphore::new(limits.max_streams)),
+        flow_queries: Arc::new(Semaphore::new(limits.max_flow_queries.max(1))),
+        changes: Default::default(),
+    });
     let mut api = Router::new();
     for (path, handlers) in api_routes() {
         api = api.route(path, handlers);
     }
+    let open = access == Access::Open;
     let api = api.layer(axum::middleware::from_fn_with_state(access, auth::require)).with_state(state);
-    dashboard::routes().merge(api).fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such path") })
+    let mut app = dashboard::routes()
+        .merge(api)
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such path") })
+        .layer(Extension(guards))
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes));
+    if open {
+        app = app.layer(axum::middleware::from_fn(auth::loopback_only));
+    }
+    app.layer(axum::middleware::map_response(secured))
+}
+
+/// Headers on every answer: the dashboard loads only its own files and calls only its own
+/// server (no inline script or style, no framing by another site), and no answer is sniffed into
+/// another type or leaks its address in a `Referer`.
+pub const SECURITY_HEADERS: [(&str, &str); 5] = [
+    (
+        "content-security-policy",
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; \
+         object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    ),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("cross-origin-resource-policy", "same-origin"),
+];
+
+async fn secured(mut res: Response) -> Response {
+    let headers = res.headers_mut();
+    for (name, value) in SECURITY_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    res
 }
 
 async fn status(State(s): State<Shared>) -> Response {
@@ -153,11 +269,22 @@ fn since_rows(t: &Table, since: Option<f64>) -> Table {
     t.filtered(|t, i| t.cell(i, start).as_f64().is_some_and(|v| v >= since))
 }
 
-async fn flow_page(State(s): State<Shared>, Query(q): Query<FlowQuery>) -> Response {
+/// A query reads and sorts a whole flow log (seconds for millions of lines): it runs on the
+/// blocking pool, `max_flow_queries` at once, so the async workers keep answering.
+async fn flow_page(State(s): State<Shared>, Extension(g): Guarded, Query(q): Query<FlowQuery>) -> Response {
+    let Ok(permit) = g.flow_queries.clone().acquire_owned().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "the server is stopping");
+    };
     let snap = s.snapshot();
-    match flows::query(&snap.flows.tcp, &snap.flows.udp, &q) {
-        Ok(page) => Json(page).into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, "bad_query", e.0),
+    let answer = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        flows::query(&snap.flows.tcp, &snap.flows.udp, &q).map(|page| Json(page).into_response())
+    })
+    .await;
+    match answer {
+        Ok(Ok(res)) => res,
+        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, "bad_query", e.0),
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the query failed"),
     }
 }
 
@@ -196,23 +323,60 @@ struct VersionQuery {
 
 /// Hands the change to a live run's engine, which checks the version against the set as it is
 /// (the snapshot may be a moment behind). Without one (a finished run) a stale version is
-/// reported as such first, then that nothing is counting.
-fn change(s: &RunState, version: u64, change: DefinitionChange) -> Response {
+/// reported as such first, then that nothing is counting. An addition beyond
+/// `max_definitions` is refused (409 `too_many_definitions`).
+async fn change(s: Shared, g: &Guards, version: u64, change: DefinitionChange) -> Response {
     let snap = s.snapshot();
-    let editor =
-        match (s.editor(), snap.status.state) {
-            (Some(e), Phase::Running) => e,
-            _ if version != snap.definitions.version => return stale(snap.definitions.version, version),
-            _ => return error(
-                StatusCode::CONFLICT,
-                "run_finished",
-                "the run is finished: nothing is counting, so definitions cannot change (they can on a live monitor)",
+    if s.editor().is_none() || snap.status.state != Phase::Running {
+        if version != snap.definitions.version {
+            return stale(snap.definitions.version, version);
+        }
+        return error(
+            StatusCode::CONFLICT,
+            "run_finished",
+            "the run is finished: nothing is counting, so definitions cannot change (they can on a live monitor)",
+        );
+    }
+    // One change at a time, so the count below holds until the engine has answered.
+    let mut pending = g.changes.lock().await;
+    let snap = s.snapshot();
+    let seen = snap.definitions.version;
+    pending.retain(|&(v, _)| v > seen);
+    let d = &snap.definitions;
+    let active = d.items.iter().filter(|i| !i.retired).count() as i64
+        + d.associations.len() as i64
+        + pending.iter().map(|&(_, delta)| delta).sum::<i64>();
+    let delta = match &change {
+        DefinitionChange::Add(_) => 1,
+        DefinitionChange::Replace(_) => 0,
+        DefinitionChange::Remove(_) => -1,
+    };
+    if delta > 0 && active >= g.limits.max_definitions as i64 {
+        return error(
+            StatusCode::CONFLICT,
+            "too_many_definitions",
+            format!(
+                "the run counts {active} definitions, its limit (--http-max-definitions {}): remove one first",
+                g.limits.max_definitions
             ),
-        };
-    match editor.apply(version, change) {
-        Ok(v) => Json(json!({"version": v})).into_response(),
+        );
+    }
+    // The engine answers at its next drain: a blocking wait, off the async workers.
+    let engine = s.clone();
+    let answer = tokio::task::spawn_blocking(move || match engine.editor() {
+        Some(e) => e.apply(version, change),
+        None => Err(ChangeRefused::Finished),
+    })
+    .await
+    .unwrap_or(Err(ChangeRefused::Finished));
+    match answer {
+        Ok(v) => {
+            pending.push((v, delta));
+            Json(json!({"version": v})).into_response()
+        }
         Err(ChangeRefused::StaleVersion { current }) => stale(current, version),
         Err(ChangeRefused::Invalid(m)) => error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_definition", m),
+        Err(ChangeRefused::Busy(m)) => error(StatusCode::SERVICE_UNAVAILABLE, "busy", m),
         Err(ChangeRefused::Finished) => error(
             StatusCode::CONFLICT,
             "run_finished",
@@ -226,11 +390,16 @@ fn stale(current: u64, given: u64) -> Response {
     (StatusCode::CONFLICT, Json(body)).into_response()
 }
 
-async fn add_definition(State(s): State<Shared>, Json(b): Json<ChangeBody>) -> Response {
-    change(&s, b.version, DefinitionChange::Add(b.definition))
+async fn add_definition(State(s): State<Shared>, Extension(g): Guarded, Body(b): Body<ChangeBody>) -> Response {
+    change(s, &g, b.version, DefinitionChange::Add(b.definition)).await
 }
 
-async fn replace_definition(State(s): State<Shared>, Path(name): Path<String>, Json(b): Json<ChangeBody>) -> Response {
+async fn replace_definition(
+    State(s): State<Shared>,
+    Extension(g): Guarded,
+    Path(name): Path<String>,
+    Body(b): Body<ChangeBody>,
+) -> Response {
     // The line names its definition; the path must agree, or the client replaces another one.
     let named = b.definition.split(|c: char| c.is_whitespace() || c == ':' || c == '=').next().unwrap_or("");
     if named != name {
@@ -240,15 +409,16 @@ async fn replace_definition(State(s): State<Shared>, Path(name): Path<String>, J
             format!("the line defines {named:?}, the path {name:?}"),
         );
     }
-    change(&s, b.version, DefinitionChange::Replace(b.definition))
+    change(s, &g, b.version, DefinitionChange::Replace(b.definition)).await
 }
 
 async fn remove_definition(
     State(s): State<Shared>,
+    Extension(g): Guarded,
     Path(name): Path<String>,
     Query(q): Query<VersionQuery>,
 ) -> Response {
-    change(&s, q.version, DefinitionChange::Remove(name))
+    change(s, &g, q.version, DefinitionChange::Remove(name)).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -256,7 +426,7 @@ struct StreamQuery {
     resolution_ms: Option<u64>,
 }
 
-async fn events(State(s): State<Shared>, Query(q): Query<StreamQuery>) -> Response {
+async fn events(State(s): State<Shared>, Extension(g): Guarded, Query(q): Query<StreamQuery>) -> Response {
     let ms = q.resolution_ms.unwrap_or(1000);
     if ms < stream::MIN_RESOLUTION_MS {
         return error(
@@ -265,7 +435,16 @@ async fn events(State(s): State<Shared>, Query(q): Query<StreamQuery>) -> Respon
             format!("resolution_ms is at least {}", stream::MIN_RESOLUTION_MS),
         );
     }
-    stream::events(&s, ms).into_response()
+    // One permit per client, held by its stream until it leaves.
+    let Ok(permit) = g.streams.clone().try_acquire_owned() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_streams",
+            format!("{} stream clients already (--http-max-streams)", g.limits.max_streams),
+        );
+    };
+    let keep_alive = (g.limits.idle_timeout / 2).min(stream::KEEP_ALIVE);
+    stream::events(&s, ms, permit, keep_alive).into_response()
 }
 
 async fn prometheus(State(s): State<Shared>) -> Response {

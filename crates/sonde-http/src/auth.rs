@@ -77,17 +77,74 @@ fn bearer(value: &str) -> Option<String> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim().to_string())
 }
 
+/// Marks an answer to a request that passed [`require`]: its connection is trusted (kept when
+/// the server is at its connection cap).
+#[derive(Debug, Clone, Copy)]
+pub struct Passed;
+
+async fn pass(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    res.extensions_mut().insert(Passed);
+    res
+}
+
 /// Middleware: 401 with `WWW-Authenticate: Bearer` unless the request holds the token.
 pub async fn require(State(access): State<Access>, req: Request, next: Next) -> Response {
     match &access {
-        Access::Open => next.run(req).await,
-        Access::Token(t) if presented(&req).is_some_and(|p| same(p.as_bytes(), t.as_bytes())) => next.run(req).await,
+        Access::Open => pass(req, next).await,
+        Access::Token(t) if presented(&req).is_some_and(|p| same(p.as_bytes(), t.as_bytes())) => pass(req, next).await,
         Access::Token(_) => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
             axum::Json(serde_json::json!({"error": "unauthorized", "message": "a bearer token is required"})),
         )
             .into_response(),
+    }
+}
+
+/// Whether `authority` (a `Host` value: a name or address, with or without a port) names this
+/// machine's loopback: `localhost`, 127.0.0.0/8 or `[::1]`. A tokenless server answers only
+/// these, so that a web page whose name was rebound to 127.0.0.1 (DNS rebinding) cannot read it.
+pub fn loopback_host(authority: &str) -> bool {
+    let host = match authority.strip_prefix('[') {
+        // [::1] or [::1]:port
+        Some(rest) => match rest.split_once(']') {
+            Some((inside, port)) if port.is_empty() || valid_port(port) => inside,
+            _ => return false,
+        },
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) if valid_port(&format!(":{port}")) => host,
+            Some(_) => return false,
+            None => authority,
+        },
+    };
+    let host = host.strip_suffix('.').unwrap_or(host);
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn valid_port(port: &str) -> bool {
+    port.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok())
+}
+
+/// Middleware of a tokenless server: 421 unless `Host` names loopback. A request without a
+/// `Host` (HTTP/1.0) is answered: a browser always sends one.
+pub async fn loopback_only(req: Request, next: Next) -> Response {
+    let authority = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| req.headers().get(header::HOST).map(|h| h.to_str().unwrap_or("\u{fffd}").to_string()));
+    match authority {
+        Some(a) if !loopback_host(&a) => (
+            StatusCode::MISDIRECTED_REQUEST,
+            axum::Json(serde_json::json!({
+                "error": "bad_host",
+                "message": "without a token this server answers only Host: localhost, 127.0.0.1 or [::1] \
+                            (with a port); give it a token (--http-token) to be reached by another name",
+            })),
+        )
+            .into_response(),
+        _ => next.run(req).await,
     }
 }
 
@@ -106,6 +163,27 @@ mod tests {
         assert_eq!(access_for(any, Some(" s3cret\n")), Ok(Access::Token("s3cret".into())));
         assert_eq!(access_for(any, Some("  ")), Err(AccessError::EmptyToken));
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn loopback_names_only() {
+        for ok in ["localhost", "LOCALHOST:8080", "localhost.", "127.0.0.1", "127.1.2.3:80", "[::1]", "[::1]:8080"] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example",
+            "evil.example:8080",
+            "10.0.0.1",
+            "0.0.0.0:80",
+            "[::2]:80",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+            "localhost:http",
+            "[::1]x",
+            "",
+        ] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn query(tcp: &Table, udp: &Table, q: &FlowQuery) -> Result<FlowPage, BadQue
         Some(other) => return Err(BadQuery(format!("order is asc or desc, not {other:?}"))),
     };
     let field = |row: usize, col: Option<usize>| col.map_or(Value::Null, |c| table.cell(row, c));
-    let mut matching: Vec<usize> = (0..table.len())
+    let matching: Vec<usize> = (0..table.len())
         .filter(|&row| {
             let addr_ok = q.addr.as_deref().is_none_or(|a| ips.iter().any(|&c| text(&field(row, c)) == a));
             let port_ok = q.port.is_none_or(|p| ports.iter().any(|&c| field(row, c).as_u64() == Some(u64::from(p))));
@@ -77,22 +77,39 @@ pub fn query(tcp: &Table, udp: &Table, q: &FlowQuery) -> Result<FlowPage, BadQue
             addr_ok && port_ok && complete_ok
         })
         .collect();
-    if let Some(col) = sort {
-        // Each key read once; a stable sort: equal keys keep log order, so pages do not shuffle
-        // between requests.
-        let mut keyed: Vec<(Value, usize)> = matching.iter().map(|&row| (table.cell(row, col), row)).collect();
-        keyed.sort_by(|a, b| {
-            let ord = compare(&a.0, &b.0);
-            if descending {
-                ord.reverse()
-            } else {
-                ord
-            }
-        });
-        matching = keyed.into_iter().map(|(_, row)| row).collect();
-    }
     let offset = q.offset.unwrap_or(0);
     let limit = q.limit.unwrap_or(100).min(MAX_LIMIT);
+    if let Some(col) = sort {
+        // Each key read once. Equal keys keep log order (the row breaks ties), so pages do not
+        // shuffle between requests. Only the rows up to the page's end are put in order: a
+        // selection (linear) then a sort of those, not a sort of the whole log.
+        let mut keyed: Vec<(Value, usize)> = matching.iter().map(|&row| (table.cell(row, col), row)).collect();
+        let order = |a: &(Value, usize), b: &(Value, usize)| {
+            let ord = compare(&a.0, &b.0);
+            let ord = if descending { ord.reverse() } else { ord };
+            ord.then(a.1.cmp(&b.1))
+        };
+        let end = offset.saturating_add(limit).min(keyed.len());
+        if end == 0 {
+            keyed.clear();
+        } else {
+            if end < keyed.len() {
+                keyed.select_nth_unstable_by(end - 1, order);
+                keyed.truncate(end);
+            }
+            keyed.sort_unstable_by(order);
+        }
+        let page: Vec<usize> = keyed.into_iter().map(|(_, row)| row).skip(offset).collect();
+        let rows = page.iter().map(|&row| table.row(row)).collect();
+        return Ok(FlowPage {
+            proto: proto.into(),
+            total: matching.len(),
+            offset,
+            limit,
+            columns: table.columns.clone(),
+            rows,
+        });
+    }
     let rows = matching.iter().skip(offset).take(limit).map(|&row| table.row(row)).collect();
     Ok(FlowPage { proto: proto.into(), total: matching.len(), offset, limit, columns: table.columns.clone(), rows })
 }
@@ -155,6 +172,60 @@ mod tests {
         assert_eq!((page.total, page.rows.len()), (3, 1));
         assert_eq!(page.rows[0][0], Value::from("10.0.0.3"));
         assert_eq!(q(FlowQuery { proto: Some("udp".into()), ..Default::default() }).total, 1);
+    }
+
+    #[test]
+    fn a_page_of_the_selection_is_the_page_of_a_stable_sort() {
+        let mut tsv = String::from("c_ip\tc_port\ts_ip\ts_port\tc_bytes_all\tcomplete\n");
+        for i in 0..500u64 {
+            // Many equal keys, and missing values, to test the ties' order.
+            let bytes = if i % 7 == 0 { "-".to_string() } else { ((i * 37) % 23).to_string() };
+            tsv.push_str(&format!("10.0.{}.{}\t{}\t10.9.9.9\t80\t{bytes}\t1\n", i / 256, i % 256, 1000 + i));
+        }
+        let (tcp, udp) = (Table::from_tsv(&tsv), Table::from_tsv("c_ip\n"));
+        for order in ["asc", "desc"] {
+            let all = query(
+                &tcp,
+                &udp,
+                &FlowQuery {
+                    sort: Some("c_bytes_all".into()),
+                    order: Some(order.into()),
+                    limit: Some(MAX_LIMIT),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            // The reference: a stable sort of the whole log.
+            let mut rows: Vec<usize> = (0..tcp.len()).collect();
+            let col = tcp.column("c_bytes_all").unwrap();
+            rows.sort_by(|&a, &b| {
+                let o = compare(&tcp.cell(a, col), &tcp.cell(b, col));
+                if order == "desc" {
+                    o.reverse()
+                } else {
+                    o
+                }
+            });
+            let expected: Vec<Vec<Value>> = rows.iter().map(|&r| tcp.row(r)).collect();
+            assert_eq!(all.rows, expected, "{order}");
+            for (offset, limit) in [(0, 10), (37, 25), (490, 25), (600, 5)] {
+                let page = query(
+                    &tcp,
+                    &udp,
+                    &FlowQuery {
+                        sort: Some("c_bytes_all".into()),
+                        order: Some(order.into()),
+                        offset: Some(offset),
+                        limit: Some(limit),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                let want: Vec<_> = expected.iter().skip(offset).take(limit).cloned().collect();
+                assert_eq!(page.rows, want, "{order} {offset} {limit}");
+                assert_eq!(page.total, 500);
+            }
+        }
     }
 
     #[test]

@@ -24,13 +24,14 @@ mod flows;
 mod intervals;
 mod metrics;
 mod publish;
+mod server;
 mod snapshot;
 mod state;
 mod stream;
 
 use std::future::Future;
 
-pub use api::{api_routes, router};
+pub use api::{api_routes, router, router_with};
 /// The server's routes, as [`router`] makes them.
 pub type App = axum::Router;
 pub use auth::{access_for, Access, AccessError};
@@ -45,6 +46,7 @@ pub use snapshot::{
 };
 // The names these had before they were told apart from sonde-define's `Definition` and
 // sonde-stats' `Tables`; kept so callers written against them compile unchanged.
+pub use server::{serve_with, ConnectionStats, Limits, MIN_HEADER_BYTES};
 pub use snapshot::{DefinitionSummary as Definition, TableFiles as Tables};
 pub use state::{
     ChangeRefused, DefinitionChange, DefinitionEditor, ExportCounter, ExportCounters, RunState, Update, UpdateKind,
@@ -52,25 +54,30 @@ pub use state::{
 };
 pub use stream::MIN_RESOLUTION_MS;
 
-/// Serves `app` on `listener` until `shutdown` completes.
+/// Serves `app` on `listener` with the default [`Limits`] until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    serve_with(listener, app, &Limits::default(), Default::default(), shutdown).await
 }
 
 /// Serves `app` on an already bound listener until SIGINT (Ctrl-C), in a runtime of its own
 /// (two worker threads: the server is light, and the machine's cores belong to the analysis).
-pub fn serve_until_interrupted(listener: std::net::TcpListener, app: axum::Router) -> std::io::Result<()> {
+pub fn serve_until_interrupted(
+    listener: std::net::TcpListener,
+    app: axum::Router,
+    limits: &Limits,
+    stats: std::sync::Arc<ConnectionStats>,
+) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let interrupted = std::sync::Arc::new(tokio::sync::Notify::new());
         let signal = interrupted.clone();
-        let server = serve(listener, app, async move {
+        let server = serve_with(listener, app, limits, stats, async move {
             let _ = tokio::signal::ctrl_c().await;
             signal.notify_one();
         });
@@ -94,7 +101,12 @@ pub struct Background {
 
 /// Serves `app` on an already bound listener in a thread of its own (a live run serves while it
 /// analyses); no signal handling: the run stops it.
-pub fn serve_in_background(listener: std::net::TcpListener, app: axum::Router) -> std::io::Result<Background> {
+pub fn serve_in_background(
+    listener: std::net::TcpListener,
+    app: axum::Router,
+    limits: Limits,
+    stats: std::sync::Arc<ConnectionStats>,
+) -> std::io::Result<Background> {
     listener.set_nonblocking(true)?;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -104,7 +116,7 @@ pub fn serve_in_background(listener: std::net::TcpListener, app: axum::Router) -
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let asked = std::sync::Arc::new(tokio::sync::Notify::new());
             let told = asked.clone();
-            let server = serve(listener, app, async move { told.notified().await });
+            let server = serve_with(listener, app, &limits, stats, async move { told.notified().await });
             tokio::select! {
                 result = server => result,
                 () = async {

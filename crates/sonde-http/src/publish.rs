@@ -320,9 +320,9 @@ impl DefinitionEditor for Editor {
             Ok(Err(ChangeError::Conflict { current, .. })) => Err(ChangeRefused::StaleVersion { current }),
             Ok(Err(e)) => Err(ChangeRefused::Invalid(e.to_string())),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ChangeRefused::Finished),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                Err(ChangeRefused::Invalid(format!("the monitor did not take the change within {EDIT_WAIT:?}")))
-            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(ChangeRefused::Busy(format!(
+                "the monitor did not take the change within {EDIT_WAIT:?}; it may still: read /api/definitions"
+            ))),
         }
     }
 }

@@ -50,6 +50,8 @@ pub enum ChangeRefused {
     Invalid(String),
     /// The run ended before it could apply the change.
     Finished,
+    /// The engine did not answer in time (it may still apply the change: read the version).
+    Busy(String),
 }
 
 /// The engine side of definition changes (a live run wires it to the counter's `change`

@@ -18,6 +18,9 @@ use crate::state::{RunState, Update, UpdateKind};
 /// The finest resolution served.
 pub const MIN_RESOLUTION_MS: u64 = 10;
 
+/// A keep-alive comment at least this often (more often when the idle timeout is shorter).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
 /// One event's data.
 #[derive(Debug, Serialize)]
 pub struct StreamEvent<'a> {
@@ -35,6 +38,8 @@ struct Client {
     resolution: Duration,
     last_sent: Option<Instant>,
     skipped: u64,
+    /// The client's place among `max_streams`, given back when it leaves.
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Client {
@@ -88,7 +93,12 @@ impl Client {
 
 /// The stream for one client: first the current state (`final` on a finished run), then the
 /// updates; a finished run's stream stays open (keep-alive comments) until the client leaves.
-pub fn events(state: &Arc<RunState>, resolution_ms: u64) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub fn events(
+    state: &Arc<RunState>,
+    resolution_ms: u64,
+    permit: impl Into<Option<tokio::sync::OwnedSemaphorePermit>>,
+    keep_alive: Duration,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = state.subscribe();
     let snap = state.snapshot();
     let kind = match snap.status.state {
@@ -108,10 +118,11 @@ pub fn events(state: &Arc<RunState>, resolution_ms: u64) -> Sse<impl Stream<Item
         resolution: Duration::from_millis(resolution_ms.max(MIN_RESOLUTION_MS)),
         last_sent: None,
         skipped: 0,
+        _permit: permit.into(),
     };
     let stream = futures_util::stream::unfold(client, |mut c| async move {
         let ev = c.next().await?;
         Some((Ok(ev), c))
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive.max(Duration::from_secs(1))))
 }

@@ -128,7 +128,64 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "FILE")]
     pub http_token: Option<PathBuf>,
     #[command(flatten)]
+    pub http_limits: HttpLimitArgs,
+    #[command(flatten)]
     pub analysis: AnalysisArgs,
+}
+
+/// The HTTP server's bounds (docs/security.md): what one client, and all of them together, may
+/// hold.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpLimitArgs {
+    /// Connections the HTTP server keeps open at once; beyond, a new one takes the place of the
+    /// oldest that has not passed the token (or Host) check, or is answered 503.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub http_max_connections: usize,
+    /// Live stream (/api/stream) clients at once; beyond, 503.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub http_max_streams: usize,
+    /// Seconds a client has to send a request's headers whole.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub http_header_timeout: f64,
+    /// Seconds without a byte read or written after which a connection is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub http_idle_timeout: f64,
+    /// Largest request head (request line and headers; at least 8192); beyond, 431.
+    #[arg(long, value_name = "BYTES", default_value_t = 16384)]
+    pub http_max_header_bytes: usize,
+    /// Largest request body; beyond, 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 65536)]
+    pub http_max_body_bytes: usize,
+    /// Definitions a live monitor counts at once; an addition through the API beyond is refused
+    /// (409).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub http_max_definitions: usize,
+}
+
+impl HttpLimitArgs {
+    /// The server's limits, checked.
+    pub fn limits(&self) -> anyhow::Result<sonde_http::Limits> {
+        let secs = |name: &str, v: f64| {
+            anyhow::ensure!(v.is_finite() && (0.001..=86_400.0).contains(&v), "{name} is 0.001 to 86400 seconds");
+            Ok(std::time::Duration::from_secs_f64(v))
+        };
+        anyhow::ensure!(self.http_max_connections >= 1, "--http-max-connections must be at least 1");
+        anyhow::ensure!(
+            self.http_max_header_bytes >= sonde_http::MIN_HEADER_BYTES,
+            "--http-max-header-bytes must be at least {}",
+            sonde_http::MIN_HEADER_BYTES
+        );
+        Ok(sonde_http::Limits {
+            max_connections: self.http_max_connections,
+            max_streams: self.http_max_streams,
+            header_timeout: secs("--http-header-timeout", self.http_header_timeout)?,
+            idle_timeout: secs("--http-idle-timeout", self.http_idle_timeout)?,
+            max_header_bytes: self.http_max_header_bytes,
+            max_body_bytes: self.http_max_body_bytes,
+            max_definitions: self.http_max_definitions,
+            ..sonde_http::Limits::default()
+        })
+    }
 }
 
 /// What `analyze` and `monitor` share: the analysis and its outputs.
@@ -411,6 +468,8 @@ pub struct MonitorArgs {
     /// default: the SONDE_HTTP_TOKEN environment variable).
     #[arg(long, value_name = "FILE")]
     pub http_token: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub http_limits: HttpLimitArgs,
     /// Write the outputs in chunks into this storage location, with an optional byte quota
     /// (K, M, G, T: powers of 1024), e.g. /data1:500G; repeat for more: when one is at its quota
     /// the chunks continue in the next. Each location's manifest.tsv lists the files complete

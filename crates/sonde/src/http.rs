@@ -19,11 +19,14 @@ pub struct Prepared {
     listener: TcpListener,
     access: Access,
     started_unix_s: f64,
+    limits: sonde_http::Limits,
+    connections: std::sync::Arc<sonde_http::ConnectionStats>,
 }
 
 /// Binds `addr` after checking who may read (a token off loopback: `token_file`, else the
 /// environment).
-pub fn prepare(addr: SocketAddr, token_file: Option<&Path>) -> Result<Prepared> {
+pub fn prepare(addr: SocketAddr, token_file: Option<&Path>, limits: &crate::flags::HttpLimitArgs) -> Result<Prepared> {
+    let limits = limits.limits()?;
     let token = match token_file {
         Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?),
         None => std::env::var(TOKEN_ENV).ok(),
@@ -31,7 +34,7 @@ pub fn prepare(addr: SocketAddr, token_file: Option<&Path>) -> Result<Prepared> 
     let access = sonde_http::access_for(addr, token.as_deref())?;
     let listener = TcpListener::bind(addr).with_context(|| format!("--http {addr}"))?;
     let started_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-    Ok(Prepared { listener, access, started_unix_s })
+    Ok(Prepared { listener, access, started_unix_s, limits, connections: Default::default() })
 }
 
 impl Prepared {
@@ -41,13 +44,13 @@ impl Prepared {
         let state = RunState::new(snapshot);
         state.add_export_counters(crate::export::final_metrics(&finished.report));
         let app = self.announce(state, quiet, "Ctrl-C stops")?;
-        sonde_http::serve_until_interrupted(self.listener, app).context("http server")
+        sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")
     }
 
     /// Serves `state` (a live run publishes into it) in a thread of its own until stopped.
     pub fn serve_live(self, state: std::sync::Arc<RunState>, quiet: bool) -> Result<sonde_http::Background> {
         let app = self.announce(state, quiet, "while capturing")?;
-        sonde_http::serve_in_background(self.listener, app).context("http server")
+        sonde_http::serve_in_background(self.listener, app, self.limits, self.connections).context("http server")
     }
 
     /// A live run's first snapshot: running, nothing read yet.
@@ -67,7 +70,8 @@ impl Prepared {
 
     fn announce(&self, state: std::sync::Arc<RunState>, quiet: bool, how: &str) -> Result<sonde_http::App> {
         let addr = self.listener.local_addr()?;
-        let app = sonde_http::router(state, self.access.clone());
+        state.add_export_counters(self.connections.counters());
+        let app = sonde_http::router_with(state, self.access.clone(), &self.limits);
         // Printed even with -q: it is the only way to learn a port 0 picked.
         println!("sonde: serving http://{addr}/ ({how})");
         if !quiet && self.access != Access::Open {

@@ -62,7 +62,8 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         "--http serves sonde's flow logs: it takes --layout sonde"
     );
     // The address is checked and bound before anything is read or written.
-    let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
+    let server =
+        args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
     // From here a signal ends the input where it is, and the outputs are written.
     let stop = sonde_live::stop_on_signals_and_hangup().context("installing the signal handlers")?;
     let (prepared, mut source) =

@@ -21,7 +21,8 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let stop = sonde_live::stop_on_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let reload = sonde_live::reload_on_sighup().context("installing the SIGHUP handler")?;
     // The address is checked and bound before the capture opens.
-    let server = args.http.map(|addr| http::prepare(addr, args.http_token.as_deref())).transpose()?;
+    let server =
+        args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
     let cfg = sonde_live::Config {
         interfaces: args.interfaces.clone(),
         backend: match args.capture {

@@ -251,3 +251,67 @@ fn metrics_carry_the_ipfix_exporters_counters() {
     assert_eq!(ipfix["records"].as_u64().unwrap(), ended + flows["interim_records"].as_u64().unwrap());
     assert!(server.interrupt().success());
 }
+
+/// Issue 20: an unauthenticated client opening ~20,000 idle connections to `monitor --http`
+/// exhausted the descriptors: token holders timed out, and at SIGTERM the run wrote no outputs.
+/// Here a monitor capturing on `lo` with 512 descriptors (`ulimit -n`) and a cap of 64
+/// connections gets 2,000 idle ones: a token holder is answered, and SIGTERM writes every output.
+#[test]
+fn an_idle_crowd_leaves_a_monitor_answering_and_its_outputs_written() {
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: capturing on lo needs root");
+        return;
+    }
+    // This process holds the crowd's 2,000 sockets: the soft limit raised towards the hard one.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < 8192 {
+            lim.rlim_cur = lim.rlim_max.min(8192);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 512 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_sonde"))
+        .args(["monitor", "-i", "lo", "--force", "--interval", "1", "-o"])
+        .arg(&out)
+        .args(["--http", "127.0.0.1:0", "--http-max-connections", "64", "--http-token"])
+        .arg(&token)
+        .env_remove("SONDE_HTTP_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("run sonde monitor");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.split("http://").nth(1).unwrap_or_else(|| panic!("no URL in {line:?}"));
+    let addr: SocketAddr = url.split('/').next().unwrap().parse().unwrap();
+    let server = Server { child, addr, _out: dir, out_dir: out };
+    let crowd: Vec<TcpStream> = (0..2000).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let (code, body) = server.get("/api/status", Some("s3cret"));
+    assert_eq!(code, 200, "{body}");
+    let (_, metrics) = server.get("/metrics", Some("s3cret"));
+    let evicted = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("sonde_http_connections_total{outcome=\"evicted\"} "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no evicted count in {metrics}"));
+    assert!(evicted >= 2000 - 64, "evicted {evicted}");
+    // SIGTERM with the crowd still connected: the outputs are written, the exit is clean.
+    let mut server = server;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) }, 0);
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "sonde monitor exited with {status}");
+    for file in ["summary.json", "tcp_flows.tsv", "udp_flows.tsv", "intervals.tsv"] {
+        assert!(server.out_dir.join(file).is_file(), "{file} not written");
+    }
+    drop(crowd);
+}
