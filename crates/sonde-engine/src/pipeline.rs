@@ -873,6 +873,8 @@ fn work<S: WorkerSink>(
 
 /// Most shards the flows are split into (fewer when `--max-flows` is smaller).
 const SHARDS: u32 = 256;
+/// Most workers that can have flows: one per shard.
+pub const MAX_WORKERS: usize = SHARDS as usize;
 
 /// Flows are split into a fixed number of shards by hash, each tracked by its own table with its
 /// share of `--max-flows`, and a worker owns every `workers`-th shard. The shards do not depend
