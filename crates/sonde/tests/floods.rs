@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use common::*;
 
@@ -13,14 +12,6 @@ use common::*;
 /// and 1,236 B per flow for a whole run at 1 M flows; the rest covers the index growing in
 /// powers of two.
 const BYTES_PER_FLOW: u64 = 2_000;
-
-fn generate(dir: &Path, kind: &str, packets: u32) -> PathBuf {
-    let path = dir.join(format!("{kind}-{packets}.pcap"));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/flood.py");
-    let status = Command::new("python3").arg(script).arg(kind).arg(packets.to_string()).arg(&path).status();
-    assert!(status.is_ok_and(|s| s.success()), "bench/flood.py {kind} {packets}");
-    path
-}
 
 fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
@@ -55,7 +46,7 @@ fn floods_stay_within_the_table_and_every_flow_is_logged() {
         .chain(["--table-size", "1000", "--definitions", defs.to_str().unwrap(), "--definition-fids", "1000"])
         .collect();
     // What the process costs with next to no flows.
-    let (out, run) = analyze(&generate(dir.path(), "udp", 100), &args);
+    let (out, run) = analyze(&flood_pcap(dir.path(), "udp", 100), &args);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let baseline = peak_rss(&summary(out.path()));
     // (kind, packets, flows it opens: every packet a new flow but for the later fragments, and
@@ -67,7 +58,7 @@ fn floods_stay_within_the_table_and_every_flow_is_logged() {
         ("frag", 50_000, 25_000),
         ("concurrent", 40_000, 40_000),
     ] {
-        let trace = generate(dir.path(), kind, packets);
+        let trace = flood_pcap(dir.path(), kind, packets);
         let (out, run) = analyze(&trace, &args);
         assert!(run.status.success(), "{kind}: {}", String::from_utf8_lossy(&run.stderr));
         let s = summary(out.path());
@@ -109,7 +100,7 @@ fn two_million_flows_cost_what_a_hundred_thousand_do() {
     let dir = tempfile::tempdir().unwrap();
     let args = ["--max-flows", "100000", "--threads", "3", "--interval", "0"];
     let peak = |packets: u32| {
-        let trace = generate(dir.path(), "syn", packets);
+        let trace = flood_pcap(dir.path(), "syn", packets);
         let (out, run) = analyze(&trace, &args);
         assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
         let s = summary(out.path());
