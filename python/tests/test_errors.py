@@ -80,7 +80,8 @@ def test_a_truncated_stream_raises_at_its_end_after_every_flow(tmp_path):
     "options, message",
     [
         ({"interval": -1}, "interval must be 0 (off) or at least 0.001 seconds"),
-        ({"threads": 0}, "threads must be at least 1"),
+        ({"threads": 0}, "threads must be from 1 to 256"),
+        ({"threads": 257}, "threads must be from 1 to 256"),
         ({"tcp_timeout": 0}, "tcp_timeout must be a positive number of seconds"),
         ({"filter": "tcp port"}, "filter"),
         ({"internal": "10.0.0.0/33"}, "internal 10.0.0.0/33"),

@@ -39,7 +39,7 @@ mod thinning;
 
 pub use app::{AppConfig, AppReaderStats, UDP_HEAD_BYTES};
 pub use controls::{Controls, Edit};
-pub use pipeline::{Outcome, Pipeline, Progress};
+pub use pipeline::{Outcome, Pipeline, Progress, MAX_WORKERS};
 pub use run::{Drains, PartOf, Run, RunError, RunResult, Timing};
 pub use sink::{DefinitionsView, Drain, DrainObserver, Held, Part, ReaderStatus, Sinks, Totals, WorkerSink};
 pub use sonde_filter::{Filter, FilterError};

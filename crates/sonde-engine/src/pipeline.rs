@@ -82,6 +82,8 @@ struct Item {
     app: AppRef,
     /// An ICMP packet: for the ICMP table, or an error for the flow it quotes (`key`).
     icmp: Option<IcmpItem>,
+    /// The flow's (or ICMP entry's) shard: which of its worker's trackers takes it.
+    shard: u32,
 }
 
 /// An ICMP packet's item: its message for the worker of its ICMP entry, or, for an error that
@@ -152,6 +154,7 @@ impl Item {
         packet: PacketSummary::EMPTY,
         app: AppRef { payload_at: 0, payload_len: 0, resolved: 0 },
         icmp: None,
+        shard: 0,
     };
 }
 
@@ -241,10 +244,9 @@ pub(crate) fn read_input<K: Sinks>(
     progress: &mut dyn FnMut(Progress),
 ) -> (Outcome, Vec<WorkerOutput<<K::Worker as WorkerSink>::Part>>) {
     let pipeline = setup.pipeline;
-    let workers = pipeline.workers.max(1);
-    let mut flow_cfg = pipeline.flow.clone();
-    flow_cfg.max_flows = flow_cfg.max_flows.div_ceil(workers).max(1);
-    flow_cfg.initial_flows = flow_cfg.initial_flows.div_ceil(workers).max(1);
+    let shards = Shards::new(pipeline.flow.max_flows, pipeline.workers);
+    let workers = shards.workers as usize;
+    let flow_cfg = &pipeline.flow;
 
     let mut stats = RunStats::default();
     let (worker_drain, live) = match setup.drains {
@@ -266,20 +268,21 @@ pub(crate) fn read_input<K: Sinks>(
         ),
         None => (None, None),
     };
-    let new_worker = || {
+    let new_worker = |worker: usize| {
         let sink = WorkerOutputs {
             sink: setup.sinks.worker(),
             flows: setup.flow_stats.map(FlowIntervals::new),
             recent: worker_drain.as_ref().filter(|d| d.recent_flows > 0).map(|d| Recent::new(d.recent_flows)),
         };
-        Worker::new(flow_cfg.clone(), sink, worker_drain.clone())
+        let trackers = shards.owned(worker).map(|shard| FlowTracker::new(shards.config(flow_cfg, shard))).collect();
+        Worker::new(trackers, shards, flow_cfg.app_facts, sink, worker_drain.clone())
     };
     let mut reader = Reader {
         stats: &mut stats,
         clock_ns: 0,
         next_drain_ns: if live.is_some() { 0 } else { u64::MAX },
         live,
-        workers,
+        shards,
         intervals: setup.intervals,
         definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
@@ -289,7 +292,7 @@ pub(crate) fn read_input<K: Sinks>(
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
         let mut inline =
-            Inline { worker: new_worker(), batch: [Item::EMPTY; INLINE_BATCH], app: AppData::default(), len: 0 };
+            Inline { worker: new_worker(0), batch: [Item::EMPTY; INLINE_BATCH], app: AppData::default(), len: 0 };
         let input_error = reader.read(source, filter, progress, &mut inline);
         inline.flush();
         (input_error, vec![inline.worker.finish(reader.clock_ns)])
@@ -306,11 +309,7 @@ pub(crate) fn read_input<K: Sinks>(
     let mut outputs = Vec::with_capacity(results.len());
     for r in results {
         counts.add(&r.counts);
-        table.lookups += r.table.lookups;
-        table.probes += r.table.probes;
-        table.peak_live += r.table.peak_live;
-        table.inserted += r.table.inserted;
-        table.evicted += r.table.evicted;
+        table.add(&r.table);
         counts.icmp.evicted += r.icmp.evicted;
         counts.icmp.errors_matched += r.icmp.errors_matched;
         counts.icmp.errors_unmatched += r.icmp.errors_unmatched;
@@ -331,7 +330,7 @@ pub(crate) fn read_input<K: Sinks>(
 /// What the worker threads are made with.
 struct Threads<'a, S, P> {
     batch_len: usize,
-    new_worker: &'a (dyn Fn() -> Worker<WorkerOutputs<S>, P> + Sync),
+    new_worker: &'a (dyn Fn(usize) -> Worker<WorkerOutputs<S>, P> + Sync),
 }
 
 /// The reader in this thread, `reader.workers` workers in their own, batches between them.
@@ -343,7 +342,7 @@ fn run_threads<S: WorkerSink>(
     t: Threads<'_, S, S::Part>,
 ) -> (Option<CaptureError>, Vec<WorkerResult<WorkerOutputs<S>>>) {
     let (batch_len, new_worker) = (t.batch_len, t.new_worker);
-    let workers = reader.workers;
+    let workers = reader.shards.workers as usize;
     thread::scope(|scope| {
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
         // Every batch there is fits in the recycling channel: a worker never waits to return one.
@@ -357,7 +356,7 @@ fn run_threads<S: WorkerSink>(
             let matcher = matcher.clone();
             let worker = thread::Builder::new()
                 .name(format!("sonde-worker-{i}"))
-                .spawn_scoped(scope, move || work(new_worker(), matcher, rx, recycle))
+                .spawn_scoped(scope, move || work(new_worker(i), matcher, rx, recycle))
                 .expect("spawn a worker thread");
             handles.push(worker);
         }
@@ -648,9 +647,13 @@ impl Dispatch for ToThreads<'_> {
     }
 }
 
-/// A flow worker: a tracker and the sinks of the flows it ends.
+/// A flow worker: a tracker per shard it owns, and the sinks of the flows they end.
 struct Worker<S, P> {
-    tracker: FlowTracker,
+    trackers: Vec<FlowTracker>,
+    shards: Shards,
+    /// Flows open in all its trackers, and the most at once (the trackers peak apart).
+    live: usize,
+    peak_live: usize,
     sink: S,
     counts: FlowCounts,
     /// A live run's drains.
@@ -725,25 +728,35 @@ impl Recent {
 }
 
 impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
-    fn new(cfg: FlowConfig, sink: WorkerOutputs<S>, drain: Option<WorkerDrain<S::Part>>) -> Self {
-        let counts = FlowCounts { app: cfg.app_facts.then(AppCounts::default), ..FlowCounts::default() };
-        Worker { tracker: FlowTracker::new(cfg), sink, counts, drain }
+    fn new(
+        trackers: Vec<FlowTracker>,
+        shards: Shards,
+        app_facts: bool,
+        sink: WorkerOutputs<S>,
+        drain: Option<WorkerDrain<S::Part>>,
+    ) -> Self {
+        let counts = FlowCounts { app: app_facts.then(AppCounts::default), ..FlowCounts::default() };
+        Worker { trackers, shards, live: 0, peak_live: 0, sink, counts, drain }
     }
 
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
-        self.tracker.set_internal_nets(nets.to_vec());
+        for tracker in &mut self.trackers {
+            tracker.set_internal_nets(nets.to_vec());
+        }
         self.sink.internal_nets(nets);
     }
 
     /// Hands the collector what the sinks gathered since the last drain, with the open flows.
     fn drain(&mut self, seq: u64) {
+        let Some(open_flows) = self.drain.as_ref().map(|d| d.open_flows) else { return };
+        let open = self.open_flows(open_flows);
         let Some(d) = self.drain.as_ref() else { return };
         let part = WorkerPart {
             reader: d.reader,
             seq,
             part: self.sink.sink.take(),
             flows: self.sink.flows.as_mut().map(FlowIntervals::take),
-            open: if d.open_flows > 0 { self.tracker.open_flows(d.open_flows) } else { Vec::new() },
+            open,
             ended: self.sink.recent.as_mut().map_or_else(Vec::new, |r| r.records.drain(..).collect()),
         };
         let _ = d.to_collector.send(ToCollector::Worker(part));
@@ -751,53 +764,81 @@ impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
 }
 
 impl<S: FlowSink, P> Worker<S, P> {
+    /// The tracker of `item`'s shard.
+    fn tracker(&mut self, item: &Item) -> &mut FlowTracker {
+        &mut self.trackers[self.shards.local(item.shard)]
+    }
+
+    /// Records of up to `limit` open flows, shard by shard.
+    fn open_flows(&mut self, limit: usize) -> Vec<FlowRecord> {
+        let mut open = Vec::new();
+        for tracker in &mut self.trackers {
+            if open.len() >= limit {
+                break;
+            }
+            open.extend(tracker.open_flows(limit - open.len()));
+        }
+        open
+    }
+
     fn packets(&mut self, items: &[Item], app: &AppData) {
         for (i, item) in items.iter().enumerate() {
             if let Some(ahead) = items.get(i + PREFETCH_INDEX) {
-                self.tracker.prefetch_index(&ahead.key);
+                self.tracker(ahead).prefetch_index(&ahead.key);
             }
             if let Some(ahead) = items.get(i + PREFETCH_SLOT) {
-                self.tracker.prefetch_slot(&ahead.key);
+                self.tracker(ahead).prefetch_slot(&ahead.key);
             }
             if let Some(ahead) = items.get(i + PREFETCH_STATE) {
-                self.tracker.prefetch_state(&ahead.key);
+                self.tracker(ahead).prefetch_state(&ahead.key);
             }
-            let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
             if let Some(icmp) = item.icmp {
                 self.icmp(item, icmp);
                 continue;
             }
             let input =
                 if item.app.payload_len == 0 && item.app.resolved == 0 { AppInput::NONE } else { app.input(item.app) };
-            self.tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, input, &mut sink);
+            let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
+            let tracker = &mut self.trackers[self.shards.local(item.shard)];
+            let before = tracker.live_flows();
+            tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, input, &mut sink);
+            self.live = self.live + tracker.live_flows() - before;
+            self.peak_live = self.peak_live.max(self.live);
         }
     }
 
     #[cold]
     fn icmp(&mut self, item: &Item, icmp: IcmpItem) {
         let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
+        let tracker = &mut self.trackers[self.shards.local(item.shard)];
+        let before = tracker.live_flows();
         match icmp {
-            IcmpItem::Message(input) => self.tracker.on_icmp(item.ts_ns, item.clock_ns, &item.packet, input, &mut sink),
+            IcmpItem::Message(input) => tracker.on_icmp(item.ts_ns, item.clock_ns, &item.packet, input, &mut sink),
             IcmpItem::Quoted { icmp_type, code } => {
-                self.tracker.on_icmp_error(item.ts_ns, item.clock_ns, &item.key, icmp_type, code, &mut sink);
+                tracker.on_icmp_error(item.ts_ns, item.clock_ns, &item.key, icmp_type, code, &mut sink);
             }
         }
+        self.live = self.live + tracker.live_flows() - before;
     }
 
     fn tick(&mut self, clock_ns: u64) {
         let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
-        self.tracker.advance_to(clock_ns, &mut sink);
+        for tracker in &mut self.trackers {
+            tracker.advance_to(clock_ns, &mut sink);
+        }
+        self.live = self.trackers.iter().map(FlowTracker::live_flows).sum();
     }
 
     fn finish(mut self, clock_ns: u64) -> WorkerResult<S> {
         let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
-        self.tracker.finish_at(clock_ns, &mut sink);
-        WorkerResult {
-            sink: self.sink,
-            counts: self.counts,
-            table: self.tracker.table_stats(),
-            icmp: self.tracker.icmp_stats(),
+        let (mut table, mut icmp) = (TableStats::default(), IcmpStats::default());
+        for tracker in &mut self.trackers {
+            tracker.finish_at(clock_ns, &mut sink);
+            table.add(&tracker.table_stats());
+            icmp.add(&tracker.icmp_stats());
         }
+        table.peak_live = self.peak_live as u64;
+        WorkerResult { sink: self.sink, counts: self.counts, table, icmp }
     }
 }
 
@@ -830,11 +871,58 @@ fn work<S: WorkerSink>(
     worker.finish(0)
 }
 
-/// The worker of a flow with hash `hash`, by its high 32 bits: a worker's table indexes by the
-/// low bits, and picking by those (`hash % workers`) would leave a worker only keys with the
-/// same low bits, crowding half of its table's home positions. A multiply, not a division.
-fn worker_of(hash: u64, workers: u64) -> usize {
-    (((hash >> 32) * workers) >> 32) as usize
+/// Most shards the flows are split into (fewer when `--max-flows` is smaller).
+const SHARDS: u32 = 256;
+/// Most workers that can have flows: one per shard.
+pub const MAX_WORKERS: usize = SHARDS as usize;
+
+/// Flows are split into a fixed number of shards by hash, each tracked by its own table with its
+/// share of `--max-flows`, and a worker owns every `workers`-th shard. The shards do not depend
+/// on the number of workers, so a full table evicts the same flows, and every output is the
+/// same, whatever `--threads` is (a table per worker would evict by each worker's share).
+#[derive(Clone, Copy, Debug)]
+struct Shards {
+    count: u32,
+    /// Workers used: at most one per shard.
+    workers: u32,
+}
+
+impl Shards {
+    fn new(max_flows: usize, workers: usize) -> Shards {
+        let count = SHARDS.min(u32::try_from(max_flows.max(1)).unwrap_or(u32::MAX));
+        Shards { count, workers: u32::try_from(workers).unwrap_or(u32::MAX).clamp(1, count) }
+    }
+
+    /// The shard of a flow with hash `hash`, by its high 32 bits: a table indexes by the low
+    /// bits, and picking by those would leave a table only keys with the same low bits,
+    /// crowding half of its home positions. A multiply, not a division.
+    fn of(self, hash: u64) -> u32 {
+        (((hash >> 32) * u64::from(self.count)) >> 32) as u32
+    }
+
+    fn worker(self, shard: u32) -> usize {
+        (shard % self.workers) as usize
+    }
+
+    /// The index of `shard` among its worker's trackers.
+    fn local(self, shard: u32) -> usize {
+        (shard / self.workers) as usize
+    }
+
+    /// The shards `worker` owns, in the order of its trackers.
+    fn owned(self, worker: usize) -> impl Iterator<Item = u32> {
+        (worker as u32..self.count).step_by(self.workers as usize)
+    }
+
+    /// `cfg` for the tracker of `shard`: its share of the flows (the shares add up to the
+    /// limit exactly).
+    fn config(self, cfg: &FlowConfig, shard: u32) -> FlowConfig {
+        let share = |n: usize| {
+            let (count, shard) = (self.count as usize, shard as usize);
+            (n / count + usize::from(shard < n % count)).max(1)
+        };
+        FlowConfig { max_flows: share(cfg.max_flows), initial_flows: share(cfg.initial_flows), ..cfg.clone() }
+    }
 }
 
 struct Reader<'a, 'c, P> {
@@ -844,7 +932,7 @@ struct Reader<'a, 'c, P> {
     /// A live run drains when the clock reaches this (never otherwise).
     next_drain_ns: u64,
     live: Option<ReaderLive<P>>,
-    workers: usize,
+    shards: Shards,
     intervals: Option<&'c mut PacketIntervals>,
     definitions: Option<&'c mut Counter>,
     thinner: Option<Thinner>,
@@ -863,7 +951,7 @@ impl<P> Reader<'_, '_, P> {
         progress: &mut dyn FnMut(Progress),
         dispatch: &mut impl Dispatch,
     ) -> Option<CaptureError> {
-        let workers = self.workers as u64;
+        let shards = self.shards;
         let size = source.size_hint();
         let stats = &mut *self.stats;
         // Decoded in place, handed over by reference: one copy at most (into a batch).
@@ -947,7 +1035,8 @@ impl<P> Reader<'_, '_, P> {
                 item.clock_ns = self.clock_ns;
                 item.key = key;
                 item.icmp = None;
-                worker_of(key.hash(), workers)
+                item.shard = shards.of(key.hash());
+                shards.worker(item.shard)
             });
             if let (Some(layers), Some(counter)) = (layers, self.definitions.as_deref_mut()) {
                 dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker);
@@ -961,7 +1050,7 @@ impl<P> Reader<'_, '_, P> {
                 dispatch.commit(worker);
             } else if matches!(dispatch.slot().packet.transport, Some(Transport::Icmp { .. })) {
                 self.icmp_unquoted +=
-                    u64::from(!dispatch_icmp(link, &frame, frame.ts_ns, self.clock_ns, workers, dispatch));
+                    u64::from(!dispatch_icmp(link, &frame, frame.ts_ns, self.clock_ns, shards, dispatch));
             }
         }
     }
@@ -977,7 +1066,7 @@ fn dispatch_icmp(
     frame: &sonde_capture::Frame<'_>,
     ts_ns: u64,
     clock_ns: u64,
-    workers: u64,
+    shards: Shards,
     dispatch: &mut impl Dispatch,
 ) -> bool {
     let item = dispatch.slot();
@@ -1001,8 +1090,10 @@ fn dispatch_icmp(
     item.clock_ns = clock_ns;
     item.key = PacketKey::EMPTY;
     item.icmp = Some(IcmpItem::Message(input));
+    let shard = shards.of(IcmpKey::of(ip.src, ip.dst, input).hash64());
+    item.shard = shard;
     let copy = *item;
-    dispatch.commit(worker_of(IcmpKey::of(ip.src, ip.dst, input).hash64(), workers));
+    dispatch.commit(shards.worker(shard));
     match message {
         IcmpMessage::Error(Ok(q)) => {
             let key = PacketKey::new(q.protocol, (q.src, q.src_port), (q.dst, q.dst_port));
@@ -1010,7 +1101,9 @@ fn dispatch_icmp(
             *item = copy;
             item.key = key;
             item.icmp = Some(IcmpItem::Quoted { icmp_type, code });
-            dispatch.commit(worker_of(key.hash(), workers));
+            let shard = shards.of(key.hash());
+            item.shard = shard;
+            dispatch.commit(shards.worker(shard));
             true
         }
         IcmpMessage::Error(Err(_)) => false,
@@ -1133,17 +1226,37 @@ fn decode_layers<'f>(
 
 #[cfg(test)]
 mod tests {
-    use super::worker_of;
+    use super::{FlowConfig, Shards};
 
     #[test]
-    fn workers_are_picked_by_the_high_half_of_the_hash() {
-        assert_eq!(worker_of(u64::MAX, 1), 0);
-        assert_eq!(worker_of(u64::MAX, 3), 2);
+    fn shards_are_picked_by_the_high_half_of_the_hash() {
+        let shards = Shards::new(1_000_000, 4);
+        assert_eq!(shards.of(u64::MAX), 255);
+        assert_eq!(Shards::new(3, 1).of(u64::MAX), 2);
         // Hashes that share their low half still go to every worker.
         let mut used = [0u32; 4];
         for high in 0..1000u64 {
-            used[worker_of(high.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !0xffff_ffff | 0x1234, 4)] += 1;
+            used[shards.worker(shards.of(high.wrapping_mul(0x9e37_79b9_7f4a_7c15) & !0xffff_ffff | 0x1234))] += 1;
         }
         assert!(used.iter().all(|&n| n > 150), "{used:?}");
+    }
+
+    #[test]
+    fn every_shard_has_one_worker_and_the_shares_add_up() {
+        for (max_flows, workers) in [(1, 3), (5, 2), (1000, 3), (1_000_001, 7), (100, 1024)] {
+            let shards = Shards::new(max_flows, workers);
+            let cfg = FlowConfig { max_flows, ..FlowConfig::default() };
+            let mut seen = vec![0; shards.count as usize];
+            let mut total = 0;
+            for w in 0..shards.workers as usize {
+                for (local, shard) in shards.owned(w).enumerate() {
+                    assert_eq!((shards.worker(shard), shards.local(shard)), (w, local));
+                    seen[shard as usize] += 1;
+                    total += shards.config(&cfg, shard).max_flows;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{max_flows} {workers}");
+            assert_eq!(total, max_flows);
+        }
     }
 }

@@ -124,6 +124,14 @@ pub struct IcmpStats {
     pub errors_unmatched: u64,
 }
 
+impl IcmpStats {
+    pub fn add(&mut self, other: &IcmpStats) {
+        self.evicted += other.evicted;
+        self.errors_matched += other.errors_matched;
+        self.errors_unmatched += other.errors_unmatched;
+    }
+}
+
 /// The ICMP entries of one tracker.
 pub(crate) struct IcmpTable {
     entries: HashMap<IcmpKey, Entry>,

@@ -54,6 +54,15 @@ pub struct TableStats {
 }
 
 impl TableStats {
+    /// Adds another table's counts; the peaks add up too (a bound: the tables peak apart).
+    pub fn add(&mut self, other: &TableStats) {
+        self.lookups += other.lookups;
+        self.probes += other.probes;
+        self.peak_live += other.peak_live;
+        self.inserted += other.inserted;
+        self.evicted += other.evicted;
+    }
+
     pub fn mean_probe_len(&self) -> f64 {
         if self.lookups == 0 {
             0.0

@@ -53,7 +53,9 @@ impl Options {
     /// The run these options ask for, or the CLI's message for the first one that is wrong.
     pub fn prepare(&self) -> PyResult<Prepared> {
         let workers = match self.threads {
-            Some(0) => return Err(settings_error("threads must be at least 1")),
+            Some(n) if !(1..=sonde_engine::MAX_WORKERS).contains(&n) => {
+                return Err(settings_error(format!("threads must be from 1 to {}", sonde_engine::MAX_WORKERS)))
+            }
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };

@@ -52,8 +52,8 @@ pub struct Prepared {
     kafka: Option<sonde_kafka::Exporter>,
 }
 
-/// Most worker threads (one per core is the point; thousands only exhaust the machine).
-const MAX_THREADS: usize = 1024;
+/// Most worker threads: one per shard of the flows (one per core is the point).
+const MAX_THREADS: usize = sonde_engine::MAX_WORKERS;
 
 /// Most flows held at once.
 const MAX_FLOWS: usize = 1 << 30;

@@ -106,3 +106,12 @@ pub fn browser() -> Option<(PathBuf, String)> {
     }
     Some((dir, chromium))
 }
+
+/// A flood written by `bench/flood.py` (`kind`: syn, udp, scan, frag, concurrent) in `dir`.
+pub fn flood_pcap(dir: &Path, kind: &str, packets: u32) -> PathBuf {
+    let path = dir.join(format!("{kind}-{packets}.pcap"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/flood.py");
+    let status = Command::new("python3").arg(script).arg(kind).arg(packets.to_string()).arg(&path).status();
+    assert!(status.is_ok_and(|s| s.success()), "bench/flood.py {kind} {packets}");
+    path
+}

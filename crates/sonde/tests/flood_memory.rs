@@ -118,3 +118,29 @@ fn memory_follows_the_live_flows_not_the_flows_seen() {
         assert!(large * 2 <= small * 3, "{format}: {} MB against {} MB", large >> 20, small >> 20);
     }
 }
+
+/// A full table evicts the same flows whatever the number of workers: the flows are split into
+/// shards that do not depend on `--threads`, each with its share of `--max-flows` (a table per
+/// worker evicted by each worker's share: 4 lines of 1 M UDP flows differed).
+#[test]
+fn a_full_table_evicts_the_same_flows_for_any_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("flood.pcap");
+    flood(&trace, 60_000);
+    let mut first: Option<(Vec<Vec<u8>>, serde_json::Value)> = None;
+    for threads in ["1", "2", "3"] {
+        let (out, run) = analyze(&trace, &["--max-flows", "1000", "--threads", threads]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let logs: Vec<Vec<u8>> =
+            ["tcp_flows.tsv", "udp_flows.tsv"].iter().map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
+        let table = summary(out.path())["flows"].clone();
+        assert!(table["evicted"].as_u64().unwrap() > 50_000, "{table}");
+        match &first {
+            None => first = Some((logs, table)),
+            Some((one, t)) => {
+                assert!(one == &logs, "--threads {threads} differs from --threads 1");
+                assert_eq!(t["evicted"], table["evicted"]);
+            }
+        }
+    }
+}

@@ -86,10 +86,13 @@ impl Netns {
         self.replay_on("vb", trace, pps);
     }
 
+    /// Replays `trace` on `interface` at `pps` packets per second, or as fast as it can (0).
     fn replay_on(&self, interface: &str, trace: &Path, pps: u32) {
+        let rate = if pps == 0 { vec!["--topspeed".to_string()] } else { vec!["--pps".to_string(), pps.to_string()] };
         let out = self
             .exec(Path::new("tcpreplay"))
-            .args(["-q", "-i", interface, "--pps", &pps.to_string()])
+            .args(["-q", "-i", interface])
+            .args(rate)
             .arg(trace)
             .output()
             .expect("run tcpreplay");
@@ -683,4 +686,35 @@ fn an_active_timeout_sends_interim_records_the_same_at_any_thread_count() {
         seen.push(interim);
     }
     assert_eq!(seen[0], seen[1], "the same interim records with 1 and 2 threads");
+}
+
+/// A SYN flood sent as fast as tcpreplay can (docs/reliability.md): the capture goes on, every
+/// frame offered is read or counted as dropped by the kernel, each one read is a flow through a
+/// full table, and the run stops when asked.
+#[test]
+fn a_flood_at_top_speed_is_read_or_counted_as_dropped() {
+    let Some(ns) = Netns::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sent = 300_000;
+    let trace = flood_pcap(dir.path(), "syn", sent);
+    let live = tempfile::tempdir().unwrap();
+    let monitor = Monitor::start(&ns, live.path(), &["--max-flows", "10000", "--interval", "0"]);
+    let start = std::time::Instant::now();
+    ns.replay(&trace, 0);
+    let replay_s = start.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(300));
+    monitor.stop();
+    let s = summary(live.path());
+    let c = &s["capture"];
+    let (received, dropped) = (c["received_pkts"].as_u64().unwrap(), c["dropped_pkts"].as_u64().unwrap());
+    let read = s["packets"]["read"].as_u64().unwrap();
+    eprintln!(
+        "{sent} SYNs in {replay_s:.2} s ({:.0} kpps): {read} read, {dropped} dropped by the kernel, peak RSS {} MB",
+        f64::from(sent) / replay_s / 1e3,
+        s["timing"]["peak_rss_bytes"].as_u64().unwrap() >> 20
+    );
+    assert_eq!(received, u64::from(sent), "{c}");
+    assert_eq!(read + dropped, received, "{c}");
+    assert_eq!(s["flows"]["tcp"].as_u64(), Some(read));
+    assert!(s["table"]["peak_live_flows"].as_u64().unwrap() <= 10_000);
 }
