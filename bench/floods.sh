@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "| flood | packets | --max-flows | flows | evicted | table peak | peak RSS MB | wall s | CPU s | Mpps (CPU) |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for spec in syn:100000 udp:100000 scan:100000 frag:100000 concurrent:1000000; do
+for spec in ${FLOODS:-syn:100000 udp:100000 scan:100000 frag:100000 concurrent:1000000 concurrent:1100000}; do
     kind=${spec%%:*} max=${spec##*:}
     python3 bench/flood.py "$kind" "$packets" "$work/$kind.pcap"
     "$sonde" analyze -q --force -r "$work/$kind.pcap" -o "$work/out" --max-flows "$max" --threads 2 --interval 0
