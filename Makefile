@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpre
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars goflow2
+.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars goflow2 fuzz fuzz-deps fuzz-short
 
 VENV := .venv
 PYTHON ?= python3
@@ -48,6 +48,7 @@ lint: format-check deps
 
 format-check:
 	$(CARGO) fmt --all -- --check
+	cd fuzz && $(CARGO) fmt -- --check
 
 # Clippy's lints while the tests are compiled: cargo runs clippy-driver (a rustc with clippy's
 # lints) for the workspace's own crates only, warnings denied, so the code is compiled once, not
@@ -72,10 +73,36 @@ goflow2:
 		command -v $(GO) >/dev/null || { echo "goflow2: go not found (set GO=/path/to/go)" >&2; exit 1; }; \
 		GOBIN=$(abspath target/tmp/go-bin) $(GO) install github.com/netsampler/goflow2/v2/cmd/goflow2@v2.2.6; }
 
+# Coverage-guided fuzzing (docs/fuzzing.md): cargo-afl from crates.io into ~/.cargo/bin, and the
+# AFL++ it drives, built from the sources cargo-afl ships (a C compiler and make, no network)
+# into ~/.local/share/afl.rs; each step is skipped when done. The targets are fuzz/'s own
+# workspace, built instrumented into target/fuzz.
+AFL_VERSION := 0.18.2
+FUZZ_SECONDS ?= 600
+FUZZ_TEST_SECONDS ?= 15
+export FUZZ_TARGET_DIR ?= $(abspath target/fuzz)
+
+fuzz-deps:
+	@$(CARGO) afl --version 2>/dev/null | grep -q 'cargo-afl $(AFL_VERSION)' || \
+		$(CARGO) install cargo-afl --locked --version $(AFL_VERSION)
+	@out=$$($(CARGO) afl config --build 2>&1) || echo "$$out" | grep -q 'already built' || { echo "$$out" >&2; exit 1; }
+
+# Every target for FUZZ_SECONDS (default 10 min) each, two at a time; one target:
+# `fuzz/run.sh TARGET SECONDS`. Fails when a target found a crash, whose input it prints.
+fuzz: fuzz-deps
+	fuzz/run-all.sh $(FUZZ_SECONDS)
+
+# make test's short run: FUZZ_TEST_SECONDS (15 s) per target, enough to catch a regression on
+# the seeds and the paths near them. Built at opt-level 1 (a quarter less CPU to build from
+# scratch, as fast for 15 s), apart from `make fuzz`'s opt-level 3 build so neither rebuilds
+# the other.
+fuzz-short: fuzz-deps
+	AFL_OPT_LEVEL=1 FUZZ_TARGET_DIR=$(abspath target/fuzz-short) fuzz/run-all.sh $(FUZZ_TEST_SECONDS)
+
 # What the tests start or compare with, side by side: the downloads (npm, PyPI, Maven Central,
-# the Go proxy) wait on the network together.
+# the Go proxy, crates.io for cargo-afl) wait on the network together.
 test-deps: deps
-	$(MAKE) --no-print-directory -j5 format-check browser-deps python-env kafka-jars goflow2
+	$(MAKE) --no-print-directory -j6 format-check browser-deps python-env kafka-jars goflow2 fuzz-deps
 
 # The Python tests use the test profile's builds, so CI never builds the workspace in release:
 # the CLI `cargo test` just built, and the extension linked from the same artifacts (built for
@@ -88,3 +115,4 @@ test: test-deps
 	$(CLIPPY_BUILD) $(CARGO) build --profile test --workspace --lib --bins --tests --examples --benches
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so
 	PYTHONPATH=python SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
+	$(MAKE) --no-print-directory fuzz-short

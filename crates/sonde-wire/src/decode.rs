@@ -248,8 +248,13 @@ impl<N: Notes> Walker<N> {
                     note(out, self.wire_error(e, r, Layer::Tcp));
                 }
                 // A header cut short still has its first bytes for patterns; its payload is unknown.
+                // A data offset below 5 words (RFC 9293 §3.1) is malformed: where its payload
+                // starts is not known, and the header's own bytes are not payload (fuzzing found
+                // offsets with the payload at or inside the fixed header).
                 let header_len = match out.transport {
-                    Some(Transport::Tcp(t)) => Some(usize::from(t.header_len)),
+                    Some(Transport::Tcp(t)) if usize::from(t.header_len) >= tcp::TcpHeader::MIN_LEN => {
+                        Some(usize::from(t.header_len))
+                    }
                     _ => None,
                 };
                 self.note_transport(r, header_len);
