@@ -40,7 +40,8 @@ def compare_run(trace: Path, *args: str, **options) -> sonde.Run:
     run = sonde.analyze(trace, strict=False, **options)
     assert_table_equals_tsv(run.tcp, out / "tcp_flows.tsv")
     assert_table_equals_tsv(run.udp, out / "udp_flows.tsv")
-    written = sorted(p.stem for p in out.glob("*.tsv") if p.stem not in ("tcp_flows", "udp_flows"))
+    # The Python run has no ICMP table yet (docs/icmp.md, Limits).
+    written = sorted(p.stem for p in out.glob("*.tsv") if p.stem not in ("tcp_flows", "udp_flows", "icmp_flows"))
     assert sorted(run.tables) == written
     for name, table in run.tables.items():
         assert_table_equals_tsv(table, out / f"{name}.tsv", null_texts=("-", ""), time_unit_ns=10**9)
