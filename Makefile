@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpre
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars goflow2 fuzz fuzz-deps fuzz-short
+.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
 
 VENV := .venv
 PYTHON ?= python3
@@ -96,13 +96,16 @@ fuzz: fuzz-deps
 # the seeds and the paths near them. Built at opt-level 1 (a quarter less CPU to build from
 # scratch, as fast for 15 s), apart from `make fuzz`'s opt-level 3 build so neither rebuilds
 # the other.
-fuzz-short: fuzz-deps
+fuzz-short: fuzz-short-build
 	AFL_OPT_LEVEL=1 FUZZ_TARGET_DIR=$(abspath target/fuzz-short) fuzz/run-all.sh $(FUZZ_TEST_SECONDS)
+
+fuzz-short-build: fuzz-deps
+	cd fuzz && AFL_OPT_LEVEL=1 CARGO_TARGET_DIR=$(abspath target/fuzz-short) $(CARGO) afl build --release --locked
 
 # What the tests start or compare with, side by side: the downloads (npm, PyPI, Maven Central,
 # the Go proxy, crates.io for cargo-afl) wait on the network together.
 test-deps: deps
-	$(MAKE) --no-print-directory -j6 format-check browser-deps python-env kafka-jars goflow2 fuzz-deps
+	$(MAKE) --no-print-directory -j6 format-check browser-deps python-env kafka-jars goflow2
 
 # The Python tests use the test profile's builds, so CI never builds the workspace in release:
 # the CLI `cargo test` just built, and the extension linked from the same artifacts (built for
@@ -111,8 +114,14 @@ test-deps: deps
 # test` would build a test harness instead).
 test: test-deps
 	@command -v clippy-driver >/dev/null || { echo "clippy-driver not found: rustup component add clippy" >&2; exit 1; }
+	$(CLIPPY_BUILD) $(CARGO) test --workspace --no-run
+	@# The fuzz targets' instrumented build (and cargo-afl, once per machine) runs beside the
+	@# tests, which spend much of their time waiting (replays at set rates, brokers starting).
+	@rm -f target/fuzz-short-build.rc; { $(MAKE) --no-print-directory fuzz-short-build > target/fuzz-short-build.log 2>&1; echo $$? > target/fuzz-short-build.rc; } &
 	$(CLIPPY_BUILD) $(CARGO) test --workspace
 	$(CLIPPY_BUILD) $(CARGO) build --profile test --workspace --lib --bins --tests --examples --benches
 	cp target/debug/lib_sonde.so python/sonde/_sonde.abi3.so
 	PYTHONPATH=python SONDE_BIN=$(abspath target/debug/sonde) $(VENV)/bin/python -m pytest -q python/tests
+	@while [ ! -f target/fuzz-short-build.rc ]; do sleep 2; done; \
+		[ "$$(cat target/fuzz-short-build.rc)" = 0 ] || { cat target/fuzz-short-build.log >&2; exit 1; }
 	$(MAKE) --no-print-directory fuzz-short
