@@ -91,16 +91,59 @@ impl Blocks {
     }
 
     /// The `T` at `offset` in the held block, if it lies wholly inside the block.
-    /// `T` is `u8`, `u32` or [`FrameHeader`]: integers only, so any bytes are a valid value.
     fn read<T: Copy>(&self, offset: usize) -> Option<T> {
-        if offset.checked_add(size_of::<T>())? > self.block_bytes {
+        self.read_in(self.block, offset)
+    }
+
+    /// The `T` at `offset` in block `b`, which must be ours (held, or marked TP_STATUS_USER),
+    /// if it lies wholly inside the block. `T` is `u8`, `u32` or [`FrameHeader`]: integers
+    /// only, so any bytes are a valid value.
+    fn read_in<T: Copy>(&self, b: usize, offset: usize) -> Option<T> {
+        if b >= self.count || offset.checked_add(size_of::<T>())? > self.block_bytes {
             return None;
         }
-        // SAFETY: `offset..offset + size_of::<T>()` is inside block `self.block` (checked just
-        // above), which is inside the map (`block` < `count`); the block is ours (held), so the
-        // kernel does not write it now; any bit pattern is a valid T; read_unaligned needs no
-        // alignment.
-        Some(unsafe { self.map.as_ptr().add(self.block * self.block_bytes + offset).cast::<T>().read_unaligned() })
+        // SAFETY: `offset..offset + size_of::<T>()` is inside block `b` (checked just above),
+        // which is inside the map (`b` < `count`); the block is ours, so the kernel does not
+        // write it now; any bit pattern is a valid T; read_unaligned needs no alignment.
+        Some(unsafe { self.map.as_ptr().add(b * self.block_bytes + offset).cast::<T>().read_unaligned() })
+    }
+
+    /// Frames handed over to us and not read yet: the rest of the held block and every other
+    /// block marked ours, without the frames `ready` would pass over. Counted when the capture
+    /// stops, so that no frame the kernel counted as received goes unaccounted.
+    pub(crate) fn unread(&self) -> u64 {
+        let mut frames = 0;
+        for b in 0..self.count {
+            let (left, first) = if self.held && b == self.block {
+                (self.left, self.next_offset)
+            } else if self.status(b).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0 {
+                let first = self.read_in::<u32>(b, BLOCK_FIRST_PKT).map_or(usize::MAX, |o| o as usize);
+                (self.read_in::<u32>(b, BLOCK_NUM_PKTS).unwrap_or(0), first)
+            } else {
+                continue;
+            };
+            frames += self.frames_from(b, left, first);
+        }
+        frames
+    }
+
+    /// Of `left` frames of block `b` from `offset`, those not passed over, following the
+    /// frames' next offsets while they stay in the block.
+    fn frames_from(&self, b: usize, left: u32, mut offset: usize) -> u64 {
+        if !self.skip_outgoing {
+            return u64::from(left);
+        }
+        let mut frames = 0;
+        for _ in 0..left {
+            let Some(h) = self.read_in::<FrameHeader>(b, offset) else { break };
+            let pkttype = offset.checked_add(FRAME_PKTTYPE).and_then(|at| self.read_in::<u8>(b, at));
+            frames += u64::from(pkttype != Some(libc::PACKET_OUTGOING));
+            if h.tp_next_offset == 0 {
+                break;
+            }
+            offset = offset.saturating_add(h.tp_next_offset as usize);
+        }
+        frames
     }
 
     /// Gives the held block back to the kernel and moves to the next one.
@@ -262,6 +305,29 @@ mod tests {
         let k = libc::TP_STATUS_KERNEL;
         assert_eq!(read(fill().blocks()), (vec![1, 2, 3, 4], 0, k, k));
         assert_eq!(read(fill().blocks().skipping_outgoing()), (vec![2, 3], 2, k, k));
+    }
+
+    /// The frames left when the capture stops are counted: the held block's rest and every
+    /// other block handed over, without the leaving copies when those are passed over.
+    #[test]
+    fn frames_handed_over_and_not_read_are_counted() {
+        let fill = || {
+            let mut fill = Fill::new(3);
+            fill.block(0, 3, 48).frame(0, 48, 200, 1, 60, 80).frame(0, 248, 200, 2, 60, 80).frame(0, 448, 0, 3, 60, 80);
+            fill.block(2, 2, 48).frame(2, 48, 200, 4, 10, 80).frame(2, 248, 0, 5, 10, 80);
+            fill.0[448 + FRAME_PKTTYPE] = libc::PACKET_OUTGOING;
+            fill.0[2 * BLOCK + 48 + FRAME_PKTTYPE] = libc::PACKET_OUTGOING;
+            fill
+        };
+        assert_eq!(fill().blocks().unread(), 5);
+        let mut blocks = fill().blocks();
+        blocks.ready().unwrap();
+        blocks.take().unwrap();
+        assert_eq!(blocks.unread(), 4, "one read; block 1 is the kernel's");
+        let mut blocks = fill().blocks().skipping_outgoing();
+        blocks.ready().unwrap();
+        blocks.take().unwrap();
+        assert_eq!(blocks.unread(), 2, "frames 2 and 5; 3 and 4 left the host");
     }
 
     #[test]

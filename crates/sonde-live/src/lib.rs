@@ -17,8 +17,9 @@
 //! worker hears the time. Downstream everything runs on the time it is given.
 //!
 //! The capture ends when the stop flag is raised ([`stop_on_signals`]: SIGINT, SIGTERM):
-//! frames already captured are read for up to `DRAIN_NS` more, the kernel's counters
-//! are read a last time ([`LiveSource::counters`]) and the source says it ended.
+//! frames already captured are read until none is left (at least `DRAIN_NS`, at most
+//! `MAX_DRAIN_NS`: those still unread then are counted), the kernel's counters are read a
+//! last time ([`LiveSource::counters`]) and the source says it ended.
 //!
 //! ```no_run
 //! use sonde_capture::PacketSource;
@@ -54,8 +55,12 @@ pub use privileges::drop_to_user;
 /// How long a tick lags the wall clock: more than a ring block's timeout and libpcap's buffer
 /// timeout, so a frame captured before the tick but not handed over yet is not older than it.
 const TICK_LAG_NS: u64 = 50_000_000;
-/// After the stop flag rises, frames already captured are still read for this long.
+/// After the stop flag rises, frames already captured are still read until none is ready and
+/// at least this long has passed (so the block the kernel was filling is handed over)...
 const DRAIN_NS: u64 = 3 * ring::BLOCK_TIMEOUT_MS as u64 * 1_000_000;
+/// ...but no longer than this, however fast frames keep coming; those left are counted
+/// (`Counters::unread_pkts`).
+const MAX_DRAIN_NS: u64 = 2_000_000_000;
 /// Frames between looks at the wall clock and the stop flag while frames keep coming.
 const CLOCK_EVERY: u64 = 1024;
 
@@ -114,6 +119,9 @@ pub struct Counters {
     pub dropped_pkts: u64,
     /// Dropped by the interface or its driver (libpcap ps_ifdrop; AF_PACKET does not say).
     pub if_dropped_pkts: u64,
+    /// Offered, kept by the kernel, and still unread when the capture stopped: the drain after
+    /// the stop (up to `MAX_DRAIN_NS`) did not reach them (AF_PACKET only).
+    pub unread_pkts: u64,
 }
 
 impl Counters {
@@ -121,6 +129,7 @@ impl Counters {
         self.received_pkts += other.received_pkts;
         self.dropped_pkts += other.dropped_pkts;
         self.if_dropped_pkts += other.if_dropped_pkts;
+        self.unread_pkts += other.unread_pkts;
     }
 
     fn since(self, before: Counters) -> Counters {
@@ -128,6 +137,7 @@ impl Counters {
             received_pkts: self.received_pkts.saturating_sub(before.received_pkts),
             dropped_pkts: self.dropped_pkts.saturating_sub(before.dropped_pkts),
             if_dropped_pkts: self.if_dropped_pkts.saturating_sub(before.if_dropped_pkts),
+            unread_pkts: self.unread_pkts.saturating_sub(before.unread_pkts),
         }
     }
 }
@@ -221,6 +231,14 @@ impl Port {
         }
     }
 
+    /// Frames handed over and not read yet (libpcap's buffer cannot be looked into: 0).
+    fn unread(&self) -> u64 {
+        match self {
+            Port::Ring(r) => r.unread(),
+            Port::Pcap(_) => 0,
+        }
+    }
+
     fn update_counters(&mut self) -> Counters {
         match self {
             Port::Ring(r) => r.update_counters(),
@@ -249,7 +267,7 @@ pub struct LiveSource {
     tick_ns: u64,
     /// Wall time of the next tick.
     next_tick_wall_ns: u64,
-    /// Set when the stop flag was first seen: reading ends at this wall time.
+    /// The wall time the stop flag was first seen at: the drain counts from it.
     stop_at_wall_ns: Option<u64>,
     /// The latest frame time handed out, and the latest tick.
     last_frame_ns: u64,
@@ -397,13 +415,14 @@ impl LiveSource {
         true
     }
 
-    /// Whether reading should end now (the stop flag rose and the drain time is over).
-    fn stopping(&mut self, wall: u64) -> bool {
+    /// Whether reading should end now: the stop flag rose, and the drain is over (nothing
+    /// left to read, `idle`, after `DRAIN_NS`; or `MAX_DRAIN_NS` passed).
+    fn stopping(&mut self, wall: u64, idle: bool) -> bool {
         if !self.stop.load(Ordering::Relaxed) {
             return false;
         }
-        let at = *self.stop_at_wall_ns.get_or_insert(wall.saturating_add(DRAIN_NS));
-        wall >= at
+        let since = wall.saturating_sub(*self.stop_at_wall_ns.get_or_insert(wall));
+        since >= MAX_DRAIN_NS || (idle && since >= DRAIN_NS)
     }
 
     #[cold]
@@ -411,11 +430,14 @@ impl LiveSource {
         self.ended = true;
         self.pending_tick = None;
         self.update_counters(self.clock_ns.max(self.last_frame_ns));
+        for (port, c) in self.ports.iter().zip(&mut self.counters) {
+            c.unread_pkts += port.unread();
+        }
     }
 
     /// Waits until a port may have a frame or the next tick or stop is due.
     fn wait(&mut self, wall: u64) -> Result<(), CaptureError> {
-        let until = self.stop_at_wall_ns.map_or(self.next_tick_wall_ns, |s| s.min(self.next_tick_wall_ns));
+        let until = self.stop_at_wall_ns.map_or(self.next_tick_wall_ns, |s| (s + DRAIN_NS).min(self.next_tick_wall_ns));
         let timeout_ns = until.saturating_sub(wall).clamp(1_000_000, 1_000_000_000);
         let timeout =
             Timespec { tv_sec: (timeout_ns / 1_000_000_000) as i64, tv_nsec: (timeout_ns % 1_000_000_000) as i64 };
@@ -457,7 +479,7 @@ impl PacketSource for LiveSource {
             if let Some((i, ts)) = best {
                 if self.frames.is_multiple_of(CLOCK_EVERY) {
                     let wall = wall_ns();
-                    if self.stopping(wall) {
+                    if self.stopping(wall, false) {
                         self.end();
                         return Ok(None);
                     }
@@ -478,7 +500,7 @@ impl PacketSource for LiveSource {
                 return Ok(Some(frame));
             }
             let wall = wall_ns();
-            if self.stopping(wall) {
+            if self.stopping(wall, true) {
                 self.end();
                 return Ok(None);
             }

@@ -133,6 +133,11 @@ impl Ring {
         Some(frame)
     }
 
+    /// Frames handed over and not read yet.
+    pub(crate) fn unread(&self) -> u64 {
+        self.blocks.unread()
+    }
+
     /// Adds the kernel's counters since the last call (reading them resets them).
     pub(crate) fn update_counters(&mut self) -> Counters {
         if let Ok(st) = statistics(&self.fd) {

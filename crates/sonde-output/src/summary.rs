@@ -188,6 +188,8 @@ pub struct InterfaceCounters {
     pub dropped_pkts: u64,
     /// Lost by the interface or its driver.
     pub if_dropped_pkts: u64,
+    /// Kept by the kernel but still unread when the capture's drain after the stop ran out.
+    pub unread_pkts: u64,
 }
 
 /// The capture's settings and the kernel's (or libpcap's) counters, totals and per interface.
@@ -208,6 +210,9 @@ pub struct CaptureSummary {
     pub dropped_pkts: u64,
     /// Lost by the interface or its driver (ps_ifdrop; 0 with AF_PACKET, which does not say).
     pub if_dropped_pkts: u64,
+    /// Kept in the ring but still unread when the drain after the stop ran out (2 s): with
+    /// `dropped_pkts`, `packets.read` adds up to `received_pkts` (AF_PACKET; 0 with libpcap).
+    pub unread_pkts: u64,
     /// The counters of each interface.
     pub interfaces: Vec<InterfaceCounters>,
     /// With --readers: packets each reader's sockets were offered (the fanout's split).
@@ -218,12 +223,13 @@ pub struct CaptureSummary {
 impl CaptureSummary {
     pub fn human(&self) -> String {
         format!(
-            "{} on {}: {} packets offered, {} dropped (buffer full), {} dropped (interface)",
+            "{} on {}: {} packets offered, {} dropped (buffer full), {} dropped (interface), {} unread at the stop",
             self.backend,
             self.interfaces.iter().map(|i| i.interface.as_str()).collect::<Vec<_>>().join(", "),
             self.received_pkts,
             self.dropped_pkts,
-            self.if_dropped_pkts
+            self.if_dropped_pkts,
+            self.unread_pkts
         )
     }
 }

@@ -110,9 +110,22 @@ fn a_monitor_summary_is_valid() {
         received_pkts: 12,
         dropped_pkts: 1,
         if_dropped_pkts: 0,
+        unread_pkts: 1,
         interfaces: vec![
-            InterfaceCounters { interface: "eth0".into(), received_pkts: 10, dropped_pkts: 1, if_dropped_pkts: 0 },
-            InterfaceCounters { interface: "eth1".into(), received_pkts: 2, dropped_pkts: 0, if_dropped_pkts: 0 },
+            InterfaceCounters {
+                interface: "eth0".into(),
+                received_pkts: 10,
+                dropped_pkts: 1,
+                if_dropped_pkts: 0,
+                unread_pkts: 1,
+            },
+            InterfaceCounters {
+                interface: "eth1".into(),
+                received_pkts: 2,
+                dropped_pkts: 0,
+                if_dropped_pkts: 0,
+                unread_pkts: 0,
+            },
         ],
         readers_received_pkts: vec![7, 5],
     });
@@ -172,8 +185,8 @@ fn capture_and_spool_sections_match_their_definitions() {
     let capture = section("CaptureSummary");
     let ok = json!({
         "backend": "pcap", "buffer_bytes": 1048576, "promisc": true, "user": null,
-        "received_pkts": 3, "dropped_pkts": 0, "if_dropped_pkts": 1,
-        "interfaces": [{"interface": "lo", "received_pkts": 3, "dropped_pkts": 0, "if_dropped_pkts": 1}]
+        "received_pkts": 3, "dropped_pkts": 0, "if_dropped_pkts": 1, "unread_pkts": 0,
+        "interfaces": [{"interface": "lo", "received_pkts": 3, "dropped_pkts": 0, "if_dropped_pkts": 1, "unread_pkts": 0}]
     });
     assert_eq!(errors(&capture, &ok), "");
     let mut extra = ok.clone();

@@ -144,6 +144,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         received_pkts: total.received_pkts,
         dropped_pkts: total.dropped_pkts,
         if_dropped_pkts: total.if_dropped_pkts,
+        unread_pkts: counters.total().unread_pkts,
         interfaces: counters
             .per_interface
             .into_iter()
@@ -152,6 +153,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
                 received_pkts: c.received_pkts,
                 dropped_pkts: c.dropped_pkts,
                 if_dropped_pkts: c.if_dropped_pkts,
+                unread_pkts: c.unread_pkts,
             })
             .collect(),
         readers_received_pkts: if sources.len() > 1 { counters.per_source_received } else { Vec::new() },

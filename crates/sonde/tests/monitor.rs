@@ -706,15 +706,17 @@ fn a_flood_at_top_speed_is_read_or_counted_as_dropped() {
     monitor.stop();
     let s = summary(live.path());
     let c = &s["capture"];
-    let (received, dropped) = (c["received_pkts"].as_u64().unwrap(), c["dropped_pkts"].as_u64().unwrap());
+    let [received, dropped, unread] = ["received_pkts", "dropped_pkts", "unread_pkts"].map(|k| c[k].as_u64().unwrap());
     let read = s["packets"]["read"].as_u64().unwrap();
     eprintln!(
-        "{sent} SYNs in {replay_s:.2} s ({:.0} kpps): {read} read, {dropped} dropped by the kernel, peak RSS {} MB",
+        "{sent} SYNs in {replay_s:.2} s ({:.0} kpps): {read} read, {dropped} dropped by the kernel, {unread} unread at \
+         the stop, peak RSS {} MB",
         f64::from(sent) / replay_s / 1e3,
         s["timing"]["peak_rss_bytes"].as_u64().unwrap() >> 20
     );
     assert_eq!(received, u64::from(sent), "{c}");
-    assert_eq!(read + dropped, received, "{c}");
+    // A loaded machine may not read the ring empty in the drain: what is left is counted.
+    assert_eq!(read + dropped + unread, received, "{c}");
     assert_eq!(s["flows"]["tcp"].as_u64(), Some(read));
     assert!(s["table"]["peak_live_flows"].as_u64().unwrap() <= 10_000);
 }
