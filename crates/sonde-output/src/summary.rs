@@ -35,6 +35,13 @@ pub struct Timing {
     pub peak_file_bytes: u64,
 }
 
+impl From<sonde_engine::Timing> for Timing {
+    fn from(t: sonde_engine::Timing) -> Timing {
+        let sonde_engine::Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes } = t;
+        Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes }
+    }
+}
+
 /// Why the input stopped early (exit status 3): the results cover what was read before.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]

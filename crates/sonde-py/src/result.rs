@@ -51,17 +51,9 @@ pub fn finish<P>(result: RunResult<P>, about: About, flows: Option<FlowTables>) 
         named(sonde_arrow::definition_tables(counter).map_err(|e| format!("definition tables: {e}"))?);
         defined = Some(summary::definition_summaries(counter));
     }
-    let t = result.timing;
-    let timing = summary::Timing {
-        elapsed_s: t.elapsed_s,
-        cpu_s: t.cpu_s,
-        peak_rss_bytes: t.peak_rss_bytes,
-        peak_anon_bytes: t.peak_anon_bytes,
-        peak_file_bytes: t.peak_file_bytes,
-    };
     let input_name = about.input.name.clone();
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
-    let mut summary = Summary::new(about.input, outcome, timing);
+    let mut summary = Summary::new(about.input, outcome, result.timing.into());
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
     summary.monitoring = monitoring;
     summary.definitions = defined;

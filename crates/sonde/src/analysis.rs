@@ -437,17 +437,7 @@ pub fn run(
                     note(&mut outputs, &mut failed, file.name().to_string(), written.map_err(|e| e.to_string()));
                 }
             }
-            Some(typed) => {
-                for (file, table) in sonde_arrow::interval_tables(report)? {
-                    let name = typed.file_name(file);
-                    note(
-                        &mut outputs,
-                        &mut failed,
-                        name,
-                        write_typed(&out, typed, file, &table).map_err(|e| format!("{e:#}")),
-                    );
-                }
-            }
+            Some(typed) => write_typed(&out, typed, sonde_arrow::interval_tables(report)?, &mut outputs, &mut failed),
         }
         let store = match (&args.store, &store_spec) {
             (Some(path), Some(spec)) => {
@@ -473,20 +463,11 @@ pub fn run(
                 }
             }
             Some(typed) => {
-                for (file, table) in sonde_arrow::definition_tables(counter)? {
-                    let name = typed.file_name(file);
-                    note(
-                        &mut outputs,
-                        &mut failed,
-                        name,
-                        write_typed(&out, typed, file, &table).map_err(|e| format!("{e:#}")),
-                    );
-                }
+                write_typed(&out, typed, sonde_arrow::definition_tables(counter)?, &mut outputs, &mut failed)
             }
         }
         defined = Some(summary::definition_summaries(counter));
     }
-    let t = result.timing;
     let input = summary::Input {
         name: input_name.to_string(),
         format: sources[0].format().to_string(),
@@ -494,14 +475,7 @@ pub fn run(
         filter: args.filter_expression(),
     };
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
-    let timing = summary::Timing {
-        elapsed_s: t.elapsed_s,
-        cpu_s: t.cpu_s,
-        peak_rss_bytes: t.peak_rss_bytes,
-        peak_anon_bytes: t.peak_anon_bytes,
-        peak_file_bytes: t.peak_file_bytes,
-    };
-    let mut summary = Summary::new(input, outcome, timing);
+    let mut summary = Summary::new(input, outcome, result.timing.into());
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
     summary.outputs = outputs;
     summary.monitoring = monitoring;
@@ -538,11 +512,20 @@ fn note(outputs: &mut Vec<String>, failed: &mut Vec<String>, name: String, resul
     }
 }
 
-/// Writes `table` as `file` in `typed`.
-fn write_typed(out: &OutputDir, typed: TypedFormat, file: OutputFile, table: &RecordBatch) -> Result<()> {
-    let name = typed.file_name(file);
-    sonde_arrow::write_batches(&out.path(&name), typed, &table.schema(), std::slice::from_ref(table))?;
-    Ok(())
+/// Writes each table as its file in `typed`, noting each as written or failed.
+fn write_typed(
+    out: &OutputDir,
+    typed: TypedFormat,
+    tables: Vec<(OutputFile, RecordBatch)>,
+    outputs: &mut Vec<String>,
+    failed: &mut Vec<String>,
+) {
+    for (file, table) in tables {
+        let name = typed.file_name(file);
+        let written =
+            sonde_arrow::write_batches(&out.path(&name), typed, &table.schema(), std::slice::from_ref(&table));
+        note(outputs, failed, name, written.map_err(|e| format!("{e:#}")));
+    }
 }
 
 impl Finished {

@@ -4,115 +4,14 @@
 //! without. docs/faults.md lists each fault, what the run does and what is left.
 
 mod common;
+mod netns;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::Duration;
 
 use common::{int, read_tsv};
-
-/// A network namespace (its own loopback, and a veth pair `va` ↔ `vb`), deleted when dropped.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tools: &[&str]) -> Option<Netns> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: not root (network namespaces and raw sockets need it)");
-            return None;
-        }
-        for tool in tools.iter().chain(&["ip"]) {
-            let found = Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-            if !found {
-                eprintln!("SKIPPED: {tool} is missing");
-                return None;
-            }
-        }
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let name = format!("sonde-f{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        if !run_ok(Command::new("ip").args(["netns", "add", &name])) {
-            eprintln!("SKIPPED: cannot create a network namespace");
-            return None;
-        }
-        let ns = Netns { name };
-        let sysctl = ns.exec(Path::new("sysctl")).args(["-qw", "net.ipv6.conf.default.disable_ipv6=1"]).status();
-        assert!(sysctl.is_ok_and(|s| s.success()), "sysctl in {}", ns.name);
-        for args in ["link set lo up", "link add va type veth peer name vb", "link set va up", "link set vb up"] {
-            assert!(run_ok(Command::new("ip").args(["-n", &ns.name]).args(args.split(' '))), "ip {args}");
-        }
-        Some(ns)
-    }
-
-    fn exec(&self, program: &Path) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.name]).arg(program);
-        cmd
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-    }
-}
-
-fn run_ok(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-/// A running `sonde monitor`, killed if the test ends without stopping it.
-struct Monitor {
-    child: Option<Child>,
-}
-
-impl Monitor {
-    fn start(ns: &Netns, interface: &str, out: &Path, extra: &[&str]) -> Monitor {
-        let mut child = ns
-            .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
-            .args(["monitor", "-i", interface, "--force", "-o"])
-            .arg(out)
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sonde monitor");
-        let mut first = String::new();
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        stderr.read_line(&mut first).expect("read sonde's stderr");
-        assert!(first.contains("capturing on"), "sonde monitor: {first}");
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        Monitor { child: Some(child) }
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        let child = self.child.as_ref().expect("running");
-        // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs sonde).
-        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
-    }
-
-    fn running(&mut self) -> bool {
-        self.child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-
-    /// `sig`, then the exit status must be success.
-    fn stop_with(mut self, sig: libc::c_int) {
-        self.signal(sig);
-        let status = self.child.take().unwrap().wait().expect("wait for sonde");
-        assert!(status.success(), "sonde monitor exited with {status}");
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use netns::{Monitor, Netns};
 
 fn summary(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
@@ -154,8 +53,8 @@ fn loopback_frames_are_counted_once() {
     let Some(ns) = Netns::new(&["python3"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let (ring_out, pcap_out) = (dir.path().join("ring"), dir.path().join("pcap"));
-    let ring = Monitor::start(&ns, "lo", &ring_out, &["--interval", "0"]);
-    let pcap = Monitor::start(&ns, "lo", &pcap_out, &["--interval", "0", "--capture", "pcap"]);
+    let ring = Monitor::start_on(&ns, "lo", &ring_out, &["--interval", "0"]);
+    let pcap = Monitor::start_on(&ns, "lo", &pcap_out, &["--interval", "0", "--capture", "pcap"]);
     let run = ns.exec(Path::new("python3")).args(["-c", LOOPBACK_TRAFFIC]).output().unwrap();
     assert!(run.status.success(), "python3: {}", String::from_utf8_lossy(&run.stderr));
     std::thread::sleep(Duration::from_millis(300));
@@ -203,17 +102,6 @@ fn udp_trace(path: &Path, n: u32) {
     std::fs::write(path, out).unwrap();
 }
 
-/// Replays `trace` on `vb` at `pps`, in the background.
-fn replay(ns: &Netns, trace: &Path, pps: u32) -> Child {
-    ns.exec(Path::new("tcpreplay"))
-        .args(["-q", "-i", "vb", "--pps", &pps.to_string()])
-        .arg(trace)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run tcpreplay")
-}
-
 /// Under load (tcpreplay sending): SIGHUP does not end a monitor (it reloads, docs/live.md);
 /// SIGTERM and SIGINT end it cleanly, every output written and the summary saying which
 /// signal ended it.
@@ -225,8 +113,8 @@ fn signals_under_load_end_a_monitor_cleanly() {
     udp_trace(&trace, 200_000);
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
         let out = dir.path().join(name);
-        let mut monitor = Monitor::start(&ns, "va", &out, &["--interval", "0.1", "--tables"]);
-        let mut sender = replay(&ns, &trace, 50_000);
+        let mut monitor = Monitor::start(&ns, &out, &["--interval", "0.1", "--tables"]);
+        let mut sender = ns.spawn_replay(&trace, 50_000);
         std::thread::sleep(Duration::from_millis(700));
         monitor.signal(libc::SIGHUP);
         std::thread::sleep(Duration::from_millis(500));
@@ -308,8 +196,8 @@ fn a_spool_location_turned_read_only_loses_nothing() {
             args.extend(["--spool".to_string(), b.display().to_string()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let monitor = Monitor::start(&ns, "va", &out, &args);
-        let mut sender = replay(&ns, &trace, 2_000);
+        let monitor = Monitor::start(&ns, &out, &args);
+        let mut sender = ns.spawn_replay(&trace, 2_000);
         std::thread::sleep(Duration::from_millis(600));
         tmpfs.remount("ro");
         assert!(sender.wait().unwrap().success());
@@ -341,7 +229,7 @@ fn the_capture_ring_is_not_counted_as_the_analysis_memory() {
     let Some(ns) = Netns::new(&[]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let monitor = Monitor::start(&ns, "va", &out, &["--ring-mb", "256", "--interval", "0"]);
+    let monitor = Monitor::start(&ns, &out, &["--ring-mb", "256", "--interval", "0"]);
     std::thread::sleep(Duration::from_millis(300));
     monitor.stop_with(libc::SIGTERM);
     let t = &summary(&out)["timing"];

@@ -14,147 +14,16 @@
 //! end reason.
 
 mod common;
+mod netns;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-
-/// A network namespace holding the veth pair `va` (sonde captures) ↔ `vb` (tcpreplay sends),
-/// deleted (with the pair) when dropped, whatever happened.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    /// `None` (SKIPPED printed) when this machine cannot run the test.
-    fn new() -> Option<Netns> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: not root (network namespaces and raw sockets need it)");
-            return None;
-        }
-        for tool in ["ip", "tcpreplay"] {
-            let found = Command::new(tool).arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
-            if !found {
-                eprintln!("SKIPPED: {tool} is missing (make deps installs iproute2 and tcpreplay)");
-                return None;
-            }
-        }
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let name = format!("sonde-t{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-        if !run_ok(Command::new("ip").args(["netns", "add", &name])) {
-            eprintln!("SKIPPED: cannot create a network namespace");
-            return None;
-        }
-        let ns = Netns { name };
-        // Jumbo MTU: a trace's frames may be longer than 1,500 bytes. IPv6 off, so the
-        // interfaces send nothing of their own (router solicitations, DAD) into the capture.
-        let sysctl = ns.exec(Path::new("sysctl")).args(["-qw", "net.ipv6.conf.default.disable_ipv6=1"]).status();
-        assert!(sysctl.is_ok_and(|s| s.success()), "sysctl in {}", ns.name);
-        for args in [
-            "link add va type veth peer name vb",
-            "link set va mtu 9000",
-            "link set vb mtu 9000",
-            "link set va up",
-            "link set vb up",
-        ] {
-            assert!(run_ok(Command::new("ip").args(["-n", &ns.name]).args(args.split(' '))), "ip {args}");
-        }
-        Some(ns)
-    }
-
-    fn exec(&self, program: &Path) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.name]).arg(program);
-        cmd
-    }
-
-    /// A second pair, `vc` ↔ `vd`.
-    fn add_pair(&self) {
-        for args in ["link add vc type veth peer name vd", "link set vc up", "link set vd up"] {
-            assert!(run_ok(Command::new("ip").args(["-n", &self.name]).args(args.split(' '))), "ip {args}");
-        }
-    }
-
-    /// Replays `trace` on `vb` at `pps` packets per second.
-    fn replay(&self, trace: &Path, pps: u32) {
-        self.replay_on("vb", trace, pps);
-    }
-
-    /// Replays `trace` on `interface` at `pps` packets per second, or as fast as it can (0).
-    fn replay_on(&self, interface: &str, trace: &Path, pps: u32) {
-        let rate = if pps == 0 { vec!["--topspeed".to_string()] } else { vec!["--pps".to_string(), pps.to_string()] };
-        let out = self
-            .exec(Path::new("tcpreplay"))
-            .args(["-q", "-i", interface])
-            .args(rate)
-            .arg(trace)
-            .output()
-            .expect("run tcpreplay");
-        assert!(out.status.success(), "tcpreplay: {}", String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-    }
-}
-
-fn run_ok(cmd: &mut Command) -> bool {
-    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
-}
-
-/// A running `sonde monitor -i va`; killed if the test ends without stopping it.
-struct Monitor {
-    child: Option<Child>,
-}
-
-impl Monitor {
-    /// Starts it and waits until it captures (`extra` must not hold -q: the wait is for the
-    /// line saying so).
-    fn start(ns: &Netns, out: &Path, extra: &[&str]) -> Monitor {
-        let mut child = ns
-            .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
-            .args(["monitor", "-i", "va", "--force", "-o"])
-            .arg(out)
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start sonde monitor");
-        // `ip netns exec` execs sonde: the child is sonde. Its first line says it captures.
-        let mut first = String::new();
-        let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-        stderr.read_line(&mut first).expect("read sonde's stderr");
-        assert!(first.contains("capturing on va"), "sonde monitor: {first}");
-        // Keep draining stderr so that sonde never blocks on it.
-        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        Monitor { child: Some(child) }
-    }
-
-    /// SIGINT, then the exit status must be success.
-    fn stop(mut self) {
-        let mut child = self.child.take().expect("running");
-        // SAFETY: kill(2) on our own child's pid.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-        let status = child.wait().expect("wait for sonde");
-        assert!(status.success(), "sonde monitor exited with {status}");
-    }
-}
-
-impl Drop for Monitor {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use netns::{run_ok, Monitor, Netns};
 
 fn time_dependent(column: &str) -> bool {
     const CLASSES: [&str; 8] = ["rto", "fs", "reor", "dup", "unk", "fc", "unrto", "unfs"];
@@ -184,7 +53,7 @@ fn summary(dir: &Path) -> serde_json::Value {
 /// Replays `trace` into `sonde monitor` (with `extra` options) and checks it against `sonde
 /// analyze` of the same trace.
 fn check_replay(trace: &Path, pps: u32, extra: &[&str]) {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let live = tempfile::tempdir().unwrap();
     let monitor = Monitor::start(&ns, live.path(), extra);
     ns.replay(trace, pps);
@@ -274,7 +143,7 @@ fn udp_frame() -> Vec<u8> {
 
 #[test]
 fn a_quiet_link_times_a_udp_flow_out() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("udp.pcap");
     std::fs::write(&trace, pcap(&[udp_frame(), udp_frame(), udp_frame()])).unwrap();
@@ -299,7 +168,7 @@ fn a_quiet_link_times_a_udp_flow_out() {
 
 #[test]
 fn after_dropping_to_another_user_the_capture_goes_on() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
@@ -329,12 +198,12 @@ fn errors_say_what_to_do() {
     let out = dir.path().join("out");
     let message = refusal(sonde().args(["monitor", "-i", "nosuch0"]), &out);
     assert!(message.contains("nosuch0: no such interface"), "{message}");
-    let Some(ns) = Netns::new() else { return };
-    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "down"])));
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
+    ns.ip("link set va down");
     let sonde_bin = Path::new(env!("CARGO_BIN_EXE_sonde"));
     let message = refusal(ns.exec(sonde_bin).args(["monitor", "-i", "va"]), &out);
     assert!(message.contains("va: interface is down (`ip link set va up`)"), "{message}");
-    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "va", "up"])));
+    ns.ip("link set va up");
     // Unprivileged (setpriv, from util-linux): the message names both ways to capture.
     for capture in ["afpacket", "pcap"] {
         let mut cmd = ns.exec(Path::new("setpriv"));
@@ -349,7 +218,7 @@ fn errors_say_what_to_do() {
 
 #[test]
 fn two_interfaces_are_read_as_one_input() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     ns.add_pair();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("udp.pcap");
@@ -386,7 +255,7 @@ fn publishing_live_changes_no_output() {
 
 #[test]
 fn intervals_drained_live_are_all_written() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let out = tempfile::tempdir().unwrap();
     let monitor = Monitor::start(&ns, out.path(), &["--threads", "2", "--http", "127.0.0.1:0", "--interval", "0.05"]);
     ns.replay(&demo(), 2_000);
@@ -406,7 +275,7 @@ fn intervals_drained_live_are_all_written() {
 
 #[test]
 fn sighup_reloads_the_definitions() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let defs = dir.path().join("defs");
     std::fs::write(&defs, "web = tcp.dport == 80\n").unwrap();
@@ -417,9 +286,7 @@ fn sighup_reloads_the_definitions() {
     ns.replay(&demo(), 5_000);
     // The file changes: web replaced, udp7000 added; SIGHUP applies it to the packets after.
     std::fs::write(&defs, "web = tcp.dport == 8080\nudp7000 = udp.dport == 7000\n").unwrap();
-    let pid = monitor.child.as_ref().unwrap().id() as i32;
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    monitor.signal(libc::SIGHUP);
     // Applied at the next drain (a tick on the quiet link), before the second replay.
     std::thread::sleep(Duration::from_millis(1_500));
     ns.replay(&demo(), 5_000);
@@ -446,9 +313,8 @@ fn sighup_reloads_the_definitions() {
 #[test]
 fn the_live_dashboard_in_a_real_browser() {
     let Some((browser_dir, chromium)) = browser() else { return };
-    let Some(ns) = Netns::new() else { return };
-    // The server listens on the namespace's loopback; the browser runs there too.
-    assert!(run_ok(Command::new("ip").args(["-n", &ns.name, "link", "set", "lo", "up"])));
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
+    // The server listens on the namespace's loopback (up); the browser runs there too.
     let out = tempfile::tempdir().unwrap();
     let mut child = ns
         .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
@@ -465,7 +331,7 @@ fn the_live_dashboard_in_a_real_browser() {
     let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
     let mut stderr = child.stderr.take().unwrap();
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let monitor = Monitor { child: Some(child) };
+    let monitor = Monitor::adopt(child);
     // The demo trace, over and over at 300 packets/s, while the browser looks.
     let mut replay = ns
         .exec(Path::new("tcpreplay"))
@@ -505,7 +371,7 @@ fn the_live_dashboard_in_a_real_browser() {
 
 #[test]
 fn spooled_chunks_hold_every_flow_and_interval() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let (a, b, out) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("out"));
     // A small quota on a: the chunks continue in b once a is full.
@@ -558,7 +424,7 @@ fn readers_on_a_fanout_group_give_the_offline_flow_logs() {
 
 #[test]
 fn several_readers_refuse_what_they_cannot_do() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let defs = dir.path().join("defs");
     std::fs::write(&defs, "web = tcp.dport == 80\n").unwrap();
@@ -581,7 +447,7 @@ fn several_readers_refuse_what_they_cannot_do() {
 
 #[test]
 fn sighup_reloads_the_internal_networks() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let nets = dir.path().join("internal");
     std::fs::write(&nets, "10.77.0.2/32\n").unwrap();
@@ -592,9 +458,7 @@ fn sighup_reloads_the_internal_networks() {
     ns.replay(&demo(), 5_000);
     // The IPv6 server becomes internal too: from the next drain, its TCP is in/out, not ext.
     std::fs::write(&nets, "10.77.0.2/32\nfd77::2/128\n").unwrap();
-    let pid = monitor.child.as_ref().unwrap().id() as i32;
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+    monitor.signal(libc::SIGHUP);
     std::thread::sleep(Duration::from_millis(1_500));
     let second_replay = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     ns.replay(&demo(), 5_000);
@@ -693,7 +557,7 @@ fn an_active_timeout_sends_interim_records_the_same_at_any_thread_count() {
 /// full table, and the run stops when asked.
 #[test]
 fn a_flood_at_top_speed_is_read_or_counted_as_dropped() {
-    let Some(ns) = Netns::new() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let sent = 300_000;
     let trace = flood_pcap(dir.path(), "syn", sent);
