@@ -8,6 +8,9 @@
 #        SONDE=path/to/sonde   binary to measure (default: build the work tree's release binary)
 #        TOOLS="sonde1 sondeN softflowd ..."  subset/order of rows (default: all, see ALL_TOOLS)
 #        KEEP=1                keep the per-run outputs and logs (printed at the end)
+#        RESULTS=file          also append each tool's medians there, one tab-separated line:
+#                              trace, tool, packets, flows, wall s, CPU s, peak RSS KB, note
+#                              (bench/compare-traces.sh builds its table from them)
 #
 # Why it is built this way:
 # - The machine is small (2 cores) and shared, so absolute times drift. Every repetition runs
@@ -260,6 +263,17 @@ print_table() {
     [[ -z ${SPEEDUP:-} ]] || echo "- sonde speed-up as Tstat reports it (trace duration ÷ CPU time, one worker, from sonde's summary): ${SPEEDUP}×"
 }
 
+# The medians of every tool that ran, one line each (RESULTS).
+write_results() {
+    local tool
+    for tool in $TOOLS; do
+        summarise "$tool"
+        [[ -z $FAILED ]] || continue
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(basename "$TRACE")" "$tool" "$PACKETS" "$FLOWS" \
+            "$MED_WALL" "$MED_CPU" "$MED_RSS" "$NOTE"
+    done
+}
+
 # --- main ----------------------------------------------------------------------------------
 main() {
     TRACE=${1:?usage: compare.sh TRACE [REPS]}
@@ -311,6 +325,7 @@ print(d["packets"]["read"], d.get("trace_duration_s", 0), d["protocols"]["non_ip
         "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); $(date -u +%F) (load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after)," \
         "sonde ${SONDE_REV:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')}"
     print_table
+    [[ -z ${RESULTS:-} ]] || write_results >>"$RESULTS"
     [[ -z ${KEEP:-} ]] || log "outputs kept in $WORK"
 }
 
