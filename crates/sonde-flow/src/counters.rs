@@ -35,6 +35,11 @@ pub(crate) struct Rare {
     pub anomalies: AnomalyCounters,
     /// The in-flight counts once one passed 32 bits (`DirCounters::inflight_wide`).
     pub inflight: Inflight<u64>,
+    /// SACK blocks received: only a direction whose peer lost or reordered something gets any.
+    pub sack_blocks: u32,
+    /// The high bits of `DirCounters::syn_cnt`, `fin_cnt` and `rst_cnt` (a count past 255):
+    /// each count is `high << 8 | low`.
+    pub flag_cnt_high: [u32; 3],
 }
 
 /// In-flight bytes of one direction: the least, the most, and the most in the initial window.
@@ -143,10 +148,11 @@ pub(crate) struct DirCounters {
     pub data_pkts: u32,
     pub ack_pkts: u32,
     pub pure_ack_pkts: u32,
-    pub syn_cnt: u32,
-    pub fin_cnt: u32,
-    pub rst_cnt: u32,
-    pub sack_blocks: u32,
+    /// The low 8 bits of the SYN, FIN and RST counts (`Rare::flag_cnt_high` has the rest: one
+    /// or two of each is the rule).
+    pub syn_cnt: u8,
+    pub fin_cnt: u8,
+    pub rst_cnt: u8,
     pub seg_min: u32,
     pub seg_max: u32,
     pub win_min: u32,
@@ -176,9 +182,9 @@ impl DirCounters {
             data_pkts: self.data_pkts.into(),
             ack_pkts: self.ack_pkts.into(),
             pure_ack_pkts: self.pure_ack_pkts.into(),
-            syn_cnt: self.syn_cnt.into(),
-            fin_cnt: self.fin_cnt.into(),
-            rst_cnt: self.rst_cnt.into(),
+            syn_cnt: wide_count(rare.flag_cnt_high[0], self.syn_cnt),
+            fin_cnt: wide_count(rare.flag_cnt_high[1], self.fin_cnt),
+            rst_cnt: wide_count(rare.flag_cnt_high[2], self.rst_cnt),
             first_ns: self.first_ns,
             last_ns: self.last_ns,
             first_payload_ns: self.first_payload_ns,
@@ -190,7 +196,7 @@ impl DirCounters {
             win_scale: self.win_scale,
             sack_permitted: self.sack_permitted,
             timestamps: self.timestamps,
-            sack_blocks: self.sack_blocks.into(),
+            sack_blocks: rare.sack_blocks.into(),
             seg_min: self.seg_min,
             seg_max: self.seg_max,
             win_min: self.win_min.into(),
@@ -216,4 +222,9 @@ impl DirCounters {
             inflight_initial: inflight.initial,
         }
     }
+}
+
+/// A count kept as a low byte inline and the high bits out of line.
+fn wide_count(high: u32, low: u8) -> u64 {
+    u64::from(high) << 8 | u64::from(low)
 }

@@ -2,15 +2,16 @@
 //! direction of a flow holds a singly linked list of pool nodes in sequence order, so memory
 //! follows the segments actually in flight and freed nodes are reused without allocating.
 
+use std::collections::HashMap;
+
 const NIL: u32 = u32::MAX;
 
-/// A data segment waiting for its ACK.
+/// A data segment waiting for its ACK: 24 bytes (when it was last sent, once retransmitted,
+/// is kept apart in [`SentPool`], since few segments are).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sent {
     pub start: i64,
     pub ts_ns: u64,
-    /// When any of its bytes were last sent (differs from `ts_ns` once retransmitted).
-    pub last_sent_ns: u64,
     /// Payload length.
     pub len: u32,
     /// The next node of the list (or of the free list).
@@ -25,7 +26,7 @@ const LEN_MASK: u32 = RETX_BIT - 1;
 impl Sent {
     pub fn new(start: i64, payload: u64, fin: bool, ts_ns: u64) -> Sent {
         let len = payload.min(u64::from(LEN_MASK)) as u32 | if fin { FIN_BIT } else { 0 };
-        Sent { start, ts_ns, last_sent_ns: ts_ns, len, next: NIL }
+        Sent { start, ts_ns, len, next: NIL }
     }
     /// End of the payload.
     pub fn end(&self) -> i64 {
@@ -39,10 +40,6 @@ impl Sent {
     pub fn retransmitted(&self) -> bool {
         self.len & RETX_BIT != 0
     }
-    pub fn mark_retransmitted(&mut self, ts_ns: u64) {
-        self.len |= RETX_BIT;
-        self.last_sent_ns = ts_ns;
-    }
 }
 
 /// The nodes of every list, and the free list threaded through them.
@@ -51,6 +48,8 @@ pub(crate) struct SentPool {
     nodes: Vec<Sent>,
     free: u32,
     in_use: usize,
+    /// When each retransmitted node in use was last sent, by node.
+    resent_ns: HashMap<u32, u64>,
 }
 
 impl Default for SentPool {
@@ -62,7 +61,7 @@ impl Default for SentPool {
 impl SentPool {
     /// A pool with room for `n` nodes reserved (address space until written; more grow it).
     pub fn with_capacity(n: usize) -> Self {
-        SentPool { nodes: Vec::with_capacity(n), free: NIL, in_use: 0 }
+        SentPool { nodes: Vec::with_capacity(n), free: NIL, in_use: 0, resent_ns: HashMap::new() }
     }
 
     /// Reserved bytes never written.
@@ -81,6 +80,26 @@ impl SentPool {
             self.nodes.push(s);
             (self.nodes.len() - 1) as u32
         }
+    }
+
+    /// When node `i` was last sent.
+    fn last_sent_ns(&self, i: u32) -> u64 {
+        let node = &self.nodes[i as usize];
+        if node.retransmitted() {
+            self.resent_ns[&i]
+        } else {
+            node.ts_ns
+        }
+    }
+
+    /// Returns node `i` to the free list.
+    fn free_node(&mut self, i: u32) {
+        if self.nodes[i as usize].retransmitted() {
+            self.resent_ns.remove(&i);
+        }
+        self.nodes[i as usize].next = self.free;
+        self.free = i;
+        self.in_use -= 1;
     }
 
     #[cfg(test)]
@@ -112,6 +131,11 @@ impl SentList {
         (self.head != NIL).then(|| pool.nodes[self.head as usize])
     }
 
+    /// When the first segment's bytes were last sent (its first time, unless retransmitted).
+    pub fn front_last_sent_ns(&self, pool: &SentPool) -> Option<u64> {
+        (self.head != NIL).then(|| pool.last_sent_ns(self.head))
+    }
+
     pub fn pop_front(&mut self, pool: &mut SentPool) {
         let i = self.head;
         if i == NIL {
@@ -122,9 +146,21 @@ impl SentList {
             self.tail = NIL;
         }
         self.len -= 1;
-        pool.nodes[i as usize].next = pool.free;
-        pool.free = i;
-        pool.in_use -= 1;
+        pool.free_node(i);
+    }
+
+    /// Marks every segment overlapping `[start, end)` as retransmitted at `ts_ns` (Karn's rule:
+    /// no RTT sample from them).
+    pub fn mark_retransmitted(&self, pool: &mut SentPool, start: i64, end: i64, ts_ns: u64) {
+        let mut cur = self.head;
+        while cur != NIL {
+            let node = &mut pool.nodes[cur as usize];
+            if node.start < end && start < node.end_ctl() {
+                node.len |= RETX_BIT;
+                pool.resent_ns.insert(cur, ts_ns);
+            }
+            cur = pool.nodes[cur as usize].next;
+        }
     }
 
     /// Inserts in `start` order: at the tail unless the tail starts later, else before the
@@ -172,7 +208,12 @@ impl SentList {
 
     /// Returns every node to the pool.
     pub fn clear(&mut self, pool: &mut SentPool) {
-        if self.head != NIL {
+        if !pool.resent_ns.is_empty() {
+            // Node by node, so that retransmitted ones leave the side table.
+            while self.head != NIL {
+                self.pop_front(pool);
+            }
+        } else if self.head != NIL {
             pool.nodes[self.tail as usize].next = pool.free;
             pool.free = self.head;
             pool.in_use -= self.len as usize;

@@ -337,9 +337,16 @@ impl TcpConn {
         s.last_ns = s.last_ns.max(ts_ns);
         s.ttl_min = s.ttl_min.min(ip.ttl);
         s.ttl_max = s.ttl_max.max(ip.ttl);
-        s.syn_cnt += u32::from(flags.syn());
-        s.fin_cnt += u32::from(flags.fin());
-        s.rst_cnt += u32::from(flags.rst());
+        if flags.syn() || flags.fin() || flags.rst() {
+            let counts = [(&mut s.syn_cnt, flags.syn()), (&mut s.fin_cnt, flags.fin()), (&mut s.rst_cnt, flags.rst())];
+            for (i, (count, set)) in counts.into_iter().enumerate() {
+                let carry;
+                (*count, carry) = count.overflowing_add(u8::from(set));
+                if carry {
+                    rare.get(&mut s.rare).flag_cnt_high[i] += 1;
+                }
+            }
+        }
         if flags.ack() {
             s.ack_pkts += 1;
             // Tstat: the first ACK segment without SYN.
@@ -361,7 +368,9 @@ impl TcpConn {
             s.sack_permitted |= o.sack_permitted;
             s.timestamps |= o.timestamp.is_some();
         }
-        s.sack_blocks += u32::from(o.sack_count);
+        if o.sack_count > 0 {
+            rare.get(&mut s.rare).sack_blocks += u32::from(o.sack_count);
+        }
         if t.payload_len > 0 {
             s.data_pkts += 1;
             let carry;
@@ -449,12 +458,7 @@ impl TcpConn {
             let rare = pools.rare.get(&mut h.stats.rare);
             rare.retx_pkts += 1;
             rare.retx_bytes += outcome.overlap.min(payload);
-            h.outstanding.for_each_mut(&mut pools.sent, |s| {
-                if s.start < end_ctl && start < s.end_ctl() {
-                    s.mark_retransmitted(ts_ns);
-                }
-                true
-            });
+            h.outstanding.mark_retransmitted(&mut pools.sent, start, end_ctl, ts_ns);
         }
         if outcome.fills_hole {
             pools.rare.get(&mut h.stats.rare).ooo_pkts += 1;
@@ -525,6 +529,7 @@ impl TcpConn {
                     if front.end() > ack {
                         break;
                     }
+                    let last_sent_ns = peer.outstanding.front_last_sent_ns(sent).unwrap_or(front.ts_ns);
                     peer.outstanding.pop_front(sent);
                     peer.flags |= DATA_ACKED;
                     // tcptrace/Tstat: only an ACK for exactly this segment times it; Karn's rule
@@ -535,7 +540,7 @@ impl TcpConn {
                         pools.rtt.get(&mut peer.stats.rtt).add_sample(sample_ns);
                         pools.new_samples.push((1 - dir, sample_ns));
                     }
-                    latest_sent_ns = latest_sent_ns.max(front.last_sent_ns);
+                    latest_sent_ns = latest_sent_ns.max(last_sent_ns);
                 }
             }
         }

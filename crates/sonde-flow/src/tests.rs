@@ -415,6 +415,39 @@ fn byte_counts_go_past_4_gib() {
     assert_eq!(inflight, (u64::from(LEN), payload, payload));
 }
 
+/// Issue 21: the SYN, FIN and RST counts keep a byte inline and carry past 255 out of line;
+/// the SACK blocks are counted out of line. The counts stay exact.
+#[test]
+fn flag_counts_go_past_a_byte_and_sack_blocks_add_up() {
+    let mut p = Vec::new();
+    let mut ts = MS;
+    let mut at = |p: &mut Vec<(u64, PacketSummary)>, s: PacketSummary| {
+        ts += MS;
+        p.push((ts, s));
+    };
+    for _ in 0..300 {
+        at(&mut p, seg(true, SYN, 100, 0, 0, 1));
+    }
+    at(&mut p, seg(false, SYNACK, 5000, 101, 0, 1));
+    at(&mut p, seg(true, ACK, 101, 5001, 0, 2));
+    for _ in 0..2 {
+        let mut sacked = seg(false, ACK, 5001, 101, 0, 2);
+        if let Some(Transport::Tcp(t)) = &mut sacked.transport {
+            t.options.sack_count = 3;
+        }
+        at(&mut p, sacked);
+    }
+    for _ in 0..260 {
+        at(&mut p, seg(true, FINACK, 101, 5001, 0, 3));
+    }
+    at(&mut p, seg(false, TcpFlags::RST, 5001, 0, 0, 3));
+    let r = run(&p);
+    let r = only_tcp(&r);
+    assert_eq!((r.client.syn_cnt, r.client.fin_cnt, r.client.rst_cnt), (300, 260, 0));
+    assert_eq!((r.server.syn_cnt, r.server.fin_cnt, r.server.rst_cnt), (1, 0, 1));
+    assert_eq!((r.client.sack_blocks, r.server.sack_blocks), (0, 6));
+}
+
 /// Records ended and interim, in order.
 #[derive(Default)]
 struct Both {
