@@ -215,6 +215,36 @@ pub(crate) struct ReaderSetup<'a, K: Sinks> {
     pub flow_stats: Option<&'a sonde_stats::Config>,
     pub definitions: Option<&'a mut Counter>,
     pub drains: Option<ReaderDrains<<K::Worker as WorkerSink>::Part>>,
+    /// With several readers each reading the whole input: this one's part.
+    pub share: Option<Share>,
+}
+
+/// One reader's part of an input that several readers each read whole ([`crate::Run::split_flows`]):
+/// the flows are split by shard over every reader's workers (`readers` × `Pipeline::workers`),
+/// reader `reader` analyses those of its workers, and the first also counts every packet's
+/// statistics and the packets of no flow. Every reader decodes every packet, and thins it and
+/// shows it to its application reader (their state depends on every packet before): the cost
+/// of the split, against a single reader that decodes and dispatches for all the workers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Share {
+    pub reader: usize,
+    pub readers: usize,
+}
+
+/// The workers a reader feeds: the global indices `first..first + count` (every worker of the
+/// run unless several readers split the flows).
+#[derive(Debug, Clone, Copy)]
+struct Mine {
+    first: usize,
+    count: usize,
+}
+
+impl Mine {
+    /// The reader's own index of global worker `worker`, if it is one of its.
+    #[inline]
+    fn local(self, worker: usize) -> Option<usize> {
+        worker.checked_sub(self.first).filter(|&w| w < self.count)
+    }
 }
 
 /// A live run's side of one reader.
@@ -244,8 +274,15 @@ pub(crate) fn read_input<K: Sinks>(
     progress: &mut dyn FnMut(Progress),
 ) -> (Outcome, Vec<WorkerOutput<<K::Worker as WorkerSink>::Part>>) {
     let pipeline = setup.pipeline;
-    let shards = Shards::new(pipeline.flow.max_flows, pipeline.workers);
-    let workers = shards.workers as usize;
+    let share = setup.share.unwrap_or(Share { reader: 0, readers: 1 });
+    let per_reader = pipeline.workers.max(1);
+    let shards = Shards::new(pipeline.flow.max_flows, per_reader.saturating_mul(share.readers));
+    let total = shards.workers as usize;
+    // A reader past the last shard's worker (more readers than shards) feeds one worker with
+    // no shard: it only reads.
+    let first = (share.reader * per_reader).min(total);
+    let mine = Mine { first, count: (first + per_reader).min(total) - first };
+    let workers = mine.count.max(1);
     let flow_cfg = &pipeline.flow;
 
     let mut stats = RunStats::default();
@@ -274,7 +311,14 @@ pub(crate) fn read_input<K: Sinks>(
             flows: setup.flow_stats.map(FlowIntervals::new),
             recent: worker_drain.as_ref().filter(|d| d.recent_flows > 0).map(|d| Recent::new(d.recent_flows)),
         };
-        let trackers = shards.owned(worker).map(|shard| FlowTracker::new(shards.config(flow_cfg, shard))).collect();
+        // `worker` is the reader's own index.
+        let trackers = match mine.local(mine.first + worker) {
+            Some(_) => shards
+                .owned(mine.first + worker)
+                .map(|shard| FlowTracker::new(shards.config(flow_cfg, shard)))
+                .collect(),
+            None => Vec::new(),
+        };
         Worker::new(trackers, shards, flow_cfg.app_facts, sink, worker_drain.clone())
     };
     let mut reader = Reader {
@@ -283,6 +327,8 @@ pub(crate) fn read_input<K: Sinks>(
         next_drain_ns: if live.is_some() { 0 } else { u64::MAX },
         live,
         shards,
+        mine,
+        primary: share.reader == 0,
         intervals: setup.intervals,
         definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
@@ -342,7 +388,7 @@ fn run_threads<S: WorkerSink>(
     t: Threads<'_, S, S::Part>,
 ) -> (Option<CaptureError>, Vec<WorkerResult<WorkerOutputs<S>>>) {
     let (batch_len, new_worker) = (t.batch_len, t.new_worker);
-    let workers = reader.shards.workers as usize;
+    let workers = reader.mine.count.max(1);
     thread::scope(|scope| {
         let mut to_workers: Vec<Sender<Message>> = Vec::with_capacity(workers);
         // Every batch there is fits in the recycling channel: a worker never waits to return one.
@@ -933,6 +979,10 @@ struct Reader<'a, 'c, P> {
     next_drain_ns: u64,
     live: Option<ReaderLive<P>>,
     shards: Shards,
+    mine: Mine,
+    /// Counts every packet's statistics and analyses the packets of no flow: the only reader,
+    /// or the first of those that split the flows.
+    primary: bool,
     intervals: Option<&'c mut PacketIntervals>,
     definitions: Option<&'c mut Counter>,
     thinner: Option<Thinner>,
@@ -951,7 +1001,7 @@ impl<P> Reader<'_, '_, P> {
         progress: &mut dyn FnMut(Progress),
         dispatch: &mut impl Dispatch,
     ) -> Option<CaptureError> {
-        let shards = self.shards;
+        let (shards, mine, primary) = (self.shards, self.mine, self.primary);
         let size = source.size_hint();
         let stats = &mut *self.stats;
         // Decoded in place, handed over by reference: one copy at most (into a batch).
@@ -988,10 +1038,12 @@ impl<P> Reader<'_, '_, P> {
                 },
                 Err(e) => return Some(e),
             };
-            stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
+            if primary {
+                stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
+            }
             if let Some(f) = filter.as_deref_mut() {
                 if !f.matches(frame.link_type, frame.data, frame.wire_len) {
-                    stats.packets.filtered_out += 1;
+                    stats.packets.filtered_out += u64::from(primary);
                     continue;
                 }
             }
@@ -1011,7 +1063,9 @@ impl<P> Reader<'_, '_, P> {
             let (layers, payload_at) = match decoded {
                 Ok(decoded) => decoded,
                 Err(unsupported) => {
-                    stats.count_unsupported(unsupported.0 .0);
+                    if primary {
+                        stats.count_unsupported(unsupported.0 .0);
+                    }
                     continue;
                 }
             };
@@ -1021,8 +1075,10 @@ impl<P> Reader<'_, '_, P> {
                     continue;
                 }
             }
-            stats.packets.analysed += 1;
-            stats.count_packet(&item.packet, frame.wire_len);
+            if primary {
+                stats.packets.analysed += 1;
+                stats.count_packet(&item.packet, frame.wire_len);
+            }
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
             // The trackers count only TCP and UDP flows; the rest only feed the counters.
@@ -1036,21 +1092,31 @@ impl<P> Reader<'_, '_, P> {
                 item.key = key;
                 item.icmp = None;
                 item.shard = shards.of(key.hash());
-                shards.worker(item.shard)
+                mine.local(shards.worker(item.shard))
             });
+            // (Definitions are counted by a single reader, which feeds every worker.)
             if let (Some(layers), Some(counter)) = (layers, self.definitions.as_deref_mut()) {
-                dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker);
+                dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker.flatten());
             }
             if let Some(worker) = worker {
-                if let (Some(app), Ok(key)) = (self.app.as_mut(), key.as_ref()) {
-                    let payload = payload_bytes(frame.data, &dispatch.slot().packet, payload_at);
-                    let attach = app.attach(frame.ts_ns, &dispatch.slot().packet, key, payload);
+                // The application reader sees every flow packet, another reader's too: its DNS
+                // answers and per-direction gate evolve as in a single reader.
+                let attach = match (self.app.as_mut(), key.as_ref()) {
+                    (Some(app), Ok(key)) => {
+                        let payload = payload_bytes(frame.data, &dispatch.slot().packet, payload_at);
+                        Some(app.attach(frame.ts_ns, &dispatch.slot().packet, key, payload))
+                    }
+                    _ => None,
+                };
+                // Another reader's flow.
+                let Some(worker) = worker else { continue };
+                if let Some(attach) = attach {
                     dispatch.attach(worker, attach);
                 }
                 dispatch.commit(worker);
             } else if matches!(dispatch.slot().packet.transport, Some(Transport::Icmp { .. })) {
-                self.icmp_unquoted +=
-                    u64::from(!dispatch_icmp(link, &frame, frame.ts_ns, self.clock_ns, shards, dispatch));
+                let quoted = dispatch_icmp(link, &frame, frame.ts_ns, self.clock_ns, shards, mine, dispatch);
+                self.icmp_unquoted += u64::from(primary && !quoted);
             }
         }
     }
@@ -1067,6 +1133,7 @@ fn dispatch_icmp(
     ts_ns: u64,
     clock_ns: u64,
     shards: Shards,
+    mine: Mine,
     dispatch: &mut impl Dispatch,
 ) -> bool {
     let item = dispatch.slot();
@@ -1093,7 +1160,9 @@ fn dispatch_icmp(
     let shard = shards.of(IcmpKey::of(ip.src, ip.dst, input).hash64());
     item.shard = shard;
     let copy = *item;
-    dispatch.commit(shards.worker(shard));
+    if let Some(worker) = mine.local(shards.worker(shard)) {
+        dispatch.commit(worker);
+    }
     match message {
         IcmpMessage::Error(Ok(q)) => {
             let key = PacketKey::new(q.protocol, (q.src, q.src_port), (q.dst, q.dst_port));
@@ -1103,7 +1172,9 @@ fn dispatch_icmp(
             item.icmp = Some(IcmpItem::Quoted { icmp_type, code });
             let shard = shards.of(key.hash());
             item.shard = shard;
-            dispatch.commit(shards.worker(shard));
+            if let Some(worker) = mine.local(shards.worker(shard)) {
+                dispatch.commit(worker);
+            }
             true
         }
         IcmpMessage::Error(Err(_)) => false,

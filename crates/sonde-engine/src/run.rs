@@ -13,7 +13,7 @@ use sonde_stats::{FlowIntervals, PacketIntervals, Report};
 
 use crate::collector::{collect, ToCollector};
 use crate::controls::Controls;
-use crate::pipeline::{read_input, Outcome, Pipeline, Progress, ReaderDrains, ReaderSetup, WorkerOutput};
+use crate::pipeline::{read_input, Outcome, Pipeline, Progress, ReaderDrains, ReaderSetup, Share, WorkerOutput};
 use crate::resources;
 use crate::sink::{DrainObserver, Held, Part, Sinks, WorkerSink};
 use crate::stats::RunStats;
@@ -40,6 +40,7 @@ pub struct Run {
     drains: Option<Drains>,
     controls: Vec<Box<dyn Controls>>,
     progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    split_flows: bool,
 }
 
 /// A live run's drains: every `every_ns` of packet time the workers hand over what their sinks
@@ -67,6 +68,9 @@ pub enum RunError {
         readers: usize,
     },
     Filter(FilterError),
+    /// Readers that split the flows of one input cannot run what needs every packet in one
+    /// place.
+    SplitFlows(&'static str),
     /// The anonymizer cannot take the definitions (their address patterns).
     Anonymize(String),
     Open(CaptureError),
@@ -81,6 +85,7 @@ impl std::fmt::Display for RunError {
                 "{readers} readers cannot count flow definitions: they are counted in input order by one reader"
             ),
             RunError::Filter(e) => write!(f, "{e}"),
+            RunError::SplitFlows(what) => write!(f, "readers that split the flows cannot {what}"),
             RunError::Anonymize(e) => write!(f, "{e}"),
             RunError::Open(e) => write!(f, "{e}"),
         }
@@ -128,6 +133,9 @@ pub struct Timing {
     pub peak_anon_bytes: u64,
     /// The peak of mapped file and shared pages: a memory-mapped trace, a capture's ring.
     pub peak_file_bytes: u64,
+    /// Threads that read the input (each with its workers), and flow workers in all.
+    pub readers: usize,
+    pub workers: usize,
 }
 
 impl Run {
@@ -188,6 +196,23 @@ impl Run {
         self
     }
 
+    /// The sources are the same input, opened once per reader: every reader reads it whole
+    /// and analyses the flows of its own workers (their shards of the flow hash), the first
+    /// also every packet's statistics (the interval outputs included) and the packets of no
+    /// flow. Decoding is repeated, but no reader hands packets on for the others: a trace is
+    /// read at the speed of every core. The outputs are those of one reader with as many
+    /// workers. Thinning and the application reader see every packet in each reader, as in
+    /// one. Not with definitions, counted in input order in one place, nor with drains.
+    pub fn split_flows(mut self, split: bool) -> Run {
+        self.split_flows = split;
+        self
+    }
+
+    /// Whether readers may split the flows of one input ([`Run::split_flows`]).
+    pub fn can_split_flows(&self) -> bool {
+        self.definitions.is_none() && self.drains.is_none()
+    }
+
     /// Flow-tracking workers per reader.
     pub fn workers_per_reader(mut self, workers: usize) -> Run {
         self.pipeline.workers = workers.max(1);
@@ -233,6 +258,9 @@ impl Run {
         if sources.len() > 1 && self.definitions.is_some() {
             return Err(RunError::DefinitionsNeedOneReader { readers: sources.len() });
         }
+        if self.split_flows && self.drains.is_some() {
+            return Err(RunError::SplitFlows("drain (a live run)"));
+        }
         // Each reader its own compiled filter.
         let mut filters = Vec::with_capacity(sources.len());
         for _ in 0..sources.len() {
@@ -252,6 +280,7 @@ impl Run {
         let mut senders: Vec<_> = (0..readers).map(|_| to_collector.clone()).collect();
         drop(to_collector);
         let (pipeline, interval_cfg, drains) = (&self.pipeline, self.intervals.as_ref(), self.drains);
+        let split = self.split_flows && readers > 1;
 
         // One reader's whole run: its outcome, its workers' outputs, its packet statistics.
         let read = |index: usize,
@@ -261,7 +290,8 @@ impl Run {
                     controls: Option<Box<dyn Controls>>,
                     to_collector: crossbeam_channel::Sender<ToCollector<PartOf<K>>>,
                     progress: &mut dyn FnMut(Progress)| {
-            let mut intervals = interval_cfg.map(|cfg| {
+            // Split flows: the first reader counts every packet in the intervals.
+            let mut intervals = interval_cfg.filter(|_| !split || index == 0).map(|cfg| {
                 let intervals = PacketIntervals::new(cfg);
                 match drains.filter(|d| d.view) {
                     Some(d) => intervals.with_fine_bins(d.fine_bin_ns),
@@ -283,6 +313,7 @@ impl Run {
                     to_collector,
                     controls,
                 }),
+                share: split.then_some(Share { reader: index, readers }),
             };
             let (outcome, outputs) = read_input(source, filter, setup, progress);
             (outcome, outputs, intervals)
@@ -297,15 +328,39 @@ impl Run {
                     .spawn_scoped(scope, move || collect(from_readers, workers, held, observers))
                     .expect("spawn the collector thread")
             });
+            let mut report = |p: Progress| {
+                if let Some(progress) = progress.as_mut() {
+                    progress(p)
+                }
+            };
             let readings: Vec<_> = if let [source] = sources {
-                let mut report = |p: Progress| {
-                    if let Some(progress) = progress.as_mut() {
-                        progress(p)
-                    }
-                };
                 let controls = controls[0].take();
                 let (filter, sender) = (filters[0].as_mut(), senders.remove(0));
                 vec![read(0, &mut **source, filter, definitions.as_mut(), controls, sender, &mut report)]
+            } else if split {
+                // The first reader in this thread (it reports progress), the others in theirs.
+                let read = &read;
+                let (first, others) = sources.split_first_mut().expect("several sources");
+                let (first_filter, other_filters) = filters.split_first_mut().expect("a filter per source");
+                let handles: Vec<_> = others
+                    .iter_mut()
+                    .zip(other_filters.iter_mut())
+                    .zip(senders.drain(1..))
+                    .enumerate()
+                    .map(|(i, ((source, filter), sender))| {
+                        let source: &mut (dyn PacketSource + Send) = &mut **source;
+                        std::thread::Builder::new()
+                            .name(format!("sonde-reader-{}", i + 1))
+                            .spawn_scoped(scope, move || {
+                                read(i + 1, source, filter.as_mut(), None, None, sender, &mut |_| {})
+                            })
+                            .expect("spawn a reader thread")
+                    })
+                    .collect();
+                let sender = senders.remove(0);
+                let mut readings = vec![read(0, &mut **first, first_filter.as_mut(), None, None, sender, &mut report)];
+                readings.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+                readings
             } else {
                 let read = &read;
                 let handles: Vec<_> = sources
@@ -337,6 +392,8 @@ impl Run {
             elapsed_s: started.elapsed().as_secs_f64(),
             cpu_s: resources::cpu_seconds() - cpu_before,
             peak_rss_bytes: resources::peak_rss_bytes(),
+            readers,
+            workers: readers * workers,
             ..Timing::default()
         };
         let peak = memory.finish();

@@ -33,12 +33,26 @@ pub struct Timing {
     /// Peak of the mapped file and shared pages (a memory-mapped trace, the AF_PACKET ring,
     /// the program's code), in bytes; sampled with `peak_anon_bytes`.
     pub peak_file_bytes: u64,
+    /// Threads that read the input: one, or with `--threads N` on a trace file N, each reading
+    /// it whole and analysing its share of the flows (`monitor --readers`: the sockets' readers).
+    pub readers: u64,
+    /// Flow workers in all.
+    pub workers: u64,
 }
 
 impl From<sonde_engine::Timing> for Timing {
     fn from(t: sonde_engine::Timing) -> Timing {
-        let sonde_engine::Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes } = t;
-        Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes }
+        let sonde_engine::Timing {
+            elapsed_s,
+            cpu_s,
+            peak_rss_bytes,
+            peak_anon_bytes,
+            peak_file_bytes,
+            readers,
+            workers,
+        } = t;
+        let (readers, workers) = (readers as u64, workers as u64);
+        Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes, readers, workers }
     }
 }
 

@@ -1070,13 +1070,7 @@ mod tests {
         assert_eq!(out.write_capture(&[(0, c)], 1_000_000_000).unwrap(), OutputFile::Capture);
         assert_eq!(fs::read_to_string(dir.join("capture.tsv")).unwrap(), capture_tsv(&[(0, c)], 1_000_000_000));
         let outcome = sonde_engine::Outcome { stats: sonde_engine::RunStats::default(), input_error: None };
-        let timing = crate::summary::Timing {
-            elapsed_s: 0.0,
-            cpu_s: 0.0,
-            peak_rss_bytes: 0,
-            peak_anon_bytes: 0,
-            peak_file_bytes: 0,
-        };
+        let timing = crate::summary::Timing::from(sonde_engine::Timing::default());
         let input = crate::summary::Input { name: "x.pcap".into(), format: "pcap".into(), ..Default::default() };
         let summary = Summary::new(input, outcome, timing);
         assert_eq!(out.write_run_summary(&summary).unwrap(), OutputFile::Summary);

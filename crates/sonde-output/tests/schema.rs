@@ -81,6 +81,8 @@ fn summary() -> Summary {
         peak_rss_bytes: 1 << 20,
         peak_anon_bytes: 1 << 19,
         peak_file_bytes: 1 << 19,
+        readers: 2,
+        workers: 2,
     };
     let outputs = ["tcp_flows.tsv", "udp_flows.tsv", "capture.tsv", "summary.json"].map(String::from).to_vec();
     let input =

@@ -66,12 +66,22 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
     // From here a signal ends the input where it is, and the outputs are written.
     let stop = sonde_live::stop_on_signals_and_hangup().context("installing the signal handlers")?;
-    let (prepared, mut source) =
-        analysis::prepare(&args.analysis, || sonde_capture::open(&args.read).with_context(|| input_name.clone()))?;
+    let open = || sonde_capture::open(&args.read).with_context(|| input_name.clone());
+    let (mut prepared, source) = analysis::prepare(&args.analysis, open)?;
     let compression = source.compression().map(str::to_string);
     let input = (input_name.as_str(), compression.as_deref());
-    let mut until_stopped = stop::UntilStopped { inner: source.as_mut(), stop };
-    let mut finished = analysis::run(&args.analysis, prepared, &mut [&mut until_stopped], input, None)?;
+    // With several workers, a trace file is read by as many readers, each opening it.
+    let whole_file = compression.is_none() && args.read.metadata().is_ok_and(|m| m.is_file());
+    let readers = prepared.split_readers(whole_file);
+    let mut sources = vec![source];
+    for _ in 1..readers {
+        sources.push(open()?);
+    }
+    let mut until_stopped: Vec<_> =
+        sources.iter_mut().map(|s| stop::UntilStopped { inner: s.as_mut(), stop }).collect();
+    let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
+        until_stopped.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
+    let mut finished = analysis::run(&args.analysis, prepared, &mut readers, input, None)?;
     finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
     let code = analysis::finish(&args.analysis, &finished)?;
     // A signal asked the run to end: no server after it.

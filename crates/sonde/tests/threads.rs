@@ -80,6 +80,58 @@ fn same_logs_for_any_thread_count(trace: &Path) {
     }
 }
 
+/// Issue 21: without definitions, `--threads N` on a trace file runs N readers that each read
+/// it whole and analyse their share of the flows. Every output but the run's cost is that of one
+/// reader: flows (evicted from a table far too small, timed out, left at the end), intervals,
+/// tables, ICMP sessions and the errors counted on other readers' flows, the summary's counts.
+fn split_readers_give_the_outputs_of_one(trace: &Path) {
+    let mut first: Option<(Vec<Vec<u8>>, serde_json::Value)> = None;
+    for threads in ["1", "2", "3", "8"] {
+        let args = ["--threads", threads, "--interval", "0.5", "--tables", "--max-flows", "40", "--udp-timeout", "2"];
+        let (out, output) = analyze(trace, &args);
+        assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
+        let mut files: Vec<String> = std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|f| f != "summary.json")
+            .collect();
+        files.sort();
+        let logs: Vec<Vec<u8>> =
+            files.iter().map(|f| [f.as_bytes(), b"\n", &std::fs::read(out.path().join(f)).unwrap()].concat()).collect();
+        let mut summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+        let timing = summary.as_object_mut().unwrap().remove("timing").unwrap();
+        assert_eq!(timing["readers"].as_u64(), Some(threads.parse().unwrap()), "one reader per thread");
+        for varies in ["rates", "table"] {
+            summary.as_object_mut().unwrap().remove(varies);
+        }
+        match &first {
+            None => first = Some((logs, summary)),
+            Some((one, s)) => {
+                assert!(one == &logs, "{}: --threads {threads} differs from --threads 1", trace.display());
+                assert_eq!(s, &summary, "{}: --threads {threads}", trace.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn split_readers_give_the_outputs_of_one_reader() {
+    split_readers_give_the_outputs_of_one(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap"));
+    let Some(shared) = shared_dir() else { return };
+    for rel in [
+        "groundtruth/lossy.pcap",
+        "traces/realistic/appneta+tcpreplay/test/test.pcap",
+        "traces/realistic/arkime+arkime/tests/pcap/v6.pcap",
+        "traces/robustness/the-tcpdump-group+tcpdump/tests/kday3.pcap",
+    ] {
+        let trace = shared.join(rel);
+        if trace.exists() {
+            split_readers_give_the_outputs_of_one(&trace);
+        }
+    }
+}
+
 /// docs/rmon2.md: full application-layer tables keep the same rows and overflow whatever the
 /// number of workers filling them.
 #[test]
