@@ -109,7 +109,13 @@ def udp_frame(i: int) -> bytes:
 
 @pytest.fixture
 def fifo_trace(tmp_path):
-    """A trace that never ends: a FIFO holding a header and a few packets, kept open for writing."""
+    """A trace that never ends: a FIFO holding a header and a few packets, kept open for writing.
+
+    Python's own SIGINT handler is put first: a test run started in the background by a shell
+    without job control inherits SIGINT ignored, Python then leaves it ignored (and polars,
+    which other tests import, puts its own handler over that), and the Ctrl-C tests waited for
+    a KeyboardInterrupt that never came."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     path = tmp_path / "live.pcap"
     os.mkfifo(path)
     fd = os.open(path, os.O_RDWR)
