@@ -21,8 +21,24 @@ fn dashed<T: Copy + Into<u16>>(values: &[T], out: &mut String) {
             out.push('-');
         }
         first = false;
-        let _ = write!(out, "{v}");
+        push_decimal(out, v);
     }
+}
+
+/// `v` in decimal, without the formatting machinery (thousands of values per second).
+fn push_decimal(out: &mut String, v: u16) {
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut n = v;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -40,7 +56,8 @@ fn hex(bytes: &[u8]) -> String {
 /// The JA3 string: `version,ciphers,extensions,groups,point_formats`.
 pub(crate) fn ja3_string(h: &ClientHello<'_>) -> String {
     let mut s = String::with_capacity(256);
-    let _ = write!(s, "{},", h.legacy_version);
+    push_decimal(&mut s, h.legacy_version);
+    s.push(',');
     dashed(&h.ciphers, &mut s);
     s.push(',');
     dashed(&h.extensions, &mut s);
@@ -93,11 +110,12 @@ pub(crate) fn ja4_alpn(first: Option<&[u8]>) -> [char; 2] {
 
 /// Four-hex-digit values joined by commas.
 fn hex_list(values: &[u16], out: &mut String) {
+    out.reserve(values.len() * 5);
     for (i, v) in values.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&hex(&v.to_be_bytes()));
+        out.extend([12, 8, 4, 0].map(|shift| char::from(HEX[usize::from(v >> shift & 0xf)])));
     }
 }
 
