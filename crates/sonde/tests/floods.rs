@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::*;
 
-/// Live state per flow the bound allows: docs/performance.md measures 773 B per live TCP flow
+/// Live state per flow the bound allows: docs/performance.md measures 725 B per live TCP flow
 /// and 1,236 B per flow for a whole run at 1 M flows; the rest covers the index growing in
 /// powers of two.
 const BYTES_PER_FLOW: u64 = 2_000;
