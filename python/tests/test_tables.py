@@ -133,3 +133,11 @@ def test_ground_truth_equals_the_cli(name):
 @pytest.mark.parametrize("relative", REAL)
 def test_real_trace_equals_the_cli(relative):
     compare_run(shared(f"traces/{relative}"))
+
+
+def test_two_readers_split_the_flows_and_give_the_tables_of_one():
+    """With two workers a trace file is read by two readers, each analysing its share of the
+    flows (docs/architecture.md), and the tables are those of one."""
+    one, two = sonde.analyze(DEMO, threads=1), sonde.analyze(DEMO, threads=2)
+    assert (one.summary["timing"]["readers"], two.summary["timing"]["readers"]) == (1, 2)
+    assert one.tcp.equals(two.tcp) and one.udp.equals(two.udp)

@@ -213,6 +213,21 @@ impl Run {
         self.definitions.is_none() && self.drains.is_none()
     }
 
+    /// How many readers should read the trace file at `path` (read through `compression`, if
+    /// any): one per worker when there are several, the run can split the flows, and each
+    /// reader can open the file and read it whole (a regular file, not compressed); else 1.
+    /// With more than one, the run is set for them: one worker each, flows split.
+    pub fn readers_for_file(&mut self, path: &Path, compression: Option<&str>) -> usize {
+        let readers = self.workers();
+        let whole_file = compression.is_none() && path.metadata().is_ok_and(|m| m.is_file());
+        if readers < 2 || !whole_file || !self.can_split_flows() {
+            return 1;
+        }
+        self.pipeline.workers = 1;
+        self.split_flows = true;
+        readers
+    }
+
     /// Flow-tracking workers per reader.
     pub fn workers_per_reader(mut self, workers: usize) -> Run {
         self.pipeline.workers = workers.max(1);

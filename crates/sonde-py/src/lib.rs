@@ -30,6 +30,7 @@ use arrow::pyarrow::ToPyArrow;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sonde_arrow::{ArrowSink, FlowBatches};
+use sonde_capture::PacketSource;
 use sonde_output::summary::Input;
 
 use control::{Stop, Stoppable, Waited};
@@ -43,16 +44,26 @@ use settings::{Options, Prepared};
 fn analyze(py: Python<'_>, path: PathBuf, options: Options) -> PyResult<Py<PyDict>> {
     let prepared = options.prepare()?;
     let (source, about) = open_trace(&path, &prepared)?;
-    let Prepared { run, anonymizer, .. } = prepared;
+    let Prepared { mut run, anonymizer, .. } = prepared;
+    // With several workers, a trace file is read by as many readers, each opening it (as the
+    // CLI's analyze does).
+    let readers = run.readers_for_file(&path, about.input.compression.as_deref());
+    let mut sources = vec![source];
+    for _ in 1..readers {
+        sources.push(sonde_capture::open(&path).map_err(|e| trace_error(&about.input.name, &e))?);
+    }
     let stop = Stop::new();
     let (tx, mut rx) = mpsc::sync_channel::<Result<Finished, String>>(1);
     let thread_stop = stop.clone();
     std::thread::Builder::new()
         .name("sonde-run".into())
         .spawn(move || {
-            let mut source = Stoppable { source, stop: thread_stop.clone() };
+            let mut sources: Vec<Stoppable> =
+                sources.into_iter().map(|source| Stoppable { source, stop: thread_stop.clone() }).collect();
+            let mut readers: Vec<&mut (dyn PacketSource + Send)> =
+                sources.iter_mut().map(|s| s as &mut (dyn PacketSource + Send)).collect();
             let sinks = || ArrowSink::new().anonymized(anonymizer.clone());
-            let outcome = run.analyze(&mut [&mut source], &sinks).map_err(|e| e.to_string()).and_then(|mut result| {
+            let outcome = run.analyze(&mut readers, &sinks).map_err(|e| e.to_string()).and_then(|mut result| {
                 if thread_stop.stopped() {
                     // Interrupted: nobody waits for the tables.
                     return Err("interrupted".into());

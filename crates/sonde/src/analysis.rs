@@ -211,17 +211,12 @@ impl Prepared {
         self.run = std::mem::take(&mut self.run).workers_per_reader(workers);
     }
 
-    /// How many readers split the flows of the input (`analyze` of a file): one per worker when
-    /// there are several and the run allows it (no definitions: `Run::split_flows`), each with
-    /// one worker; else 1. `whole_file`: the input is an
-    /// uncompressed regular file, which each reader can open and read itself.
-    pub fn split_readers(&mut self, whole_file: bool) -> usize {
-        let readers = self.workers;
-        if readers < 2 || !whole_file || !self.run.can_split_flows() {
-            return 1;
+    /// How many readers read the trace file at `path` ([`Run::readers_for_file`]).
+    pub fn readers_for_file(&mut self, path: &std::path::Path, compression: Option<&str>) -> usize {
+        let readers = self.run.readers_for_file(path, compression);
+        if readers > 1 {
+            self.workers = 1;
         }
-        self.set_workers(1);
-        self.run = std::mem::take(&mut self.run).split_flows(true);
         readers
     }
 

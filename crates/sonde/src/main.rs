@@ -71,8 +71,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let compression = source.compression().map(str::to_string);
     let input = (input_name.as_str(), compression.as_deref());
     // With several workers, a trace file is read by as many readers, each opening it.
-    let whole_file = compression.is_none() && args.read.metadata().is_ok_and(|m| m.is_file());
-    let readers = prepared.split_readers(whole_file);
+    let readers = prepared.readers_for_file(&args.read, compression.as_deref());
     let mut sources = vec![source];
     for _ in 1..readers {
         sources.push(open()?);
