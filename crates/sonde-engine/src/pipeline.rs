@@ -311,13 +311,12 @@ pub(crate) fn read_input<K: Sinks>(
             flows: setup.flow_stats.map(FlowIntervals::new),
             recent: worker_drain.as_ref().filter(|d| d.recent_flows > 0).map(|d| Recent::new(d.recent_flows)),
         };
-        // `worker` is the reader's own index.
-        let trackers = match mine.local(mine.first + worker) {
-            Some(_) => shards
-                .owned(mine.first + worker)
-                .map(|shard| FlowTracker::new(shards.config(flow_cfg, shard)))
-                .collect(),
-            None => Vec::new(),
+        // `worker` is the reader's own index; a reader with no worker of its own gets one
+        // without shards.
+        let trackers = if worker < mine.count {
+            shards.owned(mine.first + worker).map(|shard| FlowTracker::new(shards.config(flow_cfg, shard))).collect()
+        } else {
+            Vec::new()
         };
         Worker::new(trackers, shards, flow_cfg.app_facts, sink, worker_drain.clone())
     };

@@ -118,17 +118,8 @@ fn split_readers_give_the_outputs_of_one(trace: &Path) {
 #[test]
 fn split_readers_give_the_outputs_of_one_reader() {
     split_readers_give_the_outputs_of_one(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap"));
-    let Some(shared) = shared_dir() else { return };
-    for rel in [
-        "groundtruth/lossy.pcap",
-        "traces/realistic/appneta+tcpreplay/test/test.pcap",
-        "traces/realistic/arkime+arkime/tests/pcap/v6.pcap",
-        "traces/robustness/the-tcpdump-group+tcpdump/tests/kday3.pcap",
-    ] {
-        let trace = shared.join(rel);
-        if trace.exists() {
-            split_readers_give_the_outputs_of_one(&trace);
-        }
+    for trace in real_traces() {
+        split_readers_give_the_outputs_of_one(&trace);
     }
 }
 
@@ -159,9 +150,9 @@ fn demo_trace_is_the_same_with_any_thread_count() {
     same_logs_for_any_thread_count(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap"));
 }
 
-#[test]
-fn real_traces_are_the_same_with_any_thread_count() {
-    let Some(shared) = shared_dir() else { return };
+/// The shared corpus's traces these tests run on, those present (none without the corpus).
+fn real_traces() -> Vec<PathBuf> {
+    let Some(shared) = shared_dir() else { return Vec::new() };
     let traces: Vec<PathBuf> = [
         "groundtruth/lossy.pcap",
         "groundtruth/mixed.pcap",
@@ -179,7 +170,12 @@ fn real_traces_are_the_same_with_any_thread_count() {
     .filter(|p| p.exists())
     .collect();
     assert!(traces.len() >= 4, "expected traces are missing from the corpus");
-    for t in &traces {
+    traces
+}
+
+#[test]
+fn real_traces_are_the_same_with_any_thread_count() {
+    for t in &real_traces() {
         same_logs_for_any_thread_count(t);
     }
 }
