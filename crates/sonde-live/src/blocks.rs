@@ -27,6 +27,15 @@ const FRAME_PKTTYPE: usize = 48 + 10;
 /// A frame's header in a block.
 pub(crate) type FrameHeader = libc::tpacket3_hdr;
 
+/// Frames in the blocks handed over to us and not read yet.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// To be read.
+    pub frames: u64,
+    /// To be passed over (the leaving copies, when those are skipped).
+    pub passed_over: u64,
+}
+
 /// The ring's memory, cut in blocks, and where reading is.
 pub(crate) struct Blocks {
     /// Shared with the kernel: only raw pointers into it, never references to its bytes
@@ -44,7 +53,7 @@ pub(crate) struct Blocks {
     /// Frames the kernel marks PACKET_OUTGOING are passed over (a loopback interface, where
     /// each packet is seen leaving and again arriving; libpcap skips the first copy too).
     skip_outgoing: bool,
-    /// Frames passed over since [`Blocks::take_skipped`].
+    /// Frames passed over since the ring opened.
     skipped: u64,
 }
 
@@ -75,9 +84,13 @@ impl Blocks {
         Blocks { skip_outgoing: true, ..self }
     }
 
-    /// Frames passed over since the last call.
-    pub(crate) fn take_skipped(&mut self) -> u64 {
-        std::mem::take(&mut self.skipped)
+    pub(crate) fn skips_outgoing(&self) -> bool {
+        self.skip_outgoing
+    }
+
+    /// Frames passed over since the ring opened.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped
     }
 
     /// The status word of block `i`, shared with the kernel.
@@ -109,10 +122,11 @@ impl Blocks {
     }
 
     /// Frames handed over to us and not read yet: the rest of the held block and every other
-    /// block marked ours, without the frames `ready` would pass over. Counted when the capture
-    /// stops, so that no frame the kernel counted as received goes unaccounted.
-    pub(crate) fn unread(&self) -> u64 {
-        let mut frames = 0;
+    /// block marked ours, apart as those `ready` would hand out and those it would pass over.
+    /// Counted when the capture stops, so that no frame the kernel counted as received goes
+    /// unaccounted.
+    pub(crate) fn pending(&self) -> Pending {
+        let mut pending = Pending::default();
         for b in 0..self.count {
             let (left, first) = if self.held && b == self.block {
                 (self.left, self.next_offset)
@@ -122,28 +136,31 @@ impl Blocks {
             } else {
                 continue;
             };
-            frames += self.frames_from(b, left, first);
+            self.count_from(b, left, first, &mut pending);
         }
-        frames
+        pending
     }
 
-    /// Of `left` frames of block `b` from `offset`, those not passed over, following the
-    /// frames' next offsets while they stay in the block.
-    fn frames_from(&self, b: usize, left: u32, mut offset: usize) -> u64 {
+    /// Counts `left` frames of block `b` from `offset` into `pending`, following the frames'
+    /// next offsets while they stay in the block.
+    fn count_from(&self, b: usize, left: u32, mut offset: usize, pending: &mut Pending) {
         if !self.skip_outgoing {
-            return u64::from(left);
+            pending.frames += u64::from(left);
+            return;
         }
-        let mut frames = 0;
         for _ in 0..left {
             let Some(h) = self.read_in::<FrameHeader>(b, offset) else { break };
             let pkttype = offset.checked_add(FRAME_PKTTYPE).and_then(|at| self.read_in::<u8>(b, at));
-            frames += u64::from(pkttype != Some(libc::PACKET_OUTGOING));
+            if pkttype == Some(libc::PACKET_OUTGOING) {
+                pending.passed_over += 1;
+            } else {
+                pending.frames += 1;
+            }
             if h.tp_next_offset == 0 {
                 break;
             }
             offset = offset.saturating_add(h.tp_next_offset as usize);
         }
-        frames
     }
 
     /// Gives the held block back to the kernel and moves to the next one.
@@ -300,7 +317,7 @@ mod tests {
                 assert_eq!(taken.tp_sec, h.tp_sec);
                 seen.push(h.tp_sec);
             }
-            (seen, blocks.take_skipped(), status(&blocks, 0), status(&blocks, 1))
+            (seen, blocks.skipped(), status(&blocks, 0), status(&blocks, 1))
         };
         let k = libc::TP_STATUS_KERNEL;
         assert_eq!(read(fill().blocks()), (vec![1, 2, 3, 4], 0, k, k));
@@ -319,15 +336,15 @@ mod tests {
             fill.0[2 * BLOCK + 48 + FRAME_PKTTYPE] = libc::PACKET_OUTGOING;
             fill
         };
-        assert_eq!(fill().blocks().unread(), 5);
+        assert_eq!(fill().blocks().pending(), Pending { frames: 5, passed_over: 0 });
         let mut blocks = fill().blocks();
         blocks.ready().unwrap();
         blocks.take().unwrap();
-        assert_eq!(blocks.unread(), 4, "one read; block 1 is the kernel's");
+        assert_eq!(blocks.pending(), Pending { frames: 4, passed_over: 0 }, "one read; block 1 is the kernel's");
         let mut blocks = fill().blocks().skipping_outgoing();
         blocks.ready().unwrap();
         blocks.take().unwrap();
-        assert_eq!(blocks.unread(), 2, "frames 2 and 5; 3 and 4 left the host");
+        assert_eq!(blocks.pending(), Pending { frames: 2, passed_over: 2 }, "frames 2 and 5; 3 and 4 left the host");
     }
 
     #[test]

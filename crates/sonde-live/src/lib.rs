@@ -132,6 +132,16 @@ impl Counters {
         self.unread_pkts += other.unread_pkts;
     }
 
+    /// Each counter at the larger of the two.
+    fn max(self, other: Counters) -> Counters {
+        Counters {
+            received_pkts: self.received_pkts.max(other.received_pkts),
+            dropped_pkts: self.dropped_pkts.max(other.dropped_pkts),
+            if_dropped_pkts: self.if_dropped_pkts.max(other.if_dropped_pkts),
+            unread_pkts: self.unread_pkts.max(other.unread_pkts),
+        }
+    }
+
     fn since(self, before: Counters) -> Counters {
         Counters {
             received_pkts: self.received_pkts.saturating_sub(before.received_pkts),
@@ -259,6 +269,8 @@ pub struct LiveSource {
     names: Vec<String>,
     ports: Vec<Port>,
     counters: Vec<Counters>,
+    /// Per interface, what the intervals have counted so far.
+    interval_counted: Vec<Counters>,
     interval_ns: Option<u64>,
     /// Every interface's counters added up by interval index of packet time.
     per_interval: BTreeMap<u64, Counters>,
@@ -311,6 +323,7 @@ impl LiveSource {
         Ok(LiveSource {
             names: cfg.interfaces.clone(),
             counters: vec![Counters::default(); ports.len()],
+            interval_counted: vec![Counters::default(); ports.len()],
             interval_ns: cfg.interval_ns.filter(|&n| n > 0),
             per_interval: BTreeMap::new(),
             ports,
@@ -390,9 +403,12 @@ impl LiveSource {
     /// Reads the counters at packet time `at_ns`.
     fn update_counters(&mut self, at_ns: u64) {
         let mut change = Counters::default();
-        for (port, c) in self.ports.iter_mut().zip(&mut self.counters) {
+        for ((port, c), counted) in self.ports.iter_mut().zip(&mut self.counters).zip(&mut self.interval_counted) {
             let now = port.update_counters();
-            change.add(now.since(*c));
+            // A loopback count may step back (a leaving copy counted before it was seen): the
+            // intervals count each packet once, at the highest the count reached.
+            change.add(now.since(*counted));
+            *counted = counted.max(now);
             *c = now;
         }
         if let Some(interval_ns) = self.interval_ns {

@@ -32,6 +32,8 @@ pub(crate) struct Ring {
     /// A frame whose VLAN tag the kernel took out, with the tag put back.
     vlan_frame: Vec<u8>,
     counters: Counters,
+    /// tp_packets since the ring opened.
+    offered_pkts: u64,
 }
 
 impl Ring {
@@ -85,8 +87,14 @@ impl Ring {
         if iface.arphrd == libc::ARPHRD_LOOPBACK {
             blocks = blocks.skipping_outgoing();
         }
-        let ring =
-            Ring { blocks, fd, link_type, vlan_frame: Vec::with_capacity(BLOCK_BYTES), counters: Counters::default() };
+        let ring = Ring {
+            blocks,
+            fd,
+            link_type,
+            vlan_frame: Vec::with_capacity(BLOCK_BYTES),
+            counters: Counters::default(),
+            offered_pkts: 0,
+        };
         if promisc {
             // Dropped by the kernel when the socket closes: the interface does not stay promiscuous.
             let mreq = libc::packet_mreq {
@@ -135,17 +143,23 @@ impl Ring {
 
     /// Frames handed over and not read yet.
     pub(crate) fn unread(&self) -> u64 {
-        self.blocks.unread()
+        self.blocks.pending().frames
     }
 
     /// Adds the kernel's counters since the last call (reading them resets them).
     pub(crate) fn update_counters(&mut self) -> Counters {
+        // tp_packets counts the dropped packets too, and on loopback the leaving copies: those
+        // passed over and those still in the ring. Looked at before the kernel's count, so
+        // every frame seen here is in that count. Totals since the ring opened, not
+        // differences per call: a copy the kernel counted in one call may be passed over in
+        // the next.
+        let leaving =
+            if self.blocks.skips_outgoing() { self.blocks.skipped() + self.blocks.pending().passed_over } else { 0 };
         if let Ok(st) = statistics(&self.fd) {
-            // tp_packets counts the dropped packets too, and the loopback copies passed over.
-            let skipped = self.blocks.take_skipped();
-            self.counters.received_pkts += u64::from(st.tp_packets).saturating_sub(skipped);
+            self.offered_pkts += u64::from(st.tp_packets);
             self.counters.dropped_pkts += u64::from(st.tp_drops);
         }
+        self.counters.received_pkts = self.offered_pkts.saturating_sub(leaving);
         self.counters
     }
 
