@@ -38,7 +38,16 @@ pub(crate) fn compression(b: &[u8]) -> Option<Compression> {
 
 /// Wraps a stream in its decompressor and detects the capture format inside.
 pub(crate) fn decompressed<R: Read + Send + 'static>(c: Compression, r: R) -> Result<BoxedSource, CaptureError> {
-    let (inner, name): (Box<dyn Read + Send>, &'static str) = match c {
+    let (inner, name) = decoder(c, r)?;
+    capture(StreamInput::new(inner, Some(name)))
+}
+
+/// `r`'s decompressed bytes, and the decompressor's name.
+pub(crate) fn decoder<R: Read + Send + 'static>(
+    c: Compression,
+    r: R,
+) -> Result<(Box<dyn Read + Send>, &'static str), CaptureError> {
+    Ok(match c {
         // Concatenated gzip members form one stream (gzip -c a >> b).
         Compression::Gzip => (Box::new(flate2::read::MultiGzDecoder::new(r)), "gzip"),
         Compression::Zstd => match zstd::stream::read::Decoder::new(r) {
@@ -46,8 +55,7 @@ pub(crate) fn decompressed<R: Read + Send + 'static>(c: Compression, r: R) -> Re
             Err(e) => return Err(CaptureError { kind: CaptureErrorKind::Io(e), offset: 0 }),
         },
         Compression::Xz => (Box::new(liblzma::read::XzDecoder::new_multi_decoder(r)), "xz"),
-    };
-    capture(StreamInput::new(inner, Some(name)))
+    })
 }
 
 #[cold]

@@ -10,7 +10,8 @@
 //! frames back out as pcap or pcapng, for the commands that rewrite traces.
 //!
 //! Entry points: [`open`] (a path, `-` for standard input), [`open_stdin`], [`open_reader`]
-//! (any byte stream) and [`open_bytes`] (a buffer in memory). Each returns a boxed
+//! (any byte stream), [`open_bytes`] (a buffer in memory) and [`open_readers`] (a file for
+//! several readers, decompressed once). Each returns a boxed
 //! [`PacketSource`]; the concrete readers are generic over their byte provider, so the
 //! memory-mapped path is a bounds check and a slice per frame.
 //!
@@ -39,13 +40,14 @@ mod pcap;
 mod pcapng;
 mod snoop;
 mod stream;
+mod tee;
 #[cfg(test)]
 mod tests;
 mod timestamp;
 mod write;
 
 pub use detect::BoxedSource;
-use detect::{capture, compression, decompressed, MAGIC_PEEK};
+use detect::{capture, compression, decoder, decompressed, MAGIC_PEEK};
 use error::io_error;
 pub use error::{CaptureError, CaptureErrorKind};
 use stream::{Held, Mapped, SliceInput, StreamInput};
@@ -132,6 +134,44 @@ pub fn open(path: &Path) -> Result<BoxedSource, CaptureError> {
     capture(SliceInput::new(Mapped(map)))
 }
 
+/// `n` sources of the capture file at `path`, each giving every frame, for `n` readers that
+/// split the flows between them. An uncompressed regular file is mapped by each; anything else
+/// (compressed, a pipe) is read and decompressed once, on a thread of its own, and its bytes
+/// handed to every source.
+pub fn open_readers(path: &Path, n: usize) -> Result<Vec<BoxedSource>, CaptureError> {
+    let mut file = File::open(path).map_err(|e| io_error(e, 0))?;
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    let mut head = [0u8; MAGIC_PEEK];
+    let got = read_head(&mut file, &mut head)?;
+    let c = compression(&head[..got]);
+    if regular && c.is_none() {
+        return (0..n).map(|_| open(path)).collect();
+    }
+    let raw = Cursor::new(head[..got].to_vec()).chain(file);
+    let (stream, name): (Box<dyn Read + Send>, _) = match c {
+        Some(c) => {
+            let (d, name) = decoder(c, raw)?;
+            (d, Some(name))
+        }
+        None => (Box::new(raw), None),
+    };
+    tee::tee(stream, n).map_err(|e| io_error(e, 0))?.into_iter().map(|r| capture(StreamInput::new(r, name))).collect()
+}
+
+/// Reads up to `head.len()` bytes (fewer only at the end of `r`).
+fn read_head(r: &mut impl Read, head: &mut [u8]) -> Result<usize, CaptureError> {
+    let mut n = 0;
+    while n < head.len() {
+        match r.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error(e, n as u64)),
+        }
+    }
+    Ok(n)
+}
+
 /// Reads a capture from standard input (a stream: possibly compressed, never mapped).
 pub fn open_stdin() -> Result<BoxedSource, CaptureError> {
     open_reader(std::io::stdin())
@@ -141,15 +181,7 @@ pub fn open_stdin() -> Result<BoxedSource, CaptureError> {
 pub fn open_reader<R: Read + Send + 'static>(mut r: R) -> Result<BoxedSource, CaptureError> {
     // Peek at the first bytes for a compression magic, then put them back in front.
     let mut prefix = [0u8; MAGIC_PEEK];
-    let mut n = 0;
-    while n < MAGIC_PEEK {
-        match r.read(&mut prefix[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(e, n as u64)),
-        }
-    }
+    let n = read_head(&mut r, &mut prefix)?;
     let head = &prefix[..n];
     let chained = Cursor::new(head.to_vec()).chain(r);
     match compression(head) {

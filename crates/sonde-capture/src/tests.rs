@@ -691,3 +691,31 @@ fn mutations_never_panic() {
         }
     }
 }
+
+/// Each of several readers of a file gets what one reader gets, frames and error alike, when
+/// the file is plain (each maps it) and compressed (decompressed once, handed to every reader).
+#[test]
+fn several_readers_of_a_file_each_read_it_whole() {
+    let dir = std::env::temp_dir().join(format!("sonde-capture-readers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (plain, _) = pcap_file(E::Le, 0xa1b2_c3d4, false);
+    let zst = zstd::encode_all(&plain[..], 1).expect("zstd");
+    let gz = gzip(&plain);
+    let cut = gz[..gz.len() * 2 / 3].to_vec();
+    for (name, bytes) in [("plain", plain.clone()), ("gzip", gz), ("zstd", zst), ("cut", cut)] {
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).expect("write");
+        let mut one = crate::open(&path).expect("open");
+        let (want, want_err) = drain(one.as_mut());
+        assert!(!want.is_empty(), "{name}");
+        let readers = crate::open_readers(&path, 3).expect("open readers");
+        assert_eq!(readers.len(), 3);
+        for mut r in readers {
+            assert_eq!((r.format(), r.compression()), (one.format(), one.compression()), "{name}");
+            let (got, err) = drain(r.as_mut());
+            assert_eq!(got, want, "{name}");
+            assert_eq!(err_sig(&err), err_sig(&want_err), "{name}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -196,7 +196,8 @@ impl Run {
         self
     }
 
-    /// The sources are the same input, opened once per reader: every reader reads it whole
+    /// The sources are the same input, one per reader (`sonde_capture::open_readers`: a
+    /// compressed file is decompressed once for all): every reader reads it whole
     /// and analyses the flows of its own workers (their shards of the flow hash), the first
     /// also every packet's statistics (the interval outputs included) and the packets of no
     /// flow. Decoding is repeated, but no reader hands packets on for the others: a trace is
@@ -213,14 +214,14 @@ impl Run {
         self.definitions.is_none() && self.drains.is_none()
     }
 
-    /// How many readers should read the trace file at `path` (read through `compression`, if
-    /// any): one per worker when there are several, the run can split the flows, and each
-    /// reader can open the file and read it whole (a regular file, not compressed); else 1.
-    /// With more than one, the run is set for them: one worker each, flows split.
-    pub fn readers_for_file(&mut self, path: &Path, compression: Option<&str>) -> usize {
+    /// How many readers should read the trace file at `path`: one per worker when there are
+    /// several, the run can split the flows, and the input is a file that can be opened again
+    /// for them (a regular file, compressed or not; not a pipe); else 1. With more than one,
+    /// the run is set for them: one worker each, flows split.
+    pub fn readers_for_file(&mut self, path: &Path) -> usize {
         let readers = self.workers();
-        let whole_file = compression.is_none() && path.metadata().is_ok_and(|m| m.is_file());
-        if readers < 2 || !whole_file || !self.can_split_flows() {
+        let regular_file = path.metadata().is_ok_and(|m| m.is_file());
+        if readers < 2 || !regular_file || !self.can_split_flows() {
             return 1;
         }
         self.pipeline.workers = 1;

@@ -45,13 +45,14 @@ fn analyze(py: Python<'_>, path: PathBuf, options: Options) -> PyResult<Py<PyDic
     let prepared = options.prepare()?;
     let (source, about) = open_trace(&path, &prepared)?;
     let Prepared { mut run, anonymizer, .. } = prepared;
-    // With several workers, a trace file is read by as many readers, each opening it (as the
-    // CLI's analyze does).
-    let readers = run.readers_for_file(&path, about.input.compression.as_deref());
-    let mut sources = vec![source];
-    for _ in 1..readers {
-        sources.push(sonde_capture::open(&path).map_err(|e| trace_error(&about.input.name, &e))?);
-    }
+    // With several workers, a trace file is read by as many readers, each reading it whole
+    // (as the CLI's analyze does).
+    let readers = run.readers_for_file(&path);
+    let sources = if readers > 1 {
+        sonde_capture::open_readers(&path, readers).map_err(|e| trace_error(&about.input.name, &e))?
+    } else {
+        vec![source]
+    };
     let stop = Stop::new();
     let (tx, mut rx) = mpsc::sync_channel::<Result<Finished, String>>(1);
     let thread_stop = stop.clone();

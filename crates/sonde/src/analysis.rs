@@ -212,8 +212,8 @@ impl Prepared {
     }
 
     /// How many readers read the trace file at `path` ([`Run::readers_for_file`]).
-    pub fn readers_for_file(&mut self, path: &std::path::Path, compression: Option<&str>) -> usize {
-        let readers = self.run.readers_for_file(path, compression);
+    pub fn readers_for_file(&mut self, path: &std::path::Path) -> usize {
+        let readers = self.run.readers_for_file(path);
         if readers > 1 {
             self.workers = 1;
         }

@@ -70,12 +70,13 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let (mut prepared, source) = analysis::prepare(&args.analysis, open)?;
     let compression = source.compression().map(str::to_string);
     let input = (input_name.as_str(), compression.as_deref());
-    // With several workers, a trace file is read by as many readers, each opening it.
-    let readers = prepared.readers_for_file(&args.read, compression.as_deref());
-    let mut sources = vec![source];
-    for _ in 1..readers {
-        sources.push(open()?);
-    }
+    // With several workers, a trace file is read by as many readers, each reading it whole.
+    let readers = prepared.readers_for_file(&args.read);
+    let mut sources = if readers > 1 {
+        sonde_capture::open_readers(&args.read, readers).with_context(|| input_name.clone())?
+    } else {
+        vec![source]
+    };
     let mut until_stopped: Vec<_> =
         sources.iter_mut().map(|s| stop::UntilStopped { inner: s.as_mut(), stop }).collect();
     let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =

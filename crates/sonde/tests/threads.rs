@@ -123,6 +123,26 @@ fn split_readers_give_the_outputs_of_one_reader() {
     }
 }
 
+/// A compressed trace is decompressed once and handed to every reader: the same outputs as
+/// one reader, also when the compressed stream is cut (the frames before the cut, the error
+/// at the same byte).
+#[test]
+fn split_readers_of_a_compressed_trace_give_the_outputs_of_one_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap");
+    let traces = std::iter::once(demo).chain(real_traces().into_iter().take(2));
+    for (i, trace) in traces.enumerate() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &std::fs::read(&trace).unwrap()).unwrap();
+        let gz = gz.finish().unwrap();
+        let (whole, cut) = (dir.path().join(format!("{i}.pcap.gz")), dir.path().join(format!("{i}-cut.pcap.gz")));
+        std::fs::write(&whole, &gz).unwrap();
+        std::fs::write(&cut, &gz[..gz.len() * 3 / 4]).unwrap();
+        split_readers_give_the_outputs_of_one(&whole);
+        split_readers_give_the_outputs_of_one(&cut);
+    }
+}
+
 /// docs/rmon2.md: full application-layer tables keep the same rows and overflow whatever the
 /// number of workers filling them.
 #[test]
