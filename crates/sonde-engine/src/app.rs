@@ -6,8 +6,10 @@
 //! payload packets sent so far: the first `packets` of each direction go whole, later UDP ones
 //! bring their first [`UDP_HEAD_BYTES`] (RTP's header, for its loss and jitter), later TCP ones
 //! nothing. Two flows that share an entry reset each other's count: a flow may then send more
-//! than `packets`, never fewer. The reader sees every packet in input order, so what goes is
-//! the same for any number of workers.
+//! than `packets`, never fewer. The table is cut in one part per shard of the flows, so a flow
+//! only ever shares an entry with a flow of its own shard: readers that split the shards
+//! between them each keep their own shards' parts, and what goes is the same as with one
+//! reader, for any number of workers (each part sees its flows' packets in input order).
 //!
 //! DN-Hunter (Bermudez et al.): DNS answers seen by the reader, as (client, address) → name;
 //! the first packets of each flow direction look up (sender, receiver), so a flow is labelled
@@ -24,7 +26,8 @@ use sonde_wire::{PacketSummary, Transport};
 
 /// Bytes of a UDP payload sent after a flow's first packets: an RTP header and its first CSRC.
 pub const UDP_HEAD_BYTES: usize = 16;
-/// Entries in the table of payload packets sent per flow direction.
+/// Entries in the table of payload packets sent per flow direction (about: a power of two per
+/// shard).
 const GATE_ENTRIES: usize = 1 << 16;
 /// The UDP port DNS answers come from.
 const DNS_PORT: u16 = 53;
@@ -60,6 +63,13 @@ pub struct AppReaderStats {
     pub dns_evicted: u64,
 }
 
+impl AppReaderStats {
+    /// The payload counts only.
+    pub(crate) fn without_dns(self) -> AppReaderStats {
+        AppReaderStats { payloads: self.payloads, udp_heads: self.udp_heads, ..AppReaderStats::default() }
+    }
+}
+
 /// What goes with a packet to its worker.
 #[derive(Debug, Default)]
 pub(crate) struct Attach<'f> {
@@ -69,65 +79,88 @@ pub(crate) struct Attach<'f> {
 
 pub(crate) struct AppReader {
     packets: u64,
-    /// Per entry: the flow direction's tag (high bits of its hash) above 8 bits of count.
-    gate: Box<[u64]>,
-    /// Per entry: the packet time it was last used (UDP has no SYN to start a count again).
-    gate_ns: Box<[u64]>,
+    /// `shards` parts of `per_shard` entries each (one cache line holds both words).
+    gate: Box<[GateEntry]>,
+    per_shard: usize,
     udp_idle_ns: u64,
     dns: DnsCache,
     pub stats: AppReaderStats,
 }
 
+/// One flow direction's entry.
+#[derive(Clone, Copy, Default)]
+struct GateEntry {
+    /// The flow direction's tag (high bits of its hash) above 8 bits of count.
+    tag_sent: u64,
+    /// The packet time it was last used (UDP has no SYN to start a count again).
+    last_ns: u64,
+}
+
 impl AppReader {
-    pub fn new(cfg: AppConfig) -> AppReader {
+    /// For flows split into `shards` shards.
+    pub fn new(cfg: AppConfig, shards: u32) -> AppReader {
+        let shards = shards.max(1) as usize;
+        let per_shard = (GATE_ENTRIES / shards).next_power_of_two();
         AppReader {
             packets: u64::from(cfg.packets),
-            gate: vec![0; GATE_ENTRIES].into_boxed_slice(),
-            gate_ns: vec![0; GATE_ENTRIES].into_boxed_slice(),
+            gate: vec![GateEntry::default(); per_shard * shards].into_boxed_slice(),
+            per_shard,
             udp_idle_ns: cfg.udp_idle_ns,
             dns: DnsCache::new(cfg.dns_cache),
             stats: AppReaderStats::default(),
         }
     }
 
-    /// What of a flow packet goes to its worker. `payload`: its captured payload bytes.
-    pub fn attach<'f>(&mut self, ts_ns: u64, p: &PacketSummary, key: &PacketKey, payload: &'f [u8]) -> Attach<'f> {
+    /// Reads the DNS answer a flow packet may be: every reader reads every answer, so a flow
+    /// of any reader finds the names its client resolved. `payload`: its captured payload.
+    pub fn watch_dns(&mut self, ts_ns: u64, p: &PacketSummary, payload: &[u8]) {
+        if let (Some(ip), Some(Transport::Udp(u))) = (p.ip, p.transport) {
+            if u.src_port == DNS_PORT && !payload.is_empty() {
+                self.dns_answer(ts_ns, ip.src, ip.dst, payload);
+            }
+        }
+    }
+
+    /// What of a flow packet of shard `shard` goes to its worker (after [`AppReader::watch_dns`]).
+    pub fn attach<'f>(
+        &mut self,
+        ts_ns: u64,
+        p: &PacketSummary,
+        key: &PacketKey,
+        shard: u32,
+        payload: &'f [u8],
+    ) -> Attach<'f> {
         let (Some(ip), Some(transport)) = (p.ip, p.transport) else { return Attach::default() };
         let (udp, opening) = match transport {
             Transport::Tcp(t) => (false, t.flags.syn() && !t.flags.ack()),
-            Transport::Udp(u) => {
-                if u.src_port == DNS_PORT && !payload.is_empty() {
-                    self.dns_answer(ts_ns, ip.src, ip.dst, payload);
-                }
-                (true, false)
-            }
+            Transport::Udp(_) => (true, false),
             _ => return Attach::default(),
         };
         // The two directions of a flow share its hash: the order tells them apart.
         let h = key.hash() ^ u64::from(key.order() == KeyOrder::LoToHi).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = (h as usize) & (GATE_ENTRIES - 1);
+        let slot = shard as usize * self.per_shard + (h as usize & (self.per_shard - 1));
+        let Some(entry) = self.gate.get_mut(slot) else { return Attach::default() };
         // A UDP direction idle past the timeout is a new flow on the tuple: so is a TCP one
         // opened by a SYN. Their count starts again.
-        let last_ns = std::mem::replace(&mut self.gate_ns[slot], ts_ns);
+        let last_ns = std::mem::replace(&mut entry.last_ns, ts_ns);
         let opening = opening || (udp && ts_ns.saturating_sub(last_ns) >= self.udp_idle_ns);
-        let entry = &mut self.gate[slot];
         let tag = h >> 16 << 8;
-        let sent = if *entry & !0xff == tag && !opening { *entry & 0xff } else { 0 };
+        let sent = if entry.tag_sent & !0xff == tag && !opening { entry.tag_sent & 0xff } else { 0 };
         let mut out = Attach::default();
-        if sent == 0 && (opening || !payload.is_empty()) {
-            out.resolved = self.dns.lookup(ip.src, ip.dst);
-        }
         if payload.is_empty() {
             if opening {
-                *entry = tag;
+                entry.tag_sent = tag;
             }
         } else if sent < self.packets {
-            *entry = tag | (sent + 1);
+            entry.tag_sent = tag | (sent + 1);
             out.payload = payload;
             self.stats.payloads += 1;
         } else if udp {
             out.payload = &payload[..payload.len().min(UDP_HEAD_BYTES)];
             self.stats.udp_heads += 1;
+        }
+        if sent == 0 && (opening || !payload.is_empty()) {
+            out.resolved = self.dns.lookup(ip.src, ip.dst);
         }
         out
     }
@@ -201,7 +234,7 @@ mod tests {
     #[test]
     fn a_udp_direction_idle_past_the_timeout_counts_again() {
         let cfg = AppConfig { packets: 2, dns_cache: 0, udp_idle_ns: 1_000 };
-        let mut r = AppReader::new(cfg);
+        let mut r = AppReader::new(cfg, 256);
         let src: IpAddr = "10.0.0.1".parse().unwrap();
         let dst: IpAddr = "10.0.0.2".parse().unwrap();
         let key = PacketKey::new(17, (src, 5000), (dst, 6000));
@@ -217,7 +250,7 @@ mod tests {
         });
         p.transport = Some(Transport::Udp(sonde_wire::UdpSummary { src_port: 5000, dst_port: 6000, payload_len: 32 }));
         let payload = [7u8; 32];
-        let sent = |r: &mut AppReader, ts| r.attach(ts, &p, &key, &payload).payload.len();
+        let sent = |r: &mut AppReader, ts| r.attach(ts, &p, &key, 7, &payload).payload.len();
         assert_eq!([sent(&mut r, 10), sent(&mut r, 20), sent(&mut r, 30)], [32, 32, UDP_HEAD_BYTES]);
         assert_eq!(sent(&mut r, 500), UDP_HEAD_BYTES, "within the timeout: the same flow");
         assert_eq!(sent(&mut r, 2_000), 32, "idle past the timeout: a new flow, whole again");

@@ -222,9 +222,10 @@ pub(crate) struct ReaderSetup<'a, K: Sinks> {
 /// One reader's part of an input that several readers each read whole ([`crate::Run::split_flows`]):
 /// the flows are split by shard over every reader's workers (`readers` × `Pipeline::workers`),
 /// reader `reader` analyses those of its workers, and the first also counts every packet's
-/// statistics and the packets of no flow. Every reader decodes every packet, and thins it and
-/// shows it to its application reader (their state depends on every packet before): the cost
-/// of the split, against a single reader that decodes and dispatches for all the workers.
+/// statistics and the packets of no flow. Every reader decodes every packet, thins it (the
+/// thinner's state depends on every packet before) and reads the DNS answers among them; its
+/// application reader's gate holds its own shards' flows only. Reading and decoding every
+/// packet is the cost of the split, against a single reader that dispatches for all workers.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Share {
     pub reader: usize,
@@ -331,7 +332,7 @@ pub(crate) fn read_input<K: Sinks>(
         intervals: setup.intervals,
         definitions: setup.definitions,
         thinner: pipeline.thin.clone(),
-        app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app)),
+        app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app, shards.count)),
         icmp_unquoted: 0,
     };
     let (input_error, results) = if workers == 1 {
@@ -347,7 +348,8 @@ pub(crate) fn read_input<K: Sinks>(
     };
     let thinning = reader.thinner.as_ref().map(ThinningReport::new);
     let reader_icmp_unquoted = reader.icmp_unquoted;
-    let app_reader = reader.app.as_ref().map(|a| a.stats);
+    // Readers that split the flows each read every DNS answer: the first counts them.
+    let app_reader = reader.app.as_ref().map(|a| if share.reader == 0 { a.stats } else { a.stats.without_dns() });
 
     let mut counts = FlowCounts { app: pipeline.flow.app_facts.then(AppCounts::default), ..FlowCounts::default() };
     let mut table = TableStats::default();
@@ -1098,18 +1100,19 @@ impl<P> Reader<'_, '_, P> {
                 dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker.flatten());
             }
             if let Some(worker) = worker {
-                // The application reader sees every flow packet, another reader's too: its DNS
-                // answers and per-direction gate evolve as in a single reader.
-                let attach = match (self.app.as_mut(), key.as_ref()) {
-                    (Some(app), Ok(key)) => {
-                        let payload = payload_bytes(frame.data, &dispatch.slot().packet, payload_at);
-                        Some(app.attach(frame.ts_ns, &dispatch.slot().packet, key, payload))
-                    }
-                    _ => None,
-                };
+                let shard = dispatch.slot().shard;
+                // Every reader reads the DNS answers, another reader's flows' too, so that its
+                // own flows find the names their clients resolved.
+                if let Some(app) = self.app.as_mut() {
+                    let packet = &dispatch.slot().packet;
+                    app.watch_dns(frame.ts_ns, packet, payload_bytes(frame.data, packet, payload_at));
+                }
                 // Another reader's flow.
                 let Some(worker) = worker else { continue };
-                if let Some(attach) = attach {
+                if let (Some(app), Ok(key)) = (self.app.as_mut(), key.as_ref()) {
+                    let packet = &dispatch.slot().packet;
+                    let attach =
+                        app.attach(frame.ts_ns, packet, key, shard, payload_bytes(frame.data, packet, payload_at));
                     dispatch.attach(worker, attach);
                 }
                 dispatch.commit(worker);

@@ -197,6 +197,12 @@ impl AppCounts {
             *self.labels_by_port.entry(label).or_default() += n;
         }
         self.problems.sum(&o.problems);
+        let (r, q) = (&mut self.reader, &o.reader);
+        r.payloads += q.payloads;
+        r.udp_heads += q.udp_heads;
+        r.dns_answers += q.dns_answers;
+        r.dns_entries += q.dns_entries;
+        r.dns_evicted += q.dns_evicted;
     }
 
     /// Counts one flow logged.
