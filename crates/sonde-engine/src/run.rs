@@ -353,38 +353,20 @@ impl Run {
                 let controls = controls[0].take();
                 let (filter, sender) = (filters[0].as_mut(), senders.remove(0));
                 vec![read(0, &mut **source, filter, definitions.as_mut(), controls, sender, &mut report)]
-            } else if split {
-                // The first reader in this thread (it reports progress), the others in theirs.
-                let read = &read;
-                let (first, others) = sources.split_first_mut().expect("several sources");
-                let (first_filter, other_filters) = filters.split_first_mut().expect("a filter per source");
-                let handles: Vec<_> = others
-                    .iter_mut()
-                    .zip(other_filters.iter_mut())
-                    .zip(senders.drain(1..))
-                    .enumerate()
-                    .map(|(i, ((source, filter), sender))| {
-                        let source: &mut (dyn PacketSource + Send) = &mut **source;
-                        std::thread::Builder::new()
-                            .name(format!("sonde-reader-{}", i + 1))
-                            .spawn_scoped(scope, move || {
-                                read(i + 1, source, filter.as_mut(), None, None, sender, &mut |_| {})
-                            })
-                            .expect("spawn a reader thread")
-                    })
-                    .collect();
-                let sender = senders.remove(0);
-                let mut readings = vec![read(0, &mut **first, first_filter.as_mut(), None, None, sender, &mut report)];
-                readings.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
-                readings
             } else {
+                // Readers that split the flows: the first in this thread (it reports progress),
+                // the others in theirs. A live capture's readers: each in its own.
                 let read = &read;
-                let handles: Vec<_> = sources
+                let mut readers: Vec<_> = sources
                     .iter_mut()
                     .zip(filters.iter_mut())
                     .zip(controls.drain(..))
                     .zip(senders.drain(..))
                     .enumerate()
+                    .collect();
+                let first = split.then(|| readers.remove(0));
+                let handles: Vec<_> = readers
+                    .into_iter()
                     .map(|(i, (((source, filter), controls), sender))| {
                         let source: &mut (dyn PacketSource + Send) = &mut **source;
                         std::thread::Builder::new()
@@ -395,7 +377,12 @@ impl Run {
                             .expect("spawn a reader thread")
                     })
                     .collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+                let mut readings = Vec::new();
+                if let Some((_, (((source, filter), controls), sender))) = first {
+                    readings.push(read(0, &mut **source, filter.as_mut(), None, controls, sender, &mut report));
+                }
+                readings.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+                readings
             };
             drop(senders);
             let held = match collector {

@@ -43,9 +43,8 @@ pub struct Prepared {
     out: OutputDir,
     /// `--layout`: the flow logs' columns and files.
     layout: sonde_output::Layout,
-    /// `--sort-buffer` in bytes, and the workers per reader that share it.
+    /// `--sort-buffer` in bytes, shared by every reader's workers (`Run::workers` each).
     sort_bytes: usize,
-    workers: usize,
     /// `--ipfix`: where the flow records go, and how the messages are made.
     ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig, sonde_ipfix::ExportOptions)>,
     /// `--kafka`: the producer, connected before the output directory is made.
@@ -196,7 +195,6 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
             out,
             layout,
             sort_bytes,
-            workers,
             ipfix,
             kafka,
         },
@@ -207,17 +205,12 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
 impl Prepared {
     /// Workers per reader (`monitor --readers`: one each unless --threads says).
     pub fn set_workers(&mut self, workers: usize) {
-        self.workers = workers;
         self.run = std::mem::take(&mut self.run).workers_per_reader(workers);
     }
 
     /// How many readers read the trace file at `path` ([`Run::readers_for_file`]).
     pub fn readers_for_file(&mut self, path: &std::path::Path) -> usize {
-        let readers = self.run.readers_for_file(path);
-        if readers > 1 {
-            self.workers = 1;
-        }
-        readers
+        self.run.readers_for_file(path)
     }
 
     /// How a chunk of the outputs is made (`monitor --spool`).
@@ -287,12 +280,11 @@ pub fn run(
         out,
         layout,
         sort_bytes,
-        workers,
         ipfix,
         kafka,
     } = prepared;
     // Each worker's sink and a live run's collector hold a share of the budget.
-    let holders = sources.len() * workers + 1;
+    let holders = sources.len() * run.workers() + 1;
     let sort = Arc::new(SortBuffer { dir: out.dir().to_path_buf(), bytes: sort_bytes / holders });
     let anonymizer = anonymization.as_ref().map(|a| a.0.clone());
     let (mut rotation, mut publisher, mut kafka_intervals) = (None, None, None);
