@@ -50,7 +50,7 @@ pub use detect::BoxedSource;
 use detect::{capture, compression, decoder, decompressed, MAGIC_PEEK};
 use error::io_error;
 pub use error::{CaptureError, CaptureErrorKind};
-use stream::{Held, Mapped, SliceInput, StreamInput};
+use stream::{Held, Mapped, SharedMapped, SliceInput, StreamInput};
 pub use write::{TraceFormat, TraceWriter, WriteError};
 
 /// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet.
@@ -135,7 +135,8 @@ pub fn open(path: &Path) -> Result<BoxedSource, CaptureError> {
 }
 
 /// `n` sources of the capture file at `path`, each giving every frame, for `n` readers that
-/// split the flows between them. An uncompressed regular file is mapped by each; anything else
+/// split the flows between them. An uncompressed regular file is mapped once for all (each page
+/// faulted in once, and let go when the slowest reader has passed it); anything else
 /// (compressed, a pipe) is read and decompressed once, on a thread of its own, and its bytes
 /// handed to every source.
 pub fn open_readers(path: &Path, n: usize) -> Result<Vec<BoxedSource>, CaptureError> {
@@ -144,8 +145,17 @@ pub fn open_readers(path: &Path, n: usize) -> Result<Vec<BoxedSource>, CaptureEr
     let mut head = [0u8; MAGIC_PEEK];
     let got = read_head(&mut file, &mut head)?;
     let c = compression(&head[..got]);
-    if regular && c.is_none() {
-        return (0..n).map(|_| open(path)).collect();
+    if regular && c.is_none() && got > 0 {
+        // SAFETY: as in `open`: the map is only read; a file rewritten while mapped is the
+        // usual caveat of mapped reading.
+        return match unsafe { memmap2::Mmap::map(&file) } {
+            Ok(map) => {
+                #[cfg(unix)]
+                let _ = map.advise(memmap2::Advice::Sequential);
+                SharedMapped::split(map, n).into_iter().map(|m| capture(SliceInput::new(m))).collect()
+            }
+            Err(_) => (0..n).map(|_| open(path)).collect(),
+        };
     }
     let raw = Cursor::new(head[..got].to_vec()).chain(file);
     let (stream, name): (Box<dyn Read + Send>, _) = match c {

@@ -6,6 +6,7 @@
 //! by `fill` is what a [`Frame`](crate::Frame) borrows.
 
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::{CaptureError, CaptureErrorKind};
 
@@ -90,13 +91,78 @@ impl AsRef<[u8]> for Mapped {
 
 impl Backing for Mapped {
     fn release(&self, range: std::ops::Range<usize>) {
+        Mapped::release_map(&self.0, range);
+    }
+}
+
+impl Mapped {
+    fn release_map(map: &memmap2::Mmap, range: std::ops::Range<usize>) {
         #[cfg(unix)]
         // SAFETY: the map is shared and read-only: dropping its pages loses nothing (a later
         // read of them faults them in again from the file), and no reference into them is
         // invalidated.
-        let _ = unsafe { self.0.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len()) };
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len()) };
         #[cfg(not(unix))]
-        let _ = range;
+        let _ = (map, range);
+    }
+}
+
+/// One map of a file that several readers read whole (readers that split the flows): each
+/// page is faulted in once for all of them, and let go once the slowest has read past it.
+pub(crate) struct SharedMapped {
+    shared: std::sync::Arc<SharedMap>,
+    reader: usize,
+}
+
+struct SharedMap {
+    map: memmap2::Mmap,
+    /// How far each reader has let go (`usize::MAX` once it is dropped: it reads no more).
+    passed: Box<[AtomicUsize]>,
+    /// Let go up to here.
+    released: AtomicUsize,
+}
+
+impl SharedMapped {
+    /// `readers` readers of `map`.
+    pub(crate) fn split(map: memmap2::Mmap, readers: usize) -> Vec<SharedMapped> {
+        let passed = (0..readers).map(|_| AtomicUsize::new(0)).collect();
+        let shared = std::sync::Arc::new(SharedMap { map, passed, released: AtomicUsize::new(0) });
+        (0..readers).map(|reader| SharedMapped { shared: shared.clone(), reader }).collect()
+    }
+
+    /// Lets go of the pages every reader has passed.
+    fn release_passed(&self) {
+        let s = &*self.shared;
+        let slowest = s.passed.iter().map(|p| p.load(Ordering::Acquire)).min().unwrap_or(0).min(s.map.len());
+        // Whoever moves `released` forward lets go of what it moved over: each page once.
+        let from = s.released.fetch_max(slowest, Ordering::AcqRel);
+        if slowest > from {
+            Mapped::release_map(&s.map, from..slowest);
+        }
+    }
+}
+
+impl AsRef<[u8]> for SharedMapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.shared.map
+    }
+}
+
+impl Backing for SharedMapped {
+    fn release(&self, range: std::ops::Range<usize>) {
+        self.shared.passed[self.reader].store(range.end, Ordering::Release);
+        self.release_passed();
+    }
+}
+
+impl Drop for SharedMapped {
+    fn drop(&mut self) {
+        // A reader that stopped holds no page back from the others.
+        self.shared.passed[self.reader].store(usize::MAX, Ordering::Release);
+        let s = &*self.shared;
+        if s.passed.iter().any(|p| p.load(Ordering::Acquire) != usize::MAX) {
+            self.release_passed();
+        }
     }
 }
 
@@ -262,6 +328,30 @@ impl<R: Read> Input for StreamInput<R> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Readers of one map: a page goes once every reader has passed it; a reader dropped
+    /// (stopped) holds nothing back.
+    #[test]
+    fn a_shared_map_lets_go_of_what_every_reader_has_passed() {
+        let path = std::env::temp_dir().join(format!("sonde-shared-map-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 4 << 20]).unwrap();
+        // SAFETY: a file this test made, not written while mapped.
+        let map = unsafe { memmap2::Mmap::map(&std::fs::File::open(&path).unwrap()) }.unwrap();
+        std::fs::remove_file(&path).ok();
+        let mut readers = SharedMapped::split(map, 3);
+        let released = |r: &SharedMapped| r.shared.released.load(Ordering::Acquire);
+        let mb = 1 << 20;
+        readers[0].release(0..2 * mb);
+        readers[1].release(0..mb);
+        assert_eq!(released(&readers[0]), 0, "reader 2 has passed nothing");
+        readers[2].release(0..3 * mb);
+        assert_eq!(released(&readers[0]), mb, "the slowest, reader 1, is at 1 MiB");
+        readers[1].release(mb..3 * mb);
+        assert_eq!(released(&readers[0]), 2 * mb);
+        drop(readers.remove(0));
+        assert_eq!(released(&readers[0]), 3 * mb, "reader 0 stopped: the others are at 3 MiB");
+        assert!(readers.iter().all(|r| r.as_ref().len() == 4 << 20 && r.as_ref()[4 * mb - 1] == 7));
+    }
 
     /// A reader that returns at most `chunk` bytes per call, to exercise refills.
     pub(crate) struct Trickle {

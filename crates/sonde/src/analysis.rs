@@ -185,19 +185,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?.with_layout(layout);
     let sort_bytes = args.sort_buffer << 20;
     Ok((
-        Prepared {
-            run,
-            interval_cfg,
-            store_spec,
-            format,
-            typed,
-            anonymization,
-            out,
-            layout,
-            sort_bytes,
-            ipfix,
-            kafka,
-        },
+        Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out, layout, sort_bytes, ipfix, kafka },
         input,
     ))
 }
