@@ -168,6 +168,44 @@ pub fn open_readers(path: &Path, n: usize) -> Result<Vec<BoxedSource>, CaptureEr
     tee::tee(stream, n).map_err(|e| io_error(e, 0))?.into_iter().map(|r| capture(StreamInput::new(r, name))).collect()
 }
 
+/// A source that has ended, standing in for `source` (same position, format and compression):
+/// put in place of a source its reader stops reading before the end (a signal), so that what
+/// it held goes at once — a source of [`open_readers`] holds the others' next bytes back until
+/// its reader takes them or lets go of it.
+pub fn ended(source: &dyn PacketSource) -> BoxedSource {
+    Box::new(Ended {
+        position: source.position(),
+        size: source.size_hint(),
+        format: source.format().to_string(),
+        compression: source.compression().map(str::to_string),
+    })
+}
+
+struct Ended {
+    position: u64,
+    size: Option<u64>,
+    format: String,
+    compression: Option<String>,
+}
+
+impl PacketSource for Ended {
+    fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
+        Ok(None)
+    }
+    fn position(&self) -> u64 {
+        self.position
+    }
+    fn size_hint(&self) -> Option<u64> {
+        self.size
+    }
+    fn format(&self) -> &str {
+        &self.format
+    }
+    fn compression(&self) -> Option<&str> {
+        self.compression.as_deref()
+    }
+}
+
 /// Reads up to `head.len()` bytes (fewer only at the end of `r`).
 fn read_head(r: &mut impl Read, head: &mut [u8]) -> Result<usize, CaptureError> {
     let mut n = 0;

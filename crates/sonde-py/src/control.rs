@@ -59,6 +59,8 @@ pub struct Stoppable {
 impl PacketSource for Stoppable {
     fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         if self.stop.stopped() {
+            // Let go of the source now: a compressed trace's other readers may wait for it.
+            self.source = sonde_capture::ended(&*self.source);
             return Ok(None);
         }
         self.source.next_frame()

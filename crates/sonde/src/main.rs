@@ -77,8 +77,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     } else {
         vec![source]
     };
-    let mut until_stopped: Vec<_> =
-        sources.iter_mut().map(|s| stop::UntilStopped { inner: s.as_mut(), stop }).collect();
+    let mut until_stopped: Vec<_> = sources.iter_mut().map(|s| stop::UntilStopped { inner: s, stop }).collect();
     let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
         until_stopped.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
     let mut finished = analysis::run(&args.analysis, prepared, &mut readers, input, None)?;

@@ -5,11 +5,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sonde_capture::{CaptureError, Frame, PacketSource};
+use sonde_capture::{BoxedSource, CaptureError, Frame, PacketSource};
 
 /// A source that ends when `stop` rises.
 pub struct UntilStopped<'a> {
-    pub inner: &'a mut (dyn PacketSource + Send),
+    pub inner: &'a mut BoxedSource,
     pub stop: &'static AtomicBool,
 }
 
@@ -17,6 +17,8 @@ impl PacketSource for UntilStopped<'_> {
     fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         // One relaxed load per frame: nothing against reading the frame itself.
         if self.stop.load(Ordering::Relaxed) {
+            // Let go of the source now: a compressed trace's other readers may wait for it.
+            *self.inner = sonde_capture::ended(&**self.inner);
             return Ok(None);
         }
         self.inner.next_frame()

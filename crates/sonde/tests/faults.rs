@@ -316,6 +316,45 @@ fn a_signal_ends_analyze_with_every_output_written() {
     }
 }
 
+/// Issue 21: a compressed trace read by two readers, one inflater feeding both: a signal ends
+/// the run though the readers are megabytes apart (the first also counts the intervals). A
+/// reader that stops lets go of its source at once, or the inflater would wait for it to take
+/// its next bytes, and the other reader for the inflater.
+#[test]
+fn a_signal_ends_two_readers_of_a_compressed_trace() {
+    let scratch = tempfile::tempdir().unwrap();
+    let input = scratch.path().join("t.pcap.gz");
+    let file = std::io::BufWriter::new(std::fs::File::create(&input).unwrap());
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    pcap_header(&mut gz).unwrap();
+    let frames = 1_500_000;
+    for i in 0..frames {
+        pcap_record(&mut gz, i).unwrap();
+    }
+    gz.finish().unwrap().flush().unwrap();
+    let out = scratch.path().join("out");
+    let mut child = sonde()
+        .args(["analyze", "-q", "--interval", "0.01", "--threads", "2", "-r"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(child.try_wait().unwrap().is_none(), "sonde ended before the signal");
+    signal(&child, libc::SIGINT);
+    let status = wait_for(&mut child, Duration::from_secs(60));
+    let stderr = stderr_of(&mut child);
+    assert!(status.success(), "{status}: {stderr}");
+    let s = summary(&out);
+    assert_eq!(s["interrupted_by"], "SIGINT");
+    assert_eq!(s["timing"]["readers"], 2, "two readers");
+    assert_eq!(s["compression"], "gzip");
+    let read = s["packets"]["read"].as_u64().unwrap();
+    assert!(read > 1000 && read < frames, "{read} of {frames}");
+}
+
 /// SIGKILL at any moment (reading, sorting, writing the outputs and the store): what is on
 /// disk is whole or named `.part`. Killed at growing delays after the input ends, so some kills land in
 /// the writing; the next run into the directory removes the `.part` files.
