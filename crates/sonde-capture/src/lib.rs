@@ -117,15 +117,7 @@ pub fn open(path: &Path) -> Result<BoxedSource, CaptureError> {
     if meta.len() == 0 {
         return Err(detect::not_a_capture(&[]));
     }
-    // SAFETY: the map is only read. Another process truncating or rewriting the file while it
-    // is mapped could change bytes under us (or fault): the usual caveat of mapped reading,
-    // accepted for capture files, which are not written while being analysed.
-    let map = match unsafe { memmap2::Mmap::map(&file) } {
-        Ok(m) => m,
-        Err(_) => return open_reader(file),
-    };
-    #[cfg(unix)]
-    let _ = map.advise(memmap2::Advice::Sequential);
+    let Some(map) = map_to_read(&file) else { return open_reader(file) };
     if let Some(c) = compression(&map[..]) {
         drop(map);
         // The map never moved the file offset: the decoder reads from byte 0.
@@ -146,15 +138,9 @@ pub fn open_readers(path: &Path, n: usize) -> Result<Vec<BoxedSource>, CaptureEr
     let got = read_head(&mut file, &mut head)?;
     let c = compression(&head[..got]);
     if regular && c.is_none() && got > 0 {
-        // SAFETY: as in `open`: the map is only read; a file rewritten while mapped is the
-        // usual caveat of mapped reading.
-        return match unsafe { memmap2::Mmap::map(&file) } {
-            Ok(map) => {
-                #[cfg(unix)]
-                let _ = map.advise(memmap2::Advice::Sequential);
-                SharedMapped::split(map, n).into_iter().map(|m| capture(SliceInput::new(m))).collect()
-            }
-            Err(_) => (0..n).map(|_| open(path)).collect(),
+        return match map_to_read(&file) {
+            Some(map) => SharedMapped::split(map, n).into_iter().map(|m| capture(SliceInput::new(m))).collect(),
+            None => (0..n).map(|_| open(path)).collect(),
         };
     }
     let raw = Cursor::new(head[..got].to_vec()).chain(file);
@@ -218,6 +204,17 @@ fn read_head(r: &mut impl Read, head: &mut [u8]) -> Result<usize, CaptureError> 
         }
     }
     Ok(n)
+}
+
+/// `file` mapped for reading from start to end, or `None` when it cannot be mapped.
+fn map_to_read(file: &File) -> Option<memmap2::Mmap> {
+    // SAFETY: the map is only read. Another process truncating or rewriting the file while it
+    // is mapped could change bytes under us (or fault): the usual caveat of mapped reading,
+    // accepted for capture files, which are not written while being analysed.
+    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some(map)
 }
 
 /// Reads a capture from standard input (a stream: possibly compressed, never mapped).

@@ -1100,19 +1100,18 @@ impl<P> Reader<'_, '_, P> {
                 dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker.flatten());
             }
             if let Some(worker) = worker {
-                let shard = dispatch.slot().shard;
                 // Every reader reads the DNS answers, another reader's flows' too, so that its
-                // own flows find the names their clients resolved.
-                if let Some(app) = self.app.as_mut() {
-                    let packet = &dispatch.slot().packet;
-                    app.watch_dns(frame.ts_ns, packet, payload_bytes(frame.data, packet, payload_at));
-                }
+                // own flows find the names their clients resolved; the gate is its own flows'.
+                let attach = self.app.as_mut().and_then(|app| {
+                    let item = dispatch.slot();
+                    let payload = payload_bytes(frame.data, &item.packet, payload_at);
+                    app.watch_dns(frame.ts_ns, &item.packet, payload);
+                    let (Some(_), Ok(key)) = (worker, key.as_ref()) else { return None };
+                    Some(app.attach(frame.ts_ns, &item.packet, key, item.shard, payload))
+                });
                 // Another reader's flow.
                 let Some(worker) = worker else { continue };
-                if let (Some(app), Ok(key)) = (self.app.as_mut(), key.as_ref()) {
-                    let packet = &dispatch.slot().packet;
-                    let attach =
-                        app.attach(frame.ts_ns, packet, key, shard, payload_bytes(frame.data, packet, payload_at));
+                if let Some(attach) = attach {
                     dispatch.attach(worker, attach);
                 }
                 dispatch.commit(worker);

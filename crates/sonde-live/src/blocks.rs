@@ -84,10 +84,6 @@ impl Blocks {
         Blocks { skip_outgoing: true, ..self }
     }
 
-    pub(crate) fn skips_outgoing(&self) -> bool {
-        self.skip_outgoing
-    }
-
     /// Frames passed over since the ring opened.
     pub(crate) fn skipped(&self) -> u64 {
         self.skipped

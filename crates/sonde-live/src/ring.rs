@@ -149,12 +149,11 @@ impl Ring {
     /// Adds the kernel's counters since the last call (reading them resets them).
     pub(crate) fn update_counters(&mut self) -> Counters {
         // tp_packets counts the dropped packets too, and on loopback the leaving copies: those
-        // passed over and those still in the ring. Looked at before the kernel's count, so
+        // passed over and those still in the ring (none elsewhere). Looked at before the kernel's count, so
         // every frame seen here is in that count. Totals since the ring opened, not
         // differences per call: a copy the kernel counted in one call may be passed over in
         // the next.
-        let leaving =
-            if self.blocks.skips_outgoing() { self.blocks.skipped() + self.blocks.pending().passed_over } else { 0 };
+        let leaving = self.blocks.skipped() + self.blocks.pending().passed_over;
         if let Ok(st) = statistics(&self.fd) {
             self.offered_pkts += u64::from(st.tp_packets);
             self.counters.dropped_pkts += u64::from(st.tp_drops);
