@@ -221,8 +221,10 @@ pub(crate) struct ReaderSetup<'a, K: Sinks> {
 
 /// One reader's part of an input that several readers each read whole ([`crate::Run::split_flows`]):
 /// the flows are split by shard over every reader's workers (`readers` × `Pipeline::workers`),
-/// reader `reader` analyses those of its workers, and the first also counts every packet's
-/// statistics and the packets of no flow. Every reader decodes every packet, thins it (the
+/// reader `reader` analyses those of its workers and counts their packets' statistics (the
+/// interval counters and histograms add up exactly), and the first also counts every frame,
+/// the packets of no flow and the interval tables (which keep one stream's first keys when
+/// full). Every reader decodes every packet, thins it (the
 /// thinner's state depends on every packet before) and reads the DNS answers among them; its
 /// application reader's gate holds its own shards' flows only. Reading and decoding every
 /// packet is the cost of the split, against a single reader that dispatches for all workers.
@@ -981,8 +983,8 @@ struct Reader<'a, 'c, P> {
     live: Option<ReaderLive<P>>,
     shards: Shards,
     mine: Mine,
-    /// Counts every packet's statistics and analyses the packets of no flow: the only reader,
-    /// or the first of those that split the flows.
+    /// Counts every frame, the packets of no flow (their statistics too) and the interval
+    /// tables: the only reader, or the first of those that split the flows.
     primary: bool,
     intervals: Option<&'c mut PacketIntervals>,
     definitions: Option<&'c mut Counter>,
@@ -1076,17 +1078,10 @@ impl<P> Reader<'_, '_, P> {
                     continue;
                 }
             }
-            if primary {
-                stats.packets.analysed += 1;
-                stats.count_packet(&item.packet, frame.wire_len);
-            }
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
             // The trackers count only TCP and UDP flows; the rest only feed the counters.
             let key = sonde_flow::flow_key(&item.packet);
-            if let Some(m) = self.intervals.as_deref_mut() {
-                m.packet(frame.ts_ns, &item.packet, key.is_ok(), frame.wire_len);
-            }
             let worker = key.ok().map(|key| {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
@@ -1095,6 +1090,21 @@ impl<P> Reader<'_, '_, P> {
                 item.shard = shards.of(key.hash());
                 mine.local(shards.worker(item.shard))
             });
+            // A flow's packet is counted by the reader of its flow, any other by the primary:
+            // readers that split the flows split this work too, and the counts add up.
+            let counts = worker.map_or(primary, |w| w.is_some());
+            if counts {
+                stats.packets.analysed += 1;
+                stats.count_packet(&item.packet, frame.wire_len);
+            }
+            if let Some(m) = self.intervals.as_deref_mut() {
+                if counts {
+                    m.packet(frame.ts_ns, &item.packet, key.is_ok(), frame.wire_len);
+                } else if primary {
+                    // The tables keep the first keys of one stream: every packet's, here.
+                    m.table_packet(frame.ts_ns, &item.packet);
+                }
+            }
             // (Definitions are counted by a single reader, which feeds every worker.)
             if let (Some(layers), Some(counter)) = (layers, self.definitions.as_deref_mut()) {
                 dispatch.define(counter, frame.ts_ns, frame.wire_len, &layers, worker.flatten());

@@ -306,9 +306,13 @@ impl Run {
                     controls: Option<Box<dyn Controls>>,
                     to_collector: crossbeam_channel::Sender<ToCollector<PartOf<K>>>,
                     progress: &mut dyn FnMut(Progress)| {
-            // Split flows: the first reader counts every packet in the intervals.
-            let mut intervals = interval_cfg.filter(|_| !split || index == 0).map(|cfg| {
-                let intervals = PacketIntervals::new(cfg);
+            // Split flows: each reader counts its own flows' packets, the first also the
+            // packets of no flow and the tables of every packet.
+            let mut intervals = interval_cfg.map(|cfg| {
+                let intervals = match split && index > 0 {
+                    true => PacketIntervals::new(&sonde_stats::Config { tables: false, ..cfg.clone() }),
+                    false => PacketIntervals::new(cfg),
+                };
                 match drains.filter(|d| d.view) {
                     Some(d) => intervals.with_fine_bins(d.fine_bin_ns),
                     None => intervals,

@@ -32,8 +32,11 @@ impl PacketInterval {
             self.ip_len[n].merge(&other.ip_len[n]);
             self.ip_ttl[n].merge(&other.ip_ttl[n]);
         }
-        if let (Some(mine), Some(theirs)) = (&mut self.tables, other.tables) {
-            mine.merge(theirs);
+        match (&mut self.tables, other.tables) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            // Counted apart from the counters (readers that split the flows).
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
         }
     }
 }
@@ -132,12 +135,7 @@ impl PacketIntervals {
     /// the wire, used for packets that are not IP.
     #[inline]
     pub fn packet(&mut self, ts_ns: u64, p: &PacketSummary, in_flow: bool, wire_len: u32) {
-        if ts_ns >= self.current_ns.1 || ts_ns < self.current_ns.0 {
-            self.close();
-            let index = ts_ns / self.interval_ns;
-            self.current = Some(index);
-            self.current_ns = (index * self.interval_ns, (index * self.interval_ns).saturating_add(self.interval_ns));
-        }
+        self.enter(ts_ns);
         let Some(ip) = &p.ip else {
             self.traffic[Proto::Other as usize][Net::Ext as usize].add(u64::from(wire_len));
             self.fine(ts_ns, Net::Ext, u64::from(wire_len));
@@ -158,6 +156,29 @@ impl PacketIntervals {
         self.ip_ttl[net].add(u64::from(ip.ttl));
         if let Some(t) = &mut self.tables {
             t.packet(ip.src, ip.dst, ProtoKey::of_packet(p, ip.protocol), bytes);
+        }
+    }
+
+    /// Counts a packet in the tables only: its counters are counted by another
+    /// `PacketIntervals` (readers that split the flows each count their own flows' packets, and
+    /// one of them keeps the tables of every packet, so that they hold the same first keys).
+    #[inline]
+    pub fn table_packet(&mut self, ts_ns: u64, p: &PacketSummary) {
+        let (Some(ip), true) = (&p.ip, self.tables.is_some()) else { return };
+        self.enter(ts_ns);
+        if let Some(t) = &mut self.tables {
+            t.packet(ip.src, ip.dst, ProtoKey::of_packet(p, ip.protocol), u64::from(ip.total_len));
+        }
+    }
+
+    /// Makes the interval of `ts_ns` the current one.
+    #[inline]
+    fn enter(&mut self, ts_ns: u64) {
+        if ts_ns >= self.current_ns.1 || ts_ns < self.current_ns.0 {
+            self.close();
+            let index = ts_ns / self.interval_ns;
+            self.current = Some(index);
+            self.current_ns = (index * self.interval_ns, (index * self.interval_ns).saturating_add(self.interval_ns));
         }
     }
 
@@ -220,5 +241,43 @@ mod tests {
         p.packet(3 * S + 1, &PacketSummary::EMPTY, false, 40);
         let done = p.finish();
         assert_eq!(done.iter().map(|i| i.index).collect::<Vec<_>>(), [0, 3]);
+    }
+
+    /// Readers that split the flows: each counts its own packets, one of them also puts every
+    /// packet in the tables; merged, the intervals are those of one counter of every packet.
+    #[test]
+    fn counts_split_by_packet_with_the_tables_apart_merge_into_those_of_one() {
+        const S: u64 = 1_000_000_000;
+        let cfg = Config { interval_ns: S, tables: true, table_cap: 2, ..Config::default() };
+        let packet = |i: u8| PacketSummary {
+            ip: Some(sonde_wire::IpSummary {
+                src: [10, 0, 0, i % 5].into(),
+                dst: [192, 0, 2, i % 3].into(),
+                total_len: 40 + u32::from(i),
+                ttl: 64 - i % 7,
+                ident: 0,
+                protocol: 17,
+                fragment: sonde_wire::Fragment::No,
+            }),
+            ..PacketSummary::EMPTY
+        };
+        // Time steps back once (packet 12), as a trace's may.
+        let ts = |i: u8| u64::from(i) * S / 4 - if i == 12 { 2 * S } else { 0 };
+        let mut one = PacketIntervals::new(&cfg);
+        let (mut first, mut second) =
+            (PacketIntervals::new(&cfg), PacketIntervals::new(&Config { tables: false, ..cfg.clone() }));
+        for i in 0..20 {
+            one.packet(ts(i), &packet(i), false, 0);
+            if i % 3 == 0 {
+                second.packet(ts(i), &packet(i), false, 0);
+                first.table_packet(ts(i), &packet(i));
+            } else {
+                first.packet(ts(i), &packet(i), false, 0);
+            }
+        }
+        let render = |packets| crate::Report::new(&cfg, packets, Vec::new()).render().unwrap();
+        let split = render([second.finish(), first.finish()].concat());
+        assert!(split.iter().any(|(name, text)| *name == "hosts.tsv" && text.contains("overflow")), "{split:?}");
+        assert_eq!(render(one.finish()), split);
     }
 }
