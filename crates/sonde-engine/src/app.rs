@@ -30,7 +30,7 @@ pub const UDP_HEAD_BYTES: usize = 16;
 /// shard).
 const GATE_ENTRIES: usize = 1 << 16;
 /// The UDP port DNS answers come from.
-const DNS_PORT: u16 = 53;
+pub(crate) const DNS_PORT: u16 = 53;
 
 /// The application facts' settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -336,6 +336,9 @@ pub(crate) fn read_input<K: Sinks>(
         thinner: pipeline.thin.clone(),
         app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app, shards.count)),
         icmp_unquoted: 0,
+        skim: share.readers > 1
+            && pipeline.thin.is_none()
+            && !(share.reader == 0 && setup.flow_stats.is_some_and(|cfg| cfg.tables)),
     };
     let (input_error, results) = if workers == 1 {
         // One worker runs in the reader's thread: no channel, no copy of the packet.
@@ -993,6 +996,23 @@ struct Reader<'a, 'c, P> {
     app: Option<AppReader>,
     /// ICMP errors whose quote gives no TCP or UDP packet (cut, garbled, or another protocol).
     icmp_unquoted: u64,
+    /// Pass over another reader's packets by their flow tuple, without decoding them: readers
+    /// that split the flows, when nothing else needs every packet decoded (the thinner, the
+    /// first reader's interval tables).
+    skim: bool,
+}
+
+/// Whether `frame` is a plain TCP or UDP packet of another reader's flow, which this one only
+/// reads. With application facts (`dns`), DNS answers are decoded by every reader (DN-Hunter's
+/// names).
+#[inline]
+fn other_readers_flow(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> bool {
+    let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return false };
+    if dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT {
+        return false;
+    }
+    let key = PacketKey::of_integers(t.protocol, t.v6, (t.src, t.src_port), (t.dst, t.dst_port));
+    mine.local(shards.worker(shards.of(key.hash()))).is_none()
 }
 
 impl<P> Reader<'_, '_, P> {
@@ -1004,7 +1024,7 @@ impl<P> Reader<'_, '_, P> {
         progress: &mut dyn FnMut(Progress),
         dispatch: &mut impl Dispatch,
     ) -> Option<CaptureError> {
-        let (shards, mine, primary) = (self.shards, self.mine, self.primary);
+        let (shards, mine, primary, skim, dns) = (self.shards, self.mine, self.primary, self.skim, self.app.is_some());
         let size = source.size_hint();
         let stats = &mut *self.stats;
         // Decoded in place, handed over by reference: one copy at most (into a batch).
@@ -1050,8 +1070,12 @@ impl<P> Reader<'_, '_, P> {
                     continue;
                 }
             }
-            let item = dispatch.slot();
             let link = LinkType(frame.link_type);
+            if skim && other_readers_flow(shards, mine, dns, link, &frame) {
+                self.clock_ns = self.clock_ns.max(frame.ts_ns);
+                continue;
+            }
+            let item = dispatch.slot();
             let decoded = match (&self.definitions, &self.app) {
                 (None, None) => {
                     sonde_wire::decode_into(link, frame.data, frame.wire_len, &mut item.packet).map(|()| (None, None))

@@ -30,6 +30,14 @@ impl Addr {
         Addr { high, low }
     }
 
+    fn of_bits(bits: u128) -> Addr {
+        Addr { high: (bits >> 64) as u64, low: bits as u64 }
+    }
+
+    fn bits(self) -> u128 {
+        u128::from(self.high) << 64 | u128::from(self.low)
+    }
+
     fn ip(self, v6: bool) -> IpAddr {
         if v6 {
             IpAddr::V6(Ipv6Addr::from(u128::from(self.high) << 64 | u128::from(self.low)))
@@ -68,6 +76,12 @@ impl PacketKey {
         PacketKey { key, order, hash: key.hash64() }
     }
 
+    /// As [`PacketKey::new`], from addresses given as integers (IPv4 in the low 32 bits).
+    pub fn of_integers(protocol: u8, v6: bool, src: (u128, u16), dst: (u128, u16)) -> PacketKey {
+        let (key, order) = FlowKey::of_integers(protocol, v6, src, dst);
+        PacketKey { key, order, hash: key.hash64() }
+    }
+
     pub fn hash(&self) -> u64 {
         self.hash
     }
@@ -91,9 +105,15 @@ impl FlowKey {
     /// which way the packet goes.
     pub fn new(protocol: u8, src: (IpAddr, u16), dst: (IpAddr, u16)) -> (FlowKey, KeyOrder) {
         let v6 = src.0.is_ipv6() || dst.0.is_ipv6();
-        let (s, d) = ((Addr::of(src.0), src.1), (Addr::of(dst.0), dst.1));
-        let (lo, hi, order) = if s <= d { (s, d, KeyOrder::LoToHi) } else { (d, s, KeyOrder::HiToLo) };
-        (FlowKey { protocol, v6, lo_ip: lo.0, lo_port: lo.1, hi_ip: hi.0, hi_port: hi.1 }, order)
+        FlowKey::of_integers(protocol, v6, (Addr::of(src.0).bits(), src.1), (Addr::of(dst.0).bits(), dst.1))
+    }
+
+    /// As [`FlowKey::new`], from addresses given as integers (IPv4 in the low 32 bits).
+    #[inline]
+    pub fn of_integers(protocol: u8, v6: bool, src: (u128, u16), dst: (u128, u16)) -> (FlowKey, KeyOrder) {
+        let (lo, hi, order) = if src <= dst { (src, dst, KeyOrder::LoToHi) } else { (dst, src, KeyOrder::HiToLo) };
+        let (lo_ip, hi_ip) = (Addr::of_bits(lo.0), Addr::of_bits(hi.0));
+        (FlowKey { protocol, v6, lo_ip, lo_port: lo.1, hi_ip, hi_port: hi.1 }, order)
     }
 
     /// The lower (address, port) endpoint.
@@ -166,7 +186,13 @@ mod tests {
                 for b in ips {
                     for (pa, pb) in [(1, 2), (80, 40000)] {
                         let (a, b): (IpAddr, IpAddr) = (a.parse().unwrap(), b.parse().unwrap());
-                        let (key, _) = FlowKey::new(6, (a, pa), (b, pb));
+                        let (key, order) = FlowKey::new(6, (a, pa), (b, pb));
+                        let bits = |ip: IpAddr| match ip {
+                            IpAddr::V4(v4) => u128::from(u32::from(v4)),
+                            IpAddr::V6(v6) => u128::from(v6),
+                        };
+                        let v6 = a.is_ipv6();
+                        assert_eq!(FlowKey::of_integers(6, v6, (bits(a), pa), (bits(b), pb)), (key, order));
                         let expected = if (a, pa) <= (b, pb) { ((a, pa), (b, pb)) } else { ((b, pb), (a, pa)) };
                         assert_eq!((key.lo(), key.hi()), expected);
                         keys.push(key);

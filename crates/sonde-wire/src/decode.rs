@@ -432,3 +432,84 @@ fn walk<N: Notes>(
 #[cfg(test)]
 #[path = "decode_tests.rs"]
 mod tests;
+
+/// The addresses and ports of a plain TCP or UDP packet, read without the walk: see
+/// [`crate::flow_tuple`]. Addresses are integers (an IPv4 address in the low 32 bits), as a
+/// flow key holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowTuple {
+    pub protocol: u8,
+    pub v6: bool,
+    pub src: u128,
+    pub dst: u128,
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+impl FlowTuple {
+    pub fn ip(self, addr: u128) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(addr.into())
+        } else {
+            IpAddr::V4((addr as u32).into())
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn flow_tuple(link: LinkType, frame: &[u8], wire_len: u32) -> Option<FlowTuple> {
+    let (o, v6) = match link_walk(link, frame).ok()? {
+        LinkEnd::Ipv4(o) => (o, false),
+        LinkEnd::Ipv6(o) => (o, true),
+        LinkEnd::Ip(o) => (o, frame.get(o)? >> 4 == 6),
+        _ => return None,
+    };
+    let declared = frame.len().max(usize::try_from(wire_len).unwrap_or(usize::MAX)).saturating_sub(o);
+    let bytes = tail(frame, o);
+    // Where the walk would find the transport header: the same tests, in the same order, and
+    // `None` wherever it would go another way (options, fragments, extension headers, tunnels).
+    let (protocol, src, dst, transport) = if v6 {
+        let h: &[u8; Ipv6Header::LEN] = bytes.get(..Ipv6Header::LEN)?.try_into().ok()?;
+        let protocol = h[6];
+        if h[0] >> 4 != 6 || !matches!(protocol, tcp::PROTOCOL | udp::PROTOCOL) {
+            return None;
+        }
+        let payload_len = match usize::from(u16::from_be_bytes([h[4], h[5]])) {
+            0 => declared.saturating_sub(Ipv6Header::LEN),
+            n => n,
+        };
+        let address = |at: usize| u128::from_be_bytes(h[at..at + 16].try_into().expect("16 bytes"));
+        (protocol, address(8), address(24), clamp(bytes, Ipv6Header::LEN, Ipv6Header::LEN + payload_len))
+    } else {
+        let h: &[u8; Ipv4Header::MIN_LEN] = bytes.get(..Ipv4Header::MIN_LEN)?.try_into().ok()?;
+        let header_len = usize::from(h[0] & 0x0f) * 4;
+        let total = match usize::from(u16::from_be_bytes([h[2], h[3]])) {
+            0 => declared,
+            n => n,
+        };
+        let protocol = h[9];
+        // Version 4, a header of at least 20 bytes that the capture holds, the total length
+        // not below it; neither a later fragment nor a first one (more fragments).
+        if h[0] >> 4 != 4
+            || header_len < Ipv4Header::MIN_LEN
+            || total < header_len
+            || header_len > bytes.len()
+            || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0
+            || !matches!(protocol, tcp::PROTOCOL | udp::PROTOCOL)
+        {
+            return None;
+        }
+        let address = |at: usize| u128::from(u32::from_be_bytes(h[at..at + 4].try_into().expect("4 bytes")));
+        (protocol, address(12), address(16), clamp(bytes, header_len, total))
+    };
+    // The walk reads a TCP header of 20 bytes or a UDP header of 8.
+    let least = if protocol == tcp::PROTOCOL { tcp::TcpHeader::MIN_LEN } else { udp::UdpHeader::LEN };
+    let ports: &[u8; 4] = transport.get(..4).filter(|_| transport.len() >= least)?.try_into().ok()?;
+    let (src_port, dst_port) = (u16::from_be_bytes([ports[0], ports[1]]), u16::from_be_bytes([ports[2], ports[3]]));
+    if protocol == udp::PROTOCOL
+        && (dst_port == tunnel::VXLAN_PORT || src_port == tunnel::GTPU_PORT || dst_port == tunnel::GTPU_PORT)
+    {
+        return None;
+    }
+    Some(FlowTuple { protocol, v6, src, dst, src_port, dst_port })
+}

@@ -71,7 +71,16 @@ pub fn decode_into(
     decode::decode_into(link, frame, wire_len, out)
 }
 
-pub use decode::MAX_TUNNEL_DEPTH;
+pub use decode::{FlowTuple, MAX_TUNNEL_DEPTH};
+
+/// The protocol, addresses and ports of a TCP or UDP packet that is plain IPv4 or IPv6 under
+/// any supported link layer (no IPv4 fragment, no IPv6 extension header, no tunnel), read
+/// without decoding the rest; `None` for any other packet. Where it gives a tuple, [`decode`]
+/// gives a whole TCP or UDP packet with the same one: readers that split the flows use it to
+/// pass over another reader's packets.
+pub fn flow_tuple(link: LinkType, frame: &[u8], wire_len: u32) -> Option<FlowTuple> {
+    decode::flow_tuple(link, frame, wire_len)
+}
 
 /// Walks the link layer of `frame` to where its network layer starts (the first step of
 /// [`decode`]), for callers that work on the bytes themselves (rewriting a trace).

@@ -2,7 +2,7 @@
 //! seed frames, for every supported link type. Checks that decoding never panics and that the
 //! summary's invariants hold. Deterministic (fixed-seed xorshift), no extra dependencies.
 
-use sonde_wire::{decode, DecodeProblem, LinkType, PacketSummary, Transport, Tunnel};
+use sonde_wire::{decode, flow_tuple, DecodeProblem, Fragment, LinkType, PacketSummary, Transport, Tunnel};
 
 const LINKS: [LinkType; 13] = [
     LinkType::NULL,
@@ -167,6 +167,21 @@ fn check(link: LinkType, frame: &[u8], wire_len: u32) -> PacketSummary {
     if matches!(s.problem, Some(DecodeProblem::Truncated(_))) {
         assert!(frame.len() < wire_len as usize, "truncated without a snaplen cut: {s:?}");
     }
+    // Readers that split the flows pass over other readers' packets by this tuple alone: it
+    // must be the walk's, and only for a whole, untunnelled TCP or UDP packet.
+    if let Some(t) = flow_tuple(link, frame, wire_len) {
+        let ports = match s.transport {
+            Some(Transport::Tcp(p)) => Some((6, p.src_port, p.dst_port)),
+            Some(Transport::Udp(p)) => Some((17, p.src_port, p.dst_port)),
+            _ => None,
+        };
+        let ip = s.ip.map(|ip| (ip.src, ip.dst, ip.fragment));
+        assert_eq!(
+            (ports, ip, s.tunnel),
+            (Some((t.protocol, t.src_port, t.dst_port)), Some((t.ip(t.src), t.ip(t.dst), Fragment::No)), None),
+            "{link:?} {frame:02x?}: {t:?} against {s:?}"
+        );
+    }
     s
 }
 
@@ -222,6 +237,7 @@ fn every_truncation_of_seed_frames() {
 #[test]
 fn mutated_seed_frames() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut tuples = 0u32;
     let seeds: Vec<(LinkType, Vec<u8>)> =
         LINKS.iter().flat_map(|&l| ip_seeds().into_iter().map(move |ip| (l, framed(l, &ip)))).collect();
     for _ in 0..300_000 {
@@ -238,5 +254,8 @@ fn mutated_seed_frames() {
         let cut = if rng.below(3) == 0 { rng.below(f.len() + 1) } else { f.len() };
         let wire = if rng.below(2) == 0 { f.len() } else { cut } as u32;
         check(*link, &f[..cut], wire);
+        tuples += u32::from(flow_tuple(*link, &f[..cut], wire).is_some());
     }
+    // `check` compares the flow tuple with the walk: on many frames, the rest not plain.
+    assert!((20_000..200_000).contains(&tuples), "{tuples} flow tuples in 300,000 frames");
 }

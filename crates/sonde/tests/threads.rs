@@ -84,10 +84,21 @@ fn same_logs_for_any_thread_count(trace: &Path) {
 /// it whole and analyse their share of the flows. Every output but the run's cost is that of one
 /// reader: flows (evicted from a table far too small, timed out, left at the end), intervals,
 /// tables, ICMP sessions and the errors counted on other readers' flows, the summary's counts.
+/// With the tables, the first reader decodes every packet for them; without, each reader passes
+/// over other readers' plain TCP and UDP packets by their addresses and ports alone.
 fn split_readers_give_the_outputs_of_one(trace: &Path) {
+    for tables in [true, false] {
+        split_readers_give_the_outputs_of_one_with(trace, tables);
+    }
+}
+
+fn split_readers_give_the_outputs_of_one_with(trace: &Path, tables: bool) {
     let mut first: Option<(Vec<Vec<u8>>, serde_json::Value)> = None;
     for threads in ["1", "2", "3", "8"] {
-        let args = ["--threads", threads, "--interval", "0.5", "--tables", "--max-flows", "40", "--udp-timeout", "2"];
+        let mut args = vec!["--threads", threads, "--interval", "0.5", "--max-flows", "40", "--udp-timeout", "2"];
+        if tables {
+            args.push("--tables");
+        }
         let (out, output) = analyze(trace, &args);
         assert!(output.status.code().is_some_and(|c| c == 0 || c == 3), "{}: {output:?}", trace.display());
         let mut files: Vec<String> = std::fs::read_dir(out.path())
@@ -118,7 +129,19 @@ fn split_readers_give_the_outputs_of_one(trace: &Path) {
 #[test]
 fn split_readers_give_the_outputs_of_one_reader() {
     split_readers_give_the_outputs_of_one(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap"));
-    for trace in real_traces() {
+    let Some(shared) = shared_dir() else { return };
+    // Layers a reader that passes over other readers' packets must not misread: VLAN tags,
+    // MPLS, PPPoE, fragments, and flows inside GRE, VXLAN and GTP tunnels.
+    let layered = [
+        "traces/realistic/CESNET+ipfixprobe/tests/functional/inputs/vlan.pcap",
+        "traces/realistic/arkime+arkime/tests/pcap/mpls-basic.pcap",
+        "traces/realistic/arkime+arkime/tests/pcap/pppoe.pcap",
+        "traces/realistic/appneta+tcpreplay/test/test_fragroute.pcap",
+        "traces/realistic/arkime+arkime/tests/pcap/gre-erspan-vxlan.pcap",
+        "traces/realistic/arkime+arkime/tests/pcap/ipv6-gtp6.pcap",
+    ]
+    .map(|rel| shared.join(rel));
+    for trace in real_traces().into_iter().chain(layered.into_iter().filter(|p| p.exists())) {
         split_readers_give_the_outputs_of_one(&trace);
     }
 }
