@@ -162,10 +162,9 @@ impl Lines {
     /// The lines in memory in output order: key, then text (which breaks the practically
     /// impossible tie of two flows with equal keys, so the order never depends on arrival).
     fn sorted(&self) -> Vec<(OrderKey, &[u8])> {
-        let mut order: Vec<(OrderKey, &[u8])> =
+        let lines: Vec<(OrderKey, &[u8])> =
             self.index.iter().map(|&(key, start, len)| (key, self.line(start, len))).collect();
-        order.sort_unstable();
-        order
+        in_order(&lines).map(|i| lines[i]).collect()
     }
 
     /// Writes the lines in memory to a new run and forgets them, then merges runs while a
@@ -197,16 +196,24 @@ impl Lines {
     }
 }
 
+/// The indices of `lines` in the order of (key, text). What is sorted is the key's first field
+/// and the index, 16 bytes a line, rather than the lines' whole keys (80 bytes): the order is
+/// the same, for half the instructions sorting a worker's lines in memory (`flood.pcap`, one worker: 127 M -> 64 M).
+fn in_order(lines: &[(OrderKey, &[u8])]) -> impl Iterator<Item = usize> {
+    let mut order: Vec<(u64, usize)> = lines.iter().enumerate().map(|(i, (key, _))| (key.first_ns(), i)).collect();
+    order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| lines[a.1].cmp(&lines[b.1])));
+    order.into_iter().map(|(_, i)| i)
+}
+
 /// Calls `out` with every line of `parts` in output order: a sort in memory when nothing went
 /// to disk, a merge of sorted runs otherwise.
 pub(crate) fn for_each_sorted(parts: &[&Lines], mut out: impl FnMut(&[u8]) -> io::Result<()>) -> io::Result<()> {
     if parts.iter().all(|p| p.runs.is_empty()) {
-        let mut order: Vec<(OrderKey, &[u8])> = Vec::with_capacity(parts.iter().map(|l| l.index.len()).sum());
+        let mut all: Vec<(OrderKey, &[u8])> = Vec::with_capacity(parts.iter().map(|l| l.index.len()).sum());
         for lines in parts {
-            order.extend(lines.index.iter().map(|&(key, start, len)| (key, lines.line(start, len))));
+            all.extend(lines.index.iter().map(|&(key, start, len)| (key, lines.line(start, len))));
         }
-        order.sort_unstable();
-        return order.iter().try_for_each(|(_, line)| out(line));
+        return in_order(&all).try_for_each(|i| out(all[i].1));
     }
     let mut cursors = Vec::new();
     for lines in parts {
@@ -353,12 +360,14 @@ mod tests {
         let sort = SortBuffer { dir: dir.path().to_path_buf(), bytes: 0 };
         let (mut whole, mut spilled_a, mut spilled_b) = (Lines::default(), Lines::default(), Lines::default());
         let mut spilled = Spilled::default();
+        let mut naive = Vec::new();
         let mut x = 7u64;
         for i in 0..5_000u64 {
             // A pseudo-random start in few distinct values: many equal first_ns.
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let (k, line) = (key(x >> 58, (x >> 20) as u16 % 4), format!("line {i} {}\n", x >> 40));
             whole.push(k, line.as_bytes());
+            naive.push((k, line.clone()));
             let part = if i % 3 == 0 { &mut spilled_a } else { &mut spilled_b };
             part.push(k, line.as_bytes());
             if i % 37 == 0 {
@@ -370,6 +379,9 @@ mod tests {
         assert_eq!(spilled_a.len() + spilled_b.len(), 5_000);
         let expected = all(&[&whole]);
         assert!(expected.windows(2).all(|w| w[0] != w[1]));
+        // The sort by the first field and index gives the order of (key, text).
+        naive.sort();
+        assert_eq!(naive.into_iter().map(|(_, line)| line).collect::<Vec<_>>(), expected);
         assert_eq!(all(&[&spilled_a, &spilled_b]), expected);
         assert_eq!(all(&[&spilled_b, &spilled_a]), expected, "the parts' order does not matter");
         // The runs read again give the same (a log written twice: the file, the HTTP view).

@@ -369,6 +369,11 @@ impl OrderKey {
     /// Bytes in [`OrderKey::to_bytes`].
     pub const BYTES: usize = 71;
 
+    /// The first field of the order.
+    pub(crate) fn first_ns(&self) -> u64 {
+        self.first_ns
+    }
+
     /// The key as bytes, big-endian field by field: byte order is key order.
     pub fn to_bytes(&self) -> [u8; Self::BYTES] {
         let mut out = [0u8; Self::BYTES];
