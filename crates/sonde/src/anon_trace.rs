@@ -1,17 +1,15 @@
 //! `sonde anon -r IN -w OUT`: a copy of a trace with every address anonymised and the checksums
 //! fixed (sonde-rewrite), in the input's format (docs/anonymization.md, "`sonde anon`").
 
-use std::io::{self, BufWriter};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use sonde_capture::{TraceFormat, TraceWriter, WriteError};
+use sonde_capture::TraceFormat;
 use sonde_rewrite::{rewrite_trace, RewriteStats, Rewriter, RewrittenTrace};
 
 use crate::EXIT_INPUT_DAMAGED;
-use sonde_output::PendingFile;
 
 #[derive(Debug, clap::Args)]
 pub struct AnonTraceArgs {
@@ -51,20 +49,9 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     let mut rewriter = Rewriter::new(anon);
     let started = Instant::now();
 
-    let copied = if args.write.as_os_str() == "-" {
-        let stdout = io::stdout().lock();
-        let writer = TraceWriter::new(BufWriter::new(stdout), format);
-        match rewrite_trace(source.as_mut(), &mut rewriter, args.snaplen, writer) {
-            Err(WriteError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-            other => other.context("writing standard output")?,
-        }
-    } else {
-        let out = PendingFile::create(&args.write, args.force)?;
-        let writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
-        let copied = rewrite_trace(source.as_mut(), &mut rewriter, args.snaplen, writer)
-            .with_context(|| format!("writing {}", args.write.display()))?;
-        out.commit(args.force)?;
-        copied
+    let write = |out| rewrite_trace(source.as_mut(), &mut rewriter, args.snaplen, out);
+    let Some(copied) = crate::trace_out::write_trace(&args.write, args.force, format, write)? else {
+        return Ok(ExitCode::SUCCESS);
     };
     let elapsed_s = started.elapsed().as_secs_f64();
     if !args.quiet {
@@ -95,7 +82,7 @@ fn print_summary(s: &RewriteStats, copied: &RewrittenTrace, args: &AnonTraceArgs
         args.anonymize,
         s.frames,
         copied.frames_written,
-        args.write.display(),
+        crate::trace_out::name(&args.write),
         elapsed_s,
         per_frame_ns
     );

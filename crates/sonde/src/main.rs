@@ -16,6 +16,7 @@ mod plot;
 mod stop;
 mod store;
 mod thin;
+mod trace_out;
 mod ts;
 
 use std::process::ExitCode;

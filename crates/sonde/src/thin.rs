@@ -1,18 +1,17 @@
 //! `--thin natra` for `sonde analyze`, and `sonde thin`: the thinned trace written for other
 //! tools (docs/thinning.md).
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use serde::Serialize;
-use sonde_capture::{TraceFormat, TraceWriter};
+use sonde_capture::TraceFormat;
 use sonde_engine::{ThinConfig, Thinner, ThinningReport};
 
 use crate::EXIT_INPUT_DAMAGED;
-use sonde_output::PendingFile;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ThinMode {
@@ -73,8 +72,8 @@ pub struct ThinArgs {
     /// Trace to read; `-` reads standard input.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub read: PathBuf,
-    /// Thinned trace to write (pcap stays pcap at its time resolution; other formats become
-    /// pcapng).
+    /// Thinned trace to write, `-` for standard output (pcap stays pcap at its time resolution;
+    /// other formats become pcapng).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: PathBuf,
     /// Overwrite the output if it exists.
@@ -108,17 +107,16 @@ pub fn run(args: &ThinArgs) -> Result<ExitCode> {
     let mut thinner = args.params.thinner()?;
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
-    let out = PendingFile::create(&args.write, args.force)?;
     let format = TraceFormat::matching(source.format());
-    let writer = TraceWriter::new(BufWriter::new(out.file.try_clone()?), format);
-    let thinned = sonde_thin::thin_trace(source.as_mut(), &mut thinner, writer)
-        .with_context(|| format!("writing {}", args.write.display()))?;
-    out.commit(args.force)?;
+    let write = |out| sonde_thin::thin_trace(source.as_mut(), &mut thinner, out);
+    let Some(thinned) = crate::trace_out::write_trace(&args.write, args.force, format, write)? else {
+        return Ok(ExitCode::SUCCESS);
+    };
 
     let thinning = ThinningReport::new(&thinner);
     let report = Report {
         input: input_name.clone(),
-        output: args.write.display().to_string(),
+        output: crate::trace_out::name(&args.write),
         format: source.format().to_string(),
         frames_read: thinned.frames_read,
         frames_written: thinned.frames_written,

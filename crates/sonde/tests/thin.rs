@@ -224,6 +224,29 @@ fn thin_refuses_to_overwrite_and_bad_settings() {
     assert!(summary.contains("\"thinning\": null"));
 }
 
+/// Issue 23: `-w -` writes the thinned trace to standard output (as `anon` does), the same bytes
+/// as to a file, and no file named `-`; a reader that stops early (`| head`) is no error.
+#[test]
+fn thin_writes_to_standard_output_with_w_dash() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = thin(&demo, dir.path(), &[]);
+    let o = sonde().current_dir(dir.path()).args(["thin", "-r"]).arg(&demo).args(["-w", "-"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.stdout, std::fs::read(&file).unwrap());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("→ standard output"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!dir.path().join("-").exists());
+    let mut child = sonde()
+        .args(["thin", "-q", "-r"])
+        .arg(&demo)
+        .args(["-w", "-"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    assert!(child.wait().unwrap().success(), "a closed pipe ends the run quietly");
+}
+
 #[test]
 fn a_truncated_input_keeps_what_was_thinned_and_exits_3() {
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap");
