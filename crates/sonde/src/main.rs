@@ -22,7 +22,7 @@ mod ts;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 use flags::{AnalyzeArgs, Cli, Command};
 
@@ -31,6 +31,13 @@ pub(crate) const EXIT_INPUT_DAMAGED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some((command, missing)) = missing_key(&cli) {
+        // A usage error, as clap reports a missing argument: the command's usage, exit status 2.
+        let mut cli = Cli::command();
+        cli.build();
+        let command = cli.find_subcommand_mut(command).expect("a subcommand of sonde");
+        command.error(clap::error::ErrorKind::MissingRequiredArgument, missing).exit();
+    }
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(&args),
         Command::Ts(cmd) => ts::run(&cmd),
@@ -50,6 +57,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What a mode of anonymisation that needs a key lacks without `--key` (clap's own
+/// `required_if_eq` does not see a default value such as `anon`'s cryptopan).
+fn missing_key(cli: &Cli) -> Option<(&'static str, String)> {
+    let (command, mode, key) = match &cli.command {
+        Command::Anon(args) => ("anon", Some(args.anonymize), &args.key),
+        Command::Analyze(args) => ("analyze", args.analysis.anonymize, &args.analysis.key),
+        Command::Monitor(args) => ("monitor", args.analysis.anonymize, &args.analysis.key),
+        _ => return None,
+    };
+    let mode = mode.filter(|m| m.needs_key() && key.is_none())?;
+    Some((command, format!(
+        "--anonymize {mode} needs --key <FILE>: a 32-byte key, created with a new random key if the file is absent (or --anonymize zero, which needs none)"
+    )))
 }
 
 fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {

@@ -297,10 +297,16 @@ fn refuses_to_overwrite_without_force_and_leaves_no_temporary_file() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read(&out).unwrap(), b"keep me");
-    // cryptopan without a key is refused before anything is written.
+    // cryptopan (the default) or hash without a key: a usage error (issue 23), exit status 2
+    // and the command's usage, before anything is written.
     let fresh = dir.path().join("fresh.pcap");
-    assert_eq!(anon(&demo(), &fresh, &[]).status.code(), Some(1));
-    assert!(!fresh.exists());
+    for args in [&[][..], &["--anonymize", "hash"]] {
+        let o = anon(&demo(), &fresh, args);
+        assert_eq!(o.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains("needs --key <FILE>") && stderr.contains("Usage: sonde anon"), "{stderr}");
+        assert!(!fresh.exists());
+    }
     anon_ok(&demo(), &out, &["--anonymize", "zero", "--force"]);
     assert_eq!(frames(&out).len(), frames(&demo()).len());
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();

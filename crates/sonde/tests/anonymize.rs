@@ -265,7 +265,8 @@ fn what_cannot_be_anonymised_is_refused_before_anything_is_written() {
         assert!(stderr.contains(message), "{stderr}");
         assert!(!out.path().join("tcp_flows.tsv").exists());
     };
-    refused(&["--anonymize", "cryptopan"], "needs --key FILE");
+    refused(&["--anonymize", "cryptopan"], "needs --key <FILE>");
+    assert_eq!(analyze(&trace, &["--anonymize", "hash"]).1.status.code(), Some(2), "a usage error");
     refused(&["--key", key], "--key needs --anonymize");
     refused(&["--anonymize", "rot13", "--key", key], "unknown anonymisation mode");
     // An address's last byte as a key: no anonymised value could stand for it.
