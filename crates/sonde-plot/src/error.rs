@@ -20,6 +20,9 @@ pub enum PlotError {
     Store { path: PathBuf, reason: String },
     /// plotters failed to draw or the PNG encoder failed (a bug or a full disk, not bad input).
     Render { path: PathBuf, reason: String },
+    /// The inputs hold nothing any selected figure can draw (an empty store, intervals without
+    /// a row): `notes` says what each figure lacked.
+    NothingToDraw { notes: Vec<String> },
 }
 
 impl fmt::Display for PlotError {
@@ -33,6 +36,10 @@ impl fmt::Display for PlotError {
             PlotError::NoInput { dir, wanted } => write!(f, "{}: no {wanted} to plot", dir.display()),
             PlotError::Store { path, reason } => write!(f, "{}: {reason}", path.display()),
             PlotError::Render { path, reason } => write!(f, "{}: cannot draw the figure: {reason}", path.display()),
+            PlotError::NothingToDraw { notes } => {
+                write!(f, "nothing to draw, no figure written")?;
+                notes.iter().try_for_each(|note| write!(f, "\n  {note}"))
+            }
         }
     }
 }

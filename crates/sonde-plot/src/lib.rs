@@ -176,6 +176,9 @@ pub fn plot_dir(req: &PlotRequest) -> Result<PlotReport, PlotError> {
         figs.extend(time);
         notes.extend(skipped.into_iter().map(|s| format!("{}: {s}", path.display())));
     }
+    if figs.is_empty() {
+        return Err(PlotError::NothingToDraw { notes });
+    }
     std::fs::create_dir_all(&req.output).map_err(|e| io_error(&req.output, e))?;
     let mut report = PlotReport { written: Vec::new(), notes };
     for fig in &figs {

@@ -118,6 +118,25 @@ fn a_store_gives_one_time_figure_per_resolution() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&junk.display().to_string()));
 }
 
+/// Issue 23: a store with nothing to draw (a 20 s trace in an hourly archive) is an error that
+/// says why, and leaves no empty folder behind (it exited 0 with an empty `plots/`).
+#[test]
+fn a_store_with_nothing_to_draw_exits_1_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("hourly.rrd");
+    let store_arg = store.to_str().unwrap();
+    let (_out, o) = common::analyze(&demo(), &["--interval", "1", "--store", store_arg, "--store-archives", "1h:1d"]);
+    assert!(o.status.success(), "{o:?}");
+    let out = sonde().args(["plot", "--store", store_arg]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("nothing to draw") && stderr.contains("60 min: the archive holds no known row"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("plots").exists());
+}
+
 /// The RTT lines drawn from a store hold the values `sonde ts dump` prints for the same rows
 /// (empty, unknown, where the line has a gap), at each resolution.
 #[test]
