@@ -95,6 +95,11 @@ const TSTAT_ARCHIVES: [(u32, u64); 4] = [
 ];
 
 impl Spec {
+    /// The size of a store made with this spec, in bytes: fixed at creation.
+    pub fn file_len_bytes(&self) -> u64 {
+        crate::format::Layout::new(self.sources.len(), &self.archives).file_len
+    }
+
     /// Tstat's archives: with a 300 s step, 5-minute points for a day (1 × 288), 30-minute for
     /// a week (6 × 336), 2-hour for a month (24 × 372) and 1-day for a year (288 × 365), each
     /// as AVERAGE, MIN and MAX (12 archives), xff 0.5.

@@ -78,6 +78,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(path) => {
             let spec = store::spec(interval_ns, args.store_archives.as_deref())?;
             store::check_existing(path, &spec, args.store_archives.is_some())?;
+            store::check_new_size(path, &spec, args.store_max_mb, args.quiet)?;
             Some(spec)
         }
         None if args.store_archives.is_some() => anyhow::bail!("--store-archives needs --store"),

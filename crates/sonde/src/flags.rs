@@ -272,6 +272,11 @@ pub struct AnalysisArgs {
     /// at a 300 s interval].
     #[arg(long, value_name = "LIST")]
     pub store_archives: Option<String>,
+    /// Largest store (MB on disk, fixed at creation) --store may create: a short --interval
+    /// with the default archives makes a large one (1 s: 745 MB); above it the run is refused
+    /// and says the size.
+    #[arg(long, value_name = "MB", default_value_t = 64)]
+    pub store_max_mb: u64,
     /// Flow definitions to count (docs/definitions.md): packets and bytes per definition, flow
     /// identifier and interval, into definitions.tsv.
     #[arg(long, value_name = "FILE")]

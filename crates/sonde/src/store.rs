@@ -94,6 +94,34 @@ pub fn check_existing(path: &Path, spec: &Spec, archives_given: bool) -> Result<
     sonde_rrd::check_appendable(path, spec, archives_given).with_context(|| path.display().to_string())
 }
 
+/// A store to be created (none at `path` yet) must fit in `max_mb`; its size is said on
+/// stderr, as it is fixed from the start and not small at a short step.
+pub fn check_new_size(path: &Path, spec: &Spec, max_mb: u64, quiet: bool) -> Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let bytes = spec.file_len_bytes();
+    let mb = bytes as f64 / 1e6;
+    let archives = spec.archives.len() / 3;
+    if bytes > max_mb.saturating_mul(1_000_000) {
+        bail!(
+            "--store {}: a store at a {} s step with these {archives} resolutions would take {mb:.1} MB on disk (--store-max-mb {max_mb}); \
+             give a longer --interval, fewer rows with --store-archives, or --store-max-mb {} to create it",
+            path.display(),
+            spec.step_s,
+            mb.ceil() as u64
+        );
+    }
+    if !quiet {
+        eprintln!(
+            "sonde: new store {}: {mb:.1} MB on disk, fixed (a {} s step, {archives} resolutions)",
+            path.display(),
+            spec.step_s
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -426,6 +426,38 @@ fn the_store_refuses_an_interval_that_is_not_whole_seconds() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("whole number of seconds"));
 }
 
+/// Issue 23: `--interval 1 --store` with the default archives would silently create a 745 MB
+/// store. A new store says its size; above `--store-max-mb` the run is refused before anything
+/// is written, with the size and the ways out.
+#[test]
+fn a_new_store_says_its_size_and_one_too_large_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.rrd");
+    let store_arg = store.to_str().unwrap();
+    let (out, o) = analyze(&demo(), &["--interval", "1", "--store", store_arg]);
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("would take 744.8 MB on disk") && stderr.contains("--store-max-mb 745"), "{stderr}");
+    assert!(!store.exists() && !out.path().join("tcp_flows.tsv").exists());
+    let (_, o) = analyze(&demo(), &["--interval", "1", "--store", store_arg, "--store-max-mb", "745"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::metadata(&store).unwrap().len().div_ceil(1_000_000), 745);
+    // The size said at creation is the file's.
+    let o = sonde()
+        .args(["analyze", "-r", demo().to_str().unwrap(), "-o"])
+        .arg(dir.path().join("second"))
+        .args(["--interval", "300", "--store"])
+        .arg(dir.path().join("t.rrd"))
+        .output()
+        .unwrap();
+    let bytes = std::fs::metadata(dir.path().join("t.rrd")).unwrap().len();
+    let said = format!("{:.1} MB on disk, fixed (a 300 s step, 4 resolutions)", bytes as f64 / 1e6);
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&said), "{said}: {o:?}");
+    // An existing store is not measured again: it is already there.
+    let (_, o) = analyze(&demo(), &["--interval", "1", "--store", store_arg]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn store_archives_are_chosen_at_creation_and_a_mismatch_is_refused_before_the_analysis() {
     let dir = tempfile::tempdir().unwrap();
