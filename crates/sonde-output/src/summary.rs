@@ -559,10 +559,21 @@ impl Summary {
             "  flows     TCP {} ({} complete, {} incomplete), UDP {}, evicted {}",
             f.tcp, f.tcp_complete, f.tcp_incomplete, f.udp, f.evicted
         ));
-        line(format!(
-            "  time      trace {:.3} s, elapsed {:.3} s, CPU {:.3} s, speed-up ×{:.1}",
-            self.trace_duration_s, self.timing.elapsed_s, self.timing.cpu_s, self.rates.speedup
-        ));
+        // A live capture runs at the link's pace: how fast it would have read a trace says
+        // nothing there, the share of a core it took does.
+        line(match self.capture {
+            Some(_) => format!(
+                "  time      packets over {:.3} s, elapsed {:.3} s, CPU {:.3} s ({:.0} % of one core)",
+                self.trace_duration_s,
+                self.timing.elapsed_s,
+                self.timing.cpu_s,
+                if self.timing.elapsed_s > 0.0 { 100.0 * self.timing.cpu_s / self.timing.elapsed_s } else { 0.0 }
+            ),
+            None => format!(
+                "  time      trace {:.3} s, elapsed {:.3} s, CPU {:.3} s, speed-up ×{:.1}",
+                self.trace_duration_s, self.timing.elapsed_s, self.timing.cpu_s, self.rates.speedup
+            ),
+        });
         line(format!(
             "  rate      {}packets/s, {}flows/s; peak memory {}B (+{}B mapped); table peak {} flows, mean probe {:.2}",
             si(self.rates.packets_per_s),
@@ -632,5 +643,35 @@ fn si(x: f64) -> String {
         x if x >= 1e6 => format!("{:.2} M", x / 1e6),
         x if x >= 1e3 => format!("{:.1} k", x / 1e3),
         x => format!("{x:.0} "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 23: a live run's summary gives the share of a core it took, not a "speed-up"
+    /// (the trace's duration over the CPU time, meaningless at the link's pace).
+    #[test]
+    fn a_live_run_says_its_share_of_a_core_a_trace_its_speed_up() {
+        let timing = Timing::from(sonde_engine::Timing { elapsed_s: 10.0, cpu_s: 2.5, ..Default::default() });
+        let outcome = || Outcome { stats: RunStats::default(), input_error: None };
+        let mut summary = Summary::new(Input::default(), outcome(), timing);
+        let trace = summary.human(Path::new("out"));
+        assert!(trace.contains(", speed-up ×"), "{trace}");
+        summary.capture = Some(CaptureSummary {
+            backend: "afpacket",
+            buffer_bytes: 0,
+            promisc: false,
+            user: None,
+            received_pkts: 0,
+            dropped_pkts: 0,
+            if_dropped_pkts: 0,
+            unread_pkts: 0,
+            interfaces: Vec::new(),
+            readers_received_pkts: Vec::new(),
+        });
+        let live = summary.human(Path::new("out"));
+        assert!(!live.contains("speed-up") && live.contains("CPU 2.500 s (25 % of one core)"), "{live}");
     }
 }
