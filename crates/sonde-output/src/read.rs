@@ -27,6 +27,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+/// The file name of the trace an output directory was made from (summary.json's `input`), or
+/// `None` when the directory holds no readable summary: what a figure's title names, rather
+/// than where the directory happens to be.
+pub fn input_name(dir: &Path) -> Option<String> {
+    let summary: Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).ok()?).ok()?;
+    let input = Path::new(summary.get("input")?.as_str()?);
+    Some(input.file_name().map_or_else(|| input.display().to_string(), |n| n.to_string_lossy().into_owned()))
+}
+
 /// Why a file could not be read: which file, which line when one is to blame, and what.
 #[derive(Debug)]
 pub struct ReadError {

@@ -83,9 +83,16 @@ pub struct PlotReport {
 
 /// Builds the figures a selection asks for from the files in `dir`; notes say what was left out.
 /// An error when the selection has nothing at all to draw from.
-/// Titles name the directory as given.
+/// Titles name the trace the directory was made from (its summary's input, file name only),
+/// else the directory's own name: never the path it happens to have.
 pub fn figures_for(dir: &Path, selection: Selection) -> Result<(Vec<Figure>, Vec<String>), PlotError> {
-    figures_titled(dir, &dir.display().to_string(), selection)
+    let label = sonde_output::read::input_name(dir).unwrap_or_else(|| file_name(dir));
+    figures_titled(dir, &label, selection)
+}
+
+/// The last component of `path` (the whole path when it has none, as `/` or `..`).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// As [`figures_for`], the titles naming the directory `label`.
@@ -172,7 +179,7 @@ pub fn plot_dir(req: &PlotRequest) -> Result<PlotReport, PlotError> {
         None => (Vec::new(), Vec::new()),
     };
     if let Some(path) = &req.store {
-        let (time, skipped) = store::read_store_figures(path, &path.display().to_string())?;
+        let (time, skipped) = store::read_store_figures(path, &file_name(path))?;
         figs.extend(time);
         notes.extend(skipped.into_iter().map(|s| format!("{}: {s}", path.display())));
     }

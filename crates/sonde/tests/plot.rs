@@ -34,6 +34,22 @@ fn distributions_of_the_demo_trace() {
     }
 }
 
+/// Issue 23: the titles name the trace the outputs come from, not the directory's path.
+#[test]
+fn titles_name_the_trace_not_the_output_path() {
+    let (out, o) = common::analyze(&demo(), &["--interval", "1"]);
+    assert!(o.status.success(), "{o:?}");
+    let plots = sonde().arg("plot").arg(out.path()).args(["--format", "svg", "-q"]).output().unwrap();
+    assert!(plots.status.success(), "{plots:?}");
+    let mut titled = 0;
+    for entry in std::fs::read_dir(out.path().join("plots")).unwrap() {
+        let svg = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!svg.contains(&out.path().display().to_string()), "a path in a title");
+        titled += usize::from(svg.contains("demo.pcap: "));
+    }
+    assert!(titled >= 4, "{titled} figures titled with the trace");
+}
+
 #[test]
 fn time_figures_as_svg_into_the_given_directory() {
     let out_dir = tempfile::tempdir().unwrap();
@@ -106,6 +122,8 @@ fn a_store_gives_one_time_figure_per_resolution() {
     for (f, text) in want.iter().zip(["Throughput", "Per-flow average RTT", "Throughput", "Handshake RTT"]) {
         let svg = std::fs::read_to_string(f).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains(text) && svg.len() > 10_000, "{f}");
+        // Issue 23: titles name the store, not the path it happens to be at.
+        assert!(svg.contains("link.rrd") && !svg.contains(&store_dir.path().display().to_string()), "{f}");
     }
     // Neither a directory nor a store: refused by the argument parser.
     let out = sonde().arg("plot").output().unwrap();
