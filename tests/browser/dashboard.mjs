@@ -29,6 +29,12 @@ await run("dashboard.mjs", async ({ page, check, measured, shot }) => {
     const s = (series[chart] || []).find((x) => x.name === name);
     check(`${chart} ${name}`, s && s.points >= minPoints && s.height > 0, JSON.stringify(s));
   };
+  // A finished trace run has no live traffic: no empty live panel (issue 23).
+  const livePanel = await page.evaluate(() => {
+    const panel = document.getElementById("live-panel");
+    return { hidden: panel.hidden, shown: panel.getBoundingClientRect().height > 0 };
+  });
+  check("the live panel is hidden on a finished trace run", livePanel.hidden && !livePanel.shown, JSON.stringify(livePanel));
   has("chart-throughput", "in", 10);
   has("chart-throughput", "out", 10);
   has("chart-flows", "active", 10);

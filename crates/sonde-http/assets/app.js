@@ -113,6 +113,8 @@ const state = {
   intervals: [], intervalS: 0, factor: 1, flows: { offset: 0, limit: 25, sort: null, order: "asc" },
   // A live run's traffic bins (10 ms), oldest first, and the resolution they are summed to.
   bins: [], binS: 0, liveRes: 1, lastReload: 0,
+  // The run has ended (a trace analysed, a monitor stopped).
+  finished: false,
 };
 // Bins kept in the page (two minutes at 10 ms), and points drawn at most.
 const MAX_BINS = 12000, MAX_POINTS = 300;
@@ -120,6 +122,8 @@ const MAX_BINS = 12000, MAX_POINTS = 300;
 // The live chart: bins summed to the chosen resolution, in above the axis and out below.
 function drawLive() {
   const chart = document.getElementById("chart-live");
+  // A finished run that never had live traffic (a trace: analyze --http) has no live panel.
+  document.getElementById("live-panel").hidden = state.finished && !state.bins.length;
   if (!state.bins.length) return empty(chart, "no live traffic (a live run: sonde monitor --http)");
   const res = state.liveRes, groups = new Map();
   for (const b of state.bins) {
@@ -327,6 +331,8 @@ async function loadDefinitions() {
 
 async function loadStatus() {
   const s = await api("/api/status");
+  state.finished = s.state === "finished";
+  drawLive();
   document.getElementById("status").textContent =
     `${s.input} · ${s.state} · ${s.packets} packets · ${fmt(s.bytes)}B · ${state.intervals.length} intervals of ${state.intervalS} s`;
 }
