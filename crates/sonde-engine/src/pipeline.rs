@@ -224,10 +224,12 @@ pub(crate) struct ReaderSetup<'a, K: Sinks> {
 /// reader `reader` analyses those of its workers and counts their packets' statistics (the
 /// interval counters and histograms add up exactly), and the first also counts every frame,
 /// the packets of no flow and the interval tables (which keep one stream's first keys when
-/// full). Every reader decodes every packet, thins it (the
-/// thinner's state depends on every packet before) and reads the DNS answers among them; its
-/// application reader's gate holds its own shards' flows only. Reading and decoding every
-/// packet is the cost of the split, against a single reader that dispatches for all workers.
+/// full). Every reader reads every frame: another reader's plain TCP or UDP packet is passed
+/// over by its tuple alone (`sonde_wire::flow_tuple`), the rest is decoded; with the thinner
+/// (whose state depends on every packet before) or the first reader's tables, every packet is.
+/// Every reader reads the DNS answers; its application reader's gate holds its own shards'
+/// flows only. Reading every frame is the cost of the split, against a single reader that
+/// dispatches for all workers.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Share {
     pub reader: usize,
