@@ -3,7 +3,7 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump libcurl4-openssl-dev cmake default-jre-headless maven
+DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump libcurl4-openssl-dev cmake default-jre-headless maven prometheus
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 

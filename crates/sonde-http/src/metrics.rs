@@ -23,9 +23,23 @@ struct Exposition {
 
 impl Exposition {
     fn add(&mut self, name: &str, help: &'static str, kind: &'static str, labels: &[(&str, &str)], value: f64) {
+        self.add_sample(name, name, help, kind, labels, value);
+    }
+
+    /// A sample named `sample` in family `family` (a summary's `_sum` and `_count` are
+    /// samples of its family).
+    fn add_sample(
+        &mut self,
+        family: &str,
+        sample: &str,
+        help: &'static str,
+        kind: &'static str,
+        labels: &[(&str, &str)],
+        value: f64,
+    ) {
         let family =
-            self.families.entry(name.to_string()).or_insert_with(|| Family { help, kind, samples: Vec::new() });
-        let mut line = name.to_string();
+            self.families.entry(family.to_string()).or_insert_with(|| Family { help, kind, samples: Vec::new() });
+        let mut line = sample.to_string();
         if !labels.is_empty() {
             line.push('{');
             for (i, (k, v)) in labels.iter().enumerate() {
@@ -73,7 +87,8 @@ fn base_unit(unit: &str) -> Option<(&'static str, f64)> {
     match unit {
         "ms" => Some(("seconds", 1e-3)),
         "bytes" => Some(("bytes", 1.0)),
-        "bit/s" => Some(("bits_per_second", 1.0)),
+        // Prometheus's base unit is the byte (promtool refuses bits).
+        "bit/s" => Some(("bytes_per_second", 0.125)),
         "%" => Some(("ratio", 1e-2)),
         "hops" => Some(("hops", 1.0)),
         _ => None,
@@ -95,6 +110,13 @@ pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
     );
     e.add("sonde_run_elapsed_seconds", "Wall-clock seconds the run has taken.", "gauge", &[], s.elapsed_s);
     e.add("sonde_intervals", "Monitoring intervals kept.", "gauge", &[], snap.intervals.items.len() as f64);
+    e.add(
+        "sonde_build_info",
+        "sonde's version, as a label (the value is always 1).",
+        "gauge",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
 
     // Counters summed over every interval (a live run keeps the whole run's sums aside: its
     // intervals are only the recent ones), by protocol and direction.
@@ -110,8 +132,9 @@ pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
             *acc += v;
         }
     }
+    // Label names are the interval files' column names.
     for ((proto, net), [packets, bytes, opened, closed]) in sums {
-        let labels = [("protocol", proto), ("direction", net)];
+        let labels = [("proto", proto), ("net", net)];
         e.add("sonde_traffic_packets_total", "Packets by protocol and direction.", "counter", &labels, packets as f64);
         e.add("sonde_traffic_bytes_total", "IP bytes by protocol and direction.", "counter", &labels, bytes as f64);
         if proto == "tcp" || proto == "udp" {
@@ -121,7 +144,7 @@ pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
     }
     if let Some(last) = snap.intervals.items.last() {
         for row in last.traffic.iter().filter(|r| r.proto == "tcp" || r.proto == "udp") {
-            let labels = [("protocol", row.proto.as_ref()), ("direction", row.net.as_ref())];
+            let labels = [("proto", row.proto.as_ref()), ("net", row.net.as_ref())];
             e.add(
                 "sonde_flows_active",
                 "Flows active in the latest interval.",
@@ -137,10 +160,17 @@ pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
                 true => format!("sonde_{}", q.metric),
                 false => format!("sonde_{}_{suffix}", q.metric),
             };
+            // A summary of the latest interval's distribution: its quantiles, and the count
+            // and sum of the values it was made of.
+            const HELP: &str = "The latest interval's distribution: quantiles, count and sum.";
+            let (net, dir) = (q.net.as_str(), q.dir.as_str());
             for (quantile, v) in [("0.5", q.p50), ("0.95", q.p95), ("0.99", q.p99)] {
-                let labels = [("direction", q.net.as_str()), ("side", q.dir.as_str()), ("quantile", quantile)];
-                e.add(&name, "Quantile of the latest interval's distribution.", "gauge", &labels, v * factor);
+                let labels = [("net", net), ("dir", dir), ("quantile", quantile)];
+                e.add(&name, HELP, "summary", &labels, v * factor);
             }
+            let labels = [("net", net), ("dir", dir)];
+            e.add_sample(&name, &format!("{name}_sum"), HELP, "summary", &labels, q.mean * q.count as f64 * factor);
+            e.add_sample(&name, &format!("{name}_count"), HELP, "summary", &labels, q.count as f64);
         }
     }
     for d in &snap.definitions.items {

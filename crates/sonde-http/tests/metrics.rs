@@ -103,11 +103,27 @@ fn parse(text: &str) -> Result<BTreeMap<String, Family>, String> {
             return Err(err("stray comment or blank line".into()));
         }
         let end = line.find(['{', ' ']).ok_or_else(|| err("sample without value".into()))?;
-        let name = &line[..end];
+        let sample = &line[..end];
+        // A summary's samples: the family's name (with `quantile`), `_sum` and `_count`.
+        let (name, part) = match current.as_deref() {
+            Some(family) if families[family].kind == "summary" && sample != family => {
+                match sample.strip_prefix(family).filter(|p| ["_sum", "_count"].contains(p)) {
+                    Some(part) => (family, part),
+                    None => (sample, ""),
+                }
+            }
+            _ => (sample, ""),
+        };
         if current.as_deref() != Some(name) || closed.contains(name) {
             return Err(err(format!("sample of {name} outside its family's block")));
         }
-        let (labels, rest) = labels(&line[end..]).map_err(err)?;
+        let (mut labels, rest) = labels(&line[end..]).map_err(err)?;
+        if families[name].kind == "summary" && part.is_empty() != labels.contains_key("quantile") {
+            return Err(err("a summary's quantile samples, and only they, have a quantile label".into()));
+        }
+        if !part.is_empty() {
+            labels.insert("__part__".into(), part.into());
+        }
         let value = rest.strip_prefix(' ').ok_or_else(|| err("no space before the value".into()))?;
         let value: f64 = match value {
             "NaN" => f64::NAN,
@@ -142,13 +158,19 @@ async fn the_exposition_parses_strictly_and_holds_the_runs_figures() {
     assert_eq!(one("sonde_run_finished"), 1.0);
     // TCP out: 10 + 20 + 5 packets over the three intervals; the labels say which.
     let tcp_out = &families["sonde_traffic_packets_total"].samples;
-    let (labels, value) = tcp_out.iter().find(|(l, _)| l["protocol"] == "tcp").unwrap();
-    assert_eq!((labels["direction"].as_str(), *value), ("out", 35.0));
-    // The RTT quantiles in seconds, the unit in the name.
+    // Issue 23: the labels are named as the interval files' columns (proto, net, dir).
+    let (labels, value) = tcp_out.iter().find(|(l, _)| l["proto"] == "tcp").unwrap();
+    assert_eq!((labels["net"].as_str(), *value), ("out", 35.0));
+    // The RTT distribution as a summary in seconds, the unit in the name: quantiles, count, sum.
     let rtt = &families["sonde_tcp_rtt_avg_seconds"];
-    assert_eq!(rtt.kind, "gauge");
-    let p50 = rtt.samples.iter().find(|(l, _)| l["quantile"] == "0.5").unwrap().1;
-    assert!((p50 - 0.0402).abs() < 1e-9, "{p50}");
+    assert_eq!(rtt.kind, "summary");
+    let sample = |key: &str, value: &str| {
+        rtt.samples.iter().find(|(l, _)| l.get(key).map(String::as_str) == Some(value)).unwrap().1
+    };
+    assert!((sample("quantile", "0.5") - 0.0402).abs() < 1e-9);
+    let (count, sum) = (sample("__part__", "_count"), sample("__part__", "_sum"));
+    assert!(count > 0.0 && sum > 0.0, "{count} {sum}");
+    assert_eq!(families["sonde_build_info"].samples[0].0["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(one("sonde_definition_packets_total"), 7.0);
 }
 
@@ -168,7 +190,7 @@ fn a_live_runs_totals_count_beyond_its_recent_intervals() {
     }];
     let text = render_metrics(&snap, &[]);
     let families = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let tcp = |name: &str| families[name].samples.iter().find(|(l, _)| l["protocol"] == "tcp").unwrap().1;
+    let tcp = |name: &str| families[name].samples.iter().find(|(l, _)| l["proto"] == "tcp").unwrap().1;
     assert_eq!(tcp("sonde_traffic_packets_total"), 1_000.0);
     assert_eq!(tcp("sonde_flows_opened_total"), 7.0);
 }

@@ -61,14 +61,7 @@ impl Server {
 
     /// GET `path`: status and body.
     fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
-        let mut s = TcpStream::connect(self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-        write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n").unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap();
-        (head[9..12].parse().unwrap(), body.to_string())
+        get(self.addr, path, token)
     }
 
     fn json(&self, path: &str) -> Value {
@@ -97,6 +90,24 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// GET `path` from `addr` (HTTP/1.1, one request, the connection closed): status and body.
+fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    try_get(addr, path, token).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+fn try_get(addr: SocketAddr, path: &str, token: Option<&str>) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let bad = || std::io::Error::other(format!("not an HTTP response: {text:?}"));
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let code = head.get(9..12).and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+    Ok((code, body.to_string()))
 }
 
 /// Sum of a numeric column of a TSV output.
@@ -314,4 +325,75 @@ fn an_idle_crowd_leaves_a_monitor_answering_and_its_outputs_written() {
         assert!(server.out_dir.join(file).is_file(), "{file} not written");
     }
     drop(crowd);
+}
+
+/// Issue 23: `/metrics` as Prometheus's own tools take it. `promtool check metrics` finds no
+/// problem (it found 22: quantiles on gauges), and a real Prometheus server (Debian's, started
+/// here on loopback) scrapes sonde: the target is up with no scrape error, and a query gives back
+/// the run's packets and a summary's count.
+#[test]
+fn prometheus_checks_and_scrapes_the_metrics() {
+    let server = Server::start("127.0.0.1:0", &[], None);
+    let (code, text) = server.get("/metrics", None);
+    assert_eq!(code, 200);
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian's prometheus package: make deps installs it)");
+    promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    let problems = String::from_utf8_lossy(&checked.stdout) + String::from_utf8_lossy(&checked.stderr);
+    assert!(checked.status.success() && problems.trim().is_empty(), "promtool check metrics:\n{problems}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sonde\n    static_configs:\n      - targets: ['{}']\n",
+            server.addr
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus (Debian's prometheus package: make deps installs it)");
+    let prometheus_addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let query = |q: &str| -> Option<Value> {
+        let (code, body) = try_get(prometheus_addr, &format!("/api/v1/query?query={q}"), None).ok()?;
+        let v: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+        v["data"]["result"].as_array().filter(|r| !r.is_empty())?.first().cloned()
+    };
+    let started = Instant::now();
+    let packets = loop {
+        if let Some(found) = query("sonde_packets_total") {
+            break found;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "Prometheus scraped nothing in 60 s");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.out_dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        packets["value"][1].as_str().unwrap().parse::<u64>().unwrap(),
+        summary["packets"]["read"].as_u64().unwrap()
+    );
+    assert_eq!(query("up").expect("the target's up")["value"][1].as_str(), Some("1"));
+    let targets: Value = serde_json::from_str(&get(prometheus_addr, "/api/v1/targets", None).1).unwrap();
+    let target = &targets["data"]["activeTargets"][0];
+    assert_eq!((target["health"].as_str(), target["lastError"].as_str()), (Some("up"), Some("")), "{target}");
+    // A summary as Prometheus stores it: the latest interval's packet lengths, counted.
+    let lengths = query("sonde_ip_len_bytes_count").expect("the packet-length summary's count");
+    assert!(lengths["value"][1].as_str().unwrap().parse::<f64>().unwrap() > 0.0, "{lengths}");
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
 }
