@@ -16,10 +16,11 @@ pub(crate) struct Armed {
     pub(crate) max_armed: usize,
     /// FID → time armed.
     pub(crate) arms: FxHashMap<u128, u64>,
-    /// With `above`: the FID's other parts → (last part, time armed), and how many in all.
+    /// With a bound (`above`, `below`): the FID's other parts → (last part, time armed), and how
+    /// many in all.
     pub(crate) ranged: FxHashMap<u128, Vec<(u128, u64)>>,
     pub(crate) ranged_count: usize,
-    pub(crate) lower_bound_bits: Option<u32>,
+    pub(crate) bound: Option<crate::Bound>,
     pub(crate) samples: Gaps,
     pub(crate) dist: sonde_stats::Dist,
     pub(crate) histogram: [u64; GAP_BINS],
@@ -44,7 +45,7 @@ impl Armed {
             arms: FxHashMap::default(),
             ranged: FxHashMap::default(),
             ranged_count: 0,
-            lower_bound_bits: a.lower_bound_bits,
+            bound: a.bound,
             samples: Gaps::default(),
             dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
             histogram: [0; GAP_BINS],
@@ -96,9 +97,10 @@ fn split(fid: u128, bits: u32) -> (u128, u128) {
     (if bits >= 128 { 0 } else { fid >> bits }, fid & Pattern::full_mask(bits))
 }
 
-/// B's packet with `fid` at `ts_ns`: answers its arm, or with `above` every arm it reaches.
+/// B's packet with `fid` at `ts_ns`: answers its arm, or with a bound every arm it reaches
+/// (`above`: at or behind B; `below`: at or ahead of B).
 pub(crate) fn answer(a: &mut Armed, fid: u128, ts_ns: u64) {
-    let Some(bits) = a.lower_bound_bits else {
+    let Some(crate::Bound { bits, above }) = a.bound else {
         if let Some(armed_ns) = a.arms.remove(&fid) {
             sample(a, armed_ns, ts_ns);
         }
@@ -111,7 +113,8 @@ pub(crate) fn answer(a: &mut Armed, fid: u128, ts_ns: u64) {
     let before = arms.len();
     let mut answered = Vec::new();
     arms.retain(|&(armed_low, armed_ns)| {
-        let reached = (low.wrapping_sub(armed_low) & mask) < half;
+        let ahead = if above { low.wrapping_sub(armed_low) } else { armed_low.wrapping_sub(low) };
+        let reached = (ahead & mask) < half;
         if reached {
             answered.push(armed_ns);
         }
@@ -129,7 +132,7 @@ pub(crate) fn answer(a: &mut Armed, fid: u128, ts_ns: u64) {
 /// Arms `fid` at `ts_ns`: dropped instead if it is armed already (ambiguous); when the table
 /// is full, the arms past their lifetime go first, and if none did, the new one is refused.
 pub(crate) fn arm(a: &mut Armed, fid: u128, ts_ns: u64) {
-    let split_fid = a.lower_bound_bits.map(|bits| split(fid, bits));
+    let split_fid = a.bound.map(|b| split(fid, b.bits));
     let armed_already = match split_fid {
         None => a.arms.remove(&fid).is_some(),
         Some((high, low)) => a.ranged.get_mut(&high).is_some_and(|v| {
@@ -177,7 +180,8 @@ mod tests {
 
     #[test]
     fn above_answers_every_arm_it_reaches_in_sequence_arithmetic() {
-        let assoc = crate::Association { from: 0, to: 1, within_ns: 1_000, max_armed: 10, lower_bound_bits: Some(32) };
+        let bound = Some(crate::Bound { bits: 32, above: true });
+        let assoc = crate::Association { from: 0, to: 1, within_ns: 1_000, max_armed: 10, bound };
         let mut a = Armed::new(2, &assoc);
         let fid = |conn: u128, seq: u32| (conn << 32) | u128::from(seq);
         for (ts, seq) in [(0, 100), (1, 200), (2, 300)] {
@@ -195,5 +199,23 @@ mod tests {
         assert_eq!((a.ambiguous, a.ranged_count), (1, 1));
         answer(&mut a, fid(2, 5000), 2_000); // past the lifetime: expired, not a sample
         assert_eq!((a.samples.n, a.expired, a.ranged_count), (3, 1, 0));
+    }
+
+    #[test]
+    fn below_answers_every_arm_at_or_ahead_of_it_in_sequence_arithmetic() {
+        let bound = Some(crate::Bound { bits: 32, above: false });
+        let assoc = crate::Association { from: 0, to: 1, within_ns: 1_000, max_armed: 10, bound };
+        let mut a = Armed::new(2, &assoc);
+        let fid = |conn: u128, seq: u32| (conn << 32) | u128::from(seq);
+        for (ts, seq) in [(0, 100), (1, 200), (2, 300)] {
+            arm(&mut a, fid(1, seq), ts);
+        }
+        answer(&mut a, fid(1, 250), 10); // 300 is at or ahead of 250; 100 and 200 are behind
+        assert_eq!((a.samples.n, a.samples.min, a.ranged_count), (1, 8, 2));
+        answer(&mut a, fid(1, 200), 11); // 200 itself (an upper bound includes it)
+        assert_eq!((a.samples.n, a.samples.max, a.ranged_count), (2, 10, 1));
+        arm(&mut a, fid(1, 0x10), 12);
+        answer(&mut a, fid(1, 0xffff_fff0), 14); // 0x10 and 100 are ahead of it by wrapping
+        assert_eq!((a.samples.n, a.samples.min, a.ranged_count), (4, 2, 0));
     }
 }

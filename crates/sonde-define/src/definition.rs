@@ -43,10 +43,19 @@ pub struct Association {
     pub within_ns: u64,
     /// Most FIDs armed at once; arms beyond are refused and counted.
     pub max_armed: usize,
-    /// `above`: the last key part (this many bits) of B answers every arm whose last part it
-    /// reaches or passes, in sequence-number arithmetic (B − A mod 2^bits below half the
-    /// range), the other parts equal — as ACK ≥ seq + len answers every segment it covers.
-    pub lower_bound_bits: Option<u32>,
+    /// `above` or `below`: B's last key part (this many bits) is a bound, not an exact value.
+    pub bound: Option<Bound>,
+}
+
+/// B's last key part as a bound on A's (`assoc A -> B above|below`), in sequence-number
+/// arithmetic over `bits` bits (a difference mod 2^bits below half the range is ahead), the
+/// other parts equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    pub bits: u32,
+    /// `above`: B answers every arm it reaches or passes (B ≥ A), as ACK ≥ seq + len answers
+    /// every segment it covers. `below`: every arm at or past it (B ≤ A).
+    pub above: bool,
 }
 
 /// Default lifetime of an arm.

@@ -40,7 +40,8 @@ pub use change::{Change, ChangeError, ChangeOutcome, ScheduledChange};
 pub use change_file::{parse_change_file, ChangeFileError, ChangeFileErrorKind};
 pub use count::{Counter, DefinitionTotal, Traffic};
 pub use definition::{
-    Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS,
+    Association, Bound, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS,
+    MAX_PATTERNS,
 };
 pub use matcher::Matcher;
 pub use parse::{parse_definition, parse_definition_among, parse_definitions};

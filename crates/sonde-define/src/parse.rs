@@ -299,21 +299,19 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
-        let mut assoc = Association {
-            from,
-            to,
-            within_ns: DEFAULT_WITHIN_NS,
-            max_armed: DEFAULT_MAX_ARMED,
-            lower_bound_bits: None,
-        };
+        let mut assoc =
+            Association { from, to, within_ns: DEFAULT_WITHIN_NS, max_armed: DEFAULT_MAX_ARMED, bound: None };
         loop {
-            if self.eat_word("above") {
+            let above = self.eat_word("above");
+            if above || self.eat_word("below") {
+                let word = if above { "above" } else { "below" };
                 let last = |d: &Definition| d.keys.last().map(|&k| d.patterns[k].bits);
-                match (last(a), last(b)) {
-                    (Some(x), Some(y)) if x == y && x >= 2 => assoc.lower_bound_bits = Some(x),
+                match (last(a), last(b), assoc.bound) {
+                    (Some(x), Some(y), None) if x == y && x >= 2 => assoc.bound = Some(crate::Bound { bits: x, above }),
+                    (.., Some(_)) => return Err(self.error("one of `above` and `below`, once")),
                     _ => {
                         return Err(self.error(format!(
-                            "`above` needs the last key fields of `{}` and `{}` of one width (2 bits or more)",
+                            "`{word}` needs the last key fields of `{}` and `{}` of one width (2 bits or more)",
                             a.name, b.name
                         )))
                     }
@@ -327,7 +325,7 @@ impl<'a> Parser<'a> {
             }
         }
         if !self.at_end() {
-            return Err(self.error("expected `above`, `within`, `max` or the end of the line"));
+            return Err(self.error("expected `above`, `below`, `within`, `max` or the end of the line"));
         }
         Ok(Definition {
             name: name.to_string(),

@@ -171,7 +171,7 @@ fn a_refused_definition_says_where_it_is_wrong() {
         ("a = tcp.dport == abc", 1, 18, "`abc` is not a number"),
         ("a = ip4.src in 10.0.0.0/x", 1, 16, "`x` is not a prefix length"),
         ("a = tcp.dport == 80\na = udp.dport == 53", 2, 1, "defined twice"),
-        ("a = tcp.dport == 80\nr = assoc a -> a soon", 2, 18, "expected `above`, `within`, `max`"),
+        ("a = tcp.dport == 80\nr = assoc a -> a soon", 2, 18, "expected `above`, `below`, `within`, `max`"),
         ("a = tcp.dport == 80\nr = assoc a -> a max lots", 2, 22, "expected a number of arms"),
         ("a = tcp.dport == 80\nr = assoc a -> b", 2, 16, "no definition `b` above"),
         ("a = tcp.dport == 80\nr = assoc a b", 2, 13, "expected `->`"),
@@ -183,6 +183,18 @@ fn a_refused_definition_says_where_it_is_wrong() {
             3,
             23,
             "`above` needs the last key fields",
+        ),
+        (
+            "a = tcp.dport == 80 key tcp.sport, tcp.dport\nb = ip.version == 4 key ip4.src\nr = assoc a -> b below",
+            3,
+            23,
+            "`below` needs the last key fields",
+        ),
+        (
+            "a = tcp.dport == 80 key tcp.seq\nr = assoc a -> a above below",
+            2,
+            29,
+            "one of `above` and `below`, once",
         ),
     ];
     for (text, line, column, message) in cases {
