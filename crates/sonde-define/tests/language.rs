@@ -190,12 +190,7 @@ fn a_refused_definition_says_where_it_is_wrong() {
             23,
             "`below` needs the last key fields",
         ),
-        (
-            "a = tcp.dport == 80 key tcp.seq\nr = assoc a -> a above below",
-            2,
-            29,
-            "one of `above` and `below`, once",
-        ),
+        ("a = tcp.dport == 80 key tcp.seq\nr = assoc a -> a above below", 2, 29, "one of `above` and `below`, once"),
     ];
     for (text, line, column, message) in cases {
         let (l, c, m) = refused(text);
