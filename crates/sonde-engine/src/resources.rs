@@ -63,7 +63,16 @@ const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 /// missed), and once more at the end.
 pub struct PeakSampler {
     stop: std::sync::mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<Resident>,
+    thread: std::thread::JoinHandle<Sampled>,
+}
+
+/// What [`PeakSampler`] saw over a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sampled {
+    /// The peak of each kind.
+    pub peak: Resident,
+    /// The mean of the anonymous memory over the samples (NetSniff's mean process size).
+    pub mean_anon_bytes: u64,
 }
 
 impl PeakSampler {
@@ -72,21 +81,24 @@ impl PeakSampler {
         let thread = std::thread::Builder::new()
             .name("sonde-memory".into())
             .spawn(move || {
-                let mut peak = resident().unwrap_or_default();
+                let first = resident().unwrap_or_default();
+                let (mut peak, mut sum, mut samples) = (first, u128::from(first.anon_bytes), 1u128);
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(SAMPLE_EVERY) {
-                    peak = peak.max(resident().unwrap_or_default());
+                    let now = resident().unwrap_or_default();
+                    peak = peak.max(now);
+                    (sum, samples) = (sum + u128::from(now.anon_bytes), samples + 1);
                 }
-                peak
+                Sampled { peak, mean_anon_bytes: u64::try_from(sum / samples).unwrap_or(u64::MAX) }
             })
             .expect("spawn the memory sampler");
         PeakSampler { stop, thread }
     }
 
-    /// The peaks seen, the present included.
-    pub fn finish(self) -> Resident {
+    /// The peaks seen, the present included, and the mean.
+    pub fn finish(self) -> Sampled {
         let _ = self.stop.send(());
-        let peak = self.thread.join().unwrap_or_default();
-        peak.max(resident().unwrap_or_default())
+        let sampled = self.thread.join().unwrap_or_default();
+        Sampled { peak: sampled.peak.max(resident().unwrap_or_default()), ..sampled }
     }
 }
 

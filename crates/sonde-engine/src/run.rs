@@ -133,6 +133,8 @@ pub struct Timing {
     pub peak_anon_bytes: u64,
     /// The peak of mapped file and shared pages: a memory-mapped trace, a capture's ring.
     pub peak_file_bytes: u64,
+    /// The mean of anonymous memory over the run's samples.
+    pub mean_anon_bytes: u64,
     /// Threads that read the input (each with its workers), and flow workers in all.
     pub readers: usize,
     pub workers: usize,
@@ -403,8 +405,13 @@ impl Run {
             workers: readers * workers,
             ..Timing::default()
         };
-        let peak = memory.finish();
-        let timing = Timing { peak_anon_bytes: peak.anon_bytes, peak_file_bytes: peak.file_bytes, ..timing };
+        let memory = memory.finish();
+        let timing = Timing {
+            peak_anon_bytes: memory.peak.anon_bytes,
+            peak_file_bytes: memory.peak.file_bytes,
+            mean_anon_bytes: memory.mean_anon_bytes,
+            ..timing
+        };
         Ok(self.merge(readings, held, definitions, filters, timing))
     }
 

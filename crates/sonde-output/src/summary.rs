@@ -33,6 +33,8 @@ pub struct Timing {
     /// Peak of the mapped file and shared pages (a memory-mapped trace, the AF_PACKET ring,
     /// the program's code), in bytes; sampled with `peak_anon_bytes`.
     pub peak_file_bytes: u64,
+    /// Mean anonymous memory over the same samples, in bytes (NetSniff's mean process size).
+    pub mean_anon_bytes: u64,
     /// Threads that read the input: one, or with `--threads N` on a trace file N, each reading
     /// it whole and analysing its share of the flows (`monitor --readers`: the sockets' readers).
     pub readers: u64,
@@ -48,11 +50,12 @@ impl From<sonde_engine::Timing> for Timing {
             peak_rss_bytes,
             peak_anon_bytes,
             peak_file_bytes,
+            mean_anon_bytes,
             readers,
             workers,
         } = t;
         let (readers, workers) = (readers as u64, workers as u64);
-        Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes, readers, workers }
+        Timing { elapsed_s, cpu_s, peak_rss_bytes, peak_anon_bytes, peak_file_bytes, mean_anon_bytes, readers, workers }
     }
 }
 
@@ -76,6 +79,10 @@ pub struct Rates {
     pub flows_per_s: f64,
     /// Trace duration ÷ CPU time: how many times faster than real time the trace was analysed.
     pub speedup: f64,
+    /// Bits on the wire read per second of elapsed time, in Mb/s (NetSniff's processing rate).
+    pub megabits_per_s: f64,
+    /// CPU time ÷ elapsed time, in % (100: one core busy the whole run).
+    pub cpu_percent: f64,
 }
 
 /// The interval outputs' settings and totals.
@@ -397,6 +404,8 @@ pub struct Summary {
     pub rates: Rates,
     /// The files written into the output directory, by name.
     pub outputs: Vec<String>,
+    /// Their bytes on disk, summary.json aside (NetSniff's output size).
+    pub output_bytes: u64,
     /// The interval outputs (`--interval`); null without.
     pub monitoring: Option<Monitoring>,
     /// What each flow definition (`--definitions`) counted.
@@ -454,6 +463,8 @@ impl Summary {
             packets_per_s: per_s(stats.packets.read),
             flows_per_s: per_s(stats.flows.tcp + stats.flows.udp),
             speedup: if timing.cpu_s > 0.0 { trace_duration_s / timing.cpu_s } else { 0.0 },
+            megabits_per_s: per_s(stats.packets.wire_bytes) * 8.0 / 1e6,
+            cpu_percent: if timing.elapsed_s > 0.0 { 100.0 * timing.cpu_s / timing.elapsed_s } else { 0.0 },
         };
         Summary {
             sonde_version: env!("CARGO_PKG_VERSION"),
@@ -468,6 +479,7 @@ impl Summary {
             timing,
             rates,
             outputs: Vec::new(),
+            output_bytes: 0,
             monitoring: None,
             definitions: None,
             definition_changes: None,
@@ -564,20 +576,23 @@ impl Summary {
         line(match self.capture {
             Some(_) => format!(
                 "  time      packets over {:.3} s, elapsed {:.3} s, CPU {:.3} s ({:.0} % of one core)",
+                self.trace_duration_s, self.timing.elapsed_s, self.timing.cpu_s, self.rates.cpu_percent
+            ),
+            None => format!(
+                "  time      trace {:.3} s, elapsed {:.3} s, CPU {:.3} s ({:.0} %), speed-up ×{:.1}",
                 self.trace_duration_s,
                 self.timing.elapsed_s,
                 self.timing.cpu_s,
-                if self.timing.elapsed_s > 0.0 { 100.0 * self.timing.cpu_s / self.timing.elapsed_s } else { 0.0 }
-            ),
-            None => format!(
-                "  time      trace {:.3} s, elapsed {:.3} s, CPU {:.3} s, speed-up ×{:.1}",
-                self.trace_duration_s, self.timing.elapsed_s, self.timing.cpu_s, self.rates.speedup
+                self.rates.cpu_percent,
+                self.rates.speedup
             ),
         });
         line(format!(
-            "  rate      {}packets/s, {}flows/s; peak memory {}B (+{}B mapped); table peak {} flows, mean probe {:.2}",
+            "  rate      {}packets/s, {}b/s, {}flows/s; memory mean {}B, peak {}B (+{}B mapped); table peak {} flows, mean probe {:.2}",
             si(self.rates.packets_per_s),
+            si(self.rates.megabits_per_s * 1e6),
             si(self.rates.flows_per_s),
+            si(self.timing.mean_anon_bytes as f64),
             si(self.timing.peak_anon_bytes as f64),
             si(self.timing.peak_file_bytes as f64),
             s.table.peak_live_flows,

@@ -81,6 +81,7 @@ fn summary() -> Summary {
         peak_rss_bytes: 1 << 20,
         peak_anon_bytes: 1 << 19,
         peak_file_bytes: 1 << 19,
+        mean_anon_bytes: 1 << 18,
         readers: 2,
         workers: 2,
     };

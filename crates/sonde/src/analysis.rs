@@ -467,6 +467,9 @@ pub fn run(
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
     let mut summary = Summary::new(input, outcome, result.timing.into());
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
+    // Bytes of the files written (summary.json, written last, aside).
+    summary.output_bytes =
+        outputs.iter().filter_map(|name| std::fs::metadata(out.path(name)).ok()).map(|m| m.len()).sum();
     summary.outputs = outputs;
     summary.monitoring = monitoring;
     summary.definitions = defined;

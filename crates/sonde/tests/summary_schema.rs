@@ -138,3 +138,36 @@ fn shared_trace_summaries_match_the_schema() {
         }
     }
 }
+
+/// Issue 23: NetSniff's run figures in the summary — Mb/s, CPU %, mean and peak memory, the
+/// outputs' bytes, readers and workers — each as its definition computes it from the others.
+#[test]
+fn the_summary_gives_netsniffs_run_figures() {
+    let demo = repo("testdata/demo.pcap");
+    let (out, o) = analyze(&demo, &["--threads", "2"]);
+    assert!(o.status.success(), "{o:?}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    let (t, r) = (&s["timing"], &s["rates"]);
+    let f = |v: &Value| v.as_f64().unwrap();
+    let elapsed = f(&t["elapsed_s"]);
+    let wire_bits = f(&s["packets"]["wire_bytes"]) * 8.0;
+    assert!((f(&r["megabits_per_s"]) - wire_bits / elapsed / 1e6).abs() < 1e-6 * f(&r["megabits_per_s"]).max(1.0));
+    assert!((f(&r["cpu_percent"]) - 100.0 * f(&t["cpu_s"]) / elapsed).abs() < 1e-6 * f(&r["cpu_percent"]).max(1.0));
+    let (mean, peak) = (t["mean_anon_bytes"].as_u64().unwrap(), t["peak_anon_bytes"].as_u64().unwrap());
+    assert!(mean > 0 && mean <= peak, "mean {mean}, peak {peak}");
+    assert_eq!((t["readers"].as_u64(), t["workers"].as_u64()), (Some(2), Some(2)));
+    let written: u64 = s["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .filter(|n| *n != "summary.json")
+        .map(|n| std::fs::metadata(out.path().join(n)).unwrap().len())
+        .sum();
+    assert_eq!(s["output_bytes"].as_u64(), Some(written));
+    assert!(written > 0);
+    let dir = tempfile::tempdir().unwrap();
+    let run = sonde().arg("analyze").arg("-r").arg(&demo).arg("-o").arg(dir.path().join("o")).output().unwrap();
+    let human = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(human.contains("b/s, ") && human.contains("memory mean ") && human.contains(" %), speed-up"), "{human}");
+}
