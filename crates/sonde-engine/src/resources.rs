@@ -129,8 +129,11 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(60));
         assert_eq!(heap.iter().step_by(4096).map(|&b| usize::from(b)).sum::<usize>(), 48 << 8);
         drop(heap);
-        let peak = sampler.finish();
+        let sampled = sampler.finish();
+        let peak = sampled.peak;
         assert!(peak.anon_bytes >= before.anon_bytes + (40 << 20), "{before:?} {peak:?}");
         assert!(peak.file_bytes > 0, "the program's own code is mapped: {peak:?}");
+        // The mean is of the samples: at most the peak, and more than nothing.
+        assert!(sampled.mean_anon_bytes > 0 && sampled.mean_anon_bytes <= peak.anon_bytes, "{sampled:?}");
     }
 }
