@@ -8,8 +8,10 @@
 //!   same endpoints by equal `first`, then in time order ([`pair`]);
 //! - per field, the share of paired flows whose value changed, how many went up and down, and
 //!   the mean relative change ([`FieldChange`]);
-//! - the RTT columns' distributions over each log's flows (quantiles, and the two-sample
-//!   Kolmogorov–Smirnov distance) ([`Distribution`]).
+//! - the distributions over each log's flows of the RTT columns and of the flow duration
+//!   (quantiles, and the two-sample Kolmogorov–Smirnov distance: the largest gap between the two
+//!   CDFs) ([`Distribution`]), and of the RTTs again per direction — outbound (an internal client,
+//!   `c_isint`) and inbound (an internal server) — as NATRA's Figs. 13–14 ([`DirectionDistributions`]).
 //!
 //! Numbers compare as numbers (a TSV log and a JSONL log of the same run compare equal); the
 //! comparison does no I/O beyond reading the two logs, and its result is deterministic.
@@ -41,18 +43,32 @@ pub use report::render_text;
 /// The columns that name a flow's endpoints; flows are paired on them.
 pub const KEY_COLUMNS: [&str; 4] = ["c_ip", "c_port", "s_ip", "s_port"];
 
-/// The RTT columns whose distributions are compared, when a log has them, with the sample
-/// count that says whether the direction has a value (`None`: a value above 0 is one).
-const RTT_COLUMNS: [(&str, Option<&str>); 8] = [
-    ("c_rtt_avg", Some("c_rtt_cnt")),
-    ("s_rtt_avg", Some("s_rtt_cnt")),
-    ("c_rtt_min", Some("c_rtt_cnt")),
-    ("s_rtt_min", Some("s_rtt_cnt")),
-    ("c_rtt_max", Some("c_rtt_cnt")),
-    ("s_rtt_max", Some("s_rtt_cnt")),
-    ("c_hs_rtt", None),
-    ("s_hs_rtt", None),
+/// Which flows have a value of a column whose distribution is compared.
+#[derive(Debug, Clone, Copy)]
+enum Sampled {
+    /// Those whose sample count (this column) is above 0.
+    Counted(&'static str),
+    /// Those whose value is above 0 (0 means none).
+    Positive,
+    /// Every flow.
+    All,
+}
+
+/// The RTT columns whose distributions are compared, when a log has them.
+const RTT_COLUMNS: [(&str, Sampled); 8] = [
+    ("c_rtt_avg", Sampled::Counted("c_rtt_cnt")),
+    ("s_rtt_avg", Sampled::Counted("s_rtt_cnt")),
+    ("c_rtt_min", Sampled::Counted("c_rtt_cnt")),
+    ("s_rtt_min", Sampled::Counted("s_rtt_cnt")),
+    ("c_rtt_max", Sampled::Counted("c_rtt_cnt")),
+    ("s_rtt_max", Sampled::Counted("s_rtt_cnt")),
+    ("c_hs_rtt", Sampled::Positive),
+    ("s_hs_rtt", Sampled::Positive),
 ];
+
+/// The flow duration, compared over every flow (TCP logs' `durat`, UDP's per direction).
+const DURATION_COLUMNS: [(&str, Sampled); 3] =
+    [("durat", Sampled::All), ("c_durat", Sampled::All), ("s_durat", Sampled::All)];
 
 #[derive(Debug)]
 pub enum CompareError {
@@ -102,6 +118,21 @@ pub struct Comparison {
     pub fields: Vec<FieldChange>,
     pub columns_only_a: Vec<String>,
     pub columns_only_b: Vec<String>,
+    /// The RTT columns and the flow duration, over all flows.
+    pub distributions: Vec<Distribution>,
+    /// The RTT columns over the outbound and the inbound flows (none when no flow of either
+    /// log has an internal endpoint, e.g. a run without `--net`).
+    pub by_direction: Vec<DirectionDistributions>,
+}
+
+/// The RTT distributions of one direction of connections.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DirectionDistributions {
+    /// `outbound` (internal client, external server) or `inbound` (the other way round).
+    pub direction: &'static str,
+    /// Flows of that direction in A and in B.
+    pub flows_a: u64,
+    pub flows_b: u64,
     pub distributions: Vec<Distribution>,
 }
 
@@ -195,15 +226,31 @@ pub fn compare(a: &FlowLog, b: &FlowLog) -> Result<Comparison, CompareError> {
         fields.push(change);
     }
     let columns_only_b = b.columns.iter().filter(|c| a.column(c).is_none()).cloned().collect();
-    let distributions = RTT_COLUMNS
-        .iter()
-        .filter_map(|&(name, count)| {
-            let (va, vb) = (rtt_values(a, name, count)?, rtt_values(b, name, count)?);
-            Some(Distribution {
-                name: name.to_string(),
-                ks_distance: ks_distance(&va, &vb),
-                a: quantiles(&va),
-                b: quantiles(&vb),
+    let every = |_: &[Value]| true;
+    let columns = RTT_COLUMNS.iter().chain(&DURATION_COLUMNS);
+    let distributions = columns.filter_map(|&(name, sampled)| distribution(a, b, name, sampled, &every)).collect();
+    let by_direction = [("outbound", true), ("inbound", false)]
+        .into_iter()
+        .filter_map(|(direction, client_internal)| {
+            // A flow of the direction: exactly one endpoint internal, the client if outbound.
+            let of = |log: &FlowLog| {
+                let (c, s) = (log.column("c_isint")?, log.column("s_isint")?);
+                Some(move |row: &[Value]| {
+                    let flag = |v: &Value| v.number().is_some_and(|n| n != 0.0);
+                    flag(&row[c]) == client_internal && flag(&row[s]) != client_internal
+                })
+            };
+            let (in_a, in_b) = (of(a)?, of(b)?);
+            let count = |log: &FlowLog, f: &dyn Fn(&[Value]) -> bool| log.rows.iter().filter(|r| f(r)).count() as u64;
+            let (flows_a, flows_b) = (count(a, &in_a), count(b, &in_b));
+            (flows_a + flows_b > 0).then(|| DirectionDistributions {
+                direction,
+                flows_a,
+                flows_b,
+                distributions: RTT_COLUMNS
+                    .iter()
+                    .filter_map(|&(name, sampled)| distribution2(a, b, name, sampled, &in_a, &in_b))
+                    .collect(),
             })
         })
         .collect();
@@ -218,6 +265,35 @@ pub fn compare(a: &FlowLog, b: &FlowLog) -> Result<Comparison, CompareError> {
         columns_only_a,
         columns_only_b,
         distributions,
+        by_direction,
+    })
+}
+
+/// Column `name`'s distribution over the flows of A and of B that `keep` selects.
+fn distribution(
+    a: &FlowLog,
+    b: &FlowLog,
+    name: &str,
+    sampled: Sampled,
+    keep: &dyn Fn(&[Value]) -> bool,
+) -> Option<Distribution> {
+    distribution2(a, b, name, sampled, keep, keep)
+}
+
+fn distribution2(
+    a: &FlowLog,
+    b: &FlowLog,
+    name: &str,
+    sampled: Sampled,
+    keep_a: &dyn Fn(&[Value]) -> bool,
+    keep_b: &dyn Fn(&[Value]) -> bool,
+) -> Option<Distribution> {
+    let (va, vb) = (values(a, name, sampled, keep_a)?, values(b, name, sampled, keep_b)?);
+    Some(Distribution {
+        name: name.to_string(),
+        ks_distance: ks_distance(&va, &vb),
+        a: quantiles(&va),
+        b: quantiles(&vb),
     })
 }
 
@@ -315,16 +391,23 @@ fn cell_text(v: &Value) -> String {
     }
 }
 
-/// The column's values, sorted, over the flows that have one; `None` if the log lacks it.
-fn rtt_values(log: &FlowLog, name: &str, count: Option<&str>) -> Option<Vec<f64>> {
+/// The column's values, sorted, over the flows `keep` selects that have one; `None` if the
+/// log lacks the column.
+fn values(log: &FlowLog, name: &str, sampled: Sampled, keep: &dyn Fn(&[Value]) -> bool) -> Option<Vec<f64>> {
     let column = log.column(name)?;
-    let count = count.and_then(|c| log.column(c));
+    let count = match sampled {
+        Sampled::Counted(c) => log.column(c),
+        _ => None,
+    };
+    // Without its count column, a counted metric's 0 means no sample, as a positive one's.
+    let positive = matches!(sampled, Sampled::Positive) || matches!(sampled, Sampled::Counted(_)) && count.is_none();
     let mut values: Vec<f64> = log
         .rows
         .iter()
+        .filter(|r| keep(r))
         .filter(|r| count.is_none_or(|c| r[c].number().is_some_and(|n| n > 0.0)))
         .filter_map(|r| r[column].number())
-        .filter(|&v| v > 0.0 || count.is_some())
+        .filter(|&v| v > 0.0 || !positive)
         .collect();
     values.sort_by(f64::total_cmp);
     Some(values)

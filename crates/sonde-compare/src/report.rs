@@ -1,9 +1,9 @@
 //! The comparison as text for a terminal: the flows, the fields that changed (most changed
-//! first), the RTT distributions side by side.
+//! first), the RTT and duration distributions side by side, and the RTTs per direction.
 
 use std::fmt::Write;
 
-use crate::{Comparison, Quantiles};
+use crate::{Comparison, Distribution, Quantiles};
 
 /// Renders `c` under the heading `title` (e.g. "TCP flows"); with `all_fields`, unchanged
 /// fields are listed too.
@@ -50,30 +50,40 @@ pub fn render_text(title: &str, c: &Comparison, all_fields: bool) -> String {
             let _ = writeln!(out, "  columns only in {side}: {}", columns.join(" "));
         }
     }
-    if !c.distributions.is_empty() {
-        let _ = writeln!(
-            out,
-            "  {:<12} {:>2} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
-            "RTT (ms)", "", "flows", "mean", "p5", "p25", "p50", "p75", "p95", "p99", "KS D"
-        );
-        for d in &c.distributions {
-            let row = |side: &str, q: &Quantiles, ks: String| {
-                format!(
-                    "  {:<12} {side:>2} {:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {ks:>6}\n",
-                    if side == "A" { d.name.as_str() } else { "" },
-                    q.flows,
-                    q.mean,
-                    q.p5,
-                    q.p25,
-                    q.p50,
-                    q.p75,
-                    q.p95,
-                    q.p99
-                )
-            };
-            out.push_str(&row("A", &d.a, String::new()));
-            out.push_str(&row("B", &d.b, format!("{:.4}", d.ks_distance)));
-        }
+    distribution_rows(&mut out, "value (ms)", &c.distributions);
+    for d in &c.by_direction {
+        let _ = writeln!(out, "  {} flows (A {}, B {}):", d.direction, d.flows_a, d.flows_b);
+        distribution_rows(&mut out, "RTT (ms)", &d.distributions);
     }
     out
+}
+
+/// The distributions side by side, A above B, with their KS distance.
+fn distribution_rows(out: &mut String, heading: &str, distributions: &[Distribution]) {
+    if distributions.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<12} {:>2} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6}",
+        heading, "", "flows", "mean", "p5", "p25", "p50", "p75", "p95", "p99", "KS D"
+    );
+    for d in distributions {
+        let row = |side: &str, q: &Quantiles, ks: String| {
+            format!(
+                "  {:<12} {side:>2} {:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {ks:>6}\n",
+                if side == "A" { d.name.as_str() } else { "" },
+                q.flows,
+                q.mean,
+                q.p5,
+                q.p25,
+                q.p50,
+                q.p75,
+                q.p95,
+                q.p99
+            )
+        };
+        out.push_str(&row("A", &d.a, String::new()));
+        out.push_str(&row("B", &d.b, format!("{:.4}", d.ks_distance)));
+    }
 }

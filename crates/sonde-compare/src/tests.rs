@@ -129,3 +129,44 @@ fn the_text_lists_changed_fields_most_changed_first() {
     assert!(!text.contains("tunnel"), "unchanged fields are left out: {text}");
     assert!(text.contains("100.00%"), "{text}");
 }
+
+#[test]
+fn durations_and_rtts_per_direction_are_compared() {
+    let header = "c_ip\tc_port\ts_ip\ts_port\tfirst\tdurat\tc_rtt_avg\tc_rtt_cnt\tc_isint\ts_isint\n";
+    let parse = |rows: &[&str]| {
+        let text = format!("{header}{}", rows.iter().map(|r| format!("{r}\n")).collect::<String>());
+        FlowLog::parse_tsv(Path::new("t.tsv"), text.as_bytes()).unwrap()
+    };
+    // Two outbound flows (internal client), one inbound, one between two external hosts.
+    let a = parse(&[
+        "10.0.0.1\t1\t8.8.8.8\t80\t1.0\t100.0\t5.0\t2\t1\t0",
+        "10.0.0.2\t2\t8.8.8.8\t80\t2.0\t0.0\t7.0\t1\t1\t0",
+        "8.8.4.4\t3\t10.0.0.9\t22\t3.0\t50.0\t40.0\t3\t0\t1",
+        "8.8.4.4\t4\t1.1.1.1\t53\t4.0\t10.0\t9.0\t1\t0\t0",
+    ]);
+    let b = parse(&[
+        "10.0.0.1\t1\t8.8.8.8\t80\t1.0\t90.0\t6.0\t1\t1\t0",
+        "10.0.0.2\t2\t8.8.8.8\t80\t2.0\t0.0\t0.0\t0\t1\t0",
+        "8.8.4.4\t3\t10.0.0.9\t22\t3.0\t50.0\t40.0\t3\t0\t1",
+        "8.8.4.4\t4\t1.1.1.1\t53\t4.0\t10.0\t9.0\t1\t0\t0",
+    ]);
+    let c = compare(&a, &b).unwrap();
+    // Every flow has a duration, a zero one included.
+    let durat = c.distributions.iter().find(|d| d.name == "durat").unwrap();
+    assert_eq!((durat.a.flows, durat.a.p5, durat.a.p99, durat.b.p99), (4, 0.0, 100.0, 90.0));
+    assert_eq!(durat.ks_distance, 0.25);
+    let dirs: Vec<_> = c.by_direction.iter().map(|d| (d.direction, d.flows_a, d.flows_b)).collect();
+    assert_eq!(dirs, [("outbound", 2, 2), ("inbound", 1, 1)]);
+    let out = &c.by_direction[0].distributions[0];
+    // Outbound: A's samples 5 and 7, B's only 6 (the second flow lost its sample).
+    assert_eq!((out.name.as_str(), out.a.flows, out.b.flows, out.a.mean, out.b.mean), ("c_rtt_avg", 2, 1, 6.0, 6.0));
+    let inbound = &c.by_direction[1].distributions[0];
+    assert_eq!((inbound.a.mean, inbound.ks_distance), (40.0, 0.0));
+    let text = render_text("TCP flows", &c, false);
+    assert!(text.contains("outbound flows (A 2, B 2):") && text.contains("inbound flows (A 1, B 1):"), "{text}");
+    // Without the direction columns (or internal hosts), no direction is reported.
+    assert!(compare(&log(&["10.0.0.1\t1\t10.0.0.2\t80\t1.0\t10\t5.0\t2\t-"]), &log(&[]))
+        .unwrap()
+        .by_direction
+        .is_empty());
+}

@@ -1,6 +1,6 @@
-//! The table of open handshakes: a fixed array of slots, direct-mapped by a hash of the ACK the
-//! handshake waits for (client → server addresses and ports, the expected acknowledgement
-//! number). Nothing is allocated after [`HandshakeTable::new`].
+//! The table of open handshakes: an array of slots, direct-mapped by a hash of the ACK the
+//! handshake waits for (client → server addresses and ports, the client's ISN + 1). Nothing is
+//! allocated per packet: only a re-size ([`HandshakeTable::resized`]) makes a new array.
 //!
 //! A slot holds the 64-bit hash itself as its tag, so a lookup reads one 16-byte slot. Two live
 //! handshakes that map to one slot cannot both be kept: the slot is then marked collided, and
@@ -39,8 +39,8 @@ pub enum Insert {
     New { expired: bool },
     /// The same handshake again (a retransmitted SYN/ACK): its expiry moves on.
     Repeat,
-    /// The slot held another live handshake (or was already collided): now collided.
-    Collision,
+    /// The slot held another live handshake, or (`already`) was collided: now collided.
+    Collision { already: bool },
 }
 
 /// Fixed-size, direct-mapped table of open handshakes.
@@ -102,9 +102,10 @@ impl HandshakeTable {
             slot.expires_ns = slot.expires_ns.max(expires_ns);
             return Insert::Repeat;
         }
+        let already = slot.tag == COLLIDED;
         slot.tag = COLLIDED;
         slot.expires_ns = slot.expires_ns.max(expires_ns);
-        Insert::Collision
+        Insert::Collision { already }
     }
 
     /// Looks up a pure ACK of hash `hash`, removing the handshake it completes.
@@ -123,6 +124,42 @@ impl HandshakeTable {
             return Lookup::Collided;
         }
         Lookup::Miss
+    }
+
+    /// The same entries in a table of `slots` slots: each tagged entry moves to its slot there
+    /// (the slot comes from the tag's high bits, which are the hash's), and a collided slot
+    /// marks collided every new slot its hashes map to, so no handshake a collided slot covered
+    /// is lost; entries that meet in one new slot collide.
+    pub fn resized(&self, slots: usize) -> HandshakeTable {
+        let mut table = HandshakeTable::new(slots);
+        let old = self.slots.len() as u128;
+        for (i, slot) in self.slots.iter().enumerate().filter(|(_, s)| s.tag != EMPTY) {
+            if slot.tag != COLLIDED {
+                table.put(table.index(slot.tag), slot.tag, slot.expires_ns);
+                continue;
+            }
+            // The high 32 bits that map to old slot i: from ⌈i·2³²/old⌉ to ⌈(i+1)·2³²/old⌉ − 1.
+            let first = ((i as u128) << 32).div_ceil(old) as u64;
+            let last = (((i as u128 + 1) << 32).div_ceil(old) - 1) as u64;
+            for j in table.index(first << 32)..=table.index(last << 32) {
+                table.put(j, COLLIDED, slot.expires_ns);
+            }
+        }
+        table
+    }
+
+    /// Puts an entry in slot `j`: it collides with another already there.
+    fn put(&mut self, j: usize, tag: u64, expires_ns: u64) {
+        let slot = &mut self.slots[j];
+        if slot.tag == EMPTY {
+            self.occupied += 1;
+            *slot = Slot { tag, expires_ns };
+            return;
+        }
+        if slot.tag != tag {
+            slot.tag = COLLIDED;
+        }
+        slot.expires_ns = slot.expires_ns.max(expires_ns);
     }
 
     /// Frees every slot whose entry expired before `now_ns`; returns how many held one
@@ -187,7 +224,7 @@ mod tests {
         let (a, b) = same_slot(16);
         let mut t = HandshakeTable::new(16);
         t.insert(a, 0, 100);
-        assert_eq!(t.insert(b, 10, 110), Insert::Collision);
+        assert_eq!(t.insert(b, 10, 110), Insert::Collision { already: false });
         assert_eq!(t.lookup(a, 20), Lookup::Collided);
         assert_eq!(t.lookup(b, 105), Lookup::Collided);
         // Any ACK that maps there passes too: it might be either handshake's.
@@ -230,6 +267,40 @@ mod tests {
         assert_eq!(t.lookup(0, 1), Lookup::Handshake { late: false });
         assert_eq!(t.insert(u64::MAX, 0, 10), Insert::New { expired: false });
         assert_eq!(t.lookup(u64::MAX, 1), Lookup::Handshake { late: false });
+    }
+
+    #[test]
+    fn a_resized_table_finds_every_entry_and_keeps_collided_ranges() {
+        let (a, b) = same_slot(16);
+        let mut t = HandshakeTable::new(16);
+        let hashes: Vec<u64> = (1..200u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+        let mut big = HandshakeTable::new(1000);
+        for &h in &hashes {
+            big.insert(h, 0, 100);
+        }
+        t.insert(a, 0, 100);
+        t.insert(b, 0, 100);
+        // Grown: a and b now have slots of their own, yet their old slot was collided, so
+        // every slot of its range stays collided (either ACK passes, as before).
+        let grown = t.resized(4096);
+        assert_eq!(grown.slots(), 4096);
+        let mut g = grown.clone();
+        assert_eq!(g.lookup(a, 50), Lookup::Collided);
+        assert_eq!(g.lookup(b ^ (1 << 20), 50), Lookup::Collided);
+        assert_eq!(g.lookup(a ^ (1 << 63), 50), Lookup::Miss);
+        // Shrunk to 7 slots: some of the 199 entries collide, none is lost (found or collided).
+        let mut small = big.resized(7);
+        for &h in &hashes {
+            assert_ne!(small.lookup(h, 50), Lookup::Miss, "{h:x}");
+        }
+        // Grown again from 1000: every entry found, as itself unless its slot was collided.
+        let mut grown = big.resized(100_000);
+        for &h in &hashes {
+            let before = big.clone().lookup(h, 50);
+            let after = grown.lookup(h, 50);
+            assert_ne!(after, Lookup::Miss, "{h:x}");
+            assert!(before != Lookup::Collided || after == Lookup::Collided, "{h:x}");
+        }
     }
 
     #[test]

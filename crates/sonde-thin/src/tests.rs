@@ -72,31 +72,39 @@ fn decide(thinner: &mut Thinner, packets: &[PacketSummary]) -> Vec<bool> {
 
 #[test]
 fn sizing_follows_the_formula() {
-    // (200 + 2.326·√200)·99 = 23,056.57
+    // Eq. 1–2 by hand with the paper's P = 0.05 and 1/μ = 0.2 s, for three rates:
+    // λ = 100: (20 + 2.326·√20)·19 = 30.402·19 = 577.64
+    assert_eq!(table_slots(100.0, 0.2, 0.05), 578.0);
+    // λ = 1,000: (200 + 2.326·√200)·19 = 232.895·19 = 4,424.998
+    assert_eq!(table_slots(1_000.0, 0.2, 0.05), 4_425.0);
+    // λ = 10,000: (2,000 + 2.326·√2,000)·19 = 2,104.022·19 = 39,976.42
+    assert_eq!(table_slots(10_000.0, 0.2, 0.05), 39_977.0);
+    // Other settings: (200 + 2.326·√200)·99 = 23,056.57; (1 + 2.326)·1 = 3.326.
     assert_eq!(table_slots(1_000.0, 0.2, 0.01), 23_057.0);
-    // (10 + 2.326·√10)·99 = 1,718.19
-    assert_eq!(table_slots(100.0, 0.1, 0.01), 1_719.0);
-    // (10,000 + 232.6)·999 = 10,222,367.4
-    assert_eq!(table_slots(10_000.0, 1.0, 0.001), 10_222_368.0);
-    // (1 + 2.326)·1 = 3.326
     assert_eq!(table_slots(1.0, 1.0, 0.5), 4.0);
-    assert_eq!(Config::default().slots(), Ok(23_057));
+    assert_eq!(load::open_handshakes_model(1_000.0, 0.2), 200.0 + 2.326 * 200f64.sqrt());
+    // A measured table starts at λ = 100; a given rate sizes it once.
+    assert_eq!(Config::default().slots(), Ok(578));
+    assert_eq!(Config { rate_per_s: Some(10_000.0), ..Config::default() }.slots(), Ok(39_977));
 }
 
 #[test]
 fn settings_out_of_range_are_refused() {
     let bad = [
-        Config { rate_per_s: 0.0, ..Config::default() },
+        Config { rate_per_s: Some(0.0), ..Config::default() },
         Config { hold_s: f64::NAN, ..Config::default() },
         Config { collision_p: 1.0, ..Config::default() },
         Config { collision_p: 0.0, ..Config::default() },
-        Config { max_rtt_s: -1.0, ..Config::default() },
+        Config { max_slots: 0, ..Config::default() },
+        Config { max_slots: MAX_SLOTS + 1, ..Config::default() },
     ];
     for config in bad {
         assert!(matches!(config.slots(), Err(ConfigError::OutOfRange { .. })), "{config:?}");
     }
-    let huge = Config { rate_per_s: 1e9, hold_s: 1.0, collision_p: 1e-6, ..Config::default() };
+    let huge = Config { rate_per_s: Some(1e9), hold_s: 1.0, collision_p: 1e-6, ..Config::default() };
     assert!(matches!(huge.slots(), Err(ConfigError::TooLarge { .. })));
+    let capped = Config { rate_per_s: Some(10_000.0), max_slots: 1000, ..Config::default() };
+    assert_eq!(capped.slots(), Err(ConfigError::TooLarge { slots: 39_977.0, max: 1000 }));
 }
 
 #[test]
@@ -123,7 +131,7 @@ fn the_handshake_ack_is_kept_and_later_pure_acks_dropped() {
 }
 
 #[test]
-fn syn_fin_rst_and_data_are_kept() {
+fn syn_fin_rst_and_data_are_kept_but_not_a_bare_rst_ack() {
     let mut t = thinner();
     let kept = decide(
         &mut t,
@@ -131,14 +139,17 @@ fn syn_fin_rst_and_data_are_kept() {
             c2s(1, 0, SYN, 0),
             c2s(1, 0, SYN | ACK, 0),
             c2s(1, 9, FIN | ACK, 0),
-            c2s(1, 9, RST | ACK, 0),
-            c2s(1, 9, RST, 0),
-            c2s(1, 9, ACK, 1),
-            c2s(1, 9, 0, 0), // no flag at all: not an ACK
+            c2s(7, 9, RST, 0),
+            c2s(7, 9, ACK | RST, 1),
+            c2s(7, 9, ACK, 1),
+            c2s(7, 9, 0, 0), // no flag at all: not an ACK
+            // Pseudocode 1, line 17: ACK, no SYN, no FIN, no data: a RST+ACK is a pure ACK.
+            c2s(7, 9, RST | ACK, 0),
         ],
     );
-    assert!(kept.iter().all(|&k| k), "{kept:?}");
-    assert_eq!(t.stats().dropped_packets, 0);
+    assert_eq!(kept, [true, true, true, true, true, true, true, false]);
+    let s = t.stats();
+    assert_eq!((s.dropped_packets, s.dropped_rst), (1, 1));
 }
 
 #[test]
@@ -173,24 +184,34 @@ fn a_retransmitted_syn_ack_keeps_one_handshake() {
     );
     assert_eq!(kept, [true, true, true, true, false]);
     let s = t.stats();
-    assert_eq!((s.handshakes_tracked, s.syn_ack_repeats, s.handshakes_matched), (1, 1, 1));
+    // The SYN opened the entry, each SYN/ACK renewed it.
+    assert_eq!((s.handshakes_tracked, s.renewed, s.handshakes_matched, s.connections), (1, 2, 1, 1));
+}
+
+#[test]
+fn a_syn_ack_whose_syn_was_not_seen_opens_the_entry() {
+    let mut t = thinner();
+    let kept = decide(&mut t, &[s2c(5000, 1001, SYN | ACK, 0), c2s(1001, 5001, ACK, 0), c2s(1001, 5001, ACK, 0)]);
+    assert_eq!(kept, [true, true, false]);
+    let s = t.stats();
+    assert_eq!((s.handshakes_tracked, s.tracked_from_syn_ack, s.connections), (1, 1, 0));
 }
 
 #[test]
 fn an_ack_with_other_numbers_is_not_the_handshakes() {
-    let mut t = thinner();
-    // The ACK acknowledges something else than the SYN/ACK: not the handshake's.
-    let kept = decide(&mut t, &[s2c(5000, 1001, SYN | ACK, 0), c2s(1001, 5002, ACK, 0), c2s(1001, 5001, ACK, 0)]);
+    // Not the client's ISN + 1: not the handshake's ACK.
+    let kept = decide(&mut thinner(), &[c2s(1000, 0, SYN, 0), c2s(1002, 5001, ACK, 0), c2s(1001, 5001, ACK, 0)]);
     assert_eq!(kept, [true, false, true]);
     // Nor one in the other direction.
-    let kept = decide(&mut thinner(), &[s2c(5000, 1001, SYN | ACK, 0), s2c(5001, 1001, ACK, 0)]);
+    let kept = decide(&mut thinner(), &[c2s(1000, 0, SYN, 0), s2c(1001, 1001, ACK, 0)]);
     assert_eq!(kept, [true, false]);
 }
 
-/// A handshake ACK whose sequence number is not the client's ISN + 1 (seen in a crafted trace
-/// of the bench mix) is still the one the flow analyser takes the handshake RTT from: kept.
+/// As the paper keys it: the handshake's ACK is the client's segment with sequence number
+/// ISN + 1. A crafted ACK at another sequence number (the bench mix has one) is dropped, and the
+/// flow then has no handshake RTT — the cost of following Pseudocode 1 (docs/thinning.md).
 #[test]
-fn the_handshake_ack_is_known_by_what_it_acknowledges_not_its_sequence_number() {
+fn the_handshake_ack_is_known_by_its_sequence_number() {
     let mut t = thinner();
     let kept = decide(
         &mut t,
@@ -198,10 +219,11 @@ fn the_handshake_ack_is_known_by_what_it_acknowledges_not_its_sequence_number() 
             c2s(6000, 0, SYN, 0),
             s2c(10000, 6001, SYN | ACK, 0),
             c2s(555_555, 10001, ACK, 0),
-            c2s(555_555, 10001, ACK, 0),
+            c2s(6001, 10001, ACK, 0),
+            c2s(6001, 10001, ACK, 0),
         ],
     );
-    assert_eq!(kept, [true, true, true, false]);
+    assert_eq!(kept, [true, true, false, true, false]);
     assert_eq!(t.stats().handshakes_matched, 1);
 }
 
@@ -249,31 +271,32 @@ fn simultaneous_open_keeps_the_first_ack_each_way() {
 #[test]
 fn collisions_never_lose_a_handshake() {
     // Four slots (rate 1/s, 1 s, P = 0.5): forty handshakes open at once must collide.
-    let config = Config { rate_per_s: 1.0, hold_s: 1.0, collision_p: 0.5, max_rtt_s: 3.0 };
+    let config = Config { rate_per_s: Some(1.0), hold_s: 1.0, collision_p: 0.5, ..Config::default() };
     let mut t = Thinner::new(&config).unwrap();
     assert_eq!(t.slots(), 4);
     let client = |i: u16| seg(C, 40000 + i, S, 80, (1001, 5001), ACK, 0);
     for i in 0..40u16 {
-        assert!(t.keep(u64::from(i) * MS, &seg(S, 80, C, 40000 + i, (5000, 1001), SYN | ACK, 0), 60));
+        assert!(t.keep(u64::from(i) * MS, &seg(C, 40000 + i, S, 80, (1000, 0), SYN, 0), 60));
     }
     for i in 0..40u16 {
         assert!(t.keep(100 * MS + u64::from(i) * MS, &client(i), 60), "handshake {i} lost");
     }
     let s = t.stats();
     assert!(s.collisions >= 36, "{s:?}");
-    assert_eq!(s.handshakes_tracked, 40);
+    assert_eq!((s.handshakes_tracked, s.connections), (40, 40));
     assert_eq!(s.dropped_packets, 0);
     // Once the collided slots expire, pure ACKs are dropped again.
     assert!(!t.keep(4_000 * MS, &client(0), 60));
 }
 
 #[test]
-fn entries_expire_after_the_maximum_rtt() {
-    let mut t = thinner();
+fn entries_expire_after_their_lifetime() {
+    let mut t = Thinner::new(&Config { hold_s: 3.0, ..Config::default() }).unwrap();
     let syn_ack = |i: u16| seg(S, 80, C, 40000 + i, (5000, 1001), SYN | ACK, 0);
     let ack = |i: u16| seg(C, 40000 + i, S, 80, (1001, 5001), ACK, 0);
     let data = seg(C, 1, S, 1, (1, 1), ACK | PSH, 10);
-    // Sweeps run every 3 s of packet time from the first packet: at 0, 3 s, 6 s.
+    // Sweeps run at each lifetime (3 s) and each new second of packet time when a packet
+    // comes: here at 0, 3 s and 6 s.
     assert!(t.keep(0, &data, 60));
     assert!(t.keep(500 * MS, &syn_ack(1), 60));
     assert!(t.keep(500 * MS, &syn_ack(2), 60));
@@ -325,4 +348,93 @@ impl WithWindow for PacketSummary {
         }
         self
     }
+}
+
+/// `n` connections opening evenly within second `second`, each on its own client port.
+fn syns(t: &mut Thinner, second: u64, n: u64, port: &mut u32) {
+    for i in 0..n {
+        *port += 1;
+        let p = seg(C, (*port % 60_000) as u16, S, (*port / 60_000) as u16, (7, 0), SYN, 0);
+        t.keep(second * 1_000 * MS + i * 1_000 * MS / n, &p, 60);
+    }
+}
+
+#[test]
+fn the_table_follows_the_measured_connection_rate() {
+    let mut t = thinner();
+    let mut port = 0;
+    // 200 connections a second for two minutes: over the starting 100/s by more than 25 %.
+    for second in 0..120 {
+        syns(&mut t, second, 200, &mut port);
+    }
+    assert_eq!(t.measured_rate(), Some(200.0));
+    assert_eq!(t.sized_for_rate(), 200.0);
+    assert_eq!(t.slots() as f64, table_slots(200.0, 0.2, 0.05));
+    let (resizes, _) = t.resizes();
+    // The rate triples: the table grows in steps as the minute's rate climbs.
+    for second in 120..240 {
+        syns(&mut t, second, 600, &mut port);
+    }
+    assert_eq!(t.measured_rate(), Some(600.0));
+    let (after, events) = t.resizes();
+    assert!(after >= resizes + 2, "{resizes} → {after}");
+    let last = events.last().unwrap();
+    assert_eq!(last.slots, t.slots() as u64);
+    assert_eq!(last.slots as f64, table_slots(last.rate_per_s, 0.2, 0.05));
+    assert!(t.sized_for_rate() * GROW_ABOVE >= 600.0 && t.slots() > 2 * table_slots(200.0, 0.2, 0.05) as usize);
+    assert!(last.at_ns > 120 * 1_000 * MS);
+    // Quiet for two minutes: the table shrinks back to its least size.
+    for second in 240..360 {
+        syns(&mut t, second, 1, &mut port);
+    }
+    assert_eq!(t.sized_for_rate(), START_RATE_PER_S);
+    assert_eq!(t.slots(), 578);
+    assert_eq!(t.peak_rate(), 600.0);
+    // A given rate is never re-sized.
+    let mut fixed = Thinner::new(&Config { rate_per_s: Some(100.0), ..Config::default() }).unwrap();
+    for second in 0..120 {
+        syns(&mut fixed, second, 600, &mut port);
+    }
+    assert_eq!((fixed.slots(), fixed.resizes().0), (578, 0));
+}
+
+#[test]
+fn intervals_give_the_reduction_and_the_open_handshakes_against_the_model() {
+    let mut t = thinner();
+    let mut kept = 0;
+    // Second 0 to 599 (two 5-minute intervals): each second, 10 handshakes whose ACK comes
+    // 50 ms after the SYN, then 2 pure ACKs each. In the second interval also a RST+ACK.
+    for second in 0..600u64 {
+        for i in 0..10u64 {
+            let (port, t0) = (1000 + (second * 10 + i) as u16 % 60_000, second * 1_000 * MS + i * 90 * MS);
+            let c = |seq, ack, flags| seg(C, port, S, 80, (seq, ack), flags, 0);
+            let s = |seq, ack, flags| seg(S, 80, C, port, (seq, ack), flags, 0);
+            for (dt, p) in [
+                (0, c(1, 0, SYN)),
+                (20, s(9, 2, SYN | ACK)),
+                (50, c(2, 10, ACK)),
+                (60, s(10, 2, ACK)),
+                (70, c(2, 10, ACK)),
+            ] {
+                kept += usize::from(t.keep(t0 + dt * MS, &p, 60));
+            }
+            if second >= 300 && i == 0 {
+                kept += usize::from(t.keep(t0 + 80 * MS, &c(2, 10, RST | ACK), 60));
+            }
+        }
+    }
+    assert_eq!(kept, 600 * 10 * 3);
+    let (intervals, omitted) = t.intervals();
+    assert_eq!((intervals.len(), omitted), (2, 0));
+    let (a, b) = (&intervals[0], &intervals[1]);
+    assert_eq!((a.start_s, b.start_s), (0, 300));
+    assert_eq!((a.packets, a.dropped_packets, b.packets, b.dropped_packets), (15_000, 6_000, 15_300, 6_300));
+    assert_eq!((a.connections, b.connections), (3_000, 3_000));
+    // The first interval spans 300 s; the last ends at its last packet (599.88 s).
+    assert_eq!((a.span_s, a.rate_per_s), (300.0, 10.0));
+    assert!((b.span_s - 299.88).abs() < 1e-9, "{}", b.span_s);
+    assert_eq!(a.open_model, load::open_handshakes_model(10.0, 0.2));
+    // At most one handshake is open at a second's start (none: each closes within 50 ms).
+    assert!(a.open_max <= 1 && a.open_p99 <= a.open_max);
+    assert_eq!(t.stats().dropped_rst, 300);
 }

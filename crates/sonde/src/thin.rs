@@ -15,26 +15,29 @@ use crate::EXIT_INPUT_DAMAGED;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ThinMode {
-    /// Drop pure TCP ACKs (ACK, no payload, not SYN/FIN/RST) except each handshake's first.
+    /// Drop pure TCP ACKs (ACK, no payload, not SYN or FIN; RST+ACK included) except each
+    /// handshake's (NATRA, as the paper's Pseudocode 1).
     Natra,
 }
 
-/// The thinner's settings (NATRA's table sizing and expiry); defaults in docs/thinning.md.
+/// The thinner's settings (NATRA's table sizing and entry lifetime); docs/thinning.md.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ThinParams {
-    /// Expected new TCP connections per second (λ), for the handshake table's size [default: 1000].
+    /// New TCP connections per second (λ) to size the handshake table for, once
+    /// [default: measured from the traffic over the latest minute, the table re-sized as it changes].
     #[arg(long, value_name = "CONN_PER_S")]
     pub thin_rate: Option<f64>,
-    /// Seconds a handshake holds its table entry, SYN/ACK to ACK (1/μ) [default: 0.2].
+    /// Seconds a handshake's entry lives, SYN to ACK (1/μ, the paper's bound on the handshake
+    /// RTT): the sizing's holding time and the expiry [default: 0.2].
     #[arg(long, value_name = "SECS")]
     pub thin_hold: Option<f64>,
-    /// Collision probability the table is sized for (P) [default: 0.01].
+    /// Collision probability the table is sized for (P) [default: 0.05].
     #[arg(long, value_name = "P")]
     pub thin_collision: Option<f64>,
-    /// Seconds after its SYN/ACK a handshake's entry expires: the longest handshake RTT
-    /// expected [default: 3].
-    #[arg(long, value_name = "SECS")]
-    pub thin_max_rtt: Option<f64>,
+    /// The most slots (16 bytes each) a table sized from the measured rate may take
+    /// [default: 1048576].
+    #[arg(long, value_name = "SLOTS")]
+    pub thin_max_slots: Option<usize>,
 }
 
 impl ThinParams {
@@ -42,17 +45,17 @@ impl ThinParams {
         self.thin_rate.is_some()
             || self.thin_hold.is_some()
             || self.thin_collision.is_some()
-            || self.thin_max_rtt.is_some()
+            || self.thin_max_slots.is_some()
     }
 
     /// A fresh thinner with these settings, checked.
     pub fn thinner(&self) -> Result<Thinner> {
         let d = ThinConfig::default();
         let config = ThinConfig {
-            rate_per_s: self.thin_rate.unwrap_or(d.rate_per_s),
+            rate_per_s: self.thin_rate.or(d.rate_per_s),
             hold_s: self.thin_hold.unwrap_or(d.hold_s),
             collision_p: self.thin_collision.unwrap_or(d.collision_p),
-            max_rtt_s: self.thin_max_rtt.unwrap_or(d.max_rtt_s),
+            max_slots: self.thin_max_slots.unwrap_or(d.max_slots),
         };
         Thinner::new(&config).context("thinning settings")
     }
@@ -62,7 +65,7 @@ impl ThinParams {
 pub fn for_analyze(mode: Option<ThinMode>, params: &ThinParams) -> Result<Option<Thinner>> {
     match mode {
         Some(ThinMode::Natra) => params.thinner().map(Some),
-        None if params.given() => bail!("--thin-rate, --thin-hold, --thin-collision and --thin-max-rtt need --thin"),
+        None if params.given() => bail!("--thin-rate, --thin-hold, --thin-collision and --thin-max-slots need --thin"),
         None => Ok(None),
     }
 }

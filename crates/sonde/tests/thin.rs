@@ -10,10 +10,12 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 
-/// tshark's pure ACK: ACK, no payload, not SYN, FIN or RST. ICMP errors are left out: tshark
-/// dissects the TCP header they quote, sonde sees ICMP.
-const PURE_ACK: &str =
-    "tcp.flags.ack==1 && tcp.len==0 && tcp.flags.syn==0 && tcp.flags.fin==0 && tcp.flags.reset==0 && !icmp && !icmpv6";
+/// tshark's pure ACK as NATRA's Pseudocode 1 has it: ACK, no payload, not SYN or FIN (a RST+ACK
+/// is one). ICMP errors are left out: tshark dissects the TCP header they quote, sonde sees ICMP.
+const PURE_ACK: &str = "tcp.flags.ack==1 && tcp.len==0 && tcp.flags.syn==0 && tcp.flags.fin==0 && !icmp && !icmpv6";
+/// Its RST+ACKs.
+const RST_ACK: &str =
+    "tcp.flags.ack==1 && tcp.len==0 && tcp.flags.syn==0 && tcp.flags.fin==0 && tcp.flags.reset==1 && !icmp && !icmpv6";
 
 fn traces() -> Vec<PathBuf> {
     let mut traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")];
@@ -56,10 +58,10 @@ fn thin(trace: &Path, dir: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value
     (out, serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap())
 }
 
-/// The handshake ACKs of `trace`, by tshark's fields: a SYN/ACK awaits the ACK from its
-/// receiver acknowledging its seq + 1 (whatever the ACK's own seq); the first pure ACK that fits
-/// is it.
-fn handshake_acks(trace: &Path) -> u64 {
+/// The handshake ACKs of `trace`, by tshark's fields: a client's SYN awaits its next segment
+/// (same direction, sequence number ISN + 1), and so does the SYN/ACK that acknowledges ISN + 1
+/// (its SYN may not have been captured); the first pure ACK that fits is it.
+fn handshake_acks(trace: &Path) -> (u64, u64) {
     let fields = [
         "ip.src",
         "ip.dst",
@@ -79,7 +81,7 @@ fn handshake_acks(trace: &Path) -> u64 {
     }
     let out = cmd.output().expect("tshark (make deps installs it)");
     let mut awaited: HashSet<(String, String, String, String, u64)> = HashSet::new();
-    let mut found = 0;
+    let (mut found, mut found_rst) = (0, 0);
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let f: Vec<&str> = line.split('\t').collect();
         // The inner packet of a tunnel: tshark gives the last occurrence of each field.
@@ -88,57 +90,84 @@ fn handshake_acks(trace: &Path) -> u64 {
         let (Ok(seq), Ok(ack)) = (f[6].parse::<u64>(), f[7].parse::<u64>()) else { continue };
         let flags = u16::from_str_radix(f[8].trim_start_matches("0x"), 16).unwrap();
         let len: u64 = f[9].parse().unwrap_or(0);
-        let (syn, ack_flag, fin, rst) = (flags & 2 != 0, flags & 0x10 != 0, flags & 1 != 0, flags & 4 != 0);
+        let (syn, ack_flag, fin) = (flags & 2 != 0, flags & 0x10 != 0, flags & 1 != 0);
         if syn && ack_flag {
-            awaited.insert((dst.into(), src.into(), dport, sport, (seq + 1) % (1 << 32)));
-        } else if ack_flag && !syn && !fin && !rst && len == 0 {
-            found += u64::from(awaited.remove(&(src.into(), dst.into(), sport, dport, ack)));
+            awaited.insert((dst.into(), src.into(), dport, sport, ack));
+        } else if syn {
+            awaited.insert((src.into(), dst.into(), sport, dport, (seq + 1) % (1 << 32)));
+        } else if ack_flag && !fin && len == 0 {
+            let matched = awaited.remove(&(src.into(), dst.into(), sport, dport, seq));
+            found += u64::from(matched);
+            found_rst += u64::from(matched && flags & 4 != 0);
         }
     }
-    found
+    (found, found_rst)
 }
 
 /// In one tshark pass over `trace`: `fields` of every frame that is not a pure ACK, and the
-/// number of pure ACKs (an io,stat tap, which sees every frame whatever `-Y` shows).
-fn others_and_pure_acks(trace: &Path, fields: &[&str]) -> (Vec<String>, u64) {
+/// numbers of pure ACKs and of RST+ACKs among them (an io,stat tap, which sees every frame
+/// whatever `-Y` shows).
+fn others_and_pure_acks(trace: &Path, fields: &[&str]) -> (Vec<String>, u64, u64) {
     let mut cmd = std::process::Command::new("tshark");
     cmd.args(["-n", "-r"]).arg(trace).args(["-Y", &format!("!({PURE_ACK})"), "-T", "fields"]);
     for f in fields {
         cmd.args(["-e", f]);
     }
-    cmd.args(["-z", &format!("io,stat,0,{PURE_ACK}")]);
+    cmd.args(["-z", &format!("io,stat,0,{PURE_ACK},{RST_ACK}")]);
     let out = cmd.output().expect("tshark (make deps installs it)");
     assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let table = lines.iter().position(|l| l.starts_with("=====")).unwrap_or_else(|| panic!("no io,stat: {text}"));
-    // The one interval's row: `| 0.000 <> 5.915 |    115 | 11818 |`.
+    // The one interval's row: `| 0.000 <> 5.915 |    115 | 11818 |   7 |  378 |`.
     let row = lines[table..].iter().find(|l| l.contains("<>")).unwrap_or_else(|| panic!("no io,stat row: {text}"));
-    let pure = row.split('|').nth(2).and_then(|c| c.trim().parse().ok()).unwrap_or_else(|| panic!("{row}"));
-    (lines[..table].iter().map(|l| l.to_string()).collect(), pure)
+    let column = |n| row.split('|').nth(n).and_then(|c| c.trim().parse().ok()).unwrap_or_else(|| panic!("{row}"));
+    (lines[..table].iter().map(|l| l.to_string()).collect(), column(2), column(4))
 }
 
 #[test]
 fn thin_drops_the_pure_acks_but_each_handshakes_first() {
     for trace in traces() {
         let dir = tempfile::tempdir().unwrap();
+        // The SYN scan opens 2,000 handshakes (up to 336 a second) that no ACK answers: some
+        // meet in a slot, whatever the size (P is per handshake), and a collided slot lets
+        // every pure ACK mapping to it pass. The count is then exact up to those passes.
+        if trace.ends_with("synscan.pcap") {
+            let (_, report) = thin(&trace, dir.path(), &[]);
+            let t = &report["thinning"];
+            let passes = t["table"]["collided_passes"].as_u64().unwrap();
+            assert!(
+                t["table"]["collisions"].as_u64().unwrap() > 0 && t["table"]["resizes"].as_u64().unwrap() > 0,
+                "{t}"
+            );
+            let (_, pure, _) = others_and_pure_acks(&trace, &["frame.number"]);
+            let (handshakes, _) = handshake_acks(&trace);
+            let matched = t["handshakes"]["matched"].as_u64().unwrap();
+            assert_eq!(t["dropped"]["packets"].as_u64().unwrap(), pure - matched - passes, "{t}");
+            assert!(matched <= handshakes && handshakes <= matched + passes, "{t}");
+            continue;
+        }
         let (out, report) = thin(&trace, dir.path(), &[]);
         let name = trace.display();
         // Every frame that is not a pure ACK is kept, in order.
         let others = ["frame.time_epoch", "frame.len", "frame.cap_len", "tcp.flags"];
-        let (kept, pure_kept) = others_and_pure_acks(&out, &others);
-        let (before, pure) = others_and_pure_acks(&trace, &others);
+        let (kept, pure_kept, _) = others_and_pure_acks(&out, &others);
+        let (before, pure, rst_acks) = others_and_pure_acks(&trace, &others);
         assert_eq!(before.len(), kept.len(), "{name}");
         if let Some(i) = (0..kept.len()).find(|&i| before[i] != kept[i]) {
             panic!("{name}: frame {i} of the others: {} became {}", before[i], kept[i]);
         }
-        let handshakes = handshake_acks(&trace);
+        let (handshakes, handshake_rsts) = handshake_acks(&trace);
         let t = &report["thinning"];
         assert_eq!(t["table"]["collisions"], 0, "{name}");
         assert_eq!(t["dropped"]["packets"], pure - handshakes, "{name}: {pure} pure ACKs, {handshakes} handshakes");
+        assert_eq!(t["dropped"]["rst_packets"], rst_acks - handshake_rsts, "{name}: {rst_acks} RST+ACKs");
         assert_eq!(pure_kept, handshakes, "{name}");
         assert_eq!(report["frames_written"].as_u64().unwrap() + pure - handshakes, report["frames_read"], "{name}");
-        eprintln!("{name}: {} frames, {pure} pure ACKs, {handshakes} handshake ACKs kept", report["frames_read"]);
+        eprintln!(
+            "{name}: {} frames, {pure} pure ACKs ({rst_acks} RST+ACK), {handshakes} handshake ACKs kept",
+            report["frames_read"]
+        );
     }
 }
 
@@ -301,7 +330,8 @@ const MAY_CHANGE: &[&str] = &[
     "first_pkt",
     "last_pkt",
     "end_reason",
-    // The dropped packets themselves.
+    // The dropped packets themselves (a RST+ACK without payload is one).
+    "rst_cnt",
     "pkts_all",
     "ack_cnt",
     "ack_cnt_p",
@@ -374,4 +404,84 @@ fn a_thinned_trace_changes_only_the_documented_fields() {
             assert_eq!(f["changed"], 0, "{name}: UDP {}", f["name"]);
         }
     }
+}
+
+/// A pcap of raw IPv4 (link type 101) SYNs: `rate` new connections a second (each from its own
+/// client port) for each `(seconds, rate)` phase in turn, from 1,700,000,000 s.
+fn syn_trace(phases: &[(u32, u32)]) -> Vec<u8> {
+    let mut pcap = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 101, 0, 0, 0];
+    let (mut second, mut n) = (1_700_000_000u32, 0u32);
+    for &(seconds, rate) in phases {
+        for _ in 0..seconds {
+            for i in 0..rate {
+                n += 1;
+                let mut syn = vec![0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 1, (n >> 16) as u8, (n >> 8) as u8];
+                syn.extend_from_slice(&[192, 0, 2, 80]);
+                let port = (n as u16).to_be_bytes();
+                syn.extend_from_slice(&[port[0], port[1], 0, 80, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff]);
+                syn.extend_from_slice(&[0, 0, 0, 0]);
+                for v in [second, i * (1_000_000 / rate), 40, 40] {
+                    pcap.extend_from_slice(&v.to_le_bytes());
+                }
+                pcap.extend_from_slice(&syn);
+            }
+            second += 1;
+        }
+    }
+    pcap
+}
+
+#[test]
+fn the_table_grows_when_the_connection_rate_triples() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("syns.pcap");
+    // 200 connections a second for 90 s, then 600 a second for 90 s.
+    std::fs::write(&input, syn_trace(&[(90, 200), (90, 600)])).unwrap();
+    let (_, report) = thin(&input, dir.path(), &[]);
+    let t = &report["thinning"];
+    assert_eq!(t["parameters"]["rate_source"], "measured");
+    assert_eq!(t["handshakes"]["connections"], 90 * 200 + 90 * 600);
+    assert_eq!(t["rate"]["latest_per_s"], 600.0);
+    let slots = |rate: f64| {
+        let open = rate * 0.2;
+        ((open + 2.326 * open.sqrt()) * 19.0).ceil()
+    };
+    let events = t["table"]["resize_events"].as_array().unwrap();
+    // Up to 200/s at the first second, then in steps once the rate triples.
+    assert_eq!(events[0]["slots"].as_f64(), Some(slots(200.0)), "{events:?}");
+    assert!(events.len() >= 3, "{events:?}");
+    for e in events {
+        assert_eq!(e["slots"].as_f64(), Some(slots(e["rate_per_s"].as_f64().unwrap())), "{e}");
+    }
+    let last = events.last().unwrap();
+    assert!(last["at_s"].as_f64().unwrap() > 1_700_000_090.0 && last["rate_per_s"].as_f64().unwrap() > 480.0);
+    assert_eq!(t["table"]["slots"], last["slots"]);
+    assert_eq!(t["table"]["resizes"].as_u64(), Some(events.len() as u64));
+    // With a rate given, the table keeps its size.
+    let (_, report) = thin(&input, dir.path(), &["--thin-rate", "200"]);
+    assert_eq!(report["thinning"]["table"]["resizes"], 0);
+    assert_eq!(report["thinning"]["table"]["slots"].as_f64(), Some(slots(200.0)));
+}
+
+#[test]
+fn the_report_gives_five_minute_intervals_against_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("syns.pcap");
+    // 400 s at 50 connections a second: the trace starts at 1,700,000,000 s = 300·5,666,666 + 200,
+    // so its first interval covers 100 s, the second 300 s (less its last second's tail).
+    std::fs::write(&input, syn_trace(&[(400, 50)])).unwrap();
+    let (_, report) = thin(&input, dir.path(), &[]);
+    let intervals = report["thinning"]["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 2, "{intervals:?}");
+    let (a, b) = (&intervals[0], &intervals[1]);
+    assert_eq!((a["start_s"].as_u64(), b["start_s"].as_u64()), (Some(1_699_999_800), Some(1_700_000_100)));
+    assert_eq!((a["connections"].as_u64(), b["connections"].as_u64()), (Some(100 * 50), Some(300 * 50)));
+    assert_eq!(a["span_s"], 100.0);
+    assert_eq!(a["rate_per_s"], 50.0);
+    // Eq. 1 at 50/s: 10 + 2.326·√10.
+    assert!((a["open_model"].as_f64().unwrap() - (10.0 + 2.326 * 10f64.sqrt())).abs() < 1e-9);
+    // Nothing answers these SYNs: each entry lives 0.2 s, so about 10 are open at a time.
+    let p99 = a["open_p99"].as_u64().unwrap();
+    assert!((8..=11).contains(&p99), "{a}");
+    assert!(a["open_max"].as_u64().unwrap() >= p99);
 }
