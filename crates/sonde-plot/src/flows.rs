@@ -103,6 +103,13 @@ mod tests {
             }
         );
         assert_eq!((flows[1].c2s_rtt_ms, flows[1].s2c_rtt_ms), (None, None));
+        // With `first` and the packet counts: the start in seconds, and which directions sent.
+        let log =
+            "first\tdurat\tc_bytes_all\ts_bytes_all\tc_pkts_all\ts_pkts_all\n1795307597062.711\t500\t100\t0\t2\t0\n";
+        let flows = parse_flows(Tsv::new(Path::new("f.tsv"), log.as_bytes()).unwrap()).unwrap();
+        assert_eq!((flows[0].start_s, flows[0].c2s_sent, flows[0].s2c_sent), (Some(1795307597.062711), true, false));
+        // 100 B in 0.5 s from the client; the server sent no packet: no throughput for it.
+        assert_eq!(flows[0].throughputs_bps().collect::<Vec<_>>(), [1600.0]);
         let udp = "durat\tc_bytes_all\ts_bytes_all\n250.203\t6000\t0\n";
         let flows = parse_flows(Tsv::new(Path::new("u.tsv"), udp.as_bytes()).unwrap()).unwrap();
         assert_eq!(flows[0].c2s_rtt_ms, None);

@@ -60,9 +60,10 @@ use error::io_error;
 /// Which figures to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selection {
-    /// Time figures (from `intervals.tsv` and `quantiles.tsv`).
+    /// Time figures (from `intervals.tsv` and `quantiles.tsv`), Tstat's Fig. 1 among them.
     Time,
-    /// Distributions (from the flow logs and `histograms.tsv`).
+    /// Distributions (from the flow logs and `histograms.tsv`), Tstat's Fig. 2 (its busy hours
+    /// from `intervals.tsv`), and the associations' phase plots.
     Distributions,
     All,
 }
