@@ -33,7 +33,7 @@ enum Type {
 impl Type {
     fn of(name: &str) -> Option<Type> {
         Some(match name {
-            "start" | "end" => Type::Time,
+            "start" | "end" | "answered" => Type::Time,
             _ if name.ends_with("_ms") => Type::Millis,
             "proto" | "net" | "metric" | "dir" | "unit" | "by" | "protocol" | "service" | "definition"
             | "association" | "fid" | "addr" | "src" | "dst" | "app" | "path" | "table" | "peer" => Type::Text,
@@ -42,7 +42,7 @@ impl Type {
             "packets" | "bytes" | "flows" | "flows_opened" | "flows_closed" | "flows_active" | "count" | "pkts_in"
             | "bytes_in" | "pkts_out" | "bytes_out" | "ip_proto" | "port" | "rank" | "value" | "version" | "gaps"
             | "samples" | "ambiguous" | "refused" | "expired" | "unanswered" | "own_packets" | "own_bytes"
-            | "own_flows" => Type::Count,
+            | "own_flows" | "n" | "samples_unwritten" => Type::Count,
             _ => return None,
         })
     }

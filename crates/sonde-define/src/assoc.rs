@@ -26,6 +26,12 @@ pub(crate) struct Armed {
     pub(crate) histogram: [u64; GAP_BINS],
     /// The latest samples, (time answered, gap), for a phase plot of sample n against n+1.
     pub(crate) recent: std::collections::VecDeque<(u64, u64)>,
+    /// Every sample, (time answered, gap), in the order taken, up to `log_limit`: what
+    /// `definition_association_samples.tsv` writes for `sonde plot`'s phase plot.
+    pub(crate) log: Vec<(u64, u64)>,
+    pub(crate) log_limit: usize,
+    /// Samples past `log_limit`, not kept one by one (still in the statistics).
+    pub(crate) log_dropped: u64,
     /// Arms dropped because their FID was armed again before its answer (Karn's rule).
     pub(crate) ambiguous: u64,
     /// Arms refused: the table was full of live arms.
@@ -35,7 +41,7 @@ pub(crate) struct Armed {
 }
 
 impl Armed {
-    pub(crate) fn new(def: usize, a: &crate::Association) -> Armed {
+    pub(crate) fn new(def: usize, a: &crate::Association, log_limit: usize) -> Armed {
         Armed {
             def,
             from: a.from,
@@ -50,6 +56,9 @@ impl Armed {
             dist: sonde_stats::Dist::new(sonde_stats::Binning::Log),
             histogram: [0; GAP_BINS],
             recent: std::collections::VecDeque::new(),
+            log: Vec::new(),
+            log_limit,
+            log_dropped: 0,
             ambiguous: 0,
             refused: 0,
             expired: 0,
@@ -72,6 +81,9 @@ pub struct AssociationTotal {
     pub expired: u64,
     /// Arms left unanswered at the end.
     pub unanswered: u64,
+    /// Samples taken past the limit of [`crate::Counter::set_written_samples`]: not in
+    /// `definition_association_samples.tsv`.
+    pub samples_unwritten: u64,
 }
 
 /// The sample of an arm made at `armed_ns` and answered at `ts_ns`, unless past its lifetime.
@@ -87,7 +99,16 @@ fn sample(a: &mut Armed, armed_ns: u64, ts_ns: u64) {
         a.recent.pop_front();
     }
     a.recent.push_back((ts_ns, gap));
+    if a.log.len() < a.log_limit {
+        a.log.push((ts_ns, gap));
+    } else {
+        a.log_dropped += 1;
+    }
 }
+
+/// Samples per association written one by one to `definition_association_samples.tsv` by
+/// default (the first ones taken; the rest are counted as not written).
+pub const WRITTEN_SAMPLES: usize = 10_000;
 
 /// Samples an association keeps one by one (the rest only in its statistics).
 pub const RECENT_SAMPLES: usize = 2_000;
@@ -182,7 +203,7 @@ mod tests {
     fn above_answers_every_arm_it_reaches_in_sequence_arithmetic() {
         let bound = Some(crate::Bound { bits: 32, above: true });
         let assoc = crate::Association { from: 0, to: 1, within_ns: 1_000, max_armed: 10, bound };
-        let mut a = Armed::new(2, &assoc);
+        let mut a = Armed::new(2, &assoc, 3);
         let fid = |conn: u128, seq: u32| (conn << 32) | u128::from(seq);
         for (ts, seq) in [(0, 100), (1, 200), (2, 300)] {
             arm(&mut a, fid(1, seq), ts);
@@ -199,13 +220,15 @@ mod tests {
         assert_eq!((a.ambiguous, a.ranged_count), (1, 1));
         answer(&mut a, fid(2, 5000), 2_000); // past the lifetime: expired, not a sample
         assert_eq!((a.samples.n, a.expired, a.ranged_count), (3, 1, 0));
+        // Every sample kept, in the order taken (the limit is 3).
+        assert_eq!((a.log.as_slice(), a.log_dropped), ([(10, 10), (10, 9), (14, 2)].as_slice(), 0));
     }
 
     #[test]
     fn below_answers_every_arm_at_or_ahead_of_it_in_sequence_arithmetic() {
         let bound = Some(crate::Bound { bits: 32, above: false });
         let assoc = crate::Association { from: 0, to: 1, within_ns: 1_000, max_armed: 10, bound };
-        let mut a = Armed::new(2, &assoc);
+        let mut a = Armed::new(2, &assoc, 3);
         let fid = |conn: u128, seq: u32| (conn << 32) | u128::from(seq);
         for (ts, seq) in [(0, 100), (1, 200), (2, 300)] {
             arm(&mut a, fid(1, seq), ts);
@@ -217,5 +240,8 @@ mod tests {
         arm(&mut a, fid(1, 0x10), 12);
         answer(&mut a, fid(1, 0xffff_fff0), 14); // 0x10 and 100 are ahead of it by wrapping
         assert_eq!((a.samples.n, a.samples.min, a.ranged_count), (4, 2, 0));
+        // Four samples, the limit 3: the first three kept (the last answer's first arm, 100 at
+        // 0, gave the third), one counted as not written.
+        assert_eq!((a.log.as_slice(), a.log_dropped), ([(10, 8), (11, 10), (14, 14)].as_slice(), 1));
     }
 }

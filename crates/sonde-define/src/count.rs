@@ -92,6 +92,8 @@ pub struct Counter {
     matches: Vec<Match>,
     /// First and last packet times seen.
     pub(crate) span_ns: Option<(u64, u64)>,
+    /// Samples each association keeps one by one for `definition_association_samples.tsv`.
+    written_samples: usize,
     /// Shows the FIDs' address parts anonymised (a cell: writing takes `&self`).
     pub(crate) anon: Option<RefCell<Anonymizer>>,
 }
@@ -112,6 +114,7 @@ impl Counter {
             matches: Vec::new(),
             span_ns: None,
             anon: None,
+            written_samples: crate::assoc::WRITTEN_SAMPLES,
         };
         for slot in 0..n {
             counter.push_state(slot);
@@ -265,8 +268,26 @@ impl Counter {
         self.matched.push(Traffic::default());
         self.interval_ns.push(def.every_ns.or(self.run_interval_ns).filter(|&n| n > 0));
         if let Some(a) = &def.assoc {
-            self.armed.push(Armed::new(slot, a));
+            self.armed.push(Armed::new(slot, a, self.written_samples));
         }
+    }
+
+    /// Keeps the first `limit` samples of each association one by one (default
+    /// [`crate::assoc::WRITTEN_SAMPLES`]), for [`Counter::write_association_samples`]; later ones
+    /// are counted (`samples_unwritten`). Memory: 16 bytes a sample. Applies to the
+    /// associations the counter holds and those added later.
+    pub fn set_written_samples(&mut self, limit: usize) {
+        self.written_samples = limit;
+        for a in &mut self.armed {
+            a.log_limit = limit;
+            a.log_dropped += a.log.len().saturating_sub(limit) as u64;
+            a.log.truncate(limit);
+        }
+    }
+
+    /// Per association: every sample kept (time answered, A→B gap, in ns), in the order taken.
+    pub fn association_samples(&self) -> Vec<(String, &[(u64, u64)])> {
+        self.armed.iter().map(|a| (self.set.defs[a.def].name.clone(), a.log.as_slice())).collect()
     }
 
     /// Per association: its latest samples (time answered, A→B gap, in ns), oldest first, at
@@ -295,6 +316,7 @@ impl Counter {
                     refused: a.refused,
                     expired: a.expired,
                     unanswered: (a.arms.len() + a.ranged_count) as u64,
+                    samples_unwritten: a.log_dropped,
                 }
             })
             .collect()

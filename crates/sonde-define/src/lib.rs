@@ -35,7 +35,7 @@ mod trie;
 mod versions;
 mod write;
 
-pub use assoc::AssociationTotal;
+pub use assoc::{AssociationTotal, WRITTEN_SAMPLES};
 pub use change::{Change, ChangeError, ChangeOutcome, ScheduledChange};
 pub use change_file::{parse_change_file, ChangeFileError, ChangeFileErrorKind};
 pub use count::{Counter, DefinitionTotal, Traffic};

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 
 use sonde_anon::Anonymizer;
-use sonde_types::time::seconds_6 as seconds;
+use sonde_types::time::{seconds_6 as seconds, seconds_9};
 
 use crate::count::{FidFlow, FidTable};
 use crate::fid::{address_field, anonymized_fid, fid_text, reads_address_bits};
@@ -208,13 +208,14 @@ impl Counter {
     /// of the arms.
     pub fn write_associations(&self, out: &mut String) {
         out.push_str(
-            "association\tsamples\tmin_ms\tp50_ms\tmean_ms\tmax_ms\tambiguous\trefused\texpired\tunanswered\n",
+            "association\tsamples\tmin_ms\tp50_ms\tmean_ms\tmax_ms\tambiguous\trefused\texpired\tunanswered\t\
+             samples_unwritten\n",
         );
         for t in self.association_totals() {
             let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.6}", v / 1e6));
             let _ = writeln!(
                 out,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
                 t.name,
                 t.samples,
                 ms(t.min_ns.map(|v| v as f64)),
@@ -224,8 +225,27 @@ impl Counter {
                 t.ambiguous,
                 t.refused,
                 t.expired,
-                t.unanswered
+                t.unanswered,
+                t.samples_unwritten
             );
         }
     }
+
+    /// `definition_association_samples.tsv`: per association (in the definitions' order), its
+    /// samples one by one in the order taken — `n` from 1, the time of the answering packet,
+    /// the A→B gap in ms — up to the limit of [`Counter::set_written_samples`]: what a phase plot
+    /// of sample n against n + 1 needs.
+    pub fn write_association_samples(&self, out: &mut String) {
+        out.push_str("association\tn\tanswered\tgap_ms\n");
+        for (name, samples) in self.association_samples() {
+            for (n, &(ts_ns, gap_ns)) in samples.iter().enumerate() {
+                let _ = writeln!(out, "{name}\t{}\t{}\t{}", n + 1, seconds_9(ts_ns), ms_6(gap_ns));
+            }
+        }
+    }
+}
+
+/// Nanoseconds as milliseconds with six decimals, exactly.
+fn ms_6(ns: u64) -> String {
+    format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000)
 }

@@ -49,6 +49,9 @@ pub enum OutputFile {
     DefinitionFlows,
     /// `definition_associations.tsv` (a definitions file with associations).
     DefinitionAssociations,
+    /// `definition_association_samples.tsv` (a definitions file with associations): the
+    /// samples one by one, up to `--association-samples` per association.
+    DefinitionAssociationSamples,
     /// `capture.tsv`: the live capture's counters per interval (`sonde monitor --interval`).
     Capture,
     /// `log_tcp_complete` (`--layout tstat`): Tstat's log of TCP flows seen opening and closing.
@@ -62,7 +65,7 @@ pub enum OutputFile {
 impl OutputFile {
     /// Every file, flow logs in both formats: what [`crate::OutputDir::prepare`] refuses to
     /// overwrite.
-    pub const ALL: [OutputFile; 27] = [
+    pub const ALL: [OutputFile; 28] = [
         OutputFile::TcpFlows(Format::Tsv),
         OutputFile::UdpFlows(Format::Tsv),
         OutputFile::TcpFlows(Format::Jsonl),
@@ -86,6 +89,7 @@ impl OutputFile {
         OutputFile::DefinitionGapHistogram,
         OutputFile::DefinitionFlows,
         OutputFile::DefinitionAssociations,
+        OutputFile::DefinitionAssociationSamples,
         OutputFile::Capture,
         OutputFile::TstatTcpComplete,
         OutputFile::TstatTcpNocomplete,
@@ -137,6 +141,7 @@ impl OutputFile {
             OutputFile::DefinitionGapHistogram => "definition_gap_histogram.tsv",
             OutputFile::DefinitionFlows => "definition_flows.tsv",
             OutputFile::DefinitionAssociations => "definition_associations.tsv",
+            OutputFile::DefinitionAssociationSamples => "definition_association_samples.tsv",
             OutputFile::Capture => "capture.tsv",
             OutputFile::TstatTcpComplete => "log_tcp_complete",
             OutputFile::TstatTcpNocomplete => "log_tcp_nocomplete",

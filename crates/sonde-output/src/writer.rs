@@ -343,6 +343,7 @@ pub fn definition_files(counter: &sonde_define::Counter) -> Vec<(OutputFile, Str
     }
     if associations {
         files.push((OutputFile::DefinitionAssociations, text(&|out| counter.write_associations(out))));
+        files.push((OutputFile::DefinitionAssociationSamples, text(&|out| counter.write_association_samples(out))));
     }
     files
 }

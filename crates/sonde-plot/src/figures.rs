@@ -52,12 +52,14 @@ pub struct LineFigure {
     pub legend: String,
 }
 
-/// One quantity of a [`LineFigure`], on a log axis (RTTs span decades).
+/// One quantity of a [`LineFigure`], on a log axis (RTTs span decades), or mirrored: on a
+/// linear axis, the lines marked [`Line::below`] under it (Tstat's two directions in one plot).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinePanel {
     pub caption: String,
     pub unit: &'static str,
     pub lines: Vec<Line>,
+    pub mirrored: bool,
 }
 
 /// One series of a [`LinePanel`]: a value per bin, NaN where unknown (drawn as a gap).
@@ -71,6 +73,8 @@ pub struct Line {
     pub values: Vec<f64>,
     /// A shaded range per bin around the line (the lowest and highest of a coarse row's steps).
     pub band: Option<Vec<(f64, f64)>>,
+    /// In a mirrored panel: drawn below the axis (the values stay positive here).
+    pub below: bool,
 }
 
 /// Builds the time figures: the native resolution and the coarser ones the span fills; the

@@ -8,10 +8,15 @@
 //!   two such bins; and TCP RTT percentiles per interval from `quantiles.tsv` ([`quantiles`]);
 //! - distributions from the flow logs: CDF and log-log CCDF of flow duration and of payload
 //!   bytes per direction, and the RTT pdf (from `histograms.tsv`'s `tcp_rtt_sample` rows when
-//!   present, else from the flows' average RTTs).
+//!   present, else from the flows' average RTTs);
+//! - Tstat's Fig. 1 from `quantiles.tsv` (per-flow TCP throughput mean, p95 and p99 per
+//!   interval, c2s above the axis and s2c below) and Fig. 2 from the TCP flow log ([`periods`]:
+//!   lifetime survival function and throughput pdf, all flows and busy hours against off-peak);
+//! - the phase plot of each association (gap n against gap n + 1, Kitatsuji's Fig. 11) from
+//!   `definition_association_samples.tsv` ([`phase`]).
 //!
-//! - time figures from a round-robin store (`sonde analyze --store`): traffic and RTT
-//!   percentiles, one of each per resolution it keeps ([`store`]).
+//! - time figures from a round-robin store (`sonde analyze --store`): traffic, RTT percentiles
+//!   and TCP throughput, one of each per resolution it keeps ([`store`]).
 //!
 //! Reading never panics on a malformed file: errors name the file and line. The series are
 //! computed in [`figures`] as plain numbers and only drawn by [`Figure::render`], which needs no
@@ -21,6 +26,7 @@
 //! use sonde_plot::{figures, ImageFormat, Figure};
 //! let flows = [sonde_plot::flows::FlowSample {
 //!     duration_s: 1.5, c2s_bytes: 300.0, s2c_bytes: 5428.0, c2s_rtt_ms: Some(40.0), s2c_rtt_ms: None,
+//!     start_s: Some(1_700_000_000.0), c2s_sent: true, s2c_sent: true,
 //! }];
 //! let figs = figures::flow_figures(&flows, &[], "demo");
 //! assert_eq!(figs[0].file_stem, "flow-duration");
@@ -37,6 +43,8 @@ pub mod figures;
 pub mod flows;
 pub mod histograms;
 pub mod intervals;
+pub mod periods;
+pub mod phase;
 pub mod quantiles;
 mod render;
 pub mod store;
@@ -52,9 +60,10 @@ use error::io_error;
 /// Which figures to make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selection {
-    /// Time figures (from `intervals.tsv` and `quantiles.tsv`).
+    /// Time figures (from `intervals.tsv` and `quantiles.tsv`), Tstat's Fig. 1 among them.
     Time,
-    /// Distributions (from the flow logs and `histograms.tsv`).
+    /// Distributions (from the flow logs and `histograms.tsv`), Tstat's Fig. 2 (its busy hours
+    /// from `intervals.tsv`), and the associations' phase plots.
     Distributions,
     All,
 }
@@ -114,9 +123,13 @@ pub fn figures_titled(dir: &Path, label: &str, selection: Selection) -> Result<(
         let path = dir.join("quantiles.tsv");
         if path.is_file() {
             found_input = true;
-            match quantiles::rtt_time_figure(&quantiles::read_quantiles(&path, &quantiles::RTT_METRIC_NAMES)?, label) {
-                Ok(fig) => figs.push(Figure::Lines(Box::new(fig))),
-                Err(note) => notes.push(note),
+            let metrics = [quantiles::RTT_METRIC_NAMES[0], quantiles::RTT_METRIC_NAMES[1], quantiles::THRU_METRIC];
+            let rows = quantiles::read_quantiles(&path, &metrics)?;
+            for fig in [quantiles::rtt_time_figure(&rows, label), quantiles::thru_time_figure(&rows, label)] {
+                match fig {
+                    Ok(fig) => figs.push(Figure::Lines(Box::new(fig))),
+                    Err(note) => notes.push(note),
+                }
             }
         }
     }
@@ -159,16 +172,82 @@ pub fn figures_titled(dir: &Path, label: &str, selection: Selection) -> Result<(
             }
             None => {}
         }
+        if logs_found {
+            tstat_fig2(dir, &tcp, label, &mut figs, &mut notes)?;
+        }
+        found_input |= phase_figures(dir, label, &mut figs, &mut notes)?;
     }
     if !found_input {
         let wanted = match selection {
             Selection::Time => "intervals.tsv or quantiles.tsv",
-            Selection::Distributions => "flow log (tcp_flows.tsv, udp_flows.tsv) or histograms.tsv",
+            Selection::Distributions => {
+                "flow log (tcp_flows.tsv, udp_flows.tsv), histograms.tsv or definition_association_samples.tsv"
+            }
             Selection::All => "intervals.tsv, quantiles.tsv, flow log or histograms.tsv",
         };
         return Err(PlotError::NoInput { dir: dir.to_path_buf(), wanted: wanted.to_string() });
     }
     Ok((figs, notes))
+}
+
+/// Tstat's Fig. 2 from the TCP flow log: over every flow, and busy hours against off-peak
+/// (the hours from `intervals.tsv`); notes say what was left out and why.
+fn tstat_fig2(
+    dir: &Path,
+    tcp: &[flows::FlowSample],
+    label: &str,
+    figs: &mut Vec<Figure>,
+    notes: &mut Vec<String>,
+) -> Result<(), PlotError> {
+    let Some(all) = periods::lifetime_figure(tcp, label) else {
+        notes.push("no flow-lifetime or busy-offpeak figure: the TCP flow log holds no flow".to_string());
+        return Ok(());
+    };
+    figs.push(Figure::Periods(Box::new(all)));
+    let path = dir.join("intervals.tsv");
+    if !path.is_file() {
+        notes.push(format!("no busy-offpeak figure: {} not found (the hours are ranked by its bytes)", path.display()));
+        return Ok(());
+    }
+    let busy = periods::hourly_bytes(&intervals::read_intervals(&path)?)
+        .and_then(|hours| periods::busy_figure(tcp, &hours, label));
+    match busy {
+        Ok(fig) => figs.push(Figure::Periods(Box::new(fig))),
+        Err(why) => notes.push(format!("no busy-offpeak figure: {why}")),
+    }
+    Ok(())
+}
+
+/// The associations' phase plots from `definition_association_samples.tsv`; whether the file
+/// was there.
+fn phase_figures(dir: &Path, label: &str, figs: &mut Vec<Figure>, notes: &mut Vec<String>) -> Result<bool, PlotError> {
+    let path = dir.join("definition_association_samples.tsv");
+    let totals_path = dir.join("definition_associations.tsv");
+    if !path.is_file() {
+        if totals_path.is_file() {
+            notes.push(format!("no phase plot: {} not found", path.display()));
+        }
+        return Ok(false);
+    }
+    let totals = if totals_path.is_file() { phase::read_totals(&totals_path)? } else { Vec::new() };
+    let written = phase::read_samples(&path)?;
+    for a in &written {
+        let taken = totals.iter().find(|t| t.0 == a.name).map(|t| (t.1, t.2));
+        match phase::phase_figure(a, taken, label) {
+            Ok(fig) => figs.push(Figure::Phase(Box::new(fig))),
+            Err(why) => notes.push(why),
+        }
+    }
+    // Associations with no row in the samples file: no sample taken, or none kept.
+    for (name, taken, _) in totals.iter().filter(|t| !written.iter().any(|a| a.name == t.0)) {
+        notes.push(match taken {
+            0 => format!("no phase plot of association `{name}`: no sample taken"),
+            n => format!(
+                "no phase plot of association `{name}`: none of its {n} samples written (--association-samples)"
+            ),
+        });
+    }
+    Ok(true)
 }
 
 /// Reads `req.input` (and `req.store`), draws the selected figures and writes them into

@@ -25,6 +25,8 @@ pub struct PercentileRow {
     pub net: Net,
     /// p50, p95, p99 (NaN for `-`).
     pub percentiles: [f64; 3],
+    /// The mean (NaN for `-`, or when the file has no `mean` column).
+    pub mean: f64,
 }
 
 /// The metrics of the RTT figure, with the panel captions.
@@ -46,6 +48,7 @@ pub(crate) fn parse_quantiles<R: std::io::Read>(
     let (start, end, metric, dir, net) =
         (tsv.column("start")?, tsv.column("end")?, tsv.column("metric")?, tsv.column("dir")?, tsv.column("net")?);
     let pcts = [tsv.column("p50")?, tsv.column("p95")?, tsv.column("p99")?];
+    let mean_col = tsv.optional_column("mean");
     let mut rows = Vec::new();
     tsv.for_each_row(|r| {
         if !metrics.contains(&r.text(metric)) {
@@ -60,7 +63,12 @@ pub(crate) fn parse_quantiles<R: std::io::Read>(
         for (v, (&c, name)) in percentiles.iter_mut().zip(pcts.iter().zip(PERCENTILES)) {
             *v = r.optional_number(c, name)?.unwrap_or(f64::NAN);
         }
+        let mean = match mean_col {
+            Some(c) => r.optional_number(c, "mean")?.unwrap_or(f64::NAN),
+            None => f64::NAN,
+        };
         rows.push(PercentileRow {
+            mean,
             start_s,
             end_s,
             metric: r.text(metric).to_string(),
@@ -73,19 +81,32 @@ pub(crate) fn parse_quantiles<R: std::io::Read>(
     Ok(rows)
 }
 
-/// The RTT percentiles at the file's interval, or why there is no such figure.
-pub fn rtt_time_figure(rows: &[PercentileRow], dir_label: &str) -> Result<LineFigure, String> {
+/// The bins of a figure at the file's own interval: the edges and the bin of a row's start;
+/// or why there is none (`what` names the rows, for the message).
+fn native_bins(rows: &[PercentileRow], what: &str) -> Result<(Vec<f64>, impl Fn(f64) -> usize, String), String> {
     let Some(span) = Span::of_intervals(rows.iter().map(|r| (r.start_s, r.end_s))) else {
-        return Err("no RTT time figure: quantiles.tsv has no tcp_hs_rtt or tcp_rtt_avg row".to_string());
+        return Err(format!("quantiles.tsv has no {what} row"));
     };
     let (chosen, skipped) = resolutions(&span);
     let Some(native) = chosen.into_iter().find(|r| r.align == Align::TraceStart) else {
-        return Err(format!("no RTT time figure: {}", skipped.first().map_or("", String::as_str)));
+        return Err(skipped.first().cloned().unwrap_or_default());
     };
     let bins = (span.length_s() / native.bin_s).round().max(1.0) as usize;
     let edges: Vec<f64> = (0..=bins).map(|i| (span.start_s + i as f64 * native.bin_s).min(span.end_s)).collect();
+    let (start, bin_s) = (span.start_s, native.bin_s);
     // A microsecond of slack (the file's precision), as the traffic bins.
-    let bin_of = |t: f64| (((t - span.start_s) / native.bin_s) + 1e-6 / native.bin_s).floor() as usize;
+    let bin_of = move |t: f64| (((t - start) / bin_s) + 1e-6 / bin_s).floor() as usize;
+    Ok((edges, bin_of, native.tag))
+}
+
+/// The RTT percentiles at the file's interval, or why there is no such figure.
+pub fn rtt_time_figure(rows: &[PercentileRow], dir_label: &str) -> Result<LineFigure, String> {
+    let rows: Vec<PercentileRow> =
+        rows.iter().filter(|r| RTT_METRIC_NAMES.contains(&r.metric.as_str())).cloned().collect();
+    let rows = rows.as_slice();
+    let (edges, bin_of, tag) =
+        native_bins(rows, "tcp_hs_rtt or tcp_rtt_avg").map_err(|e| format!("no RTT time figure: {e}"))?;
+    let bins = edges.len() - 1;
     let mut panels = Vec::new();
     for (metric, caption) in RTT_METRICS {
         for dir in ["c2s", "s2c"] {
@@ -100,25 +121,81 @@ pub fn rtt_time_figure(rows: &[PercentileRow], dir_label: &str) -> Result<LineFi
                         }
                     }
                     let label = format!("{} {pct}", net.name());
-                    lines.push(Line { label, color: net as usize, weight: k, values, band: None });
+                    lines.push(Line { label, color: net as usize, weight: k, values, band: None, below: false });
                 }
             }
             if !lines.is_empty() {
-                panels.push(LinePanel { caption: format!("{caption}, {dir}"), unit: "ms", lines });
+                panels.push(LinePanel { caption: format!("{caption}, {dir}"), unit: "ms", lines, mirrored: false });
             }
         }
     }
     Ok(LineFigure {
-        title: format!(
-            "{dir_label}: TCP RTT percentiles per {} interval",
-            crate::intervals::duration_label(native.bin_s)
-        ),
-        file_stem: format!("time-rtt-{}", native.tag),
+        title: format!("{dir_label}: TCP RTT percentiles per {} interval", interval_label(&edges)),
+        file_stem: format!("time-rtt-{tag}"),
         edges,
         panels,
         legend: "quantiles.tsv; one colour per net; thick p50, medium p95, thin p99; gaps: no value in the interval"
             .to_string(),
     })
+}
+
+/// The metric of Tstat's Fig. 1: per-flow TCP throughput, per direction.
+pub const THRU_METRIC: &str = "tcp_thru";
+
+/// Tstat's Fig. 1: the per-flow TCP throughput's mean, p95 and p99 per interval (the flows
+/// closed in it), client→server above the axis and server→client below, one colour per `net`;
+/// at the file's interval (percentiles cannot be re-binned); or why there is none.
+pub fn thru_time_figure(rows: &[PercentileRow], dir_label: &str) -> Result<LineFigure, String> {
+    let rows: Vec<PercentileRow> = rows.iter().filter(|r| r.metric == THRU_METRIC).cloned().collect();
+    let (edges, bin_of, tag) =
+        native_bins(&rows, THRU_METRIC).map_err(|e| format!("no TCP throughput time figure: {e}"))?;
+    let bins = edges.len() - 1;
+    let mut lines = Vec::new();
+    for net in Net::ALL.into_iter().filter(|n| rows.iter().any(|r| r.net == *n)) {
+        for (dir, below) in [("c2s", false), ("s2c", true)] {
+            // mean, p95, p99: Tstat's three.
+            for (k, (stat, pick)) in [
+                ("mean", (|r: &PercentileRow| r.mean) as fn(&PercentileRow) -> f64),
+                ("p95", |r: &PercentileRow| r.percentiles[1]),
+                ("p99", |r: &PercentileRow| r.percentiles[2]),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut values = vec![f64::NAN; bins];
+                let mut any = false;
+                for r in rows.iter().filter(|r| r.net == net && r.dir == dir) {
+                    if let Some(v) = values.get_mut(bin_of(r.start_s)) {
+                        *v = pick(r);
+                        any = true;
+                    }
+                }
+                if any {
+                    let label = format!("{} {stat}", net.name());
+                    lines.push(Line { label, color: net as usize, weight: k, values, band: None, below });
+                }
+            }
+        }
+    }
+    Ok(LineFigure {
+        title: format!("{dir_label}: per-flow TCP throughput per {} interval (Tstat's Fig. 1)", interval_label(&edges)),
+        file_stem: format!("time-thru-{tag}"),
+        edges,
+        panels: vec![LinePanel {
+            caption: "Per-flow throughput (tcp_thru)   ↑ c2s   ↓ s2c".to_string(),
+            unit: "bit/s",
+            lines,
+            mirrored: true,
+        }],
+        legend: "quantiles.tsv, flows closed in each interval; one colour per net; thick mean, medium p95, thin p99; \
+                 gaps: no value"
+            .to_string(),
+    })
+}
+
+/// "60 s": the length of the figure's first bin.
+fn interval_label(edges: &[f64]) -> String {
+    crate::intervals::duration_label(edges.get(1).zip(edges.first()).map_or(0.0, |(b, a)| b - a))
 }
 
 #[cfg(test)]

@@ -11,8 +11,11 @@ use plotters::prelude::*;
 
 use crate::axis::{duration, duration_ticks, log_ticks, si};
 use crate::figures::{DistFigure, LineFigure, PdfFigure, Quantity, TimeFigure};
+use crate::periods::PeriodFigure;
+use crate::phase::PhaseFigure;
 
 mod lines;
+mod periods;
 mod time;
 
 /// The image formats `sonde plot` writes.
@@ -39,6 +42,10 @@ pub enum Figure {
     Lines(Box<LineFigure>),
     Dist(DistFigure),
     Pdf(PdfFigure),
+    /// Tstat's Fig. 2: lifetime survival and throughput pdf.
+    Periods(Box<PeriodFigure>),
+    /// An association's phase plot (Kitatsuji's Fig. 11).
+    Phase(Box<PhaseFigure>),
 }
 
 impl Figure {
@@ -48,6 +55,8 @@ impl Figure {
             Figure::Lines(f) => &f.file_stem,
             Figure::Dist(f) => &f.file_stem,
             Figure::Pdf(f) => &f.file_stem,
+            Figure::Periods(f) => &f.file_stem,
+            Figure::Phase(f) => &f.file_stem,
         }
     }
 
@@ -58,6 +67,8 @@ impl Figure {
             Figure::Lines(f) => (1200, 80 + 300 * f.panels.len().max(1) as u32),
             Figure::Dist(_) => (1200, 520),
             Figure::Pdf(_) => (900, 520),
+            Figure::Periods(_) => (1200, 560),
+            Figure::Phase(_) => (760, 760),
         }
     }
 
@@ -94,6 +105,8 @@ impl Figure {
             Figure::Lines(f) => lines::draw_lines(f, root),
             Figure::Dist(f) => draw_dist(f, root),
             Figure::Pdf(f) => draw_pdf(f, root),
+            Figure::Periods(f) => periods::draw_periods(f, root),
+            Figure::Phase(f) => periods::draw_phase(f, root),
         }
     }
 }
@@ -329,14 +342,29 @@ fn series_color(i: usize, label: &str) -> RGBColor {
 
 fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
     let area = root.titled(&fig.title, (FONT, 18)).map_err(text)?;
+    draw_pdf_panel(&area, &fig.series, None, &fig.x_desc, &fig.y_desc)
+}
+
+/// A pdf on a log x axis, each series an outlined area.
+fn draw_pdf_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    series: &[crate::figures::PdfSeries],
+    caption: Option<&str>,
+    x_desc: &str,
+    y_desc: &str,
+) -> Result<(), String> {
     // A first bin starting at 0 is drawn from a tenth of its upper edge (log axis).
     let lo_of = |b: &crate::dist::HistBin| if b.lo > 0.0 { b.lo } else { b.hi / 10.0 };
-    let bins = || fig.series.iter().flat_map(|s| s.bins.iter());
+    let bins = || series.iter().flat_map(|s| s.bins.iter());
     let lo = bins().map(lo_of).fold(f64::INFINITY, f64::min);
     let hi = bins().map(|b| b.hi).fold(0.0, f64::max);
     let (lo, hi) = if lo.is_finite() && hi > lo { (lo / 1.25, hi * 1.25) } else { (0.1, 10.0) };
     let top = bins().map(|b| b.fraction).fold(0.0, f64::max).max(1e-3) * 1.3;
-    let mut chart = ChartBuilder::on(&area)
+    let mut builder = ChartBuilder::on(area);
+    if let Some(caption) = caption {
+        builder.caption(caption, (FONT, 16));
+    }
+    let mut chart = builder
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(60)
@@ -346,14 +374,14 @@ fn draw_pdf<DB: DrawingBackend>(fig: &PdfFigure, root: &DrawingArea<DB, Shift>) 
         .configure_mesh()
         .x_label_formatter(&|v| si(*v))
         .y_label_formatter(&|v| crate::axis::trim_number(*v, 2))
-        .x_desc(fig.x_desc.as_str())
-        .y_desc(fig.y_desc.as_str())
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .label_style((FONT, 12))
         .axis_desc_style((FONT, 13))
         .light_line_style(WHITE)
         .draw()
         .map_err(text)?;
-    for (i, s) in fig.series.iter().enumerate() {
+    for (i, s) in series.iter().enumerate() {
         let color = SERIES_COLORS[(2 * i) % SERIES_COLORS.len()];
         // One outline: down to 0 only between bins that do not touch (sparse histograms).
         let mut pts: Vec<(f64, f64)> = Vec::new();

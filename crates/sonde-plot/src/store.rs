@@ -56,10 +56,17 @@ pub fn read_store_figures(path: &Path, label: &str) -> Result<(Vec<Figure>, Vec<
         };
         let bands = bands.as_ref().map(|(lo, hi)| (&lo[first * sources..], &hi[first * sources..]));
         let rtt = rtt_figure(&all[first..=last], bands, sources, &traffic, &columns);
+        let thru = thru_figure(&all[first..=last], &traffic, &columns);
         figures.push(Figure::Time(Box::new(traffic)));
         match rtt {
             Some(f) => figures.push(Figure::Lines(Box::new(f))),
             None => notes.push(format!("store RTT figure {}: no RTT in the rows", duration_label(resolution_s))),
+        }
+        match thru {
+            Some(f) => figures.push(Figure::Lines(Box::new(f))),
+            None => {
+                notes.push(format!("store throughput figure {}: no tcp_thru in the rows", duration_label(resolution_s)))
+            }
         }
     }
     Ok((figures, notes))
@@ -73,6 +80,8 @@ struct Columns {
     flows: [[Option<usize>; 4]; 4],
     /// p50 and p95 of each of [`RTT_PANELS`]; a store from before they were kept has none.
     rtt: [Option<[usize; 2]>; 2],
+    /// `tcp_thru_mean`, `_p95`, `_p99`.
+    thru: Option<[usize; 3]>,
 }
 
 /// The RTT series of the store (all directions and nets merged, in ms), with the panel captions.
@@ -89,7 +98,12 @@ impl Columns {
         };
         let rtt =
             RTT_PANELS.map(|(metric, _)| Some([at(format!("{metric}_p50")).ok()?, at(format!("{metric}_p95")).ok()?]));
-        let mut c = Columns { bytes: [[0; 4]; 4], packets: [[0; 4]; 4], flows: [[None; 4]; 4], rtt };
+        let thru = ["mean", "p95", "p99"].map(|s| at(format!("tcp_thru_{s}")).ok());
+        let thru = match thru {
+            [Some(a), Some(b), Some(c)] => Some([a, b, c]),
+            _ => None,
+        };
+        let mut c = Columns { bytes: [[0; 4]; 4], packets: [[0; 4]; 4], flows: [[None; 4]; 4], rtt, thru };
         for (p, proto) in PROTOS.iter().enumerate() {
             for net in Net::ALL {
                 let n = net as usize;
@@ -171,10 +185,11 @@ fn rtt_figure(
                 values: rows.iter().map(|r| r.1[col]).collect(),
                 band: bands
                     .map(|(lo, hi)| (0..rows.len()).map(|i| (lo[i * sources + col], hi[i * sources + col])).collect()),
+                below: false,
             })
             .collect();
         if lines.iter().any(|l| l.values.iter().any(|v| v.is_finite())) {
-            panels.push(LinePanel { caption: caption.to_string(), unit: "ms", lines });
+            panels.push(LinePanel { caption: caption.to_string(), unit: "ms", lines, mirrored: false });
         }
     }
     let band = if bands.is_some() { "shaded: lowest to highest step in the row (MIN, MAX archives); " } else { "" };
@@ -184,6 +199,38 @@ fn rtt_figure(
         edges: traffic.edges.clone(),
         panels,
         legend: format!("all directions and nets; {band}gaps: no RTT or not monitored"),
+    })
+}
+
+/// Tstat's Fig. 1 from the store: the per-flow TCP throughput's mean, p95 and p99 per row,
+/// over the rows of `traffic`. The store keeps one series per statistic over both directions
+/// (c2s and s2c merged), so all is drawn above the axis; `None` when no row has a value.
+fn thru_figure(rows: &[(f64, &[f64])], traffic: &TimeFigure, c: &Columns) -> Option<LineFigure> {
+    let columns = c.thru?;
+    let lines: Vec<Line> = ["mean", "p95", "p99"]
+        .iter()
+        .zip(columns)
+        .enumerate()
+        .map(|(k, (stat, col))| Line {
+            label: format!("{stat} (mean of the row's steps)"),
+            color: 0,
+            weight: k,
+            values: rows.iter().map(|r| r.1[col]).collect(),
+            band: None,
+            below: false,
+        })
+        .collect();
+    lines.iter().any(|l| l.values.iter().any(|v| v.is_finite())).then(|| LineFigure {
+        title: traffic.title.replace("traffic per", "per-flow TCP throughput per"),
+        file_stem: traffic.file_stem.replacen("store-", "store-thru-", 1),
+        edges: traffic.edges.clone(),
+        panels: vec![LinePanel {
+            caption: "Per-flow throughput (tcp_thru), c2s and s2c merged as the store keeps them".to_string(),
+            unit: "bit/s",
+            lines,
+            mirrored: true,
+        }],
+        legend: "thick mean, medium p95, thin p99; gaps: no TCP flow closed or not monitored".to_string(),
     })
 }
 
@@ -217,6 +264,10 @@ mod tests {
             values[at("udp_in_pkts")] = 120.0;
             values[at("tcp_in_flows")] = 3.0;
             (values[at("rtt_avg_p50")], values[at("rtt_avg_p95")]) = rtt(step);
+            // Per-flow throughput: mean, p95 and p99 of step k are k, 10 k and 100 k kbit/s.
+            for (stat, scale) in [("mean", 1e3), ("p95", 1e4), ("p99", 1e5)] {
+                values[at(&format!("tcp_thru_{stat}"))] = scale * step as f64;
+            }
             store.update(6000 + 60 * step, &values).unwrap();
         }
         store.sync().unwrap();
@@ -235,7 +286,10 @@ mod tests {
         let (figs, notes) = read_store_figures(&store(dir.path()), "t").unwrap();
         assert!(notes.is_empty(), "{notes:?}");
         let stems: Vec<&str> = figs.iter().map(|f| f.file_stem()).collect();
-        assert_eq!(stems, ["store-60s", "store-rtt-60s", "store-10min", "store-rtt-10min"]);
+        assert_eq!(
+            stems,
+            ["store-60s", "store-rtt-60s", "store-thru-60s", "store-10min", "store-rtt-10min", "store-thru-10min"]
+        );
         let (time, _) = split(&figs);
         let minute = time[0];
         // Rows 1..=60 minutes after the start: 60 bins, edges from the first row's start.
@@ -261,7 +315,8 @@ mod tests {
     fn rtt_figures_show_the_stored_percentiles_with_min_max_bands_and_gaps() {
         let dir = tempfile::tempdir().unwrap();
         let (figs, _) = read_store_figures(&store(dir.path()), "t").unwrap();
-        let (time, rtt_figs) = split(&figs);
+        let (time, lines) = split(&figs);
+        let rtt_figs: Vec<&LineFigure> = lines.into_iter().filter(|f| f.file_stem.starts_with("store-rtt-")).collect();
         let minute = rtt_figs[0];
         assert_eq!(minute.edges, time[0].edges, "the bins of the traffic figure");
         // No handshake RTT stored: its panel is left out.
@@ -284,6 +339,27 @@ mod tests {
         // Steps 31..=40 were not monitored: the fourth row is a gap, line and band.
         assert!(ten.lines[1].values[3].is_nan() && ten.lines[1].band.as_ref().unwrap()[3].1.is_nan());
         assert_eq!(ten.lines[1].values[4], (41..=50).map(|k| rtt(k).1).sum::<f64>() / 10.0);
+    }
+
+    #[test]
+    fn throughput_figures_show_the_stored_mean_p95_p99_above_the_axis_with_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (figs, _) = read_store_figures(&store(dir.path()), "t").unwrap();
+        let (time, lines) = split(&figs);
+        let thru: Vec<&LineFigure> = lines.into_iter().filter(|f| f.file_stem.starts_with("store-thru-")).collect();
+        assert_eq!(thru.len(), 2);
+        assert_eq!(thru[0].edges, time[0].edges);
+        let panel = &thru[0].panels[0];
+        assert!(panel.mirrored && panel.lines.iter().all(|l| !l.below), "merged directions: all above");
+        let labels: Vec<&str> = panel.lines.iter().map(|l| l.label.split(' ').next().unwrap()).collect();
+        assert_eq!(labels, ["mean", "p95", "p99"]);
+        for k in [1usize, 30, 41, 60] {
+            assert_eq!(panel.lines[2].values[k - 1], 1e5 * k as f64, "step {k}");
+        }
+        assert!(panel.lines[0].values[30..40].iter().all(|v| v.is_nan()), "not monitored: gaps");
+        // Ten-minute rows: the mean of their steps' values.
+        let ten = &thru[1].panels[0].lines[1].values;
+        assert_eq!(ten[0], (1..=10).map(|k| 1e4 * k as f64).sum::<f64>() / 10.0);
     }
 
     #[test]

@@ -175,9 +175,12 @@ fn png_figures_decode_at_their_size() {
     let report = plot_dir(&req).unwrap();
     let names: Vec<String> =
         report.written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["time-native-60s.png", "time-5min.png", "flow-duration.png", "flow-size.png", "rtt-pdf.png"]);
-    assert_eq!(report.notes.len(), 3, "{:?}", report.notes);
-    let sizes = [(1200, 900), (1200, 900), (1200, 520), (1200, 520), (900, 520)];
+    let want = ["time-native-60s.png", "time-5min.png", "flow-duration.png", "flow-size.png", "rtt-pdf.png"];
+    assert_eq!(names, want.into_iter().chain(["flow-lifetime.png"]).collect::<Vec<_>>());
+    assert_eq!(report.notes.len(), 4, "{:?}", report.notes);
+    // The demo's 20 s lie in one clock hour: no busy and off-peak hours.
+    assert!(report.notes[3].starts_with("no busy-offpeak figure: the trace has traffic in 1 clock hour"));
+    let sizes = [(1200, 900), (1200, 900), (1200, 520), (1200, 520), (900, 520), (1200, 560)];
     for (path, size) in report.written.iter().zip(sizes) {
         let (w, h, rgb) = decode_png(&std::fs::read(path).unwrap());
         assert_eq!((w, h), size, "{}", path.display());
@@ -233,9 +236,16 @@ fn svg_figures_are_well_formed_and_labelled() {
     for want in ["CDF  P(X ≤ x)", "CCDF  P(X ≥ x), log-log", "1k", "10k", "TCP c2s (n=13, 2 at 0 not shown)"] {
         assert!(texts.iter().any(|t| t == want), "no text {want:?} in {texts:?}");
     }
-    let Figure::Pdf(_) = figs.last().unwrap() else { panic!("the RTT figure comes last") };
-    let (texts, _) = svg_texts(&figs.last().unwrap().render(ImageFormat::Svg).unwrap());
+    let rtt = figs.iter().find(|f| f.file_stem() == "rtt-pdf").unwrap();
+    let Figure::Pdf(_) = rtt else { panic!("the RTT figure is a pdf") };
+    let (texts, _) = svg_texts(&rtt.render(ImageFormat::Svg).unwrap());
     assert!(texts.iter().any(|t| t == "RTT (ms)"), "{texts:?}");
+    // Tstat's Fig. 2 over every TCP flow of the demo (13).
+    let lifetime = figs.iter().find(|f| f.file_stem() == "flow-lifetime").unwrap();
+    let (texts, _) = svg_texts(&lifetime.render(ImageFormat::Svg).unwrap());
+    for want in ["Flow lifetime: survival  P(X > x), log-log", "Per-flow throughput: pdf", "all TCP flows (n=13)"] {
+        assert!(texts.iter().any(|t| t.starts_with(want)), "no text {want:?} in {texts:?}");
+    }
 }
 
 #[test]

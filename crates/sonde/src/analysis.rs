@@ -162,6 +162,9 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         None if args.definition_changes.is_some() => anyhow::bail!("--definition-changes needs --definitions"),
         None => None,
     };
+    if let Some(counter) = counter.as_mut() {
+        counter.set_written_samples(args.association_samples);
+    }
     if let (Some(counter), Some(path)) = (counter.as_mut(), &args.definition_changes) {
         counter.schedule(definitions::load_changes(path)?);
     }
@@ -215,7 +218,8 @@ impl Prepared {
     /// operator may add some.
     pub fn count_definitions(&mut self, args: &AnalysisArgs) -> Result<()> {
         if !self.run.counts_definitions() {
-            let counter = Counter::new(Vec::new(), args.interval_ns()?, args.definition_fids);
+            let mut counter = Counter::new(Vec::new(), args.interval_ns()?, args.definition_fids);
+            counter.set_written_samples(args.association_samples);
             self.run = std::mem::take(&mut self.run).definitions(Some(counter));
         }
         Ok(())

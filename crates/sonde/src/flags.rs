@@ -288,6 +288,12 @@ pub struct AnalysisArgs {
     /// Most flow identifiers per definition and interval; the rest are summed in an overflow row.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub definition_fids: usize,
+    /// Samples of each association written one by one to definition_association_samples.tsv
+    /// (the first N taken, 16 bytes each in memory; later ones are counted in
+    /// definition_associations.tsv's samples_unwritten); what `sonde plot` draws its RTT phase
+    /// plot from. 0 writes none.
+    #[arg(long, value_name = "N", default_value_t = sonde_define::WRITTEN_SAMPLES)]
+    pub association_samples: usize,
     /// Anonymise every address the outputs hold (flow logs, tables, definitions' address FIDs):
     /// cryptopan (prefix preserving), hash or zero (docs/anonymization.md).
     #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode)]

@@ -23,7 +23,9 @@ pub struct PlotArgs {
     /// Image format.
     #[arg(long, value_enum, default_value = "png")]
     pub format: ImageFormatArg,
-    /// Which figures: time plots (intervals.tsv), distributions (flow logs), or both.
+    /// Which figures: time plots (intervals.tsv, quantiles.tsv: traffic, RTT, Tstat's Fig. 1),
+    /// distributions (flow logs, histograms.tsv: sizes, durations, RTT, Tstat's Fig. 2; and the
+    /// associations' phase plots), or both.
     #[arg(long, value_enum, default_value = "all")]
     pub what: WhatArg,
     /// Print nothing but errors.

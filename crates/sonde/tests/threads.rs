@@ -66,7 +66,8 @@ fn same_logs_for_any_thread_count(trace: &Path) {
         .into_iter()
         .chain(["matrix.tsv", "protocols.tsv", "top.tsv", "definitions.tsv", "definition_gaps.tsv"])
         .chain(["al_hosts.tsv", "al_matrix.tsv", "protocol_dir.tsv", "al_top.tsv"])
-        .chain(["definition_gap_histogram.tsv", "definition_flows.tsv", "definition_associations.tsv"]);
+        .chain(["definition_gap_histogram.tsv", "definition_flows.tsv", "definition_associations.tsv"])
+        .chain(["definition_association_samples.tsv"]);
         let mut logs: Vec<Vec<u8>> = files.map(|f| std::fs::read(out.path().join(f)).unwrap()).collect();
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use super::time::{known_runs, steps, time_chart, TimeFrame, ValueAxis};
 use super::{light, text, Scale, FONT, PROTO_COLORS, SERIES_COLORS};
-use crate::axis::{log_ticks, trim_number, value_ticks, TimeStyle};
+use crate::axis::{log_ticks, si, trim_number, value_ticks, TimeStyle};
 use crate::figures::{LineFigure, LinePanel};
 
 /// Colours of the line groups: distinct hues, none a lighter shade of another.
@@ -67,6 +67,9 @@ fn draw_panel<DB: DrawingBackend>(
     x_desc: Option<&str>,
 ) -> Result<(), String> {
     let (x0, x1) = (fig.edges[0], fig.edges[fig.edges.len() - 1]);
+    if panel.mirrored {
+        return draw_mirrored(fig, panel, area, style, x_desc);
+    }
     let (lo, hi) = match value_range(panel) {
         (lo, hi) if lo.is_finite() && hi > lo => (lo / 1.5, hi * 1.5),
         (lo, _) if lo.is_finite() => (lo / 10.0, lo * 10.0),
@@ -95,6 +98,49 @@ fn draw_panel<DB: DrawingBackend>(
         for run in known_runs(&line.values) {
             let edges = &fig.edges[run.start..=run.end];
             chart.draw_series(LineSeries::new(steps(edges, line.values[run].iter().copied()), stroke)).map_err(text)?;
+        }
+    }
+    Ok(())
+}
+
+/// A mirrored panel: a linear axis, the lines marked `below` drawn under it; tick labels give
+/// magnitudes on both sides (below is a direction, not a negative amount).
+fn draw_mirrored<DB: DrawingBackend>(
+    fig: &LineFigure,
+    panel: &LinePanel,
+    area: &DrawingArea<DB, Shift>,
+    style: TimeStyle,
+    x_desc: Option<&str>,
+) -> Result<(), String> {
+    let (x0, x1) = (fig.edges[0], fig.edges[fig.edges.len() - 1]);
+    let side = |below: bool| {
+        panel
+            .lines
+            .iter()
+            .filter(move |l| l.below == below)
+            .flat_map(|l| l.values.iter())
+            .copied()
+            .filter(|v| v.is_finite())
+    };
+    let (top, bottom) = (side(false).fold(0.0, f64::max), side(true).fold(0.0, f64::max));
+    let (top, bottom) = match (top > 0.0, bottom > 0.0) {
+        (false, false) => (1.0, 1.0),
+        // Each side at least a tenth of the other, so the smaller one stays readable.
+        _ => (top.max(bottom * 0.1), bottom.max(top * 0.1)),
+    };
+    let (lo, hi) = (-bottom * 1.05, top * 1.05);
+    let caption = format!("{}, {}", panel.caption, panel.unit);
+    let y_fmt = |v: &f64| si(v.abs());
+    let y_axis = ValueAxis { scale: Scale::linear(lo, hi, value_ticks(lo, hi, 6)), label: &y_fmt, desc: panel.unit };
+    let mut chart = time_chart(area, &caption, (x0, x1), y_axis, style, x_desc)?;
+    chart.draw_series(LineSeries::new([(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1))).map_err(text)?;
+    for line in &panel.lines {
+        let stroke = stroke(line.color, line.weight);
+        let sign = if line.below { -1.0 } else { 1.0 };
+        for run in known_runs(&line.values) {
+            let edges = &fig.edges[run.start..=run.end];
+            let values = line.values[run].iter().map(|v| sign * v);
+            chart.draw_series(LineSeries::new(steps(edges, values), stroke)).map_err(text)?;
         }
     }
     Ok(())
