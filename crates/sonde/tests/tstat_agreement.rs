@@ -79,16 +79,16 @@ const MEASURED: &[(&str, f64, f64)] = &[
     ("s_last", 99.3, 100.0),
     ("con_t", 97.4, 97.4),
     ("http_t", 94.1, 94.1),
-    ("c_rtt_avg", 7.0, 100.0),
-    ("c_rtt_min", 80.6, 100.0),
+    ("c_rtt_avg", 7.4, 100.0),
+    ("c_rtt_min", 81.2, 100.0),
     ("c_rtt_max", 58.3, 100.0),
-    ("c_rtt_std", 11.2, 100.0),
-    ("c_rtt_cnt", 8.3, 100.0),
-    ("s_rtt_avg", 57.0, 100.0),
+    ("c_rtt_std", 11.6, 100.0),
+    ("c_rtt_cnt", 6.7, 100.0),
+    ("s_rtt_avg", 57.0, 99.6),
     ("s_rtt_min", 90.0, 100.0),
-    ("s_rtt_max", 90.3, 100.0),
-    ("s_rtt_std", 57.0, 100.0),
-    ("s_rtt_cnt", 12.2, 100.0),
+    ("s_rtt_max", 90.6, 99.6),
+    ("s_rtt_std", 57.0, 99.6),
+    ("s_rtt_cnt", 11.9, 99.6),
     ("c_win_scl", 97.0, 100.0),
     ("c_sack_cnt", 93.8, 100.0),
     ("c_mss", 98.3, 100.0),
@@ -331,22 +331,19 @@ fn explain(col: &str, f: &Flow) -> Option<&'static str> {
 }
 
 /// RTT samples: Tstat (tcptrace's code) times the SYN, data and FIN segments up to their exact
-/// ACK, never a retransmitted one (Karn). sonde's layout adds its handshake leg to its data
-/// samples; it has no FIN sample. So Tstat's count is sonde's, plus one if the direction sent
-/// a FIN that was acknowledged exactly, less one if the SYN was sent more than once before
-/// its answer (sonde times the last SYN; Tstat takes no sample of a repeated segment).
+/// ACK, never a segment sent twice (Karn). sonde's layout adds its handshake leg, when the SYN
+/// was sent once, to its data samples; it has no FIN sample. So Tstat's count is sonde's, plus
+/// one if the direction's FIN was acknowledged exactly.
 fn rtt_rule(p: &str, f: &Flow) -> Option<&'static str> {
     let (ours, theirs) = (f.ours_num(&format!("{p}rtt_cnt")), f.theirs_num(&format!("{p}rtt_cnt")));
     let fin = f.ours_num(&format!("{p}fin_cnt")) > 0.0;
-    let syn_repeated = f.ours_num(&format!("{p}syn_cnt")) > 1.0;
+    let retx = f.ours_num(&format!("{p}pkts_retx")) > 0.0;
     let d = theirs - ours;
     if fin && d == 1.0 {
         Some("FIN sample")
-    } else if syn_repeated && (d == -1.0 || (fin && d == 0.0)) {
-        Some("repeated SYN")
-    } else if d != 0.0 {
-        // Sample sets that differ otherwise: Tstat's segment list and sonde's disagree on
-        // which ACK is exact after loss (both follow Karn's rule; see the doc).
+    } else if retx && d != 0.0 {
+        // After loss, Tstat's segment list and sonde's disagree on which ACKs are exact (both
+        // follow Karn's rule; see the doc).
         Some("other samples")
     } else {
         None
