@@ -309,6 +309,11 @@ fn explain(col: &str, f: &Flow) -> Option<&'static str> {
         // Tstat zeroes the scale of both sides when either SYN lacked the option (RFC 7323:
         // not in use); sonde reports the scale each side offered.
         "win_scl" if f.theirs(col) == "0" && (f.ours(&format!("{other}f1323_opt")) == "0") => Some("scale not agreed"),
+        // Tstat reads no window from a RST (it returns before its window statistics); sonde
+        // does (webex 10.8.0.1:49048: the client's RST carries its largest window, 31933).
+        "win_max" if f.ours_num(&format!("{p}rst_cnt")) > 0.0 && f.ours_num(col) > f.theirs_num(col) => {
+            Some("RST window")
+        }
         // Tstat scales the window of a SYN sent again after both SYNs offered scaling (RFC 7323:
         // a SYN's window is never scaled).
         "win_max" if f.ours_num(&format!("{p}syn_cnt")) > 1.0 && f.theirs_num(col) > f.ours_num(col) => {
