@@ -8,7 +8,7 @@
 //! flow in the doc. A regression, or a new difference no rule accounts for, fails the test.
 //!
 //! `SONDE_TSTAT_ALL=1 cargo test -p sonde --test tstat_agreement -- --nocapture` runs every
-//! capture that has a Tstat log (about 2 min in a debug build) and prints the same tables
+//! capture that has a Tstat log (138 captures, about 20 s) and prints the same tables
 //! without asserting the floors: the corpus-wide figures of the doc.
 
 mod common;
