@@ -241,7 +241,8 @@ fn rel_opt(r: &TcpRecord, t_ns: Option<u64>) -> Field<'static> {
 
 /// One direction's RTT samples as Tstat takes them: sonde's data→ACK samples plus the
 /// handshake's (Tstat times the SYN and the SYN/ACK like data: `hs` is the client's SYN to the
-/// SYN/ACK, or the SYN/ACK to the client's ACK). Tstat also times FINs; sonde does not.
+/// SYN/ACK, or the SYN/ACK to the client's ACK, when sent once: `tstat_syn_sample`). Tstat also
+/// times FINs; sonde does not (docs/tstat-comparison.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Rtt {
     count: u64,
@@ -286,6 +287,22 @@ impl Rtt {
         let var = (self.sum2_us - self.sum_us * self.sum_us / n as f64) / (n - 1) as f64;
         var.max(0.0).sqrt() / 1000.0
     }
+}
+
+/// The handshake leg Tstat times for the client (its SYN to the SYN/ACK). Tstat applies Karn's
+/// rule to the SYN as to data: a SYN sent again before its SYN/ACK gives no sample. sonde times
+/// the leg from the last SYN before the answer, so it was timed from the first SYN exactly when
+/// the client's first packet plus the leg is the server's first packet (the SYN/ACK).
+fn tstat_syn_sample(r: &TcpRecord) -> Option<u64> {
+    r.hs_syn_synack_ns
+        .filter(|hs| r.client.syn_cnt <= 1 || r.client.first_ns.checked_add(*hs) == Some(r.server.first_ns))
+}
+
+/// The server's leg (SYN/ACK to the client's ACK), by the same rule: a SYN/ACK sent again
+/// before the client's first ACK gives Tstat no sample.
+fn tstat_synack_sample(r: &TcpRecord) -> Option<u64> {
+    r.hs_synack_ack_ns
+        .filter(|hs| r.server.syn_cnt <= 1 || r.server.first_ns.checked_add(*hs) == Some(r.client.first_ack_ns))
 }
 
 /// Tstat stops reading a flow at its first RST, before it notes the packet's ACK: a first ACK
@@ -391,18 +408,18 @@ macro_rules! tcp_e2e_dir {
         [
             TstatColumn::<TcpRecord> {
                 name: concat!($p, "_rtt_avg"),
-                value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).avg_ms()),
+                value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).avg_ms()),
             },
             TstatColumn {
                 name: concat!($p, "_rtt_min"),
-                value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).min_us / 1000.0),
+                value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).min_us / 1000.0),
             },
             TstatColumn {
                 name: concat!($p, "_rtt_max"),
-                value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).max_us / 1000.0),
+                value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).max_us / 1000.0),
             },
-            TstatColumn { name: concat!($p, "_rtt_std"), value: |r| Field::Float(Rtt::of(&r.$side, r.$hs).std_ms()) },
-            TstatColumn { name: concat!($p, "_rtt_cnt"), value: |r| Field::Int(Rtt::of(&r.$side, r.$hs).count) },
+            TstatColumn { name: concat!($p, "_rtt_std"), value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).std_ms()) },
+            TstatColumn { name: concat!($p, "_rtt_cnt"), value: |r| Field::Int(Rtt::of(&r.$side, $hs(r)).count) },
             TstatColumn { name: concat!($p, "_ttl_min"), value: |r| Field::Int(u64::from(r.$side.ttl_min)) },
             TstatColumn { name: concat!($p, "_ttl_max"), value: |r| Field::Int(u64::from(r.$side.ttl_max)) },
         ]
@@ -573,8 +590,8 @@ fn resolved(app: &Option<Box<Facts>>) -> Option<&sonde_l7::Resolved> {
 /// `log_tcp_complete`'s 134 columns.
 pub fn tcp_complete_columns() -> Vec<TstatColumn<TcpRecord>> {
     let mut cols = tcp_core_columns();
-    cols.extend(tcp_e2e_dir!("c", client, hs_syn_synack_ns));
-    cols.extend(tcp_e2e_dir!("s", server, hs_synack_ack_ns));
+    cols.extend(tcp_e2e_dir!("c", client, tstat_syn_sample));
+    cols.extend(tcp_e2e_dir!("s", server, tstat_synack_sample));
     // Tstat's eMule/ED2K block: sonde has no P2P classifier.
     cols.extend([
         TstatColumn::<TcpRecord> { name: "p2p_st", value: |_| Field::Int(0) },

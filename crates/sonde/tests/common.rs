@@ -115,3 +115,49 @@ pub fn flood_pcap(dir: &Path, kind: &str, packets: u32) -> PathBuf {
     assert!(status.is_ok_and(|s| s.success()), "bench/flood.py {kind} {packets}");
     path
 }
+
+/// `sonde analyze` arguments for Tstat's layout as Tstat 3.3 runs by default: its logs, no
+/// interval files, every address internal (Tstat without `-N`).
+pub const TSTAT_LAYOUT_ARGS: [&str; 6] = ["--layout", "tstat", "--interval", "0", "--internal", "0.0.0.0/0,::/0"];
+
+/// One of Tstat's logs (Tstat's own or sonde's `--layout tstat`): the names of its header
+/// (positions dropped) and its rows, split on spaces as Tstat writes them.
+pub struct TstatLog {
+    pub names: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl TstatLog {
+    pub fn read(path: &Path) -> TstatLog {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut lines = text.lines();
+        let header = lines.next().unwrap_or_else(|| panic!("{}: no header", path.display()));
+        let names: Vec<String> = header
+            .trim_start_matches("#15#")
+            .trim_start_matches('#')
+            .split(' ')
+            .map(|f| f.rsplit_once(':').map_or(f, |(name, _)| name).to_string())
+            .collect();
+        let rows: Vec<Vec<String>> = lines.map(|l| l.split(' ').map(str::to_string).collect()).collect();
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(row.len(), names.len(), "{} line {}: {} fields", path.display(), i + 2, row.len());
+        }
+        TstatLog { names, rows }
+    }
+
+    pub fn col(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+}
+
+/// Tstat's run folder for a capture (`rel` as under ../shared/tstat: `groundtruth/x.pcap`, or
+/// a path under ../shared/traces).
+pub fn tstat_run(shared: &Path, rel: &str) -> PathBuf {
+    let run = shared.join("tstat").join(rel).join("run");
+    std::fs::read_dir(&run)
+        .unwrap_or_else(|e| panic!("{}: {e}", run.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no Tstat run in {}", run.display()))
+}

@@ -6,10 +6,10 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use common::{analyze, shared_dir};
+use common::{analyze, shared_dir, tstat_run, TstatLog, TSTAT_LAYOUT_ARGS};
 
 const LOGS: [&str; 3] = ["log_tcp_complete", "log_tcp_nocomplete", "log_udp_complete"];
 
@@ -99,34 +99,7 @@ const EXACT_UDP: [&str; 16] = [
     "s_iscrypto",
 ];
 
-/// One Tstat log: the names of its header (positions dropped) and its rows.
-struct Log {
-    names: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Log {
-    fn read(path: &Path) -> Log {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let mut lines = text.lines();
-        let header = lines.next().unwrap_or_else(|| panic!("{}: no header", path.display()));
-        let names: Vec<String> = header
-            .trim_start_matches("#15#")
-            .trim_start_matches('#')
-            .split(' ')
-            .map(|f| f.rsplit_once(':').map_or(f, |(name, _)| name).to_string())
-            .collect();
-        let rows: Vec<Vec<String>> = lines.map(|l| l.split(' ').map(str::to_string).collect()).collect();
-        for (i, row) in rows.iter().enumerate() {
-            assert_eq!(row.len(), names.len(), "{} line {}: {} fields", path.display(), i + 2, row.len());
-        }
-        Log { names, rows }
-    }
-
-    fn col(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
-    }
-
+impl TstatLog {
     /// Rows by (c_ip, c_port, s_ip, s_port, first time).
     fn by_flow(&self) -> BTreeMap<[String; 5], &Vec<String>> {
         let first = self.col("first").or_else(|| self.col("c_first_abs")).expect("a first-time column");
@@ -141,21 +114,9 @@ impl Log {
     }
 }
 
-/// Tstat's run folder for a capture (`rel` as under ../shared/tstat).
-fn tstat_run(shared: &Path, rel: &str) -> PathBuf {
-    let run = shared.join("tstat").join(rel).join("run");
-    std::fs::read_dir(&run)
-        .unwrap_or_else(|e| panic!("{}: {e}", run.display()))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| panic!("no Tstat run in {}", run.display()))
-}
-
 /// Runs sonde with `--layout tstat` on `trace`; checks the files it writes.
 fn run_tstat_layout(trace: &Path) -> tempfile::TempDir {
-    // Tstat without -N counts every address internal.
-    let (out, output) = analyze(trace, &["--layout", "tstat", "--interval", "0", "--internal", "0.0.0.0/0,::/0"]);
+    let (out, output) = analyze(trace, &TSTAT_LAYOUT_ARGS);
     assert!(output.status.success(), "sonde failed: {}", String::from_utf8_lossy(&output.stderr));
     for log in LOGS {
         assert!(out.path().join(log).is_file(), "no {log}");
@@ -187,7 +148,7 @@ struct ColumnAgreement {
     example: Option<(String, String)>,
 }
 
-fn compare(ours: &Log, theirs: &Log, log: &str) -> Agreement {
+fn compare(ours: &TstatLog, theirs: &TstatLog, log: &str) -> Agreement {
     assert_eq!(ours.names, theirs.names, "{log}: header names");
     let (a, b) = (ours.by_flow(), theirs.by_flow());
     let keys_a: BTreeSet<_> = a.keys().cloned().collect();
@@ -236,8 +197,8 @@ fn check_capture(trace_rel: &str, tstat_rel: &str, late_packets: bool) -> tempfi
     let out = run_tstat_layout(&trace);
     let tstat = tstat_run(&shared, tstat_rel);
     for log in LOGS {
-        let ours = Log::read(&out.path().join(log));
-        let theirs = Log::read(&tstat.join(log));
+        let ours = TstatLog::read(&out.path().join(log));
+        let theirs = TstatLog::read(&tstat.join(log));
         let ag = compare(&ours, &theirs, log);
         report(trace_rel, log, &ag);
         assert!(
@@ -299,8 +260,8 @@ fn check_awk_positions(out: &Path, tstat: &Path) {
         ("log_udp_complete", "quic_ech"),
     ];
     for (log, name) in positions {
-        let theirs = Log::read(&tstat.join(log));
-        let ours = Log::read(&out.join(log));
+        let theirs = TstatLog::read(&tstat.join(log));
+        let ours = TstatLog::read(&out.join(log));
         // The position Tstat's header gives the name, and sonde's row values by name.
         let position = theirs.col(name).unwrap_or_else(|| panic!("Tstat's {log} has no {name}")) + 1;
         let by_name: Vec<String> = ours.rows.iter().map(|r| r[ours.col(name).expect("our column")].clone()).collect();
@@ -361,7 +322,7 @@ fn anonymized_tstat_logs_are_the_plain_ones_mapped() {
     assert!(output.status.success(), "{output:?}");
     let mut anon = Anonymizer::new(Mode::CryptoPan, &Key::load(&key).expect("the key").key);
     for log in LOGS {
-        let (ours, theirs) = (Log::read(&plain.path().join(log)), Log::read(&anonymized.path().join(log)));
+        let (ours, theirs) = (TstatLog::read(&plain.path().join(log)), TstatLog::read(&anonymized.path().join(log)));
         assert!(!ours.rows.is_empty(), "{log}: no flows");
         let at = |n: &str| ours.col(n).unwrap_or_else(|| panic!("{log}: no {n}"));
         let mut want: Vec<Vec<String>> = ours
