@@ -243,14 +243,16 @@ pub fn compare(a: &FlowLog, b: &FlowLog) -> Result<Comparison, CompareError> {
             let (in_a, in_b) = (of(a)?, of(b)?);
             let count = |log: &FlowLog, f: &dyn Fn(&[Value]) -> bool| log.rows.iter().filter(|r| f(r)).count() as u64;
             let (flows_a, flows_b) = (count(a, &in_a), count(b, &in_b));
-            (flows_a + flows_b > 0).then(|| DirectionDistributions {
+            let distributions: Vec<_> = RTT_COLUMNS
+                .iter()
+                .filter_map(|&(name, sampled)| distribution2(a, b, name, sampled, &in_a, &in_b))
+                .collect();
+            // UDP logs have no RTT column: nothing to show per direction.
+            (flows_a + flows_b > 0 && !distributions.is_empty()).then_some(DirectionDistributions {
                 direction,
                 flows_a,
                 flows_b,
-                distributions: RTT_COLUMNS
-                    .iter()
-                    .filter_map(|&(name, sampled)| distribution2(a, b, name, sampled, &in_a, &in_b))
-                    .collect(),
+                distributions,
             })
         })
         .collect();

@@ -22,7 +22,7 @@
 //! use sonde_thin::{Config, Thinner};
 //! let mut thinner = Thinner::new(&Config::default()).unwrap();
 //! // Sized for the starting rate until the traffic's own is measured.
-//! assert_eq!(thinner.slots(), 578);
+//! assert_eq!(thinner.slots(), 2_342);
 //! // A frame that is not TCP passes.
 //! let arp = sonde_wire::decode(sonde_wire::LinkType::ETHERNET, &[0u8; 60], 60).unwrap();
 //! assert!(thinner.keep(0, &arp, 60));
@@ -46,8 +46,8 @@ pub use trace::{thin_trace, ThinnedTrace};
 pub const Z99: f64 = 2.326;
 /// The most slots a table may have (16 bytes each: 1 GiB).
 pub const MAX_SLOTS: usize = 1 << 26;
-/// The rate a measured table starts from, and the least it is sized for (578 slots at the
-/// default lifetime and collision probability: 9 kB).
+/// The rate a measured table starts from, and the least it is sized for (2,342 slots at the
+/// default lifetime and collision probability: 37 kB).
 pub const START_RATE_PER_S: f64 = 100.0;
 /// A measured table grows when the rate exceeds the one it was sized for by this factor…
 pub const GROW_ABOVE: f64 = 1.25;
@@ -58,15 +58,16 @@ pub const MAX_RESIZE_EVENTS: usize = 64;
 
 const NS: u64 = 1_000_000_000;
 
-/// The thinner's settings. The defaults are the paper's (P = 0.05, an entry lifetime of
-/// 0.2 s) and a rate measured from the traffic.
+/// The thinner's settings. The defaults: the paper's P = 0.05, an entry lifetime of 1 s (the
+/// largest handshake RTTs seen, and RFC 6298's initial RTO: docs/thinning.md says why not the
+/// paper's 0.2 s), and a rate measured from the traffic.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
     /// λ: new connections per second the table is sized for; `None`: measured from the
     /// traffic, the table re-sized as it changes.
     pub rate_per_s: Option<f64>,
-    /// 1/μ: how long an entry lives, SYN to ACK, in seconds (the paper's bound on the handshake
-    /// RTT). Eq. 1's holding time, and the expiry.
+    /// 1/μ: how long an entry lives, SYN to ACK, in seconds (a bound on the handshake RTT).
+    /// Eq. 1's holding time, and the expiry.
     pub hold_s: f64,
     /// P: the collision probability the table is sized for.
     pub collision_p: f64,
@@ -76,7 +77,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { rate_per_s: None, hold_s: 0.2, collision_p: 0.05, max_slots: 1 << 20 }
+        Config { rate_per_s: None, hold_s: 1.0, collision_p: 0.05, max_slots: 1 << 20 }
     }
 }
 

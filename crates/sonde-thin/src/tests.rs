@@ -83,9 +83,12 @@ fn sizing_follows_the_formula() {
     assert_eq!(table_slots(1_000.0, 0.2, 0.01), 23_057.0);
     assert_eq!(table_slots(1.0, 1.0, 0.5), 4.0);
     assert_eq!(load::open_handshakes_model(1_000.0, 0.2), 200.0 + 2.326 * 200f64.sqrt());
-    // A measured table starts at λ = 100; a given rate sizes it once.
-    assert_eq!(Config::default().slots(), Ok(578));
-    assert_eq!(Config { rate_per_s: Some(10_000.0), ..Config::default() }.slots(), Ok(39_977));
+    // A measured table starts at λ = 100 (with the default 1 s: (100 + 23.26)·19 = 2,341.9);
+    // a given rate sizes it once.
+    assert_eq!(Config::default().slots(), Ok(2_342));
+    let paper = Config { hold_s: 0.2, ..Config::default() };
+    assert_eq!(paper.slots(), Ok(578));
+    assert_eq!(Config { rate_per_s: Some(10_000.0), ..paper }.slots(), Ok(39_977));
 }
 
 #[test]
@@ -103,7 +106,7 @@ fn settings_out_of_range_are_refused() {
     }
     let huge = Config { rate_per_s: Some(1e9), hold_s: 1.0, collision_p: 1e-6, ..Config::default() };
     assert!(matches!(huge.slots(), Err(ConfigError::TooLarge { .. })));
-    let capped = Config { rate_per_s: Some(10_000.0), max_slots: 1000, ..Config::default() };
+    let capped = Config { rate_per_s: Some(10_000.0), max_slots: 1000, hold_s: 0.2, ..Config::default() };
     assert_eq!(capped.slots(), Err(ConfigError::TooLarge { slots: 39_977.0, max: 1000 }));
 }
 
@@ -369,7 +372,7 @@ fn the_table_follows_the_measured_connection_rate() {
     }
     assert_eq!(t.measured_rate(), Some(200.0));
     assert_eq!(t.sized_for_rate(), 200.0);
-    assert_eq!(t.slots() as f64, table_slots(200.0, 0.2, 0.05));
+    assert_eq!(t.slots() as f64, table_slots(200.0, 1.0, 0.05));
     let (resizes, _) = t.resizes();
     // The rate triples: the table grows in steps as the minute's rate climbs.
     for second in 120..240 {
@@ -380,22 +383,22 @@ fn the_table_follows_the_measured_connection_rate() {
     assert!(after >= resizes + 2, "{resizes} → {after}");
     let last = events.last().unwrap();
     assert_eq!(last.slots, t.slots() as u64);
-    assert_eq!(last.slots as f64, table_slots(last.rate_per_s, 0.2, 0.05));
-    assert!(t.sized_for_rate() * GROW_ABOVE >= 600.0 && t.slots() > 2 * table_slots(200.0, 0.2, 0.05) as usize);
+    assert_eq!(last.slots as f64, table_slots(last.rate_per_s, 1.0, 0.05));
+    assert!(t.sized_for_rate() * GROW_ABOVE >= 600.0 && t.slots() > 2 * table_slots(200.0, 1.0, 0.05) as usize);
     assert!(last.at_ns > 120 * 1_000 * MS);
     // Quiet for two minutes: the table shrinks back to its least size.
     for second in 240..360 {
         syns(&mut t, second, 1, &mut port);
     }
     assert_eq!(t.sized_for_rate(), START_RATE_PER_S);
-    assert_eq!(t.slots(), 578);
+    assert_eq!(t.slots(), 2_342);
     assert_eq!(t.peak_rate(), 600.0);
     // A given rate is never re-sized.
     let mut fixed = Thinner::new(&Config { rate_per_s: Some(100.0), ..Config::default() }).unwrap();
     for second in 0..120 {
         syns(&mut fixed, second, 600, &mut port);
     }
-    assert_eq!((fixed.slots(), fixed.resizes().0), (578, 0));
+    assert_eq!((fixed.slots(), fixed.resizes().0), (2_342, 0));
 }
 
 #[test]
@@ -433,7 +436,7 @@ fn intervals_give_the_reduction_and_the_open_handshakes_against_the_model() {
     // The first interval spans 300 s; the last ends at its last packet (599.88 s).
     assert_eq!((a.span_s, a.rate_per_s), (300.0, 10.0));
     assert!((b.span_s - 299.88).abs() < 1e-9, "{}", b.span_s);
-    assert_eq!(a.open_model, load::open_handshakes_model(10.0, 0.2));
+    assert_eq!(a.open_model, load::open_handshakes_model(10.0, 1.0));
     // At most one handshake is open at a second's start (none: each closes within 50 ms).
     assert!(a.open_max <= 1 && a.open_p99 <= a.open_max);
     assert_eq!(t.stats().dropped_rst, 300);

@@ -27,8 +27,8 @@ pub struct ThinParams {
     /// [default: measured from the traffic over the latest minute, the table re-sized as it changes].
     #[arg(long, value_name = "CONN_PER_S")]
     pub thin_rate: Option<f64>,
-    /// Seconds a handshake's entry lives, SYN to ACK (1/μ, the paper's bound on the handshake
-    /// RTT): the sizing's holding time and the expiry [default: 0.2].
+    /// Seconds a handshake's entry lives, SYN to ACK (1/μ, a bound on the handshake RTT): the
+    /// sizing's holding time and the expiry [default: 1; the paper's is 0.2].
     #[arg(long, value_name = "SECS")]
     pub thin_hold: Option<f64>,
     /// Collision probability the table is sized for (P) [default: 0.05].
