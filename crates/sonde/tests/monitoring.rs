@@ -491,9 +491,10 @@ fn store_archives_are_chosen_at_creation_and_a_mismatch_is_refused_before_the_an
 }
 
 #[test]
-fn the_cwnd_and_anomaly_histograms_hold_every_flow_direction() {
-    // Issue 23: tcp_cwnd_max (Tstat's c_cwin_max, one value per direction that measured one) and
-    // tcp_anomaly (Tstat's tcp_anomalies: every data segment at its class), against the flow log.
+fn the_cwnd_anomaly_and_rtt_sample_histograms_hold_every_flow_direction() {
+    // Issue 23: tcp_cwnd_max (Tstat's c_cwin_max, one value per direction that measured one),
+    // tcp_anomaly (Tstat's tcp_anomalies: every data segment at its class) and tcp_rtt_sample
+    // (every sample), against the flow log written by the same run.
     let classes = ["rto", "fs", "reor", "dup", "fc", "unrto", "unfs", "unk"];
     let mut anomalous = 0;
     for trace in traces().into_iter().take(4) {
@@ -516,6 +517,10 @@ fn the_cwnd_and_anomaly_histograms_hold_every_flow_direction() {
                 let exact: u64 = cwnd.iter().sum();
                 assert!((sum - exact as f64).abs() <= 0.001 * cwnd.len() as f64, "{what}: {sum} vs {exact}");
             }
+            // Each RTT sample, as the flow log counts them (`*_rtt_cnt`), in the written file too.
+            let samples: u64 = flows.iter().map(|f| int(f, &format!("{p}_rtt_cnt"))).sum();
+            let sampled = quantiles.iter().filter(|q| q["metric"] == "tcp_rtt_sample" && q["dir"] == dir);
+            assert_eq!(sampled.map(|q| int(q, "count")).sum::<u64>(), samples, "{what}: RTT samples");
             // The anomaly classes: each class's bin holds the flows' segments of that class.
             let mut binned = [0u64; 9];
             for h in histograms.iter().filter(|h| h["metric"] == "tcp_anomaly" && h["dir"] == dir) {
