@@ -111,7 +111,15 @@ impl StoreCounters {
 }
 
 fn open(path: &Path) -> Result<Store, Refused> {
-    Store::open_read_only(path).map_err(|e| Refused(503, "store_unreadable", format!("the store cannot be read: {e}")))
+    Store::open_read_only(path).map_err(|e| match e {
+        // A monitor's first store is written when it ends: until then there is none.
+        sonde_rrd::Error::Io(e) if e.kind() == std::io::ErrorKind::NotFound => Refused(
+            404,
+            "no_store",
+            "the store is not written yet (a run adds its intervals to it when it ends)".into(),
+        ),
+        e => Refused(503, "store_unreadable", format!("the store cannot be read: {e}")),
+    })
 }
 
 /// The store's listing.

@@ -177,6 +177,11 @@ async fn refusals_say_why() {
         assert_eq!((s, body["error"].as_str()), (StatusCode::NOT_FOUND, Some("no_store")), "{uri}");
     }
     let dir = tempfile::tempdir().unwrap();
+    // A monitor's store before its first run has ended: not there yet.
+    let later = RunState::new(snapshot(Phase::Running));
+    later.set_store(dir.path().join("not-yet.rrd"));
+    let (s, body) = get(later, "/api/store").await;
+    assert_eq!((s, body["error"].as_str()), (StatusCode::NOT_FOUND, Some("no_store")), "{body}");
     let bad = dir.path().join("bad.rrd");
     std::fs::write(&bad, b"not a store at all").unwrap();
     let broken = RunState::new(snapshot(Phase::Finished));
