@@ -42,7 +42,8 @@ function empty(container, text) {
 
 // Lines over time. series: [{name, points: [[x, y]…], dash?}]; y may be negative (out below).
 function lineChart(container, series, opts = {}) {
-  const all = series.flatMap((s) => s.points);
+  // A null y is unknown (the store's gaps): no point, and the line breaks there.
+  const all = series.flatMap((s) => s.points).filter((p) => p[1] !== null);
   if (all.length === 0) return empty(container, opts.emptyText || "no data");
   container.innerHTML = "";
   // Drawn at the container's width, so text keeps its shape in wide panels.
@@ -63,16 +64,23 @@ function lineChart(container, series, opts = {}) {
   }
   const xLabel = opts.xLabel || ((x) => new Date(x * 1000).toISOString().slice(11, 19));
   el("text", { class: "tick", x: L, y: H - 6 }, svg).textContent = xLabel(x0);
-  el("text", { class: "tick", x: W - R - 60, y: H - 6 }, svg).textContent = xLabel(x1);
+  el("text", { class: "tick", x: W - R, y: H - 6, "text-anchor": "end" }, svg).textContent = xLabel(x1);
   series.forEach((s, i) => {
     if (s.points.length === 0) return;
     const color = s.color || COLORS[i % COLORS.length];
-    const attrs = { "data-series": s.name, "data-points": s.points.length, fill: "none", stroke: color };
+    const known = s.points.filter((p) => p[1] !== null);
+    const attrs = { "data-series": s.name, "data-points": known.length, fill: "none", stroke: color };
     if (opts.dots) {
       const g = el("g", attrs, svg);
-      s.points.forEach((p) => el("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: color }, g));
+      known.forEach((p) => el("circle", { cx: X(p[0]), cy: Y(p[1]), r: 3, fill: color }, g));
     } else {
-      const d = s.points.map((p, j) => (j ? "L" : "M") + X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1)).join("");
+      let pen = "M";
+      const d = s.points.map((p) => {
+        if (p[1] === null) { pen = "M"; return ""; }
+        const step = pen + X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1);
+        pen = "L";
+        return step;
+      }).join("");
       el("path", Object.assign(attrs, { d, "stroke-width": 1.5, "stroke-dasharray": s.dash || "" }), svg);
     }
     el("text", { class: "legend", x: L + 8 + i * 110, y: T + 10, fill: color }, svg).textContent = s.name;
@@ -355,6 +363,75 @@ function setupResolution() {
   select.onchange = () => { state.factor = Number(select.value); drawIntervals(); };
 }
 
+// The long-term store (--store): its series at a chosen resolution, as Tstat's web interface
+// browses its archives. Hidden when the run keeps no store.
+function duration(s) {
+  if (s % 86400 === 0) return s === 86400 ? "1 day" : `${s / 86400} days`;
+  if (s % 3600 === 0) return `${s / 3600} h`;
+  if (s % 60 === 0) return `${s / 60} min`;
+  return `${s} s`;
+}
+
+function fill(select, values, label = (v) => v) {
+  const chosen = select.value;
+  select.innerHTML = "";
+  for (const v of values) {
+    const o = document.createElement("option");
+    o.value = v;
+    o.textContent = label(v);
+    select.appendChild(o);
+  }
+  if (values.map(String).includes(chosen)) select.value = chosen;
+}
+
+async function loadStore() {
+  const panel = document.getElementById("store-panel");
+  let listing;
+  try {
+    listing = await api("/api/store");
+  } catch (e) {
+    panel.hidden = true;
+    if (e.status === 404) return;
+    throw e;
+  }
+  panel.hidden = false;
+  state.store = listing;
+  const series = document.getElementById("store-series");
+  const first = !series.options.length;
+  fill(series, listing.series);
+  // Throughput first: the series a user of Tstat's interface opens first.
+  if (first) series.value = listing.series.find((n) => n.endsWith("_bytes")) || listing.series[0];
+  fill(document.getElementById("store-resolution"), listing.resolutions_s, duration);
+  fill(document.getElementById("store-cf"), [...new Set(listing.archives.map((a) => a.cf))]);
+  await drawStore();
+}
+
+async function drawStore() {
+  const chart = document.getElementById("chart-store");
+  const name = document.getElementById("store-series").value;
+  const resolution = document.getElementById("store-resolution").value;
+  const cf = document.getElementById("store-cf").value;
+  const what = document.getElementById("store-what");
+  if (!name) return empty(chart, "the store holds no series");
+  try {
+    // The newest rows the server gives at once (--http-max-store-points), of the whole archive.
+    const archive = state.store.archives.find((a) => a.cf === cf && String(a.resolution_s) === resolution);
+    const start = archive ? Math.max(archive.first_s, archive.last_s - (state.store.max_points - 1) * archive.resolution_s) : 0;
+    const q = new URLSearchParams({ name, resolution_s: resolution, cf, start_s: start });
+    const data = await api("/api/store/series?" + q);
+    const known = data.points.filter((p) => p[1] !== null).length;
+    what.textContent = `${state.store.name} · ${data.cf} of ${duration(data.resolution_s)} rows · ${known} of ${data.points.length} known`;
+    chart.dataset.resolution = data.resolution_s;
+    lineChart(chart, [{ name, points: data.points }], {
+      emptyText: "no known value at this resolution yet",
+      xLabel: (x) => new Date(x * 1000).toISOString().slice(0, 16).replace("T", " "),
+    });
+  } catch (e) {
+    what.textContent = "";
+    empty(chart, e.message);
+  }
+}
+
 // Everything but the live chart, again: at most once a second.
 async function reload() {
   const now = Date.now();
@@ -363,7 +440,7 @@ async function reload() {
   try {
     await loadIntervals();
     await loadStatus();
-    await Promise.all([loadTables(), loadFlows(), loadDefinitions()]);
+    await Promise.all([loadTables(), loadFlows(), loadDefinitions(), loadStore()]);
   } catch (e) {
     document.getElementById("status").textContent = "error: " + e.message;
   }
@@ -403,6 +480,7 @@ document.getElementById("def-form").onsubmit = async (e) => {
 };
 
 document.getElementById("phase-source").onchange = drawPhase;
+for (const id of ["store-series", "store-resolution", "store-cf"]) document.getElementById(id).onchange = drawStore;
 document.getElementById("live-resolution").onchange = (e) => { state.liveRes = Number(e.target.value); drawLive(); };
 
 (async function main() {
@@ -411,7 +489,7 @@ document.getElementById("live-resolution").onchange = (e) => { state.liveRes = N
     await loadLive();
     await loadIntervals();
     await loadStatus();
-    await Promise.all([loadTables(), loadFlows(), loadDefinitions()]);
+    await Promise.all([loadTables(), loadFlows(), loadDefinitions(), loadStore()]);
   } catch (e) {
     document.getElementById("status").textContent = "error: " + e.message;
   }

@@ -20,7 +20,7 @@ use crate::flows::{self, FlowQuery};
 use crate::server::Limits;
 use crate::snapshot::{Phase, Table};
 use crate::state::{ChangeRefused, DefinitionChange, RunState};
-use crate::{dashboard, metrics, stream};
+use crate::{dashboard, metrics, store, stream};
 
 type Shared = Arc<RunState>;
 
@@ -111,6 +111,8 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<Shared>)> {
         ("/api/definitions/counts", get(definition_counts)),
         ("/api/definitions/{name}", axum::routing::put(replace_definition).delete(remove_definition)),
         ("/api/live", get(live_series)),
+        ("/api/store", get(store_listing)),
+        ("/api/store/series", get(store_series)),
         ("/api/stream", get(events)),
         ("/metrics", get(prometheus)),
     ]
@@ -445,6 +447,45 @@ async fn events(State(s): State<Shared>, Extension(g): Guarded, Query(q): Query<
     };
     let keep_alive = (g.limits.idle_timeout / 2).min(stream::KEEP_ALIVE);
     stream::events(&s, ms, permit, keep_alive).into_response()
+}
+
+/// The store's answer, read off the async workers (a file read), counted.
+async fn store_answer<T: serde::Serialize + Send + 'static>(
+    s: Shared,
+    read: impl FnOnce(&std::path::Path) -> Result<T, store::Refused> + Send + 'static,
+) -> Response {
+    let Some(path) = s.store().map(std::path::Path::to_path_buf) else {
+        let refused: Result<T, _> = Err(store::Refused(404, "no_store", String::new()));
+        s.store_counters.count(&refused);
+        return error(
+            StatusCode::NOT_FOUND,
+            "no_store",
+            "this run keeps no long-term store (analyze or monitor with --store FILE)",
+        );
+    };
+    let answer = tokio::task::spawn_blocking(move || {
+        let result = read(&path);
+        s.store_counters.count(&result);
+        result
+    })
+    .await;
+    match answer {
+        Ok(Ok(body)) => Json(body).into_response(),
+        Ok(Err(store::Refused(code, name, message))) => {
+            error(StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), name, message)
+        }
+        Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the store query failed"),
+    }
+}
+
+async fn store_listing(State(s): State<Shared>, Extension(g): Guarded) -> Response {
+    let max = g.limits.max_store_points;
+    store_answer(s, move |path| store::listing(path, max)).await
+}
+
+async fn store_series(State(s): State<Shared>, Extension(g): Guarded, Query(q): Query<store::SeriesQuery>) -> Response {
+    let max = g.limits.max_store_points;
+    store_answer(s, move |path| store::series(path, &q, max)).await
 }
 
 async fn prometheus(State(s): State<Shared>) -> Response {

@@ -27,6 +27,7 @@ mod publish;
 mod server;
 mod snapshot;
 mod state;
+mod store;
 mod stream;
 
 use std::future::Future;
@@ -52,6 +53,7 @@ pub use state::{
     ChangeRefused, DefinitionChange, DefinitionEditor, ExportCounter, ExportCounters, RunState, Update, UpdateKind,
     UPDATE_BACKLOG,
 };
+pub use store::{ArchiveListing, SeriesAnswer, SeriesQuery, StoreListing};
 pub use stream::MIN_RESOLUTION_MS;
 
 /// Serves `app` on `listener` with the default [`Limits`] until `shutdown` completes.

@@ -91,6 +91,9 @@ fn base_unit(unit: &str) -> Option<(&'static str, f64)> {
         "bit/s" => Some(("bytes_per_second", 0.125)),
         "%" => Some(("ratio", 1e-2)),
         "hops" => Some(("hops", 1.0)),
+        // tcp_anomaly's values are class codes: its count and the bins (/api/histograms) are
+        // what it says; the quantiles are codes.
+        "class" => Some(("class", 1.0)),
         _ => None,
     }
 }

@@ -45,6 +45,8 @@ pub struct Limits {
     /// Flow-log queries (filter, sort) running at once, off the server's async workers; more
     /// wait their turn.
     pub max_flow_queries: usize,
+    /// Points one `/api/store/series` answer holds at most (413 `too_many_points` beyond).
+    pub max_store_points: usize,
 }
 
 /// Defaults: nginx closes a slow header after 60 s and an idle keep-alive after 75 s; sonde's
@@ -60,6 +62,7 @@ impl Default for Limits {
             max_body_bytes: 64 * 1024,
             max_definitions: 64,
             max_flow_queries: 2,
+            max_store_points: 10_000,
         }
     }
 }

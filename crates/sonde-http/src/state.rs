@@ -81,6 +81,9 @@ pub struct RunState {
     updates: broadcast::Sender<Arc<Update>>,
     editor: Option<Box<dyn DefinitionEditor>>,
     exports: std::sync::Mutex<Vec<ExportCounters>>,
+    /// The long-term store the run writes (`--store`), served by `/api/store`.
+    store: std::sync::OnceLock<std::path::PathBuf>,
+    pub(crate) store_counters: crate::store::StoreCounters,
 }
 
 impl std::fmt::Debug for RunState {
@@ -96,7 +99,14 @@ impl RunState {
 
     pub fn with_editor(snapshot: Snapshot, editor: Option<Box<dyn DefinitionEditor>>) -> Arc<RunState> {
         let (updates, _) = broadcast::channel(UPDATE_BACKLOG);
-        Arc::new(RunState { snapshot: ArcSwap::from_pointee(snapshot), updates, editor, exports: Default::default() })
+        Arc::new(RunState {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            updates,
+            editor,
+            exports: Default::default(),
+            store: Default::default(),
+            store_counters: Default::default(),
+        })
     }
 
     /// The latest snapshot (cheap: a reference count).
@@ -138,8 +148,25 @@ impl RunState {
         self.exports.lock().unwrap_or_else(|e| e.into_inner()).push(counters);
     }
 
-    /// Every exporter's counters, read now.
+    /// Every exporter's counters, read now (and the store queries' when there is a store).
     pub fn export_counters(&self) -> Vec<ExportCounter> {
-        self.exports.lock().unwrap_or_else(|e| e.into_inner()).iter().flat_map(|read| read()).collect()
+        let mut all: Vec<ExportCounter> =
+            self.exports.lock().unwrap_or_else(|e| e.into_inner()).iter().flat_map(|read| read()).collect();
+        if self.store.get().is_some() {
+            all.extend(self.store_counters.counters());
+        }
+        all
+    }
+
+    /// Serves the long-term store at `path` under `/api/store` (read from the file at each
+    /// request: it may not exist yet, and is seen once the run has written it). Set once: a
+    /// second call is ignored and returns false.
+    pub fn set_store(&self, path: std::path::PathBuf) -> bool {
+        self.store.set(path).is_ok()
+    }
+
+    /// The store `/api/store` serves, if any.
+    pub fn store(&self) -> Option<&std::path::Path> {
+        self.store.get().map(|p| p.as_path())
     }
 }

@@ -25,12 +25,23 @@ fn validator(spec: &Value, schema: &Value) -> jsonschema::Validator {
     jsonschema::draft202012::new(&root).expect("the documented schema compiles")
 }
 
-/// The documented path with its path parameters replaced by their examples.
+/// The documented path with its path parameters replaced by their examples, and its required
+/// query parameters that have an example given it.
 fn concrete(path: &str, op: &Value) -> String {
     let mut out = path.to_string();
     for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["in"] == "path") {
         let name = p["name"].as_str().unwrap();
         out = out.replace(&format!("{{{name}}}"), p["example"].as_str().expect("path parameters have an example"));
+    }
+    // (A change's `version` has none: the caller gives it.)
+    let required = op["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["in"] == "query" && p["required"] == true && p["example"].is_string());
+    for (i, p) in required.enumerate() {
+        let example = p["example"].as_str().unwrap();
+        out.push_str(&format!("{}{}={example}", if i == 0 { '?' } else { '&' }, p["name"].as_str().unwrap()));
     }
     out
 }

@@ -109,7 +109,18 @@ impl Store {
     /// Opens an existing store and checks it: magic, version, header checksum, spec rules, file
     /// size and consolidation state. A damaged or truncated file gives an error, never a panic.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Store::open_with(OpenOptions::new().read(true).write(true).open(path)?)
+    }
+
+    /// Opens an existing store for reading only (checked as [`Store::open`] checks it), e.g. to
+    /// serve it while another process updates it: [`Store::update`] on it fails with
+    /// [`Error::Io`]. The store is read as it is when a method is called; sonde replaces a store
+    /// whole (a renamed copy), so a store opened before a replacement keeps the older file.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store, Error> {
+        Store::open_with(OpenOptions::new().read(true).open(path)?)
+    }
+
+    fn open_with(file: File) -> Result<Store, Error> {
         let found_bytes = file.metadata()?.len();
         let mut fixed_bytes = [0u8; FIXED_LEN];
         if found_bytes < FIXED_LEN as u64 {

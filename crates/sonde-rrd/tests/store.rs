@@ -353,3 +353,29 @@ fn csv_dump_holds_every_row_exactly() {
     assert_eq!(text.lines().count(), 1 + expected.len());
     assert!(unknown > 0);
 }
+
+#[test]
+fn a_store_opened_read_only_reads_the_same_rows_and_refuses_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.rrd");
+    let spec = small_spec();
+    let mut store = Store::create(&path, &spec, 0).unwrap();
+    for (t, v) in scenario(7, 0, 300, 50, 3) {
+        store.update(t, &v).unwrap();
+    }
+    let before = fs::read(&path).unwrap();
+    let reader = Store::open_read_only(&path).unwrap();
+    assert_eq!(reader.last_update_s(), store.last_update_s());
+    for a in 0..spec.archives.len() {
+        let (mine, theirs) = (stored_rows(&reader, a), stored_rows(&store, a));
+        assert_eq!(mine.len(), theirs.len());
+        for ((t1, v1), (t2, v2)) in mine.iter().zip(&theirs) {
+            assert_eq!(t1, t2);
+            assert!(same_values(v1, v2), "archive {a} at {t1}");
+        }
+    }
+    let mut reader = reader;
+    let next = reader.last_update_s() + 300;
+    assert!(matches!(reader.update(next, &[1.0, 2.0, 3.0]), Err(Error::Io(_))));
+    assert_eq!(fs::read(&path).unwrap(), before, "a refused update writes nothing");
+}

@@ -89,7 +89,7 @@ impl Dist {
         self.add_n(value, 1);
     }
 
-    fn add_n(&mut self, value: u64, n: u64) {
+    pub fn add_n(&mut self, value: u64, n: u64) {
         self.count += n;
         self.sum += u128::from(value) * u128::from(n);
         self.min = self.min.min(value);

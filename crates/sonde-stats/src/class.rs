@@ -62,11 +62,28 @@ pub enum Metric {
     TcpThroughput,
     TcpRetxRate,
     TcpOooRate,
+    TcpAnomaly,
     TcpWinMax,
+    TcpCwndMax,
     TcpMss,
     UdpDuration,
     UdpBytes,
 }
+
+/// The classes of `tcp_anomaly`, by value: Tstat's segment types (its `tcp_anomalies`
+/// histogram), in-sequence data first, then the causes of out-of-sequence segments of
+/// [`sonde_flow::AnomalyCounts`].
+pub const ANOMALY_CLASSES: [&str; 9] = [
+    "in_sequence",
+    "rto",
+    "fast_retx",
+    "reordering",
+    "net_dup",
+    "flow_control",
+    "unneeded_rto",
+    "unneeded_fast_retx",
+    "unknown",
+];
 
 /// How a metric's integer base unit is written out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +95,8 @@ pub enum Unit {
     /// Parts per million written as a percentage.
     Percent,
     Hops,
+    /// A class code (`tcp_anomaly`: [`ANOMALY_CLASSES`]).
+    Class,
 }
 
 impl Unit {
@@ -88,6 +107,7 @@ impl Unit {
             Unit::BitsPerSecond => "bit/s",
             Unit::Percent => "%",
             Unit::Hops => "hops",
+            Unit::Class => "class",
         }
     }
 }
@@ -123,7 +143,7 @@ impl Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 17] = [
         Metric::IpLen,
         Metric::IpTtl,
         Metric::TcpRttAvg,
@@ -135,7 +155,9 @@ impl Metric {
         Metric::TcpThroughput,
         Metric::TcpRetxRate,
         Metric::TcpOooRate,
+        Metric::TcpAnomaly,
         Metric::TcpWinMax,
+        Metric::TcpCwndMax,
         Metric::TcpMss,
         Metric::UdpDuration,
         Metric::UdpBytes,
@@ -154,7 +176,9 @@ impl Metric {
             Metric::TcpThroughput => "tcp_thru",
             Metric::TcpRetxRate => "tcp_retx_rate",
             Metric::TcpOooRate => "tcp_ooo_rate",
+            Metric::TcpAnomaly => "tcp_anomaly",
             Metric::TcpWinMax => "tcp_win_max",
+            Metric::TcpCwndMax => "tcp_cwnd_max",
             Metric::TcpMss => "tcp_mss",
             Metric::UdpDuration => "udp_duration",
             Metric::UdpBytes => "udp_bytes",
@@ -163,7 +187,13 @@ impl Metric {
 
     pub fn unit(self) -> Unit {
         match self {
-            Metric::IpLen | Metric::TcpBytes | Metric::TcpWinMax | Metric::TcpMss | Metric::UdpBytes => Unit::Bytes,
+            Metric::IpLen
+            | Metric::TcpBytes
+            | Metric::TcpWinMax
+            | Metric::TcpCwndMax
+            | Metric::TcpMss
+            | Metric::UdpBytes => Unit::Bytes,
+            Metric::TcpAnomaly => Unit::Class,
             Metric::IpTtl => Unit::Hops,
             Metric::TcpRttAvg
             | Metric::TcpRttMin
@@ -179,9 +209,12 @@ impl Metric {
     pub fn binning(self) -> Binning {
         match self {
             // Exact: small integers, and rates to the part per million.
-            Metric::IpLen | Metric::IpTtl | Metric::TcpMss | Metric::TcpRetxRate | Metric::TcpOooRate => {
-                Binning::Linear(1)
-            }
+            Metric::IpLen
+            | Metric::IpTtl
+            | Metric::TcpMss
+            | Metric::TcpRetxRate
+            | Metric::TcpOooRate
+            | Metric::TcpAnomaly => Binning::Linear(1),
             _ => Binning::Log,
         }
     }

@@ -43,6 +43,13 @@ impl FlowInterval {
         self.dist_mut(metric, dir, net).add(value);
     }
 
+    /// `n` values equal to `value` (none when `n` is 0: no empty distribution is made).
+    pub fn add_n(&mut self, metric: Metric, dir: Dir, net: Net, value: u64, n: u64) {
+        if n > 0 {
+            self.dist_mut(metric, dir, net).add_n(value, n);
+        }
+    }
+
     fn dist_mut(&mut self, metric: Metric, dir: Dir, net: Net) -> &mut Dist {
         if self.dists.is_empty() {
             self.dists.resize_with(SLOTS, || None);
@@ -230,7 +237,20 @@ fn tcp_dir(f: &mut FlowInterval, dir: Dir, net: Net, s: &TcpDirStats, duration_n
         f.add(Metric::TcpRetxRate, dir, net, retx);
         f.add(Metric::TcpOooRate, dir, net, ooo);
     }
+    // Tstat's tcp_anomalies: each data segment at its class (in sequence, or the cause of its
+    // being out of sequence), so the bins give the classes' shares.
+    let a = &s.anomalies;
+    let causes =
+        [a.rto, a.fast_retx, a.reordering, a.net_dup, a.flow_control, a.unneeded_rto, a.unneeded_fast_retx, a.unknown];
+    let in_sequence = s.data_pkts.saturating_sub(causes.iter().sum());
+    for (class, n) in std::iter::once(in_sequence).chain(causes).enumerate() {
+        f.add_n(Metric::TcpAnomaly, dir, net, class as u64, n);
+    }
     f.add(Metric::TcpWinMax, dir, net, s.win_max);
+    // Tstat's congestion-window estimate (`c_cwin_max`): measured on new in-order data only.
+    if s.inflight_max > 0 {
+        f.add(Metric::TcpCwndMax, dir, net, s.inflight_max);
+    }
     if s.mss_opt > 0 {
         f.add(Metric::TcpMss, dir, net, u64::from(s.mss_opt));
     }

@@ -30,7 +30,7 @@ use ipnet::IpNet;
 
 pub use apps::{App, AppTables, DirNode};
 pub use bins::{Binning, Dist};
-pub use class::{Dir, Metric, Net, Proto, Unit};
+pub use class::{Dir, Metric, Net, Proto, Unit, ANOMALY_CLASSES};
 pub use flows::{FlowInterval, FlowIntervals};
 pub use packets::{FineBin, FineBins, PacketInterval, PacketIntervals};
 pub use report::{Interval, Report, ReportSummary};

@@ -160,6 +160,10 @@ pub struct HttpLimitArgs {
     /// (409).
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub http_max_definitions: usize,
+    /// Points one answer of the long-term store's API (/api/store/series) holds at most;
+    /// beyond, 413 (ask a shorter range or a coarser resolution).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub http_max_store_points: usize,
 }
 
 impl HttpLimitArgs {
@@ -183,6 +187,7 @@ impl HttpLimitArgs {
             max_header_bytes: self.http_max_header_bytes,
             max_body_bytes: self.http_max_body_bytes,
             max_definitions: self.http_max_definitions,
+            max_store_points: self.http_max_store_points,
             ..sonde_http::Limits::default()
         })
     }

@@ -38,10 +38,13 @@ pub fn prepare(addr: SocketAddr, token_file: Option<&Path>, limits: &crate::flag
 }
 
 impl Prepared {
-    /// Publishes the finished run and serves it until SIGINT.
-    pub fn serve(self, finished: &Finished, quiet: bool) -> Result<()> {
+    /// Publishes the finished run (and its long-term `store`, if any) and serves it until SIGINT.
+    pub fn serve(self, finished: &Finished, store: Option<&Path>, quiet: bool) -> Result<()> {
         let snapshot = finished_snapshot(finished, self.started_unix_s)?;
         let state = RunState::new(snapshot);
+        if let Some(store) = store {
+            state.set_store(store.to_path_buf());
+        }
         state.add_export_counters(crate::export::final_metrics(&finished.report));
         let app = self.announce(state, quiet, "Ctrl-C stops")?;
         sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")

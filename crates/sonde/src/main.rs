@@ -108,7 +108,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let code = analysis::finish(&args.analysis, &finished)?;
     // A signal asked the run to end: no server after it.
     if let Some(server) = server.filter(|_| finished.report.interrupted_by.is_none()) {
-        server.serve(&finished, args.analysis.quiet)?;
+        server.serve(&finished, args.analysis.store.as_deref(), args.analysis.quiet)?;
     }
     Ok(code)
 }

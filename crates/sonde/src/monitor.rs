@@ -101,6 +101,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
             let editor = Box::new(sonde_http::Editor { edits: edits_tx });
             let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
             opts.started_unix_s = server.started_unix_s();
+            if let Some(store) = &args.analysis.store {
+                // Read at each request: the store as the last run left it until this one ends.
+                state.set_store(store.clone());
+            }
             opts.state = Some(state.clone());
             Some(server.serve_live(state, args.analysis.quiet)?)
         }

@@ -49,6 +49,20 @@ impl Server {
         if let Some(t) = token_file {
             cmd.arg("--http-token").arg(t);
         }
+        Server::launch(cmd, out, out_dir)
+    }
+
+    /// `sonde analyze -r TRACE -o DIR ARGS --http 127.0.0.1:0`.
+    fn analyze(trace: &Path, args: &[&str]) -> Server {
+        let out = tempfile::tempdir().unwrap();
+        let out_dir = out.path().join("run");
+        let mut cmd = common::sonde();
+        cmd.args(["analyze", "-q", "-r"]).arg(trace).arg("-o").arg(&out_dir).args(args);
+        cmd.args(["--http", "127.0.0.1:0"]).env_remove("SONDE_HTTP_TOKEN").stdout(Stdio::piped());
+        Server::launch(cmd, out, out_dir)
+    }
+
+    fn launch(mut cmd: Command, out: tempfile::TempDir, out_dir: PathBuf) -> Server {
         let mut child = cmd.spawn().expect("run sonde");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
@@ -213,26 +227,34 @@ fn a_public_address_needs_a_token() {
     assert_eq!(server.get("/", None).0, 200);
 }
 
-#[test]
-fn the_dashboard_in_a_real_browser() {
-    let Some((browser_dir, chromium)) = common::browser() else { return };
-    let server = Server::start("127.0.0.1:0", &[], None);
+/// Runs `node SCRIPT URL ARTIFACTS` (tests/browser) against `server`; checks that it passed at
+/// least `min_checks` checks and failed none. Returns where the screenshots went.
+fn browser_test(browser: &(PathBuf, String), script: &str, server: &Server, min_checks: u32) -> PathBuf {
+    let (browser_dir, chromium) = browser;
     let artifacts = repo().join("target/browser-artifacts");
     let started = Instant::now();
     let run = Command::new("node")
-        .current_dir(&browser_dir)
-        .arg("dashboard.mjs")
+        .current_dir(browser_dir)
+        .arg(script)
         .arg(format!("http://{}/", server.addr))
         .arg(&artifacts)
-        .env("CHROMIUM", &chromium)
+        .env("CHROMIUM", chromium)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    eprintln!("browser test: {:.1} s; screenshots in {}", started.elapsed().as_secs_f64(), artifacts.display());
-    assert!(run.status.success(), "the browser test failed");
+    eprintln!("{script}: {:.1} s; screenshots in {}", started.elapsed().as_secs_f64(), artifacts.display());
+    assert!(run.status.success(), "the browser test {script} failed");
     let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
-    assert!(checks.is_some_and(|n| n >= 20), "{stdout}");
+    assert!(checks.is_some_and(|n| n >= min_checks), "{stdout}");
+    artifacts
+}
+
+#[test]
+fn the_dashboard_in_a_real_browser() {
+    let Some(browser) = common::browser() else { return };
+    let server = Server::start("127.0.0.1:0", &[], None);
+    let artifacts = browser_test(&browser, "dashboard.mjs", &server, 20);
     for shot in ["dashboard.png", "flows-sorted.png", "flows-filtered.png", "definitions.png"] {
         assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
     }
@@ -396,4 +418,75 @@ fn prometheus_checks_and_scrapes_the_metrics() {
     assert!(lengths["value"][1].as_str().unwrap().parse::<f64>().unwrap() > 0.0, "{lengths}");
     let _ = prometheus.kill();
     let _ = prometheus.wait();
+}
+
+/// The `points` of a `/api/store/series` answer, numbers read by Rust's exact parser.
+fn store_points(body: &str) -> Vec<(i64, Option<f64>)> {
+    let list = body.split_once("\"points\":[").unwrap_or_else(|| panic!("no points in {body}")).1;
+    let list = &list[..list.find("]]").map_or(0, |i| i + 1)];
+    list.split("],[")
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (t, v) = p.trim_matches(['[', ']']).split_once(',').unwrap();
+            (t.parse().unwrap(), (v != "null").then(|| v.parse().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_store_served_equals_ts_dump_and_the_dashboard_draws_it() {
+    let Some(shared) = common::shared_dir() else { return };
+    let trace = shared.join("groundtruth/mixed.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("link.rrd");
+    let store_arg = store.to_str().unwrap();
+    // 11 s of real traffic in 1 s steps, kept at 1 s, 2 s and 5 s for an hour; the client is
+    // internal.
+    let args = [
+        "--interval",
+        "1",
+        "--store",
+        store_arg,
+        "--store-archives",
+        "1s:1h,2s:1h,5s:1h",
+        "--internal",
+        "10.77.0.1/32,fd77::1/128",
+    ];
+    let server = Server::analyze(&trace, &args);
+    let dump = common::sonde().args(["ts", "dump"]).arg(&store).output().unwrap();
+    assert!(dump.status.success());
+    let dump = String::from_utf8(dump.stdout).unwrap();
+    let mut lines = dump.lines();
+    let names: Vec<&str> = lines.next().unwrap().split(',').skip(4).collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+
+    let listing = server.json("/api/store");
+    assert_eq!(listing["name"], "link.rrd");
+    assert_eq!(listing["resolutions_s"], serde_json::json!([1, 2, 5]));
+    assert_eq!(listing["series"].as_array().unwrap().len(), names.len());
+    let (mut compared, mut known) = (0, 0);
+    for archive in listing["archives"].as_array().unwrap() {
+        let a = archive["archive"].as_u64().unwrap().to_string();
+        let (cf, res) = (archive["cf"].as_str().unwrap(), archive["resolution_s"].as_u64().unwrap());
+        for (s, name) in names.iter().enumerate() {
+            let (code, body) = server.get(&format!("/api/store/series?name={name}&resolution_s={res}&cf={cf}"), None);
+            assert_eq!(code, 200, "{body}");
+            let served = store_points(&body);
+            let dumped: Vec<(i64, Option<f64>)> = rows
+                .iter()
+                .filter(|r| r[0] == a)
+                .map(|r| (r[3].parse().unwrap(), (!r[4 + s].is_empty()).then(|| r[4 + s].parse().unwrap())))
+                .collect();
+            assert_eq!(served, dumped, "{name}, archive {a} ({cf}, {res} s)");
+            compared += served.len();
+            known += served.iter().filter(|p| p.1.is_some()).count();
+        }
+    }
+    // Every row of every archive, and the run's own seconds among them.
+    assert_eq!(compared, rows.len() * names.len());
+    assert!(known > 11 * 3 * names.len() / 2, "{known} known values of {compared}");
+
+    let Some(browser) = common::browser() else { return };
+    let artifacts = browser_test(&browser, "store.mjs", &server, 8);
+    assert!(std::fs::metadata(artifacts.join("store.png")).is_ok_and(|m| m.len() > 10_000));
 }

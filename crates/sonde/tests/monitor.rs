@@ -584,3 +584,63 @@ fn a_flood_at_top_speed_is_read_or_counted_as_dropped() {
     assert_eq!(s["flows"]["tcp"].as_u64(), Some(read));
     assert!(s["table"]["peak_live_flows"].as_u64().unwrap() <= 10_000);
 }
+
+#[test]
+fn a_monitor_serves_its_store_as_ts_dump_reads_it() {
+    let Some(ns) = Netns::new(&["tcpreplay", "curl"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("link.rrd");
+    // An earlier run's store (the demo trace, 1 s steps kept at 1 s and 1 min).
+    let archives = ["--store", store.to_str().unwrap(), "--store-archives", "1s:1h,1m:1d"];
+    let (_, o) = analyze(&demo(), &[&["--interval", "1"][..], &archives].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dump =
+        |store: &Path| String::from_utf8(sonde().args(["ts", "dump"]).arg(store).output().unwrap().stdout).unwrap();
+    let before = dump(&store);
+    let out = tempfile::tempdir().unwrap();
+    let mut child = ns
+        .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
+        .args(["monitor", "-i", "va", "--force", "--interval", "1", "--http", "127.0.0.1:0"])
+        .args(archives)
+        .arg("-o")
+        .arg(out.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sonde monitor");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
+    let monitor = Monitor::adopt(child);
+    let get = |path: &str| {
+        let o = ns.exec(Path::new("curl")).args(["-s", &format!("{url}{}", path.trim_start_matches('/'))]).output();
+        String::from_utf8(o.unwrap().stdout).unwrap()
+    };
+    // While capturing: the store as the earlier run left it, row for row as ts dump reads it.
+    let listing: serde_json::Value = serde_json::from_str(&get("/api/store")).unwrap();
+    assert_eq!(listing["resolutions_s"], serde_json::json!([1, 60]), "{listing}");
+    let body = get("/api/store/series?name=tcp_ext_pkts&resolution_s=1");
+    let served: Vec<(i64, Option<f64>)> = serde_json::from_str::<serde_json::Value>(&body).unwrap()["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64()))
+        .collect();
+    let mut lines = before.lines();
+    let column = lines.next().unwrap().split(',').position(|c| c == "tcp_ext_pkts").unwrap();
+    let dumped: Vec<(i64, Option<f64>)> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[0] == "0")
+        .map(|f| (f[3].parse().unwrap(), f[column].parse().ok()))
+        .collect();
+    // (Packet counts: whole numbers, exact through any JSON parser.)
+    let differ = served.iter().zip(&dumped).filter(|(a, b)| a != b).count();
+    assert_eq!((served.len(), differ), (dumped.len(), 0), "rows served and rows that differ from ts dump");
+    let known = dumped.iter().filter(|r| r.1.is_some_and(|v| v > 0.0)).count();
+    assert!(known >= 3, "the demo's packets are in the store ({known} rows)");
+    ns.replay(&demo(), 2_000);
+    std::thread::sleep(Duration::from_millis(1500));
+    monitor.stop();
+    // The run added its intervals when it ended.
+    assert!(dump(&store) != before, "the monitor's intervals are not in the store");
+}

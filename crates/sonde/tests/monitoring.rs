@@ -489,3 +489,57 @@ fn store_archives_are_chosen_at_creation_and_a_mismatch_is_refused_before_the_an
         assert!(!out.exists(), "{extra:?}: outputs written although the store refused the run");
     }
 }
+
+#[test]
+fn the_cwnd_anomaly_and_rtt_sample_histograms_hold_every_flow_direction() {
+    // Issue 23: tcp_cwnd_max (Tstat's c_cwin_max, one value per direction that measured one),
+    // tcp_anomaly (Tstat's tcp_anomalies: every data segment at its class) and tcp_rtt_sample
+    // (every sample), against the flow log written by the same run.
+    let classes = ["rto", "fs", "reor", "dup", "fc", "unrto", "unfs", "unk"];
+    let mut anomalous = 0;
+    for trace in traces().into_iter().take(4) {
+        let (out, o) = analyze(&trace, &["--interval", "1"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let flows = read_tsv(&out.path().join("tcp_flows.tsv"));
+        let quantiles = read_tsv(&out.path().join("quantiles.tsv"));
+        let histograms = read_tsv(&out.path().join("histograms.tsv"));
+        for (dir, p) in [("c2s", "c"), ("s2c", "s")] {
+            let what = format!("{} {dir}", trace.display());
+            // The congestion-window estimate: count, extremes and sum of the measured ones.
+            let cwnd: Vec<u64> = flows.iter().map(|f| int(f, &format!("{p}_cwin_max"))).filter(|&v| v > 0).collect();
+            let rows: Vec<_> = quantiles.iter().filter(|q| q["metric"] == "tcp_cwnd_max" && q["dir"] == dir).collect();
+            assert_eq!(rows.iter().map(|q| int(q, "count")).sum::<u64>(), cwnd.len() as u64, "{what}");
+            assert!(rows.iter().all(|q| q["unit"] == "bytes"), "{what}");
+            if let (Some(lo), Some(hi)) = (cwnd.iter().min(), cwnd.iter().max()) {
+                assert_eq!(rows.iter().map(|q| num(q, "min") as u64).min(), Some(*lo), "{what}");
+                assert_eq!(rows.iter().map(|q| num(q, "max") as u64).max(), Some(*hi), "{what}");
+                let sum: f64 = rows.iter().map(|q| num(q, "mean") * num(q, "count")).sum();
+                let exact: u64 = cwnd.iter().sum();
+                assert!((sum - exact as f64).abs() <= 0.001 * cwnd.len() as f64, "{what}: {sum} vs {exact}");
+            }
+            // Each RTT sample, as the flow log counts them (`*_rtt_cnt`), in the written file too.
+            let samples: u64 = flows.iter().map(|f| int(f, &format!("{p}_rtt_cnt"))).sum();
+            let sampled = quantiles.iter().filter(|q| q["metric"] == "tcp_rtt_sample" && q["dir"] == dir);
+            assert_eq!(sampled.map(|q| int(q, "count")).sum::<u64>(), samples, "{what}: RTT samples");
+            // The anomaly classes: each class's bin holds the flows' segments of that class.
+            let mut binned = [0u64; 9];
+            for h in histograms.iter().filter(|h| h["metric"] == "tcp_anomaly" && h["dir"] == dir) {
+                let class = int(h, "bin_lo") as usize;
+                assert_eq!(int(h, "bin_hi") as usize, class + 1, "{what}: one class per bin");
+                binned[class] += int(h, "count");
+            }
+            let mut expected = [0u64; 9];
+            for f in &flows {
+                let causes: Vec<u64> = classes.iter().map(|c| int(f, &format!("{p}_pkts_{c}"))).collect();
+                expected[0] += int(f, &format!("{p}_pkts_data")).saturating_sub(causes.iter().sum());
+                for (k, n) in causes.iter().enumerate() {
+                    expected[k + 1] += n;
+                }
+            }
+            assert_eq!(binned, expected, "{what}");
+            anomalous += expected[1..].iter().sum::<u64>();
+        }
+    }
+    // The lossy capture has retransmissions; the demo alone has none.
+    assert!(shared_dir().is_none() || anomalous > 10, "only {anomalous} anomalous segments");
+}

@@ -120,7 +120,33 @@ pub fn snapshot(phase: Phase) -> Snapshot {
 }
 
 pub fn finished() -> Arc<RunState> {
-    RunState::new(snapshot(Phase::Finished))
+    let state = RunState::new(snapshot(Phase::Finished));
+    state.set_store(store_file().to_path_buf());
+    state
+}
+
+/// A long-term store for the fixture run, made once per test process: a 300 s step, archives
+/// of 5 min × 12 and 30 min × 4 (AVERAGE, MIN, MAX), two series over 20 steps, some unknown.
+pub fn store_file() -> &'static std::path::Path {
+    static STORE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> = std::sync::OnceLock::new();
+    let (_, path) = STORE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = sonde_rrd::Spec::with_resolutions(
+            300,
+            vec!["tcp_out_bytes".into(), "rtt_p95".into()],
+            &[(300, 3600), (1800, 7200)],
+        )
+        .unwrap();
+        let start_s = 1_700_000_000 - 1_700_000_000 % 1800;
+        let mut store = sonde_rrd::Store::create(dir.path().join("link.rrd"), &spec, start_s).unwrap();
+        for k in 1..=20u64 {
+            let rtt = if k % 7 == 0 { f64::NAN } else { 0.02 + k as f64 / 1000.0 };
+            store.update(start_s + k * 300, &[1000.0 * k as f64 + 0.5, rtt]).unwrap();
+        }
+        let path = dir.path().join("link.rrd");
+        (dir, path)
+    });
+    path
 }
 
 /// Sends one request through the router; returns the status and the body's bytes.
