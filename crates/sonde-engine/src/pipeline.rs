@@ -1004,17 +1004,29 @@ struct Reader<'a, 'c, P> {
     skim: bool,
 }
 
-/// Whether `frame` is a plain TCP or UDP packet of another reader's flow, which this one only
-/// reads. With application facts (`dns`), DNS answers are decoded by every reader (DN-Hunter's
-/// names).
+/// What a reader that splits the flows learns from a frame's flow tuple alone, before decoding.
+#[derive(Clone, Copy)]
+enum Skim {
+    /// A plain TCP or UDP packet of another reader's flow, which this one only reads.
+    Other,
+    /// A plain TCP or UDP packet to decode, with its key and shard (computed once, here).
+    Known(PacketKey, u32),
+    /// No tuple (not plain TCP or UDP, a fragment, a tunnel): the decoded packet tells.
+    Unknown,
+}
+
+/// Skims `frame` by its flow tuple. With application facts (`dns`), DNS answers are decoded by
+/// every reader (DN-Hunter's names).
 #[inline]
-fn other_readers_flow(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> bool {
-    let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return false };
-    if dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT {
-        return false;
-    }
+fn skim_frame(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> Skim {
+    let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return Skim::Unknown };
     let key = PacketKey::of_integers(t.protocol, t.v6, (t.src, t.src_port), (t.dst, t.dst_port));
-    mine.local(shards.worker(shards.of(key.hash()))).is_none()
+    let shard = shards.of(key.hash());
+    let dns_answer = dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT;
+    if mine.local(shards.worker(shard)).is_none() && !dns_answer {
+        return Skim::Other;
+    }
+    Skim::Known(key, shard)
 }
 
 impl<P> Reader<'_, '_, P> {
@@ -1073,7 +1085,8 @@ impl<P> Reader<'_, '_, P> {
                 }
             }
             let link = LinkType(frame.link_type);
-            if skim && other_readers_flow(shards, mine, dns, link, &frame) {
+            let skimmed = if skim { skim_frame(shards, mine, dns, link, &frame) } else { Skim::Unknown };
+            if let Skim::Other = skimmed {
                 self.clock_ns = self.clock_ns.max(frame.ts_ns);
                 continue;
             }
@@ -1106,15 +1119,26 @@ impl<P> Reader<'_, '_, P> {
             }
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
-            // The trackers count only TCP and UDP flows; the rest only feed the counters.
-            let key = sonde_flow::flow_key(&item.packet);
+            // The trackers count only TCP and UDP flows; the rest only feed the counters. A
+            // skimmed packet's key and shard are the tuple's (the same: the wire crate's fuzz
+            // test holds the tuple to the walk).
+            let (key, shard) = match skimmed {
+                Skim::Known(key, shard) => {
+                    debug_assert_eq!(sonde_flow::flow_key(&item.packet).ok(), Some(key));
+                    (Ok(key), shard)
+                }
+                _ => {
+                    let key = sonde_flow::flow_key(&item.packet);
+                    (key, key.as_ref().map_or(0, |key| shards.of(key.hash())))
+                }
+            };
             let worker = key.ok().map(|key| {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
                 item.key = key;
                 item.icmp = None;
-                item.shard = shards.of(key.hash());
-                mine.local(shards.worker(item.shard))
+                item.shard = shard;
+                mine.local(shards.worker(shard))
             });
             // A flow's packet is counted by the reader of its flow, any other by the primary:
             // readers that split the flows split this work too, and the counts add up.
