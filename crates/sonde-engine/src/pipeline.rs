@@ -217,6 +217,10 @@ pub(crate) struct ReaderSetup<'a, K: Sinks> {
     pub drains: Option<ReaderDrains<<K::Worker as WorkerSink>::Part>>,
     /// With several readers each reading the whole input: this one's part.
     pub share: Option<Share>,
+    /// An order-dependent anonymizer (tcpdpriv): the reader gives it every analysed packet's
+    /// addresses in input order, before the packet goes on, so that every output finds them
+    /// mapped whatever the threads.
+    pub order: Option<sonde_anon::Anonymizer>,
 }
 
 /// One reader's part of an input that several readers each read whole ([`crate::Run::split_flows`]):
@@ -338,6 +342,7 @@ pub(crate) fn read_input<K: Sinks>(
         thinner: pipeline.thin.clone(),
         app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app, shards.count)),
         icmp_unquoted: 0,
+        order: setup.order,
         skim: share.readers > 1
             && pipeline.thin.is_none()
             && !(share.reader == 0 && setup.flow_stats.is_some_and(|cfg| cfg.tables)),
@@ -998,6 +1003,8 @@ struct Reader<'a, 'c, P> {
     app: Option<AppReader>,
     /// ICMP errors whose quote gives no TCP or UDP packet (cut, garbled, or another protocol).
     icmp_unquoted: u64,
+    /// See [`ReaderSetup::order`].
+    order: Option<sonde_anon::Anonymizer>,
     /// Pass over another reader's packets by their flow tuple, without decoding them: readers
     /// that split the flows, when nothing else needs every packet decoded (the thinner, the
     /// first reader's interval tables).
@@ -1116,6 +1123,11 @@ impl<P> Reader<'_, '_, P> {
                 if !thinner.keep(frame.ts_ns, &item.packet, frame.wire_len) {
                     continue;
                 }
+            }
+            // Addresses take their order-dependent images here, in input order.
+            if let (Some(anon), Some(ip)) = (self.order.as_mut(), item.packet.ip) {
+                anon.ip(ip.src);
+                anon.ip(ip.dst);
             }
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
