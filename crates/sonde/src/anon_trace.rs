@@ -23,8 +23,9 @@ pub struct AnonTraceArgs {
     /// (prefix preserving, images in the order addresses first appear in the trace).
     #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode, default_value = "cryptopan")]
     pub anonymize: sonde_anon::Mode,
-    /// The 32-byte key for cryptopan or hash (created with a new random key, mode 600, if
-    /// absent). The same key maps addresses as `sonde analyze --anonymize` does with it.
+    /// The 32-byte key for cryptopan, hash or tcpdpriv (created with a new random key, mode
+    /// 600, if absent). The same key maps addresses as `sonde analyze --anonymize` does with it
+    /// (tcpdpriv: as the same key and the same first-seen order do).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// Most distinct addresses tcpdpriv's table holds (both families); past it a new address

@@ -293,9 +293,10 @@ pub struct AnalysisArgs {
     /// order addresses are first seen; one reader) (docs/anonymization.md).
     #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode)]
     pub anonymize: Option<sonde_anon::Mode>,
-    /// The 32-byte key for --anonymize cryptopan or hash: 64 hex digits or 32 raw bytes; created
-    /// with a new random key (mode 600) if absent. The same key maps addresses the same way in
-    /// every run, so outputs join.
+    /// The 32-byte key for --anonymize cryptopan, hash or tcpdpriv: 64 hex digits or 32 raw
+    /// bytes; created with a new random key (mode 600) if absent. The same key maps addresses
+    /// the same way in every run, so outputs join (tcpdpriv: when addresses come in the same
+    /// order).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// Most distinct addresses --anonymize tcpdpriv's table holds (both families); past it a
