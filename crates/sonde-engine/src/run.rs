@@ -498,3 +498,37 @@ impl Run {
 
 /// The part a run's worker sinks hand over.
 pub type PartOf<K> = <<K as Sinks>::Worker as WorkerSink>::Part;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_anon::{Key, Mode};
+
+    fn demo() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
+    }
+
+    fn tcpdpriv_run() -> Run {
+        let pipeline = Pipeline { workers: 2, ..Pipeline::default() };
+        let anon = sonde_anon::Anonymizer::new(Mode::Tcpdpriv, &Key::from_bytes([1; 32]));
+        Run::new().pipeline(pipeline).anonymize(Some(anon)).expect("no definitions")
+    }
+
+    /// tcpdpriv's images follow the order addresses are first seen: one reader feeds them.
+    #[test]
+    fn tcpdpriv_takes_one_reader() {
+        let mut run = tcpdpriv_run();
+        assert_eq!(run.readers_for_file(&demo()), 1, "a trace file is not split");
+        assert_eq!(run.workers(), 2, "the workers stay");
+        let (mut a, mut b) = (sonde_capture::open(&demo()).unwrap(), sonde_capture::open(&demo()).unwrap());
+        let sink = || Vec::<sonde_flow::FlowRecord>::new();
+        let refused = tcpdpriv_run().analyze(&mut [a.as_mut(), b.as_mut()], &sink);
+        assert!(matches!(&refused, Err(RunError::Anonymize(e)) if e.contains("one reader")), "{:?}", refused.err());
+        // Another mode splits as before.
+        let mut cryptopan = Run::new()
+            .pipeline(Pipeline { workers: 2, ..Pipeline::default() })
+            .anonymize(Some(sonde_anon::Anonymizer::new(Mode::CryptoPan, &Key::from_bytes([1; 32]))))
+            .unwrap();
+        assert_eq!(cryptopan.readers_for_file(&demo()), 2);
+    }
+}
