@@ -215,7 +215,7 @@ def analyze(
         closed_linger: seconds a closed TCP flow waits for its last ACKs.
         max_flows: flows held at once (the longest-idle is evicted when full).
         filter: a BPF filter in tcpdump syntax, e.g. ``"tcp port 443"``.
-        anonymize: ``"cryptopan"``, ``"hash"`` or ``"zero"``: every address anonymised.
+        anonymize: ``"cryptopan"``, ``"hash"``, ``"zero"`` or ``"tcpdpriv"``: every address anonymised.
         key: the key file for ``cryptopan`` and ``hash`` (created, mode 600, if absent).
         thin: drop pure TCP ACKs before analysis (NATRA, docs/thinning.md).
         app_packets: payload packets of each flow direction read for application facts

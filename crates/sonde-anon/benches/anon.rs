@@ -2,7 +2,8 @@
 //!
 //! `cargo bench -p sonde-anon` prints ns/address and addresses/s for:
 //! - Crypto-PAn without cache, on random IPv4 and IPv6 addresses (every bit computed);
-//! - Crypto-PAn with its prefix cache and without, keyed hash and zeroing, on the source and
+//! - Crypto-PAn with its prefix cache and without, keyed hash, zeroing and tcpdpriv (random
+//!   addresses, all new to its table), and all of them on the source and
 //!   destination addresses of real traces, in packet order: every classic-pcap Ethernet trace
 //!   listed in `$SONDE_TRACES/INDEX.tsv` (default `/work/shared/traces`). Each repetition starts
 //!   with a new anonymizer, so cold misses are counted. Skipped when the traces are absent.
@@ -42,6 +43,8 @@ fn main() {
     report("keyed hash, random IPv4", &v4, || Anonymizer::new(Mode::KeyedHash, &key));
     report("keyed hash, random IPv6", &v6, || Anonymizer::new(Mode::KeyedHash, &key));
     report("zero, random IPv4", &v4, Anonymizer::zero);
+    report("tcpdpriv, random IPv4 (all new)", &v4, || Anonymizer::new(Mode::Tcpdpriv, &key));
+    report("tcpdpriv, random IPv6 (all new)", &v6, || Anonymizer::new(Mode::Tcpdpriv, &key));
 
     let dir = std::env::var_os("SONDE_TRACES").map(PathBuf::from).unwrap_or_else(|| "/work/shared/traces".into());
     let (trace_addrs, files) = match trace_addresses(&dir) {
@@ -69,6 +72,7 @@ fn main() {
     );
     report("keyed hash, trace mix", &trace_addrs, || Anonymizer::new(Mode::KeyedHash, &key));
     report("zero, trace mix", &trace_addrs, Anonymizer::zero);
+    report("tcpdpriv, trace mix", &trace_addrs, || Anonymizer::new(Mode::Tcpdpriv, &key));
 }
 
 /// Runs every address through a new anonymizer per repetition; prints the best repetition and

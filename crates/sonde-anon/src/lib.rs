@@ -6,7 +6,10 @@
 //!   reproduces the reference implementation's published sample bit for bit (IPv4), and the
 //!   published IPv6 vectors of the Go, Python, C and C# implementations;
 //! - [`Mode::KeyedHash`]: a keyed pseudorandom function of the address, not prefix preserving;
-//! - [`Mode::Zero`]: every address becomes `0.0.0.0` or `::` (the family is kept).
+//! - [`Mode::Zero`]: every address becomes `0.0.0.0` or `::` (the family is kept);
+//! - [`Mode::Tcpdpriv`]: tcpdpriv's prefix-preserving table method (see [`tcpdpriv`]): images
+//!   drawn at random, bit by bit consistent with the addresses seen before, so they depend on
+//!   the order addresses are first seen. IPv6 by the same rule over 128 bits.
 //!
 //! The 32-byte [`Key`] comes from a key file ([`Key::load_or_create`]). The same key gives the
 //! same mapping in every run, thread and file, so anonymised results can be joined; the library
@@ -14,7 +17,9 @@
 //!
 //! An [`Anonymizer`] is meant to be owned by one worker thread: Crypto-PAn keeps a bounded
 //! per-worker prefix cache (see [`cache`]), so it takes `&mut self`. Cloning is cheap: it copies
-//! the AES round keys and starts an empty cache.
+//! the AES round keys and starts an empty cache. tcpdpriv's table is the exception: clones share
+//! it (behind a lock), so that every output of a run maps an address alike; the caller decides
+//! the order addresses first reach it.
 //!
 //! ```
 //! use sonde_anon::{Anonymizer, Key, Mode};
@@ -41,12 +46,16 @@ pub mod cache;
 mod cryptopan;
 mod hash;
 mod key;
+pub mod tcpdpriv;
 mod text;
+
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use cache::CacheStats;
 pub use cryptopan::CryptoPan;
 pub use hash::KeyedHash;
 pub use key::{Key, KeyError, KeyFormatError, LoadedKey};
+pub use tcpdpriv::{TableStats, Tcpdpriv};
 
 /// How addresses are anonymised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,18 +66,27 @@ pub enum Mode {
     KeyedHash,
     /// All-zero address of the same family.
     Zero,
+    /// tcpdpriv's table method: prefix preserving, one-to-one, order dependent.
+    Tcpdpriv,
 }
 
 impl Mode {
     /// The names [`FromStr`] accepts and [`Display`](fmt::Display) prints.
-    pub const NAMES: [&'static str; 3] = ["cryptopan", "hash", "zero"];
+    pub const NAMES: [&'static str; 4] = ["cryptopan", "hash", "zero", "tcpdpriv"];
 
     pub fn name(self) -> &'static str {
         match self {
             Mode::CryptoPan => "cryptopan",
             Mode::KeyedHash => "hash",
             Mode::Zero => "zero",
+            Mode::Tcpdpriv => "tcpdpriv",
         }
+    }
+
+    /// Whether an address's image depends on the order addresses are first seen (tcpdpriv): the
+    /// caller must then feed addresses in a fixed order (the packets') to stay reproducible.
+    pub fn order_dependent(self) -> bool {
+        self == Mode::Tcpdpriv
     }
 
     /// Whether the mode needs a key (zeroing does not).
@@ -103,6 +121,7 @@ impl FromStr for Mode {
             "cryptopan" | "crypto-pan" => Ok(Mode::CryptoPan),
             "hash" | "keyed-hash" => Ok(Mode::KeyedHash),
             "zero" => Ok(Mode::Zero),
+            "tcpdpriv" => Ok(Mode::Tcpdpriv),
             _ => Err(UnknownMode(s.to_owned())),
         }
     }
@@ -116,20 +135,46 @@ pub struct Anonymizer {
 
 #[derive(Debug, Clone)]
 enum Engine {
-    CryptoPan { pan: CryptoPan, cache: Option<Box<cache::PrefixCache>> },
+    CryptoPan {
+        pan: CryptoPan,
+        cache: Option<Box<cache::PrefixCache>>,
+    },
     KeyedHash(KeyedHash),
     Zero,
+    /// Shared by every clone.
+    Tcpdpriv(Arc<Mutex<Tcpdpriv>>),
 }
 
 impl Anonymizer {
-    /// An anonymizer with a prefix cache (Crypto-PAn); the key is ignored by [`Mode::Zero`].
+    /// An anonymizer with a prefix cache (Crypto-PAn); the key is ignored by [`Mode::Zero`];
+    /// tcpdpriv's table holds at most [`tcpdpriv::DEFAULT_MAX_ADDRESSES`].
     pub fn new(mode: Mode, key: &Key) -> Self {
         let engine = match mode {
             Mode::CryptoPan => Engine::CryptoPan { pan: CryptoPan::new(key), cache: Some(Box::default()) },
             Mode::KeyedHash => Engine::KeyedHash(KeyedHash::new(key)),
             Mode::Zero => Engine::Zero,
+            Mode::Tcpdpriv => return Anonymizer::tcpdpriv(key, tcpdpriv::DEFAULT_MAX_ADDRESSES),
         };
         Anonymizer { engine }
+    }
+
+    /// tcpdpriv's table method, the table bounded to `max_addresses` distinct addresses.
+    pub fn tcpdpriv(key: &Key, max_addresses: usize) -> Self {
+        Anonymizer { engine: Engine::Tcpdpriv(Arc::new(Mutex::new(Tcpdpriv::new(key, max_addresses)))) }
+    }
+
+    /// The shared table (a panic elsewhere while holding it leaves it consistent: every
+    /// change is one map insert).
+    fn table(table: &Mutex<Tcpdpriv>) -> MutexGuard<'_, Tcpdpriv> {
+        table.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The tcpdpriv table's figures (`None` in other modes).
+    pub fn table_stats(&self) -> Option<TableStats> {
+        match &self.engine {
+            Engine::Tcpdpriv(table) => Some(Self::table(table).stats()),
+            _ => None,
+        }
     }
 
     /// Crypto-PAn computing every bit of every address (for measurement and cross-checks).
@@ -147,6 +192,7 @@ impl Anonymizer {
             Engine::CryptoPan { .. } => Mode::CryptoPan,
             Engine::KeyedHash(_) => Mode::KeyedHash,
             Engine::Zero => Mode::Zero,
+            Engine::Tcpdpriv(_) => Mode::Tcpdpriv,
         }
     }
 
@@ -164,6 +210,7 @@ impl Anonymizer {
             Engine::CryptoPan { pan, cache: None } => pan.ipv4(addr),
             Engine::KeyedHash(hash) => hash.ipv4(addr),
             Engine::Zero => [0; 4],
+            Engine::Tcpdpriv(table) => Self::table(table).ipv4(addr),
         }
     }
 
@@ -173,6 +220,7 @@ impl Anonymizer {
             Engine::CryptoPan { pan, cache: None } => pan.ipv6(addr),
             Engine::KeyedHash(hash) => hash.ipv6(addr),
             Engine::Zero => [0; 16],
+            Engine::Tcpdpriv(table) => Self::table(table).ipv6(addr),
         }
     }
 
@@ -196,7 +244,10 @@ mod tests {
             assert_eq!(name.parse::<Mode>().unwrap().to_string(), name);
         }
         let err = "rot13".parse::<Mode>().unwrap_err();
-        assert_eq!(err.to_string(), "unknown anonymisation mode \"rot13\" (expected one of: cryptopan, hash, zero)");
+        assert_eq!(
+            err.to_string(),
+            "unknown anonymisation mode \"rot13\" (expected one of: cryptopan, hash, zero, tcpdpriv)"
+        );
     }
 
     #[test]
@@ -217,5 +268,17 @@ mod tests {
         assert_eq!(anon.cache_stats().misses, 1);
         let clone = anon.clone();
         assert_eq!(clone.cache_stats().lookups(), 0);
+    }
+
+    #[test]
+    fn tcpdpriv_clones_share_the_table() {
+        let mut anon = Anonymizer::tcpdpriv(&Key::from_bytes([3; 32]), 100);
+        let mut clone = anon.clone();
+        let x = clone.ip("192.0.2.1".parse().unwrap());
+        // Seen first by the clone, mapped alike by the original, and counted once.
+        assert_eq!(anon.ip("192.0.2.1".parse().unwrap()), x);
+        assert_eq!(anon.table_stats().map(|s| s.addresses), Some(1));
+        assert_eq!(anon.mode(), Mode::Tcpdpriv);
+        assert!(Mode::Tcpdpriv.order_dependent() && Mode::Tcpdpriv.needs_key());
     }
 }

@@ -217,6 +217,10 @@ pub(crate) struct ReaderSetup<'a, K: Sinks> {
     pub drains: Option<ReaderDrains<<K::Worker as WorkerSink>::Part>>,
     /// With several readers each reading the whole input: this one's part.
     pub share: Option<Share>,
+    /// An order-dependent anonymizer (tcpdpriv): the reader gives it every analysed packet's
+    /// addresses in input order, before the packet goes on, so that every output finds them
+    /// mapped whatever the threads.
+    pub order: Option<sonde_anon::Anonymizer>,
 }
 
 /// One reader's part of an input that several readers each read whole ([`crate::Run::split_flows`]):
@@ -338,6 +342,7 @@ pub(crate) fn read_input<K: Sinks>(
         thinner: pipeline.thin.clone(),
         app: pipeline.flow.app_facts.then(|| AppReader::new(pipeline.app, shards.count)),
         icmp_unquoted: 0,
+        order: setup.order,
         skim: share.readers > 1
             && pipeline.thin.is_none()
             && !(share.reader == 0 && setup.flow_stats.is_some_and(|cfg| cfg.tables)),
@@ -998,23 +1003,37 @@ struct Reader<'a, 'c, P> {
     app: Option<AppReader>,
     /// ICMP errors whose quote gives no TCP or UDP packet (cut, garbled, or another protocol).
     icmp_unquoted: u64,
+    /// See [`ReaderSetup::order`].
+    order: Option<sonde_anon::Anonymizer>,
     /// Pass over another reader's packets by their flow tuple, without decoding them: readers
     /// that split the flows, when nothing else needs every packet decoded (the thinner, the
     /// first reader's interval tables).
     skim: bool,
 }
 
-/// Whether `frame` is a plain TCP or UDP packet of another reader's flow, which this one only
-/// reads. With application facts (`dns`), DNS answers are decoded by every reader (DN-Hunter's
-/// names).
+/// What a reader that splits the flows learns from a frame's flow tuple alone, before decoding.
+#[derive(Clone, Copy)]
+enum Skim {
+    /// A plain TCP or UDP packet of another reader's flow, which this one only reads.
+    Other,
+    /// A plain TCP or UDP packet to decode, with its key and shard (computed once, here).
+    Known(PacketKey, u32),
+    /// No tuple (not plain TCP or UDP, a fragment, a tunnel): the decoded packet tells.
+    Unknown,
+}
+
+/// Skims `frame` by its flow tuple. With application facts (`dns`), DNS answers are decoded by
+/// every reader (DN-Hunter's names).
 #[inline]
-fn other_readers_flow(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> bool {
-    let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return false };
-    if dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT {
-        return false;
-    }
+fn skim_frame(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> Skim {
+    let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return Skim::Unknown };
     let key = PacketKey::of_integers(t.protocol, t.v6, (t.src, t.src_port), (t.dst, t.dst_port));
-    mine.local(shards.worker(shards.of(key.hash()))).is_none()
+    let shard = shards.of(key.hash());
+    let dns_answer = dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT;
+    if mine.local(shards.worker(shard)).is_none() && !dns_answer {
+        return Skim::Other;
+    }
+    Skim::Known(key, shard)
 }
 
 impl<P> Reader<'_, '_, P> {
@@ -1073,7 +1092,8 @@ impl<P> Reader<'_, '_, P> {
                 }
             }
             let link = LinkType(frame.link_type);
-            if skim && other_readers_flow(shards, mine, dns, link, &frame) {
+            let skimmed = if skim { skim_frame(shards, mine, dns, link, &frame) } else { Skim::Unknown };
+            if let Skim::Other = skimmed {
                 self.clock_ns = self.clock_ns.max(frame.ts_ns);
                 continue;
             }
@@ -1104,17 +1124,33 @@ impl<P> Reader<'_, '_, P> {
                     continue;
                 }
             }
+            // Addresses take their order-dependent images here, in input order.
+            if let (Some(anon), Some(ip)) = (self.order.as_mut(), item.packet.ip) {
+                anon.ip(ip.src);
+                anon.ip(ip.dst);
+            }
             // Timers only move forward, even when the trace's timestamps step back.
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
-            // The trackers count only TCP and UDP flows; the rest only feed the counters.
-            let key = sonde_flow::flow_key(&item.packet);
+            // The trackers count only TCP and UDP flows; the rest only feed the counters. A
+            // skimmed packet's key and shard are the tuple's (the same: the wire crate's fuzz
+            // test holds the tuple to the walk).
+            let (key, shard) = match skimmed {
+                Skim::Known(key, shard) => {
+                    debug_assert_eq!(sonde_flow::flow_key(&item.packet).ok(), Some(key));
+                    (Ok(key), shard)
+                }
+                _ => {
+                    let key = sonde_flow::flow_key(&item.packet);
+                    (key, key.as_ref().map_or(0, |key| shards.of(key.hash())))
+                }
+            };
             let worker = key.ok().map(|key| {
                 item.ts_ns = frame.ts_ns;
                 item.clock_ns = self.clock_ns;
                 item.key = key;
                 item.icmp = None;
-                item.shard = shards.of(key.hash());
-                mine.local(shards.worker(item.shard))
+                item.shard = shard;
+                mine.local(shards.worker(shard))
             });
             // A flow's packet is counted by the reader of its flow, any other by the primary:
             // readers that split the flows split this work too, and the counts add up.

@@ -71,7 +71,8 @@ pub enum RunError {
     /// Readers that split the flows of one input cannot run what needs every packet in one
     /// place.
     SplitFlows(&'static str),
-    /// The anonymizer cannot take the definitions (their address patterns).
+    /// The anonymizer cannot take the definitions (their address patterns), or an
+    /// order-dependent one (tcpdpriv) cannot be fed in one fixed order.
     Anonymize(String),
     Open(CaptureError),
 }
@@ -213,7 +214,13 @@ impl Run {
 
     /// Whether readers may split the flows of one input ([`Run::split_flows`]).
     pub fn can_split_flows(&self) -> bool {
-        self.definitions.is_none() && self.drains.is_none()
+        self.definitions.is_none() && self.drains.is_none() && !self.order_dependent_anonymizer()
+    }
+
+    /// An anonymizer whose images depend on the order addresses are first seen (tcpdpriv): one
+    /// reader gives it the analysed packets' addresses in input order, before any output asks.
+    fn order_dependent_anonymizer(&self) -> bool {
+        self.anonymizer.as_ref().is_some_and(|a| a.mode().order_dependent())
     }
 
     /// How many readers should read the trace file at `path`: one per worker when there are
@@ -279,6 +286,22 @@ impl Run {
         if self.split_flows && self.drains.is_some() {
             return Err(RunError::SplitFlows("drain (a live run)"));
         }
+        if self.order_dependent_anonymizer() {
+            // Its images depend on the order addresses are first seen: one reader gives the
+            // analysed packets' addresses theirs, in input order.
+            if sources.len() > 1 {
+                return Err(RunError::Anonymize(format!(
+                    "--anonymize tcpdpriv takes one reader ({} given): its images follow the order addresses are first seen",
+                    sources.len()
+                )));
+            }
+            if self.pipeline.flow.app_facts {
+                // The workers give images to the addresses of no packet header (DNS answers,
+                // address literals in names) when their flows end: one worker, in the reader's
+                // thread, does so in input order.
+                self.pipeline.workers = 1;
+            }
+        }
         // Each reader its own compiled filter.
         let mut filters = Vec::with_capacity(sources.len());
         for _ in 0..sources.len() {
@@ -299,6 +322,7 @@ impl Run {
         drop(to_collector);
         let (pipeline, interval_cfg, drains) = (&self.pipeline, self.intervals.as_ref(), self.drains);
         let split = self.split_flows && readers > 1;
+        let order = self.anonymizer.clone().filter(|a| a.mode().order_dependent());
 
         // One reader's whole run: its outcome, its workers' outputs, its packet statistics.
         let read = |index: usize,
@@ -336,6 +360,7 @@ impl Run {
                     controls,
                 }),
                 share: split.then_some(Share { reader: index, readers }),
+                order: order.clone(),
             };
             let (outcome, outputs) = read_input(source, filter, setup, progress);
             (outcome, outputs, intervals)
@@ -473,3 +498,37 @@ impl Run {
 
 /// The part a run's worker sinks hand over.
 pub type PartOf<K> = <<K as Sinks>::Worker as WorkerSink>::Part;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sonde_anon::{Key, Mode};
+
+    fn demo() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")
+    }
+
+    fn tcpdpriv_run() -> Run {
+        let pipeline = Pipeline { workers: 2, ..Pipeline::default() };
+        let anon = sonde_anon::Anonymizer::new(Mode::Tcpdpriv, &Key::from_bytes([1; 32]));
+        Run::new().pipeline(pipeline).anonymize(Some(anon)).expect("no definitions")
+    }
+
+    /// tcpdpriv's images follow the order addresses are first seen: one reader feeds them.
+    #[test]
+    fn tcpdpriv_takes_one_reader() {
+        let mut run = tcpdpriv_run();
+        assert_eq!(run.readers_for_file(&demo()), 1, "a trace file is not split");
+        assert_eq!(run.workers(), 2, "the workers stay");
+        let (mut a, mut b) = (sonde_capture::open(&demo()).unwrap(), sonde_capture::open(&demo()).unwrap());
+        let sink = || Vec::<sonde_flow::FlowRecord>::new();
+        let refused = tcpdpriv_run().analyze(&mut [a.as_mut(), b.as_mut()], &sink);
+        assert!(matches!(&refused, Err(RunError::Anonymize(e)) if e.contains("one reader")), "{:?}", refused.err());
+        // Another mode splits as before.
+        let mut cryptopan = Run::new()
+            .pipeline(Pipeline { workers: 2, ..Pipeline::default() })
+            .anonymize(Some(sonde_anon::Anonymizer::new(Mode::CryptoPan, &Key::from_bytes([1; 32]))))
+            .unwrap();
+        assert_eq!(cryptopan.readers_for_file(&demo()), 2);
+    }
+}

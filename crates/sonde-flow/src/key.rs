@@ -49,7 +49,7 @@ impl Addr {
 
 /// A packet's flow identity, computed once per packet: the dispatcher needs the hash to pick a
 /// worker, and the worker's table the key, the hash and the direction.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketKey {
     pub(crate) key: FlowKey,
     pub(crate) order: KeyOrder,

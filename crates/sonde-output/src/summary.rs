@@ -202,6 +202,22 @@ pub struct AnonSummary {
     /// The key file did not exist: a new random key was made (outputs of earlier runs under
     /// another key do not join with these).
     pub key_created: bool,
+    /// tcpdpriv's table (`--anonymize tcpdpriv` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcpdpriv: Option<TcpdprivSummary>,
+}
+
+/// tcpdpriv's table at the end of the run (docs/anonymization.md).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct TcpdprivSummary {
+    /// Distinct addresses given an image (both families).
+    pub addresses: u64,
+    /// The bound (`--tcpdpriv-max-addresses`).
+    pub max_addresses: u64,
+    /// Lookups of new addresses made when the table was full: each gave `0.0.0.0` or `::`, so
+    /// those addresses are not told apart. 0 unless the bound was reached.
+    pub unmapped: u64,
 }
 
 /// One interface's counters.

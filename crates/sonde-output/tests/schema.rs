@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use sonde_engine::{Outcome, RunStats};
 use sonde_output::summary::{
     AnonSummary, CaptureSummary, ChangeSummary, DefinitionSummary, Input, InterfaceCounters, LocationSummary,
-    Monitoring, SpoolSummary, StoreReport, Timing,
+    Monitoring, SpoolSummary, StoreReport, TcpdprivSummary, Timing,
 };
 use sonde_output::Summary;
 
@@ -164,7 +164,12 @@ fn a_monitor_summary_is_valid() {
         result: "applied".into(),
         version: Some(2),
     }]);
-    s.anonymization = Some(AnonSummary { mode: "prefix", key_file: Some("/etc/sonde.key".into()), key_created: false });
+    s.anonymization = Some(AnonSummary {
+        mode: "prefix",
+        key_file: Some("/etc/sonde.key".into()),
+        key_created: false,
+        tcpdpriv: Some(TcpdprivSummary { addresses: 2, max_addresses: 10, unmapped: 0 }),
+    });
     let v = validator();
     let instance: Value = serde_json::from_str(&s.to_json()).unwrap();
     assert_eq!(errors(&v, &instance), "");

@@ -107,6 +107,7 @@ impl Prepared {
             input,
             interval_cfg: self.interval_cfg.clone(),
             anon_summary: self.anon_summary.clone(),
+            anonymizer: self.anonymizer.clone(),
             has_changes: self.has_changes,
         }
     }

@@ -17,6 +17,8 @@ pub struct About {
     pub input: summary::Input,
     pub interval_cfg: Option<sonde_stats::Config>,
     pub anon_summary: Option<summary::AnonSummary>,
+    /// The run's anonymizer (a clone sharing tcpdpriv's table), for the table's figures.
+    pub anonymizer: Option<sonde_anon::Anonymizer>,
     pub has_changes: bool,
 }
 
@@ -57,7 +59,14 @@ pub fn finish<P>(result: RunResult<P>, about: About, flows: Option<FlowTables>) 
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
     summary.monitoring = monitoring;
     summary.definitions = defined;
-    summary.anonymization = about.anon_summary;
+    summary.anonymization = about.anon_summary.map(|mut s| {
+        s.tcpdpriv = about.anonymizer.as_ref().and_then(|a| a.table_stats()).map(|t| summary::TcpdprivSummary {
+            addresses: t.addresses,
+            max_addresses: t.max_addresses,
+            unmapped: t.unmapped,
+        });
+        s
+    });
     summary.definition_changes = result.definitions.as_ref().filter(|_| about.has_changes).map(ChangeSummary::log);
     let input_error = summary
         .input_error

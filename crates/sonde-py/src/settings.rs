@@ -211,12 +211,16 @@ fn anonymizer(mode: &str, key: Option<&PathBuf>) -> PyResult<(sonde_anon::Anonym
         }
         return Ok((
             sonde_anon::Anonymizer::zero(),
-            AnonSummary { mode: mode.name(), key_file: None, key_created: false },
+            AnonSummary { mode: mode.name(), key_file: None, key_created: false, tcpdpriv: None },
         ));
     };
     let loaded = sonde_anon::Key::load_or_create(path)
         .map_err(|e| settings_error(format!("key file {}: {e}", path.display())))?;
-    let summary =
-        AnonSummary { mode: mode.name(), key_file: Some(path.display().to_string()), key_created: loaded.created };
+    let summary = AnonSummary {
+        mode: mode.name(),
+        key_file: Some(path.display().to_string()),
+        key_created: loaded.created,
+        tcpdpriv: None,
+    };
     Ok((sonde_anon::Anonymizer::new(mode, &loaded.key), summary))
 }

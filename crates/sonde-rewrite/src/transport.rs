@@ -4,7 +4,7 @@
 use sonde_wire::icmp::{self, IcmpHeader};
 use sonde_wire::link::LinkEnd;
 use sonde_wire::tcp::{self, TcpHeader};
-use sonde_wire::tunnel::{self, walk_gre, walk_gtpu, walk_vxlan, GreHeader};
+use sonde_wire::tunnel::{self, walk_gre, GreHeader};
 use sonde_wire::udp::{self, UdpHeader};
 
 use crate::checksum::{self, field, set_field, sum};
@@ -115,13 +115,7 @@ impl Rewriter {
             let src_port = field(buf, UdpHeader::SRC_PORT_OFFSET).unwrap_or(0);
             let dst_port = field(buf, UdpHeader::DST_PORT_OFFSET).unwrap_or(0);
             let inner = &buf[UdpHeader::LEN..len.min(buf.len())];
-            let net = if dst_port == tunnel::VXLAN_PORT {
-                Some(walk_vxlan(inner))
-            } else if dst_port == tunnel::GTPU_PORT || src_port == tunnel::GTPU_PORT {
-                Some(walk_gtpu(inner))
-            } else {
-                None
-            };
+            let net = tunnel::udp_tunnel(src_port, dst_port).map(|t| tunnel::walk_udp_tunnel(t, inner));
             if let Some(net) = net {
                 old_body = Some(sum(&buf[..len.min(buf.len())]));
                 let end = len.min(buf.len());

@@ -5,10 +5,10 @@
 
 use crate::bytes::{clamp, tail};
 use crate::icmp;
-use crate::ipv4::Ipv4Header;
+use crate::ipv4::{self, Ipv4Header};
 use crate::ipv6::{self, walk_extensions, ExtEnd, Ipv6Header};
 use crate::link::{self, LinkEnd};
-use crate::tunnel::{self, walk_gre, walk_gtpu, walk_vxlan};
+use crate::tunnel::{self, walk_gre};
 use crate::{ethernet, linux_sll, tcp, udp};
 use crate::{
     DecodeProblem, Fragment, IpSummary, Layer, LayerOffsets, LinkType, PacketSummary, Transport, Tunnel,
@@ -273,10 +273,8 @@ impl<N: Notes> Walker<N> {
                     return;
                 }
                 let inner = r.sub(udp::UdpHeader::LEN, u.payload_declared);
-                if s.dst_port == tunnel::VXLAN_PORT {
-                    self.tunnel(Tunnel::Vxlan, walk_vxlan(inner.bytes), inner, depth, out);
-                } else if s.dst_port == tunnel::GTPU_PORT || s.src_port == tunnel::GTPU_PORT {
-                    self.tunnel(Tunnel::GtpU, walk_gtpu(inner.bytes), inner, depth, out);
+                if let Some(t) = tunnel::udp_tunnel(s.src_port, s.dst_port) {
+                    self.tunnel(t, tunnel::walk_udp_tunnel(t, inner.bytes), inner, depth, out);
                 }
             }
             icmp::PROTOCOL_V4 if !v6 => {
@@ -494,7 +492,7 @@ pub(crate) fn flow_tuple(link: LinkType, frame: &[u8], wire_len: u32) -> Option<
             || header_len < Ipv4Header::MIN_LEN
             || total < header_len
             || header_len > bytes.len()
-            || u16::from_be_bytes([h[6], h[7]]) & 0x3fff != 0
+            || u16::from_be_bytes([h[6], h[7]]) & (ipv4::FLAG_MF | ipv4::FRAG_OFFSET_MASK) != 0
             || !matches!(protocol, tcp::PROTOCOL | udp::PROTOCOL)
         {
             return None;
@@ -506,9 +504,7 @@ pub(crate) fn flow_tuple(link: LinkType, frame: &[u8], wire_len: u32) -> Option<
     let least = if protocol == tcp::PROTOCOL { tcp::TcpHeader::MIN_LEN } else { udp::UdpHeader::LEN };
     let ports: &[u8; 4] = transport.get(..4).filter(|_| transport.len() >= least)?.try_into().ok()?;
     let (src_port, dst_port) = (u16::from_be_bytes([ports[0], ports[1]]), u16::from_be_bytes([ports[2], ports[3]]));
-    if protocol == udp::PROTOCOL
-        && (dst_port == tunnel::VXLAN_PORT || src_port == tunnel::GTPU_PORT || dst_port == tunnel::GTPU_PORT)
-    {
+    if protocol == udp::PROTOCOL && tunnel::udp_tunnel(src_port, dst_port).is_some() {
         return None;
     }
     Some(FlowTuple { protocol, v6, src, dst, src_port, dst_port })

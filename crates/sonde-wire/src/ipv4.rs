@@ -19,8 +19,8 @@ mod field {
 }
 
 const FLAG_DF: u16 = 0x4000;
-const FLAG_MF: u16 = 0x2000;
-const FRAG_OFFSET_MASK: u16 = 0x1fff;
+pub(crate) const FLAG_MF: u16 = 0x2000;
+pub(crate) const FRAG_OFFSET_MASK: u16 = 0x1fff;
 
 /// A borrowed IPv4 header. `new_checked` guarantees the fixed 20 bytes; options may be cut.
 #[derive(Debug, Clone, Copy)]

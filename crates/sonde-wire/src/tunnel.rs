@@ -5,7 +5,7 @@
 use crate::bytes::{be16, be32, tail, u8_at};
 use crate::ethernet::{ethertype, walk_ethertype};
 use crate::link::{walk_ppp, LinkEnd};
-use crate::{NonIp, WireError};
+use crate::{NonIp, Tunnel, WireError};
 
 /// IP protocol number of GRE.
 pub const GRE_PROTOCOL: u8 = 47;
@@ -16,6 +16,30 @@ pub const IPV6_IN_IP_PROTOCOL: u8 = 41;
 pub const VXLAN_PORT: u16 = 4789;
 /// UDP port of GTP-U.
 pub const GTPU_PORT: u16 = 2152;
+/// The tunnel a UDP datagram carries, told by its ports as the decoding walk tells it: VXLAN
+/// on the destination port, GTP-U on either. The one place this rule is written; the walk,
+/// [`crate::flow_tuple`] and trace rewriting all ask here.
+#[inline]
+pub fn udp_tunnel(src_port: u16, dst_port: u16) -> Option<Tunnel> {
+    if dst_port == VXLAN_PORT {
+        Some(Tunnel::Vxlan)
+    } else if dst_port == GTPU_PORT || src_port == GTPU_PORT {
+        Some(Tunnel::GtpU)
+    } else {
+        None
+    }
+}
+
+/// Where the inner packet of a UDP tunnel starts, relative to the UDP payload `buf` (the
+/// `walk_*` function of the tunnel [`udp_tunnel`] names).
+pub fn walk_udp_tunnel(tunnel: Tunnel, buf: &[u8]) -> LinkEnd {
+    match tunnel {
+        Tunnel::Vxlan => walk_vxlan(buf),
+        Tunnel::GtpU => walk_gtpu(buf),
+        Tunnel::Gre | Tunnel::IpInIp => LinkEnd::NonIp(NonIp::Other),
+    }
+}
+
 /// PPTP's GRE payload type (PPP).
 pub const GRE_PPP: u16 = 0x880b;
 
@@ -362,6 +386,16 @@ pub fn walk_gtpu(buf: &[u8]) -> LinkEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn udp_tunnel_by_port() {
+        assert_eq!(udp_tunnel(50000, VXLAN_PORT), Some(Tunnel::Vxlan));
+        // VXLAN is told by the destination port only; GTP-U by either.
+        assert_eq!(udp_tunnel(VXLAN_PORT, 50000), None);
+        assert_eq!(udp_tunnel(GTPU_PORT, 50000), Some(Tunnel::GtpU));
+        assert_eq!(udp_tunnel(50000, GTPU_PORT), Some(Tunnel::GtpU));
+        assert_eq!(udp_tunnel(53, 53), None);
+    }
 
     #[test]
     fn gre_plain() {

@@ -66,6 +66,12 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    if args.anonymize == Some(sonde_anon::Mode::Tcpdpriv) && args.app_packets > 0 && workers > 1 && !args.quiet {
+        eprintln!(
+            "sonde: note: --anonymize tcpdpriv with application facts runs one thread: addresses read from payloads take their images in input order"
+        );
+    }
+    anyhow::ensure!(args.tcpdpriv_max_addresses > 0, "--tcpdpriv-max-addresses must be at least 1");
     // The flow table indexes its slots with 32 bits, and 0 would split every flow.
     anyhow::ensure!(
         (1..=MAX_FLOWS).contains(&args.max_flows),
@@ -170,7 +176,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     }
     anyhow::ensure!(args.key.is_none() || args.anonymize.is_some(), "--key needs --anonymize");
     let anonymization = match args.anonymize {
-        Some(mode) => Some(anon::anonymizer(mode, args.key.as_deref(), args.quiet)?),
+        Some(mode) => Some(anon::anonymizer(mode, args.key.as_deref(), args.tcpdpriv_max_addresses, args.quiet)?),
         None => None,
     };
     let run = Run::new()
@@ -477,7 +483,10 @@ pub fn run(
     summary.outputs = outputs;
     summary.monitoring = monitoring;
     summary.definitions = defined;
-    summary.anonymization = anonymization.map(|a| a.1);
+    summary.anonymization = anonymization.map(|(anonymizer, mut s)| {
+        s.tcpdpriv = anon::table_summary(&anonymizer, args.quiet);
+        s
+    });
     let mut spilled = typed_spilled;
     result.flows.iter().for_each(|f| spilled.add(f.spilled()));
     summary.sorted_runs = SortSummary::of(&spilled);

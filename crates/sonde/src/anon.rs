@@ -10,10 +10,16 @@ use sonde_anon::{Anonymizer, Key, Mode};
 use sonde_output::summary::AnonSummary;
 
 /// The anonymizer `mode` asks for, under the key in `key` (created 0600 if absent).
-pub fn anonymizer(mode: Mode, key: Option<&Path>, quiet: bool) -> Result<(Anonymizer, AnonSummary)> {
+/// `max_addresses` bounds tcpdpriv's table.
+pub fn anonymizer(
+    mode: Mode,
+    key: Option<&Path>,
+    max_addresses: usize,
+    quiet: bool,
+) -> Result<(Anonymizer, AnonSummary)> {
     let Some(path) = key.filter(|_| mode.needs_key()) else {
         anyhow::ensure!(!mode.needs_key(), "--anonymize {mode} needs --key FILE (created with a new key if absent)");
-        let summary = AnonSummary { mode: mode.name(), key_file: None, key_created: false };
+        let summary = AnonSummary { mode: mode.name(), key_file: None, key_created: false, tcpdpriv: None };
         return Ok((Anonymizer::zero(), summary));
     };
     let loaded = Key::load_or_create(path).with_context(|| format!("key file {}", path.display()))?;
@@ -28,9 +34,34 @@ pub fn anonymizer(mode: Mode, key: Option<&Path>, quiet: bool) -> Result<(Anonym
             );
         }
     }
-    let summary =
-        AnonSummary { mode: mode.name(), key_file: Some(path.display().to_string()), key_created: loaded.created };
-    Ok((Anonymizer::new(mode, &loaded.key), summary))
+    let summary = AnonSummary {
+        mode: mode.name(),
+        key_file: Some(path.display().to_string()),
+        key_created: loaded.created,
+        tcpdpriv: None,
+    };
+    let anon = match mode {
+        Mode::Tcpdpriv => Anonymizer::tcpdpriv(&loaded.key, max_addresses),
+        _ => Anonymizer::new(mode, &loaded.key),
+    };
+    Ok((anon, summary))
+}
+
+/// The tcpdpriv table's figures for summary.json (after the run), with a warning when it was
+/// full: images given stay, later addresses became 0.0.0.0 or ::.
+pub fn table_summary(anon: &Anonymizer, quiet: bool) -> Option<sonde_output::summary::TcpdprivSummary> {
+    let table = anon.table_stats()?;
+    if table.unmapped > 0 && !quiet {
+        eprintln!(
+            "sonde: warning: the tcpdpriv table was full (--tcpdpriv-max-addresses {}): {} lookups of new addresses gave 0.0.0.0 or ::",
+            table.max_addresses, table.unmapped
+        );
+    }
+    Some(sonde_output::summary::TcpdprivSummary {
+        addresses: table.addresses,
+        max_addresses: table.max_addresses,
+        unmapped: table.unmapped,
+    })
 }
 
 /// Parses `--anonymize`'s value.

@@ -19,13 +19,19 @@ pub struct AnonTraceArgs {
     /// Trace to write (pcap or pcapng, as the input); `-` writes standard output.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: PathBuf,
-    /// How addresses are replaced: cryptopan (prefix preserving), hash or zero.
+    /// How addresses are replaced: cryptopan (prefix preserving), hash, zero or tcpdpriv
+    /// (prefix preserving, images in the order addresses first appear in the trace).
     #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode, default_value = "cryptopan")]
     pub anonymize: sonde_anon::Mode,
-    /// The 32-byte key for cryptopan or hash (created with a new random key, mode 600, if
-    /// absent). The same key maps addresses as `sonde analyze --anonymize` does with it.
+    /// The 32-byte key for cryptopan, hash or tcpdpriv (created with a new random key, mode
+    /// 600, if absent). The same key maps addresses as `sonde analyze --anonymize` does with it
+    /// (tcpdpriv: as the same key and the same first-seen order do).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// Most distinct addresses tcpdpriv's table holds (both families); past it a new address
+    /// becomes 0.0.0.0 or :: (counted in the summary on stderr).
+    #[arg(long, value_name = "N", default_value_t = sonde_anon::tcpdpriv::DEFAULT_MAX_ADDRESSES)]
+    pub tcpdpriv_max_addresses: usize,
     /// Keep at most N bytes of each frame (after the checksums are computed); the length on
     /// the wire is kept.
     #[arg(long, value_name = "N")]
@@ -44,7 +50,8 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     }
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
-    let (anon, _) = crate::anon::anonymizer(args.anonymize, args.key.as_deref(), args.quiet)?;
+    let (anon, _) =
+        crate::anon::anonymizer(args.anonymize, args.key.as_deref(), args.tcpdpriv_max_addresses, args.quiet)?;
     let format = TraceFormat::matching(source.format());
     let mut rewriter = Rewriter::new(anon);
     let started = Instant::now();
@@ -56,6 +63,18 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     let elapsed_s = started.elapsed().as_secs_f64();
     if !args.quiet {
         print_summary(&rewriter.stats(), &copied, args, elapsed_s);
+    }
+    if let Some(table) = rewriter.anonymizer().table_stats() {
+        if !args.quiet {
+            eprintln!("  tcpdpriv table: {} addresses (at most {})", table.addresses, table.max_addresses);
+        }
+        if table.unmapped > 0 {
+            // Not a summary detail: these addresses lost their identity.
+            eprintln!(
+                "sonde: warning: the tcpdpriv table was full (--tcpdpriv-max-addresses {}): {} addresses were written as 0.0.0.0 or ::",
+                table.max_addresses, table.unmapped
+            );
+        }
     }
     let stats = rewriter.stats();
     if stats.unsupported_link_frames > 0 {

@@ -300,14 +300,20 @@ pub struct AnalysisArgs {
     #[arg(long, value_name = "N", default_value_t = sonde_define::WRITTEN_SAMPLES)]
     pub association_samples: usize,
     /// Anonymise every address the outputs hold (flow logs, tables, definitions' address FIDs):
-    /// cryptopan (prefix preserving), hash or zero (docs/anonymization.md).
+    /// cryptopan (prefix preserving), hash, zero or tcpdpriv (prefix preserving, images in the
+    /// order addresses are first seen; one reader) (docs/anonymization.md).
     #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode)]
     pub anonymize: Option<sonde_anon::Mode>,
-    /// The 32-byte key for --anonymize cryptopan or hash: 64 hex digits or 32 raw bytes; created
-    /// with a new random key (mode 600) if absent. The same key maps addresses the same way in
-    /// every run, so outputs join.
+    /// The 32-byte key for --anonymize cryptopan, hash or tcpdpriv: 64 hex digits or 32 raw
+    /// bytes; created with a new random key (mode 600) if absent. The same key maps addresses
+    /// the same way in every run, so outputs join (tcpdpriv: when addresses come in the same
+    /// order).
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
+    /// Most distinct addresses --anonymize tcpdpriv's table holds (both families); past it a
+    /// new address becomes 0.0.0.0 or :: and is counted in summary.json.
+    #[arg(long, value_name = "N", default_value_t = sonde_anon::tcpdpriv::DEFAULT_MAX_ADDRESSES)]
+    pub tcpdpriv_max_addresses: usize,
     /// Thin the packets before analysis (docs/thinning.md): `natra` drops pure TCP ACKs but
     /// each handshake's first; dropped packets are counted as read, nothing else sees them.
     #[arg(long, value_name = "MODE", value_enum)]

@@ -21,20 +21,7 @@ const DEFS: &str = "src = ip.version == 4 key ip4.src measure count,gap,length\n
                     port = ip.proto == 6 key tcp.dport\n";
 
 fn traces() -> Vec<PathBuf> {
-    let mut traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")];
-    if let Some(shared) = shared_dir() {
-        traces.extend(
-            [
-                "groundtruth/mixed.pcap",
-                "groundtruth/ipv6.pcap",
-                "traces/realistic/nfstream+nfstream/tests/pcaps/skype.pcap",
-            ]
-            .iter()
-            .map(|rel| shared.join(rel))
-            .filter(|p| p.exists()),
-        );
-    }
-    traces
+    anonymize_traces()
 }
 
 /// `row` with the address columns `columns` mapped through `anon`, and marked anonymised

@@ -161,3 +161,22 @@ pub fn tstat_run(shared: &Path, rel: &str) -> PathBuf {
         .find(|p| p.is_dir())
         .unwrap_or_else(|| panic!("no Tstat run in {}", run.display()))
 }
+
+/// The traces the anonymisation tests run on: the demo, and from ../shared (when present) the
+/// ground truth `mixed` and `ipv6` and a real Skype trace.
+pub fn anonymize_traces() -> Vec<PathBuf> {
+    let mut traces = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap")];
+    if let Some(shared) = shared_dir() {
+        traces.extend(
+            [
+                "groundtruth/mixed.pcap",
+                "groundtruth/ipv6.pcap",
+                "traces/realistic/nfstream+nfstream/tests/pcaps/skype.pcap",
+            ]
+            .iter()
+            .map(|rel| shared.join(rel))
+            .filter(|p| p.exists()),
+        );
+    }
+    traces
+}
