@@ -24,6 +24,8 @@ pub(crate) struct WorkerPart<P> {
     pub flows: Option<BTreeMap<u64, FlowInterval>>,
     pub open: Vec<FlowRecord>,
     pub ended: Vec<FlowRecord>,
+    /// Flows opened since the worker's last drain, by protocol (TCP, UDP) and direction.
+    pub opened: [[u64; 4]; 2],
 }
 
 /// The reader's part of a drain.
@@ -62,6 +64,9 @@ pub(crate) fn collect<P: Part>(
                 entry.open.extend(w.open);
                 entry.ended.extend(w.ended);
                 held.absorb(w.part, w.flows);
+                for (sum, n) in held.opened.iter_mut().flatten().zip(w.opened.iter().flatten()) {
+                    *sum += n;
+                }
                 w.reader
             }
             ToCollector::Reader(r) => {

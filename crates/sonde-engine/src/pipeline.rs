@@ -717,6 +717,8 @@ struct Worker<S, P> {
     counts: FlowCounts,
     /// A live run's drains.
     drain: Option<WorkerDrain<P>>,
+    /// The trackers' flows opened as of the last drain (each drain hands on the difference).
+    opened_drained: [[u64; 4]; 2],
 }
 
 /// A worker's side of a live run's drains.
@@ -795,7 +797,7 @@ impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
         drain: Option<WorkerDrain<S::Part>>,
     ) -> Self {
         let counts = FlowCounts { app: app_facts.then(AppCounts::default), ..FlowCounts::default() };
-        Worker { trackers, shards, live: 0, peak_live: 0, sink, counts, drain }
+        Worker { trackers, shards, live: 0, peak_live: 0, sink, counts, drain, opened_drained: [[0; 4]; 2] }
     }
 
     fn internal_nets(&mut self, nets: &[ipnet::IpNet]) {
@@ -809,6 +811,16 @@ impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
     fn drain(&mut self, seq: u64) {
         let Some(open_flows) = self.drain.as_ref().map(|d| d.open_flows) else { return };
         let open = self.open_flows(open_flows);
+        // The flows opened since the last drain, by protocol and direction.
+        let mut opened = [[0u64; 4]; 2];
+        for tracker in &self.trackers {
+            for (sum, n) in opened.iter_mut().flatten().zip(tracker.opened().iter().flatten()) {
+                *sum += n;
+            }
+        }
+        for (now, before) in opened.iter_mut().flatten().zip(self.opened_drained.iter_mut().flatten()) {
+            (*now, *before) = (*now - *before, *now);
+        }
         let Some(d) = self.drain.as_ref() else { return };
         let part = WorkerPart {
             reader: d.reader,
@@ -817,6 +829,7 @@ impl<S: WorkerSink> Worker<WorkerOutputs<S>, S::Part> {
             flows: self.sink.flows.as_mut().map(FlowIntervals::take),
             open,
             ended: self.sink.recent.as_mut().map_or_else(Vec::new, |r| r.records.drain(..).collect()),
+            opened,
         };
         let _ = d.to_collector.send(ToCollector::Worker(part));
     }

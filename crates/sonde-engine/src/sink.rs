@@ -150,6 +150,9 @@ pub struct Held<P> {
     pub part: P,
     /// The totals of what observers took: with `totals(held)`, the run's totals so far.
     pub taken: Totals,
+    /// Flows opened so far by protocol (TCP, UDP) and direction, counted as each started (the
+    /// interval statistics count a flow when it ends): never taken.
+    pub opened: [[u64; 4]; 2],
     cfg: Option<sonde_stats::Config>,
 }
 
@@ -160,6 +163,7 @@ impl<P: Part> Held<P> {
             flows: cfg.as_ref().map(FlowIntervals::new),
             part: P::default(),
             taken: Totals::default(),
+            opened: [[0; 4]; 2],
             cfg,
         }
     }

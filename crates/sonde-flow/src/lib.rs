@@ -29,6 +29,7 @@ pub mod udp;
 
 use ipnet::IpNet;
 use sonde_l7::{Resolved, Session};
+use sonde_types::Net;
 use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
 pub use icmp::{IcmpDirStats, IcmpErrors, IcmpInput, IcmpKey, IcmpKind, IcmpRecord, IcmpStats};
@@ -131,6 +132,10 @@ pub struct FlowTracker {
     icmp: icmp::IcmpTable,
     /// The ICMP errors counted on open flows, by table slot (few flows have any).
     icmp_errors: std::collections::HashMap<u32, IcmpErrors>,
+    /// Flows opened so far, by protocol (TCP, UDP) and direction ([`Net`], by the internal
+    /// networks set when each opened): counted as each starts, for a live run's counters (the
+    /// interval statistics count a flow when it ends).
+    opened: [[u64; 4]; 2],
 }
 
 /// What a packet brings for the application readers: the captured start of its payload, and
@@ -228,6 +233,7 @@ impl FlowTracker {
             apps: Vec::new(),
             icmp: icmp::IcmpTable::new(max_flows),
             icmp_errors: std::collections::HashMap::new(),
+            opened: [[0; 4]; 2],
         }
     }
 
@@ -443,6 +449,7 @@ impl FlowTracker {
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
                 let flow = Flow { client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
                 let slot = self.table.insert(key, hash, self.clock_ns, lane, flow);
+                self.count_opened(&key, flow.client_is_lo);
                 if let Some(interim) = self.interim.as_mut() {
                     interim.schedule(slot, self.table.stats.inserted, self.clock_ns);
                     // Entries of flows that ended stay until due: a flood of short flows would
@@ -610,6 +617,24 @@ impl FlowTracker {
     }
 
     /// Sides are told by `nets` from now on (a flow's are decided when it ends).
+    /// Flows opened so far, by protocol (0 TCP, 1 UDP) and [`Net`].
+    pub fn opened(&self) -> [[u64; 4]; 2] {
+        self.opened
+    }
+
+    #[inline]
+    fn count_opened(&mut self, key: &FlowKey, client_is_lo: bool) {
+        let nets = &self.cfg.internal_nets;
+        let net = if nets.is_empty() {
+            Net::Ext
+        } else {
+            let (client, server) = key.client_server(client_is_lo);
+            let internal = |ip: &std::net::IpAddr| nets.iter().any(|n| n.contains(ip));
+            Net::of(internal(&client.0), internal(&server.0))
+        };
+        self.opened[usize::from(key.protocol != 6)][net as usize] += 1;
+    }
+
     pub fn set_internal_nets(&mut self, nets: Vec<ipnet::IpNet>) {
         self.cfg.internal_nets = nets;
     }

@@ -519,3 +519,24 @@ fn interim_schedule_stays_bounded_by_the_live_flows() {
     assert!(entries <= 2 * 100 + 1024 + 1, "{entries}");
     assert_eq!(out.ended.len(), 60_000 - 100);
 }
+
+#[test]
+fn flows_are_counted_as_opened_when_they_start_by_direction() {
+    let mut t = FlowTracker::new(FlowConfig::default());
+    let mut out = Vec::new();
+    // No internal networks: every flow is external.
+    t.on_packet(0, &udp(1), &mut out);
+    assert_eq!(t.opened(), [[0; 4], [0, 0, 0, 1]]);
+    // The client 10.0.0.1 internal: outbound. A TCP flow first seen at its SYN/ACK keeps the
+    // client's role (the SYN/ACK's receiver), so it is outbound too.
+    t.set_internal_nets(vec!["10.0.0.1/32".parse().unwrap()]);
+    let exchange = clean_exchange();
+    t.on_packet(MS, &exchange[1].1, &mut out);
+    t.on_packet(2 * MS, &udp(2), &mut out);
+    t.on_packet(2 * MS, &udp(2), &mut out);
+    assert_eq!(t.opened(), [[0, 1, 0, 0], [0, 1, 0, 1]]);
+    // Counted once, before anything ended.
+    assert!(out.is_empty());
+    t.finish(&mut out);
+    assert_eq!((out.len(), t.opened()), (3, [[0, 1, 0, 0], [0, 1, 0, 1]]));
+}

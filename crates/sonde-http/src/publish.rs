@@ -183,7 +183,9 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
             .iter()
             .flat_map(|&proto| sonde_stats::Net::ALL.iter().map(move |&net| (proto, net)))
             .map(|(proto, net)| {
-                let [packets, bytes, flows_opened, flows_closed] = all[proto as usize][net as usize];
+                let [packets, bytes, _, flows_closed] = all[proto as usize][net as usize];
+                // Live, a flow counts as opened when it starts, not when it ends.
+                let flows_opened = held.opened.get(proto as usize).map_or(0, |o| o[net as usize]);
                 TrafficRow {
                     proto: proto.name().into(),
                     net: net.name().into(),

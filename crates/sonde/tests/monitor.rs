@@ -644,3 +644,48 @@ fn a_monitor_serves_its_store_as_ts_dump_reads_it() {
     // The run added its intervals when it ended.
     assert!(dump(&store) != before, "the monitor's intervals are not in the store");
 }
+
+#[test]
+fn a_live_run_counts_flows_when_they_open() {
+    let Some(ns) = Netns::new(&["tcpreplay", "curl"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("udp.pcap");
+    std::fs::write(&trace, pcap(&[udp_frame(), udp_frame(), udp_frame()])).unwrap();
+    let out = dir.path().join("out");
+    let mut child = ns
+        .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
+        .args(["monitor", "-i", "va", "--force", "--interval", "1", "--http", "127.0.0.1:0"])
+        .args(["--udp-timeout", "600", "--internal", "10.9.0.1/32", "--threads", "2"])
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sonde monitor");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
+    let monitor = Monitor::adopt(child);
+    let metric = |text: &str, name: &str| -> Option<f64> {
+        let prefix = format!("{name}{{proto=\"udp\",net=\"out\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok())
+    };
+    ns.replay(&trace, 100);
+    // The flow stays open (600 s timeout): a live run counts it as opened all the same.
+    let mut text = String::new();
+    for _ in 0..50 {
+        let o = ns.exec(Path::new("curl")).args(["-s", &format!("{url}metrics")]).output().unwrap();
+        text = String::from_utf8(o.stdout).unwrap();
+        if metric(&text, "sonde_flows_opened_total") == Some(1.0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(metric(&text, "sonde_flows_opened_total"), Some(1.0), "{text}");
+    assert_eq!(metric(&text, "sonde_flows_closed_total"), Some(0.0), "{text}");
+    monitor.stop();
+    // It ended with the run: the interval file counts it opened, as the live counter did.
+    let rows = read_tsv(&out.join("intervals.tsv"));
+    let opened: u64 = rows.iter().filter(|r| r["proto"] == "udp").map(|r| int(r, "flows_opened")).sum();
+    assert_eq!(opened, 1);
+}
