@@ -341,7 +341,19 @@ fn a_signal_ends_two_readers_of_a_compressed_trace() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    // Signalled once it has read a tenth of the compressed file: in the middle of reading
+    // whatever the machine's speed (a fixed delay was sometimes past the reading).
+    let size = std::fs::metadata(&input).unwrap().len();
+    let io = format!("/proc/{}/io", child.id());
+    let read_so_far = || {
+        let text = std::fs::read_to_string(&io).unwrap_or_default();
+        text.lines().find_map(|l| l.strip_prefix("rchar: ")).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    let start = std::time::Instant::now();
+    while read_so_far() < size / 10 {
+        assert!(start.elapsed() < Duration::from_secs(60), "sonde never read its input");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(child.try_wait().unwrap().is_none(), "sonde ended before the signal");
     signal(&child, libc::SIGINT);
     let status = wait_for(&mut child, Duration::from_secs(60));
