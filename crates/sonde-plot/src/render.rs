@@ -270,13 +270,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
             .label(s.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    cdf.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font((FONT, 12))
-        .draw()
-        .map_err(text)?;
+    draw_legend(&mut cdf, SeriesLabelPosition::LowerRight)?;
 
     // CCDF: log-log.
     let y_min = fig.series.iter().flat_map(|s| s.ccdf.iter().map(|p| p.1)).fold(1.0, f64::min);
@@ -318,13 +312,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
             .label(s.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    ccdf.configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font((FONT, 12))
-        .draw()
-        .map_err(text)?;
+    draw_legend(&mut ccdf, SeriesLabelPosition::LowerLeft)?;
     Ok(())
 }
 
@@ -403,13 +391,21 @@ fn draw_pdf_panel<DB: DrawingBackend>(
             .label(s.label.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.mix(0.6).filled()));
     }
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    Ok(())
+}
+
+/// The series' legend, in a corner, as every figure draws it.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), String> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.4))
         .label_font((FONT, 12))
         .draw()
-        .map_err(text)?;
-    Ok(())
+        .map_err(text)
 }

@@ -93,14 +93,7 @@ fn draw_panel<DB: DrawingBackend>(
             chart.draw_series(std::iter::once(Polygon::new(pts, color.mix(0.5).filled()))).map_err(text)?;
         }
     }
-    for line in &panel.lines {
-        let stroke = stroke(line.color, line.weight);
-        for run in known_runs(&line.values) {
-            let edges = &fig.edges[run.start..=run.end];
-            chart.draw_series(LineSeries::new(steps(edges, line.values[run].iter().copied()), stroke)).map_err(text)?;
-        }
-    }
-    Ok(())
+    draw_line_runs(&mut chart, fig, panel, false)
 }
 
 /// A mirrored panel: a linear axis, the lines marked `below` drawn under it; tick labels give
@@ -134,9 +127,20 @@ fn draw_mirrored<DB: DrawingBackend>(
     let y_axis = ValueAxis { scale: Scale::linear(lo, hi, value_ticks(lo, hi, 6)), label: &y_fmt, desc: panel.unit };
     let mut chart = time_chart(area, &caption, (x0, x1), y_axis, style, x_desc)?;
     chart.draw_series(LineSeries::new([(x0, 0.0), (x1, 0.0)], BLACK.stroke_width(1))).map_err(text)?;
+    draw_line_runs(&mut chart, fig, panel, true)
+}
+
+/// Each line of `panel` as steps over its runs of known values; with `mirrored`, the lines
+/// marked `below` are drawn under the axis.
+fn draw_line_runs<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<Scale, Scale>>,
+    fig: &LineFigure,
+    panel: &LinePanel,
+    mirrored: bool,
+) -> Result<(), String> {
     for line in &panel.lines {
         let stroke = stroke(line.color, line.weight);
-        let sign = if line.below { -1.0 } else { 1.0 };
+        let sign = if mirrored && line.below { -1.0 } else { 1.0 };
         for run in known_runs(&line.values) {
             let edges = &fig.edges[run.start..=run.end];
             let values = line.values[run].iter().map(|v| sign * v);

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{draw_pdf_panel, text, Scale, FONT, SERIES_COLORS};
+use super::{draw_legend, draw_pdf_panel, text, Scale, FONT, SERIES_COLORS};
 use crate::axis::{duration, duration_ticks, trim_number, value_ticks};
 use crate::periods::PeriodFigure;
 use crate::phase::PhaseFigure;
@@ -65,14 +65,7 @@ pub(super) fn draw_periods<DB: DrawingBackend>(
             .label(s.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.4))
-        .label_font((FONT, 12))
-        .draw()
-        .map_err(text)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
 
     draw_pdf_panel(
         &halves[1],
