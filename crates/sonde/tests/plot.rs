@@ -171,6 +171,26 @@ fn store_rtt_lines_are_the_dumped_values() {
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let (figs, _) = sonde_plot::store::read_store_figures(&store, "t").unwrap();
+    // The dumped AVERAGE of `column` in the row ending at `end`, at `resolution` ("" = unknown).
+    let dumped = |resolution: &str, end: f64, column: &str| {
+        let row = rows
+            .iter()
+            .find(|r| {
+                r[col("cf")] == "AVERAGE" && r[col("resolution_s")] == resolution && r[col("time_s")] == end.to_string()
+            })
+            .unwrap_or_else(|| panic!("no dumped row at {end}"));
+        row[col(column)]
+    };
+    // A drawn value against the dumped one: a gap where it is unknown; 1 when a known value matched.
+    let same = |drawn: f64, dumped: &str, what: &str| {
+        if dumped.is_empty() {
+            assert!(drawn.is_nan(), "{what}: drawn {drawn}, stored unknown");
+            0
+        } else {
+            assert_eq!(drawn, dumped.parse::<f64>().unwrap(), "{what}");
+            1
+        }
+    };
     let mut checked = 0;
     for (resolution, stem) in [("1", "store-rtt-1s"), ("2", "store-rtt-2s")] {
         let Some(sonde_plot::Figure::Lines(fig)) = figs.iter().find(|f| f.file_stem() == stem) else {
@@ -179,23 +199,9 @@ fn store_rtt_lines_are_the_dumped_values() {
         for (metric, panel) in [("rtt_avg", 0), ("hs_rtt", 1)] {
             for (k, pct) in ["p50", "p95"].iter().enumerate() {
                 let values = &fig.panels[panel].lines[k].values;
-                for (i, end) in fig.edges[1..].iter().enumerate() {
-                    let row = rows
-                        .iter()
-                        .find(|r| {
-                            r[col("cf")] == "AVERAGE"
-                                && r[col("resolution_s")] == resolution
-                                && r[col("time_s")] == end.to_string()
-                        })
-                        .unwrap_or_else(|| panic!("no dumped row at {end}"));
-                    let dumped = row[col(&format!("{metric}_{pct}"))];
-                    let drawn = values[i];
-                    if dumped.is_empty() {
-                        assert!(drawn.is_nan(), "{stem} {metric} {pct} at {end}: drawn {drawn}, stored unknown");
-                    } else {
-                        assert_eq!(drawn, dumped.parse::<f64>().unwrap(), "{stem} {metric} {pct} at {end}");
-                        checked += 1;
-                    }
+                for (i, &end) in fig.edges[1..].iter().enumerate() {
+                    let stored = dumped(resolution, end, &format!("{metric}_{pct}"));
+                    checked += same(values[i], stored, &format!("{stem} {metric} {pct} at {end}"));
                 }
             }
         }
@@ -211,22 +217,9 @@ fn store_rtt_lines_are_the_dumped_values() {
         for (k, stat) in ["mean", "p95", "p99"].iter().enumerate() {
             let line = &fig.panels[0].lines[k];
             assert!(!line.below && line.label.starts_with(stat), "{stem}: {}", line.label);
-            for (i, end) in fig.edges[1..].iter().enumerate() {
-                let row = rows
-                    .iter()
-                    .find(|r| {
-                        r[col("cf")] == "AVERAGE"
-                            && r[col("resolution_s")] == resolution
-                            && r[col("time_s")] == end.to_string()
-                    })
-                    .unwrap();
-                let dumped = row[col(&format!("tcp_thru_{stat}"))];
-                if dumped.is_empty() {
-                    assert!(line.values[i].is_nan(), "{stem} {stat} at {end}");
-                } else {
-                    assert_eq!(line.values[i], dumped.parse::<f64>().unwrap(), "{stem} {stat} at {end}");
-                    thru_checked += 1;
-                }
+            for (i, &end) in fig.edges[1..].iter().enumerate() {
+                let stored = dumped(resolution, end, &format!("tcp_thru_{stat}"));
+                thru_checked += same(line.values[i], stored, &format!("{stem} {stat} at {end}"));
             }
         }
     }
