@@ -17,7 +17,6 @@ mod common;
 mod netns;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -316,22 +315,10 @@ fn the_live_dashboard_in_a_real_browser() {
     let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     // The server listens on the namespace's loopback (up); the browser runs there too.
     let out = tempfile::tempdir().unwrap();
-    let mut child = ns
-        .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
-        .args(["monitor", "-i", "va", "--force", "--threads", "2", "--interval", "1", "--http", "127.0.0.1:0"])
-        // The servers inside: traffic to them is "in", from them "out".
-        .args(["--internal", "10.77.0.2/32", "--internal", "fd77::2/128", "-o"])
-        .arg(out.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sonde monitor");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
-    let mut stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    let monitor = Monitor::adopt(child);
+    // The servers inside: traffic to them is "in", from them "out".
+    let internal = ["--internal", "10.77.0.2/32", "--internal", "fd77::2/128"];
+    let (monitor, url) =
+        Monitor::start_serving(&ns, out.path(), &[&["--threads", "2", "--interval", "1"][..], &internal].concat());
     // The demo trace, over and over at 300 packets/s, while the browser looks.
     let mut replay = ns
         .exec(Path::new("tcpreplay"))
@@ -598,20 +585,7 @@ fn a_monitor_serves_its_store_as_ts_dump_reads_it() {
         |store: &Path| String::from_utf8(sonde().args(["ts", "dump"]).arg(store).output().unwrap().stdout).unwrap();
     let before = dump(&store);
     let out = tempfile::tempdir().unwrap();
-    let mut child = ns
-        .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
-        .args(["monitor", "-i", "va", "--force", "--interval", "1", "--http", "127.0.0.1:0"])
-        .args(archives)
-        .arg("-o")
-        .arg(out.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sonde monitor");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
-    let monitor = Monitor::adopt(child);
+    let (monitor, url) = Monitor::start_serving(&ns, out.path(), &[&["--interval", "1"][..], &archives].concat());
     let get = |path: &str| {
         let o = ns.exec(Path::new("curl")).args(["-s", &format!("{url}{}", path.trim_start_matches('/'))]).output();
         String::from_utf8(o.unwrap().stdout).unwrap()
@@ -652,20 +626,8 @@ fn a_live_run_counts_flows_when_they_open() {
     let trace = dir.path().join("udp.pcap");
     std::fs::write(&trace, pcap(&[udp_frame(), udp_frame(), udp_frame()])).unwrap();
     let out = dir.path().join("out");
-    let mut child = ns
-        .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
-        .args(["monitor", "-i", "va", "--force", "--interval", "1", "--http", "127.0.0.1:0"])
-        .args(["--udp-timeout", "600", "--internal", "10.9.0.1/32", "--threads", "2"])
-        .arg("-o")
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sonde monitor");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
-    let monitor = Monitor::adopt(child);
+    let extra = ["--interval", "1", "--udp-timeout", "600", "--internal", "10.9.0.1/32", "--threads", "2"];
+    let (monitor, url) = Monitor::start_serving(&ns, &out, &extra);
     let metric = |text: &str, name: &str| -> Option<f64> {
         let prefix = format!("{name}{{proto=\"udp\",net=\"out\"}} ");
         text.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok())

@@ -140,9 +140,22 @@ impl Monitor {
         Monitor { child: Some(child) }
     }
 
-    /// A monitor the test started itself (to read its stdout).
-    pub fn adopt(child: Child) -> Monitor {
-        Monitor { child: Some(child) }
+    /// Starts it on `va` serving HTTP on the namespace's loopback (`--http 127.0.0.1:0`);
+    /// returns it with the URL it serves (its first line on stdout).
+    pub fn start_serving(ns: &Netns, out: &Path, extra: &[&str]) -> (Monitor, String) {
+        let mut child = ns
+            .exec(Path::new(env!("CARGO_BIN_EXE_sonde")))
+            .args(["monitor", "-i", "va", "--force", "--http", "127.0.0.1:0", "-o"])
+            .arg(out)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sonde monitor");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read sonde's stdout");
+        let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("the URL line").to_string();
+        (Monitor { child: Some(child) }, url)
     }
 
     pub fn signal(&self, sig: libc::c_int) {
