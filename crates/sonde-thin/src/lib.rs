@@ -377,15 +377,15 @@ impl Thinner {
     #[cold]
     fn tick(&mut self) {
         let now = self.clock_ns;
-        if now >= self.next_sweep_ns {
+        let second = now / NS;
+        let new_second = self.second.is_some_and(|last| second > last);
+        // A new second's sample counts only live entries: the stale ones go first.
+        if now >= self.next_sweep_ns || new_second {
             self.sweep();
         }
-        let second = now / NS;
         match self.second {
             None => self.connections_at_second = self.stats.connections,
-            Some(last) if second > last => {
-                // The sample counts only live entries: free the stale ones first.
-                self.sweep();
+            Some(last) if new_second => {
                 let opened = self.stats.connections - self.connections_at_second;
                 self.connections_at_second = self.stats.connections;
                 self.window.push(opened, second - last - 1);
