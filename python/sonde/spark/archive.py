@@ -401,3 +401,59 @@ def main(args: argparse.Namespace) -> int:
         if r["status"] != "ok":
             print(f"sonde.spark: {r['trace']}: {r['status']}: {r['error']}", file=sys.stderr)
     return EXIT_OK if set(by_status) <= {"ok"} else EXIT_SOME_TRACES_BAD
+
+
+# ---------------------------------------------------------------------------------------------
+# The Spark SQL of docs/spark.md ("Questions"), over the archive's tables registered as views
+# `tcp` and `udp` (`register_views`); python/tests/test_spark_archive.py runs each and checks
+# it against the same question asked of the CLI's Parquet by DuckDB.
+
+# The /24 of an IPv4 address, the first three groups (/48) of an IPv6 one, from the address
+# as text (RFC 5952, as sonde writes it: `::` expanded to its zero groups).
+PREFIX_SQL = """CASE WHEN s_ip LIKE '%:%' THEN
+      concat_ws(':', slice(CASE WHEN s_ip LIKE '%::%' THEN concat(
+          filter(split(substring_index(s_ip, '::', 1), ':'), g -> g != ''),
+          array_repeat('0', 8 - size(filter(split(s_ip, ':'), g -> g != ''))),
+          filter(split(substring_index(s_ip, '::', -1), ':'), g -> g != ''))
+        ELSE split(s_ip, ':') END, 1, 3)) || '::/48'
+    ELSE substring_index(s_ip, '.', 3) || '.0/24' END"""
+
+QUERIES: Dict[str, str] = {
+    # Bytes per address (IP bytes both ways of every TCP and UDP flow it took part in).
+    "top_talkers": """SELECT addr, SUM(bytes) AS bytes, COUNT(*) AS flows
+FROM (SELECT c_ip AS addr, c_bytes_ip + s_bytes_ip AS bytes FROM tcp
+      UNION ALL SELECT s_ip, c_bytes_ip + s_bytes_ip FROM tcp
+      UNION ALL SELECT c_ip, c_bytes_ip + s_bytes_ip FROM udp
+      UNION ALL SELECT s_ip, c_bytes_ip + s_bytes_ip FROM udp)
+GROUP BY addr
+ORDER BY bytes DESC, addr
+LIMIT 20""",
+    # Percentiles of the flows' RTT towards the server (c_rtt_avg: the client's data to the
+    # server's ACK, probe → server → probe), per server prefix and hour of the flow's start.
+    "rtt_by_prefix_and_hour": f"""SELECT prefix, hour, COUNT(*) AS flows,
+       percentile(rtt_ms, 0.5) AS p50_ms, percentile(rtt_ms, 0.95) AS p95_ms,
+       percentile(rtt_ms, 0.99) AS p99_ms
+FROM (SELECT {PREFIX_SQL} AS prefix,
+        timestamp_seconds(first DIV 3600000000000 * 3600) AS hour,
+        c_rtt_avg / 1e6 AS rtt_ms
+      FROM tcp WHERE c_rtt_avg IS NOT NULL)
+GROUP BY prefix, hour
+ORDER BY prefix, hour""",
+    # Per server address: the share of its data segments it sent again, and of its clients'.
+    "retransmissions_by_server": """SELECT s_ip AS server, COUNT(*) AS flows,
+       SUM(s_pkts_data) AS s_data_pkts, SUM(s_pkts_retx) AS s_retx_pkts,
+       CAST(SUM(s_pkts_retx) AS DOUBLE) / NULLIF(SUM(s_pkts_data), 0) AS s_retx_rate,
+       CAST(SUM(c_pkts_retx) AS DOUBLE) / NULLIF(SUM(c_pkts_data), 0) AS c_retx_rate
+FROM tcp
+GROUP BY s_ip
+HAVING SUM(s_pkts_data) > 0
+ORDER BY s_retx_pkts DESC, server
+LIMIT 20""",
+}
+
+
+def register_views(spark, archive_dir: str, tables: Iterable[str] = ("tcp", "udp")) -> None:
+    """The archive's tables as temporary views of the session, by their names (partition
+    columns ``probe`` and ``day`` included)."""
+    for name in tables:
+        spark.read.parquet(os.path.join(archive_dir, name)).createOrReplaceTempView(name)

@@ -14,6 +14,9 @@ from typing import Dict, Optional
 ARCHIVE_CONF: Dict[str, str] = {
     "spark.sql.legacy.parquet.nanosAsLong": "true",
     "spark.sql.session.timeZone": "UTC",
+    # The archive's partition columns `probe` and `day` as strings, whatever their text looks
+    # like (a probe named 2024 stays a string; a day compares as 'YYYY-MM-DD').
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
 }
 
 
