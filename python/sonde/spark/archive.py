@@ -385,11 +385,18 @@ def main(args: argparse.Namespace) -> int:
         print(f"sonde.spark: {problem}", file=sys.stderr)
         return EXIT_USAGE
 
+    from pyspark.sql import SparkSession
+
     from .session import spark_session
 
+    ours = SparkSession.getActiveSession() is None  # else the caller's session: left running
     spark = spark_session("sonde archive", args.master, conf)
     started = time.monotonic()
-    rows = run_job(spark, traces, str(output_dir), options)
+    try:
+        rows = run_job(spark, traces, str(output_dir), options)
+    finally:
+        if ours:
+            spark.stop()
     elapsed = time.monotonic() - started
     by_status: Dict[str, int] = {}
     for r in rows:
