@@ -384,3 +384,10 @@ def test_probe_names_and_trace_ids(tmp_path):
     assert {t.probe for t in traces} == {"one"}
     assert any("one trace id 'good__a.pcap'" in p for p in problems)
     assert spark_main(["analyze", str(tmp_path), str(tmp_path / "out")]) == archive.EXIT_USAGE
+
+
+def test_a_wrong_option_stops_the_job_before_any_task(tmp_path):
+    link(tmp_path / "in", "p/demo.pcap", REPO / "testdata" / "demo.pcap")
+    out = tmp_path / "out"
+    assert spark_main(["analyze", str(tmp_path / "in"), str(out), "--filter", "tcp port"]) == archive.EXIT_USAGE
+    assert not out.exists()
