@@ -1,0 +1,41 @@
+"""The Spark session the jobs share: a local master unless one is given (or spark-submit gave
+one), the driver bound to the loopback on a local master, UTC as the session's time zone, and
+nanosecond Parquet timestamps read as longs (sonde's typed tables hold ns timestamps, which
+Spark 4.2 cannot read as TIMESTAMP; docs/spark.md, "Types")."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Dict, Optional
+
+# What every sonde job sets: the archive's `first`, `start`… are Parquet TIMESTAMP(NANOS), which
+# Spark reads only as a long (ns since the epoch) with this; without it, reading them fails.
+ARCHIVE_CONF: Dict[str, str] = {
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
+    "spark.sql.session.timeZone": "UTC",
+    # The archive's partition columns `probe` and `day` as strings, whatever their text looks
+    # like (a probe named 2024 stays a string; a day compares as 'YYYY-MM-DD').
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+}
+
+
+def spark_session(app_name: str, master: Optional[str] = None, conf: Optional[Dict[str, str]] = None):
+    """A SparkSession for a sonde job. ``master``: e.g. ``local[2]``; None keeps spark-submit's
+    (``--master``) or, run by plain ``python``, takes ``local[*]``."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started this Python
+    if master is None and not under_submit:
+        master = "local[*]"
+    if master is not None:
+        builder = builder.master(master)
+        if master.startswith("local"):
+            builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+            # The executors' Python is this one (its environment has sonde and pyarrow), not
+            # the `python3` on the PATH; PySpark reads it from the environment.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in {**ARCHIVE_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
