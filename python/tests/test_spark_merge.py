@@ -1,0 +1,297 @@
+"""`python -m sonde.spark merge` against a real Kafka broker (python/tests/kafka_broker.py) and
+Spark in local mode: two "probes" publish contract 1's contributions made from REAL sonde
+outputs (a capture split in two by flow with BPF filters, each half analysed by the CLI), a third
+publishes with its clock days behind; the merged view must be the CLI's analysis of the whole
+capture, counter for counter and bin for bin, with the same percentiles. Also the merge state's
+restart (no Spark needed for that one)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO, cli, read_tsv, shared
+from kafka_broker import Broker
+
+sys.path.insert(0, str(REPO / "python"))
+from sonde.spark import merge  # noqa: E402
+
+TRACE = "groundtruth/mixed.pcap"
+ARGS = ("--interval", "1", "--internal", "10.77.0.1/32")
+# By flow: the second bit of the ports' sum, the same both ways (the first is nearly always even:
+# Linux gives connect() even ports, so it would leave one half with almost nothing).
+HALF = "(tcp and ((tcp[0:2] + tcp[2:2]) & 2 = 0)) or (udp and ((udp[0:2] + udp[2:2]) & 2 = 0))"
+FILTERS = {"p1": HALF, "p2": f"not ({HALF})"}
+BEHIND_S = 3 * 86400  # probe p3's clock
+SCALE = {"ms": 10**6, "%": 10**4}
+HALF_DIGIT = {"ms": Decimal("0.0000005"), "%": Decimal("0.00005")}
+
+
+@pytest.fixture(scope="module")
+def broker():
+    b = Broker()
+    try:
+        b.create_topics(("sonde-intervals", 2), ("sonde-histograms", 2))
+        yield b
+    finally:
+        b.stop()
+
+
+def spark_jars() -> Path:
+    d = REPO / "target" / "tmp" / "spark-kafka-4.2.0"
+    done = subprocess.run([str(REPO / "tests/spark/fetch.sh"), str(d)], capture_output=True, text=True)
+    assert done.returncode == 0, f"cannot fetch Spark's Kafka source (needs mvn): {done.stderr}"
+    return d / "lib"
+
+
+def tsv(path: Path) -> List[Dict[str, str]]:
+    header, rows = read_tsv(path)
+    return [dict(zip(header, r)) for r in rows]
+
+
+def interval_messages(probe: str, out: Path) -> List[Tuple[float, int, dict]]:
+    """intervals.tsv as (start, round offset, message); every third row split in two, the
+    second part one round later (as a flow closing later adds to its interval)."""
+    msgs = []
+    for i, r in enumerate(tsv(out / "intervals.tsv")):
+        m = {"probe": probe, "start": float(r["start"]), "end": float(r["end"]), "proto": r["proto"],
+             "net": r["net"], **{c: int(r[c]) for c in merge.COUNTERS}}
+        if i % 3 == 0 and m["packets"] >= 2:
+            first = {**m, "packets": m["packets"] // 2, "bytes": m["bytes"] // 2,
+                     "flows_opened": 0, "flows_closed": 0, "flows_active": 0}
+            rest = {**m, **{c: m[c] - first[c] for c in merge.COUNTERS}}
+            msgs += [(m["start"], 0, first), (m["start"], 1, rest)]
+        else:
+            msgs.append((m["start"], 0, m))
+    return msgs
+
+
+def histogram_messages(probe: str, out: Path) -> List[Tuple[float, int, dict]]:
+    """histograms.tsv's bins with quantiles.tsv's count, min, max and mean × count (the sum,
+    to the printed mean's rounding), one message per key; every other key with two bins or more
+    split into its lower and upper bins, the upper part one round later."""
+    bins = defaultdict(list)
+    for r in tsv(out / "histograms.tsv"):
+        bins[(r["start"], r["metric"], r["dir"], r["net"])].append((r["bin_lo"], r["bin_hi"], int(r["count"])))
+    msgs = []
+    for i, q in enumerate(tsv(out / "quantiles.tsv")):
+        key = (q["start"], q["metric"], q["dir"], q["net"])
+        scale = SCALE.get(q["unit"], 1)
+        b = bins[key]
+        count = int(q["count"])
+        total = int((Decimal(q["mean"]) * count * scale).to_integral_value())
+        lo_v, hi_v = int(Decimal(q["min"]) * scale), int(Decimal(q["max"]) * scale)
+        parts = [(b, lo_v, hi_v, total)]
+        if i % 2 == 0 and len(b) >= 2:
+            cut = len(b) // 2
+            low, high = b[:cut], b[cut:]
+            # The lower part's maximum and the upper part's minimum: values within their bins.
+            low_max = max(lo_v, int(Decimal(low[-1][0]) * scale))
+            high_min = min(hi_v, int(Decimal(high[0][0]) * scale))
+            low_sum = sum(n for _, _, n in low) * lo_v
+            parts = [(low, lo_v, low_max, low_sum), (high, high_min, hi_v, total - low_sum)]
+        for delay, (pb, mn, mx, s) in enumerate(parts):
+            msgs.append((float(q["start"]), delay, {
+                "probe": probe, "start": float(q["start"]), "end": float(q["end"]), "metric": q["metric"],
+                "dir": q["dir"], "net": q["net"], "unit": q["unit"], "count": sum(n for _, _, n in pb),
+                "sum": s / scale, "min": mn / scale, "max": mx / scale,
+                "bins": [[float(lo), float(hi), n] for lo, hi, n in pb]}))
+        assert sum(n for _, _, n in b) == count, f"{out}: {key} bins do not add up"
+    return msgs
+
+
+def newest(directory: Path, key: Tuple[str, ...]) -> Dict[tuple, dict]:
+    """The merged view of a changelog directory: the highest batch's row per key."""
+    rows: Dict[tuple, dict] = {}
+    files = [p for p in directory.glob("*.parquet") if not p.name.startswith(("_", "."))]
+    assert files, f"nothing in {directory}"
+    for p in files:
+        for r in pq.read_table(p).to_pylist():
+            k = tuple(r[c] for c in key)
+            if k not in rows or r["batch"] > rows[k]["batch"]:
+                rows[k] = r
+    return rows
+
+
+def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
+    trace = shared(TRACE)
+    jars = spark_jars()
+    whole, _ = cli(trace, *ARGS)
+    halves = {p: cli(trace, *ARGS, f)[0] for p, f in FILTERS.items()}
+    # Both halves hold flows (the split is by flow: each half's counters are a real probe's).
+    for p, d in halves.items():
+        assert len(tsv(d / "intervals.tsv")) > 5, f"{p}: half empty"
+
+    out = tmp_path / "merged"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "sonde.spark", "merge", "--kafka", broker.address, str(out),
+         "--until-idle", "6", "--trigger", "1", "--jars", str(jars), "--master", "local[2]"],
+        cwd=REPO, env={"PYTHONPATH": str(REPO / "python"), "PATH": "/usr/bin:/bin"},
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    started = threading.Event()
+    log: List[str] = []
+
+    def read_stderr():
+        for line in job.stderr:
+            log.append(line)
+            if line.startswith("sonde merge:"):
+                started.set()
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        assert started.wait(120), "the merge job did not start:\n" + "".join(log[-40:])
+        intervals = broker.producer("sonde-intervals")
+        histograms = broker.producer("sonde-histograms")
+        # Three rounds, each a third of the capture's intervals from both probes (sent together,
+        # as two live probes would), the split rows' second parts a round later.
+        starts = sorted({float(r["start"]) for r in tsv(whole / "intervals.tsv")})
+        cuts = [starts[len(starts) * k // 3] for k in range(3)] + [float("inf")]
+        rounds: List[Tuple[List, List]] = [([], []) for _ in range(4)]
+        for p, d in halves.items():
+            for start, delay, m in interval_messages(p, d):
+                rnd = next(k for k in range(3) if start < cuts[k + 1])
+                rounds[min(rnd + delay, 3) if delay else rnd][0].append((p, json.dumps(m)))
+            for start, delay, m in histogram_messages(p, d):
+                rnd = next(k for k in range(3) if start < cuts[k + 1])
+                rounds[min(rnd + delay, 3) if delay else rnd][1].append((p, json.dumps(m)))
+        malformed = [("p1", "not json"), ("p1", '{"probe":"p1"}'),
+                     ("p9", json.dumps({"probe": "p9", "start": starts[0], "end": starts[0] + 1, "metric": "ip_len",
+                                        "dir": "-", "net": "ext", "unit": "bytes", "count": 5, "sum": 10,
+                                        "min": 1, "max": 3, "bins": [[1, 2, 1], [3, 4, 1]]}))]
+        rounds[1][0].extend(malformed[:2])
+        rounds[1][1].append(malformed[2])
+        # p3: two intervals of p1's, its clock three days behind.
+        p3 = [(f"p3", json.dumps({**m, "probe": "p3", "start": m["start"] - BEHIND_S, "end": m["end"] - BEHIND_S}))
+              for _, _, m in interval_messages("p1", halves["p1"])[:2]]
+        sent = 0
+        for ivs, hs in rounds:
+            intervals.send(ivs)
+            histograms.send(hs)
+            sent += len(ivs) + len(hs)
+            time.sleep(2.5)
+        intervals.send(p3)
+        sent += len(p3)
+        intervals.close()
+        histograms.close()
+        assert job.wait(180) == 0, "the merge job failed:\n" + "".join(log[-60:])
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+
+    status = json.loads((out / "_job.json").read_text())
+    assert status["messages"] == sent, status
+    assert status["malformed"] == 3 and status["_errors"] == 3, status["malformed_by_reason"]
+    assert status["late"] == len(p3), status  # days behind the others: past --max-age, not merged
+    print("\nbatch  messages  latency s (min / median / max, Kafka arrival -> merged rows in Parquet)")
+    for b in status["recent"]:
+        lat = b.get("latency_s")
+        if lat:
+            print(f"{b['batch']:5d}  {b['messages']:8d}  {lat['min']:.3f} / {lat['median']:.3f} / {lat['max']:.3f}")
+
+    # Intervals: the whole capture's intervals.tsv, counter for counter; `probes` as published.
+    got = newest(out / "intervals", ("start", "proto", "net"))
+    want = {(float(r["start"]), r["proto"], r["net"]): r for r in tsv(whole / "intervals.tsv")}
+    assert set(got) == set(want)
+    by_probe = defaultdict(int)
+    for d in halves.values():
+        for r in tsv(d / "intervals.tsv"):
+            by_probe[(float(r["start"]), r["proto"], r["net"])] += 1
+    for k, r in want.items():
+        assert got[k]["end"] == float(r["end"]), k
+        assert {c: got[k][c] for c in merge.COUNTERS} == {c: int(r[c]) for c in merge.COUNTERS}, k
+        assert got[k]["probes"] == by_probe[k], k
+
+    # Histograms: bin for bin.
+    got_bins = newest(out / "histograms", ("start", "metric", "dir", "net", "bin_lo"))
+    want_bins = {(float(r["start"]), r["metric"], r["dir"], r["net"], float(r["bin_lo"])): r
+                 for r in tsv(whole / "histograms.tsv")}
+    assert set(got_bins) == set(want_bins)
+    for k, r in want_bins.items():
+        assert (got_bins[k]["bin_hi"], got_bins[k]["count"]) == (float(r["bin_hi"]), int(r["count"])), k
+
+    # Quantiles: same bins, so the same percentiles; count, min and max exact; the mean to the
+    # halves' printed means' rounding (their sums were rebuilt from mean × count).
+    got_q = newest(out / "quantiles", ("start", "metric", "dir", "net"))
+    half_q = {p: {(float(r["start"]), r["metric"], r["dir"], r["net"]): r for r in tsv(d / "quantiles.tsv")}
+              for p, d in halves.items()}
+    want_q = {(float(r["start"]), r["metric"], r["dir"], r["net"]): r for r in tsv(whole / "quantiles.tsv")}
+    assert set(got_q) == set(want_q)
+    differ = []
+    for k, r in want_q.items():
+        g = got_q[k]
+        assert g["count"] == int(r["count"]) and g["unit"] == r["unit"], k
+        for c in ("min", "p50", "p95", "p99", "max"):
+            if g[c] != float(r[c]):
+                differ.append((k, c, g[c], r[c]))
+        unit_digit = HALF_DIGIT.get(r["unit"], Decimal("0.0005"))
+        rounding = sum(int(h[k]["count"]) * unit_digit for h in half_q.values() if k in h) / int(r["count"])
+        assert abs(Decimal(g["mean"]) - Decimal(r["mean"])) <= rounding + unit_digit + Decimal("1e-9"), (k, g["mean"], r["mean"])
+        assert g["probes"] == sum(k in h for h in half_q.values()), k
+    assert not differ, f"{len(differ)} percentiles differ from quantiles.tsv: {differ[:5]}"
+
+    # Probes: the two in step, p3 flagged. p1 and p2 publish together; their offsets are what
+    # tells their reading apart (the same batch: 0) and their last intervals' ends.
+    probes = {k[0]: r for k, r in newest(out / "probes", ("probe",)).items()}
+    assert set(probes) == {"p1", "p2", "p3"}
+    p1, p2 = probes["p1"], probes["p2"]
+    for p, d in halves.items():
+        last = max(float(r["start"]) for r in tsv(d / "intervals.tsv") + tsv(d / "quantiles.tsv"))
+        assert probes[p]["last_start"] == last and probes[p]["interval_s"] == 1.0, probes[p]
+    spread = abs(p1["seen_at"] - p2["seen_at"]) + abs(p1["last_end"] - p2["last_end"])
+    for p in (p1, p2):
+        assert abs(p["offset_s"]) <= spread + 1e-6, (p1, p2)
+        assert p["clock_off"] is (abs(p["offset_s"]) > p["interval_s"]), p
+    if spread <= 1.0:
+        assert not p1["clock_off"] and not p2["clock_off"], (p1, p2)
+    assert probes["p3"]["clock_off"] is True, probes["p3"]
+    assert probes["p3"]["offset_s"] > BEHIND_S / 2, probes["p3"]
+    for r in probes.values():
+        assert abs(r["lag_s"] - (r["seen_at"] - r["last_end"])) < 1e-6
+
+
+def _rows(kind: str, msgs: List[dict]) -> List[dict]:
+    return [{"kind": kind, "msg": m, "ts": None} for m in msgs]
+
+
+def test_the_merge_state_survives_a_restart(tmp_path):
+    """A restarted job replays its logged contributions: a contribution after the restart adds to
+    what came before, and a batch Spark runs again (not yet committed) is not added twice."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    iv = {"probe": "p1", "start": 100.0, "end": 101.0, "proto": "tcp", "net": "in", "packets": 3,
+          "bytes": 300, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}
+    h = {"probe": "p1", "start": 100.0, "end": 101.0, "metric": "tcp_rtt_avg", "dir": "c2s", "net": "in",
+         "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
+         "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
+    job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)
+    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h]), 0)
+    job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)  # restart
+    assert job.replayed == 0
+    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h]), 0)  # batch 0 again: no change
+    job.run_batch(_rows("interval", [{**iv, "probe": "p2"}]) + _rows("histogram", [{**h, "probe": "p2"}]), 1)
+    got = newest(out / "intervals", ("start", "proto", "net"))[(100.0, "tcp", "in")]
+    assert (got["packets"], got["bytes"], got["probes"], got["batch"]) == (6, 600, 2, 1)
+    q = newest(out / "quantiles", ("start", "metric", "dir", "net"))[(100.0, "tcp_rtt_avg", "c2s", "in")]
+    assert (q["count"], q["mean"], q["min"], q["max"]) == (4, 40.25, 40.0, 40.5)
+    # Nearest rank 2 of 4 is in the lower bin: its middle (40.108032), within [min, max].
+    assert q["p50"] == 40.108032 and q["p99"] == 40.5
+
+
+def test_percentile_is_sonde_stats(tmp_path):
+    """The reading of `Dist::percentile`: nearest rank, the bin's middle rounded down in base
+    units, clamped to min and max (bins/values of sonde-stats' own unit test shape)."""
+    bins = [(128, 130, 3), (130, 132, 1), (1024, 1040, 6)]
+    assert merge.percentile(10, 128, 1039, bins, 30) == 129
+    assert merge.percentile(10, 128, 1039, bins, 40) == 131
+    assert merge.percentile(10, 128, 1035, bins, 99) == 1032
+    assert merge.percentile(10, 128, 1030, bins, 99) == 1030  # kept within max
+    assert merge.percentile(1, 5, 5, [(5, 6, 1)], 50) == 5
