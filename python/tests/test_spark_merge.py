@@ -8,6 +8,7 @@ restart (no Spark needed for that one)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -136,7 +137,7 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
     job = subprocess.Popen(
         [sys.executable, "-m", "sonde.spark", "merge", "--kafka", broker.address, str(out),
          "--until-idle", "6", "--trigger", "1", "--jars", str(jars), "--master", "local[2]"],
-        cwd=REPO, env={"PYTHONPATH": str(REPO / "python"), "PATH": "/usr/bin:/bin"},
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "python")},
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     started = threading.Event()
     log: List[str] = []
@@ -192,11 +193,13 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
     assert status["messages"] == sent, status
     assert status["malformed"] == 3 and status["_errors"] == 3, status["malformed_by_reason"]
     assert status["late"] == len(p3), status  # days behind the others: past --max-age, not merged
-    print("\nbatch  messages  latency s (min / median / max, Kafka arrival -> merged rows in Parquet)")
+    print("\nbatch  messages  latency s: min / median / max (Kafka arrival -> merged rows in Parquet);"
+          " collect s, merge s; Spark's batch ms")
     for b in status["recent"]:
         lat = b.get("latency_s")
         if lat:
-            print(f"{b['batch']:5d}  {b['messages']:8d}  {lat['min']:.3f} / {lat['median']:.3f} / {lat['max']:.3f}")
+            print(f"{b['batch']:5d}  {b['messages']:8d}  {lat['min']:.3f} / {lat['median']:.3f} / {lat['max']:.3f};"
+                  f" {b['collect_s']:.3f}, {b['merge_s']:.3f}; {b.get('spark_ms', {}).get('triggerExecution')}")
 
     # Intervals: the whole capture's intervals.tsv, counter for counter; `probes` as published.
     got = newest(out / "intervals", ("start", "proto", "net"))
@@ -295,3 +298,26 @@ def test_percentile_is_sonde_stats(tmp_path):
     assert merge.percentile(10, 128, 1035, bins, 99) == 1032
     assert merge.percentile(10, 128, 1030, bins, 99) == 1030  # kept within max
     assert merge.percentile(1, 5, 5, [(5, 6, 1)], 50) == 5
+
+
+def test_state_is_bounded_by_max_age_of_packet_time(tmp_path):
+    """Intervals older than --max-age behind the probes' median newest end leave the state (and
+    their logged contributions the checkpoint); a contribution that comes for one later is
+    counted as late and not merged (a half row would replace the whole one in the view)."""
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    job = merge.Job(out, ckpt, max_age_s=10, probe_window_s=60)
+
+    def iv(probe: str, start: float) -> dict:
+        return {"probe": probe, "start": start, "end": start + 1, "proto": "udp", "net": "ext", "packets": 1,
+                "bytes": 60, "flows_opened": 0, "flows_closed": 0, "flows_active": 1}
+    for b, start in enumerate(range(100, 130)):
+        job.run_batch(_rows("interval", [iv("p1", start), iv("p2", start)]), b)
+        assert len(job.merger.intervals) <= 10  # starts within 10 s before the newest end
+    assert min(k[0] for k in job.merger.intervals) == 120.0  # the newest end, 130, less 10
+    assert len(list((ckpt / "sonde-merge").glob("batch-*.json"))) <= 11
+    job.run_batch(_rows("interval", [iv("p1", 105)]), 30)
+    assert job.merger.stats["late"] == 1 and (105.0, "udp", "ext") not in job.merger.intervals
+    view = newest(out / "intervals", ("start", "proto", "net"))
+    assert view[(105.0, "udp", "ext")]["packets"] == 2  # the merged row stands
+    status = json.loads((out / "_job.json").read_text())
+    assert status["late"] == 1 and status["expired_keys"] == 20 and status["state"]["intervals"] == 10

@@ -392,10 +392,12 @@ class Job:
         self.batches = 0
         self.last_message_at = time.time()
         self.recent: List[Dict[str, Any]] = []
+        self.latest: Optional[Dict[str, Any]] = None
         self.write_status(None)
 
-    def run_batch(self, rows: List[Dict[str, Any]], batch: int) -> None:
-        """One micro-batch: `rows` are the parsed messages ({"kind", "msg", "ts"})."""
+    def run_batch(self, rows: List[Dict[str, Any]], batch: int, collect_s: float = 0.0) -> None:
+        """One micro-batch: `rows` are the parsed messages ({"kind", "msg", "ts"}), which took
+        `collect_s` to read from Kafka and parse."""
         seen_at = time.time()
         m = self.merger
         intervals, histograms = [], []
@@ -433,13 +435,25 @@ class Job:
             self.last_message_at = written
         ts = sorted(r["ts"] for r in rows if r.get("ts") is not None)
         info = {"batch": batch, "messages": len(rows), "seen_at": seen_at, "written_at": written,
+                "collect_s": collect_s, "merge_s": written - seen_at,
                 "rows": {"intervals": len(ti), "quantiles": len(td), "histograms": len(tb), "probes": len(tp)}}
         if ts:
             # From a message's arrival in Kafka (its timestamp) to its merged rows on disk.
             info["latency_s"] = {"min": written - ts[-1], "median": written - statistics.median(ts),
                                  "max": written - ts[0]}
         self.recent = (self.recent + [info])[-RECENT_BATCHES:]
+        self.latest = info
         self.write_status(info)
+
+    def note_progress(self, progress: Optional[Dict[str, Any]]) -> None:
+        """Adds Spark's own timings of a finished batch (its `durationMs`) to its entry."""
+        if not progress:
+            return
+        for info in reversed(self.recent):
+            if info["batch"] == progress.get("batchId") and "spark_ms" not in info:
+                info["spark_ms"] = progress.get("durationMs", {})
+                self.write_status(self.latest)
+                return
 
     def write_status(self, info: Optional[Dict[str, Any]]) -> None:
         m = self.merger
@@ -463,7 +477,7 @@ def spark_session(master: str, jars: Optional[str]):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = b.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     b = (b.config("spark.sql.session.timeZone", "UTC").config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2"))
+         .config("spark.sql.shuffle.partitions", "2").config("spark.ui.showConsoleProgress", "false"))
     if jars is None and DEFAULT_JARS.is_dir():
         jars = str(DEFAULT_JARS)
     if jars:
@@ -522,7 +536,12 @@ def main(args) -> int:
     job = Job(out, checkpoint, args.max_age, args.probe_window)
     spark = spark_session(args.master, args.jars)
     spark.sparkContext.setLogLevel("WARN")
-    query = (stream(spark, args).writeStream.foreachBatch(lambda df, batch: job.run_batch(_rows(df), batch))
+    def on_batch(df, batch: int) -> None:
+        t = time.time()
+        rows = _rows(df)
+        job.run_batch(rows, batch, time.time() - t)
+
+    query = (stream(spark, args).writeStream.foreachBatch(on_batch)
              .option("checkpointLocation", str(checkpoint / "spark"))
              .trigger(processingTime=f"{args.trigger} seconds").start())
     print(f"sonde merge: {args.kafka} -> {out} (checkpoint {checkpoint})", file=sys.stderr)
@@ -531,6 +550,7 @@ def main(args) -> int:
         while query.isActive:
             if query.awaitTermination(0.5):
                 break
+            job.note_progress(query.lastProgress)
             busy = query.status.get("isTriggerActive", False)
             if args.until_idle is not None and not busy and time.time() - job.last_message_at > args.until_idle:
                 query.stop()
