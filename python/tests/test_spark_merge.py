@@ -321,3 +321,34 @@ def test_state_is_bounded_by_max_age_of_packet_time(tmp_path):
     assert view[(105.0, "udp", "ext")]["packets"] == 2  # the merged row stands
     status = json.loads((out / "_job.json").read_text())
     assert status["late"] == 1 and status["expired_keys"] == 20 and status["state"]["intervals"] == 10
+
+
+def test_compaction_keeps_the_view_and_bounds_the_files(tmp_path):
+    """Every `compact_every` batches a directory's single-batch files become one file of their
+    newest rows: the same view (newest row per key), a bounded number of files."""
+    views = []
+    for every in (0, 4):
+        out = tmp_path / f"out{every}"
+        job = merge.Job(out, tmp_path / f"ckpt{every}", max_age_s=600, probe_window_s=60, compact_every=every)
+        for b in range(10):
+            start = 100.0 + b // 3  # three batches add to each interval
+            ivs = [{"probe": f"p{b % 2}", "start": start, "end": start + 1, "proto": "tcp", "net": "in",
+                    "packets": b + 1, "bytes": 100, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}]
+            hs = [{"probe": f"p{b % 2}", "start": start, "end": start + 1, "metric": "ip_len", "dir": "-",
+                   "net": "in", "unit": "bytes", "count": 2, "sum": 100 + b, "min": 40, "max": 60 + b,
+                   "bins": [[40, 41, 1], [60 + b, 61 + b, 1]]}]
+            job.run_batch(_rows("interval", ivs) + _rows("histogram", hs), b)
+        view = {name: newest(out / name, key) for name, key in merge.KEYS.items()}
+        for r in view["probes"].values():  # the job's wall clock: differs between the two runs
+            for wall in ("seen_at", "lag_s", "offset_s"):
+                del r[wall]
+        views.append(view)
+        files = sorted(p.name for p in (out / "histograms").glob("*.parquet"))
+        if every:
+            assert files == ["part-00000003-compact.parquet", "part-00000007-compact.parquet",
+                             "part-00000008-sonde.parquet", "part-00000009-sonde.parquet"]
+            assert job.compacted_files >= 3 * 2 * 4  # two compactions of four files (probes: fewer files)
+        else:
+            assert len(files) == 10
+    assert views[0] == views[1]
+    assert views[0]["intervals"][(101.0, "tcp", "in")]["packets"] == 4 + 5 + 6

@@ -340,6 +340,35 @@ def write_changelog(out: Path, batch: int, tables: Dict[str, pa.Table]) -> None:
         _atomic_write(d / f"part-{batch:08d}-sonde.parquet", lambda p, t=table: pq.write_table(t, p))
 
 
+KEYS: Dict[str, Tuple[str, ...]] = {
+    "intervals": ("start", "proto", "net"), "quantiles": ("start", "metric", "dir", "net"),
+    "histograms": ("start", "metric", "dir", "net", "bin_lo"), "probes": ("probe",),
+}
+
+
+def compact(out: Path, every: int) -> int:
+    """Bounds the number of files: once a directory holds `every` single-batch files, they are
+    replaced by one file of their newest row per key (the batch numbers kept, so the view is
+    the same), written before they are deleted. Older compacted files are left as they are, so
+    a compaction costs what those batches wrote. Returns the files removed."""
+    removed = 0
+    for name, key in KEYS.items():
+        d = out / name
+        files = sorted(d.glob("part-*-sonde.parquet")) if d.is_dir() else []
+        if every <= 0 or len(files) < every:
+            continue
+        table = pa.concat_tables([pq.read_table(f) for f in files])
+        newest = table.group_by(list(key)).aggregate([("batch", "max")]).rename_columns(list(key) + ["batch"])
+        kept = table.join(newest, list(key) + ["batch"], join_type="inner").select(table.schema.names)
+        kept = kept.sort_by([("batch", "ascending")] + [(k, "ascending") for k in key])
+        last = files[-1].name.split("-")[1]
+        _atomic_write(d / f"part-{last}-compact.parquet", lambda p, t=kept: pq.write_table(t, p))
+        for f in files:
+            f.unlink(missing_ok=True)
+        removed += len(files)
+    return removed
+
+
 class ContributionLog:
     """The accepted contributions of each batch, in the checkpoint directory, so that a restarted
     job rebuilds its state: one JSON file per batch, written before the batch is applied, and
@@ -384,8 +413,11 @@ class ContributionLog:
 class Job:
     """One run of the merge: the Merger, its log, and the status file."""
 
-    def __init__(self, out: Path, checkpoint: Path, max_age_s: float, probe_window_s: float):
+    def __init__(self, out: Path, checkpoint: Path, max_age_s: float, probe_window_s: float,
+                 compact_every: int = 300):
         self.out = out
+        self.compact_every = compact_every
+        self.compacted_files = 0
         self.merger = Merger(max_age_s, probe_window_s)
         self.log = ContributionLog(checkpoint / "sonde-merge")
         self.replayed = self.log.replay(self.merger)
@@ -427,6 +459,7 @@ class Job:
             tp = {c["probe"] for c in intervals + histograms}
         m.update_clocks(seen_at, tp)
         write_changelog(self.out, batch, m.rows(batch, ti, td, tb, tp))
+        self.compacted_files += compact(self.out, self.compact_every)
         m.expire(seen_at)
         self.log.prune(m.horizon)
         written = time.time()
@@ -462,7 +495,8 @@ class Job:
                   "state": {"intervals": len(m.intervals), "distributions": len(m.dists),
                             "bins": sum(len(d["bins"]) for d in m.dists.values()), "probes": len(m.probes)},
                   "horizon": m.horizon if math.isfinite(m.horizon) else None,
-                  "replayed_through": self.replayed, "recent": self.recent}
+                  "compacted_files": self.compacted_files, "replayed_through": self.replayed,
+                  "recent": self.recent}
         self.out.mkdir(parents=True, exist_ok=True)
         _atomic_write(self.out / "_job.json", lambda p: p.write_text(json.dumps(status, indent=1)))
 
@@ -533,7 +567,7 @@ def main(args) -> int:
     out = Path(args.output_dir)
     checkpoint = Path(args.checkpoint) if args.checkpoint else out / "_checkpoint"
     out.mkdir(parents=True, exist_ok=True)
-    job = Job(out, checkpoint, args.max_age, args.probe_window)
+    job = Job(out, checkpoint, args.max_age, args.probe_window, args.compact_every)
     spark = spark_session(args.master, args.jars)
     spark.sparkContext.setLogLevel("WARN")
     def on_batch(df, batch: int) -> None:
@@ -581,6 +615,8 @@ def add_arguments(p) -> None:
                    help="messages read per micro-batch at most (default 200000)")
     p.add_argument("--probe-window", type=float, default=60.0, metavar="SECS",
                    help="probes seen this recently make the median lag of the clock check (default 60)")
+    p.add_argument("--compact-every", type=int, default=300, metavar="N",
+                   help="merge a directory's single-batch files into one once it has N (default 300; 0: never)")
     p.add_argument("--until-idle", type=float, metavar="SECS", help="stop when no message came for SECS")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--jars", help="the Kafka source's jars: a directory or comma-separated files "
