@@ -98,10 +98,12 @@ def _text(value: Any, name: str) -> str:
 
 
 def _base(value: float, scale: int, name: str) -> int:
-    """A value written in its unit (ms to the ns) back to its integer base unit."""
+    """A value written in its unit (ms to the ns) back to its integer base unit. Exact below
+    2**53 base units (a double's integers: 104 days of ns); a value whose fraction is not a
+    double's rounding is no sonde value."""
     v = value * scale
     r = round(v)
-    if abs(v - r) > 1e-3 or abs(r) >= 2**63:
+    if abs(v - r) > max(1e-3, abs(v) * 1e-14) or abs(r) >= 2**63:
         raise Malformed(f"{name} is not a whole number of base units")
     return r
 
