@@ -124,6 +124,46 @@ def newest(directory: Path, key: Tuple[str, ...]) -> Dict[tuple, dict]:
     return rows
 
 
+class MergeJob:
+    """`python -m sonde.spark merge` on the broker into `out`, stopping after 6 s without a
+    message; started when it says so on stderr."""
+
+    def __init__(self, broker: Broker, out: Path, jars: Path):
+        self.out = out
+        self.log: List[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sonde.spark", "merge", "--kafka", broker.address, str(out),
+             "--until-idle", "6", "--trigger", "1", "--jars", str(jars), "--master", "local[2]"],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        started = threading.Event()
+
+        def read_stderr():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                if line.startswith("sonde merge:"):
+                    started.set()
+        threading.Thread(target=read_stderr, daemon=True).start()
+        assert started.wait(120), "the merge job did not start:\n" + self.tail()
+
+    def tail(self) -> str:
+        return "".join(self.log[-60:])
+
+    def wait_for_messages(self, n: int) -> None:
+        deadline = time.monotonic() + 120
+        while json.loads((self.out / "_job.json").read_text())["messages"] < n:
+            assert time.monotonic() < deadline and self.proc.poll() is None, self.tail()
+            time.sleep(0.2)
+
+    def wait(self) -> None:
+        assert self.proc.wait(180) == 0, "the merge job failed:\n" + self.tail()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
     trace = shared(TRACE)
     jars = spark_jars()
@@ -134,82 +174,72 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
         assert len(tsv(d / "intervals.tsv")) > 5, f"{p}: half empty"
 
     out = tmp_path / "merged"
-    job = subprocess.Popen(
-        [sys.executable, "-m", "sonde.spark", "merge", "--kafka", broker.address, str(out),
-         "--until-idle", "6", "--trigger", "1", "--jars", str(jars), "--master", "local[2]"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "python")},
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    started = threading.Event()
-    log: List[str] = []
+    starts = sorted({float(r["start"]) for r in tsv(whole / "intervals.tsv")})
+    # Three rounds, each a third of the capture's intervals from both probes (sent together, as
+    # two live probes would), the split rows' second parts a round later (a fourth round).
+    cuts = [starts[len(starts) * k // 3] for k in range(3)] + [float("inf")]
+    rounds: List[Tuple[List, List]] = [([], []) for _ in range(4)]
+    for p, d in halves.items():
+        for topic, made in ((0, interval_messages(p, d)), (1, histogram_messages(p, d))):
+            for start, delay, m in made:
+                rnd = next(k for k in range(3) if start < cuts[k + 1])
+                rounds[min(rnd + delay, 3)][topic].append((p, json.dumps(m)))
+    malformed = [("p1", "not json"), ("p1", '{"probe":"p1"}'),
+                 ("p9", json.dumps({"probe": "p9", "start": starts[0], "end": starts[0] + 1, "metric": "ip_len",
+                                    "dir": "-", "net": "ext", "unit": "bytes", "count": 5, "sum": 10,
+                                    "min": 1, "max": 3, "bins": [[1, 2, 1], [3, 4, 1]]}))]
+    # p3: two intervals of p1's, its clock three days behind.
+    p3 = [("p3", json.dumps({**m, "probe": "p3", "start": m["start"] - BEHIND_S, "end": m["end"] - BEHIND_S}))
+          for _, _, m in interval_messages("p1", halves["p1"])[:2]]
 
-    def read_stderr():
-        for line in job.stderr:
-            log.append(line)
-            if line.startswith("sonde merge:"):
-                started.set()
-    threading.Thread(target=read_stderr, daemon=True).start()
-    try:
-        assert started.wait(120), "the merge job did not start:\n" + "".join(log[-40:])
-        intervals = broker.producer("sonde-intervals")
-        histograms = broker.producer("sonde-histograms")
-        # Three rounds, each a third of the capture's intervals from both probes (sent together,
-        # as two live probes would), the split rows' second parts a round later.
-        starts = sorted({float(r["start"]) for r in tsv(whole / "intervals.tsv")})
-        cuts = [starts[len(starts) * k // 3] for k in range(3)] + [float("inf")]
-        rounds: List[Tuple[List, List]] = [([], []) for _ in range(4)]
-        for p, d in halves.items():
-            for start, delay, m in interval_messages(p, d):
-                rnd = next(k for k in range(3) if start < cuts[k + 1])
-                rounds[min(rnd + delay, 3) if delay else rnd][0].append((p, json.dumps(m)))
-            for start, delay, m in histogram_messages(p, d):
-                rnd = next(k for k in range(3) if start < cuts[k + 1])
-                rounds[min(rnd + delay, 3) if delay else rnd][1].append((p, json.dumps(m)))
-        malformed = [("p1", "not json"), ("p1", '{"probe":"p1"}'),
-                     ("p9", json.dumps({"probe": "p9", "start": starts[0], "end": starts[0] + 1, "metric": "ip_len",
-                                        "dir": "-", "net": "ext", "unit": "bytes", "count": 5, "sum": 10,
-                                        "min": 1, "max": 3, "bins": [[1, 2, 1], [3, 4, 1]]}))]
-        # p3: two intervals of p1's, its clock three days behind.
-        p3 = [(f"p3", json.dumps({**m, "probe": "p3", "start": m["start"] - BEHIND_S, "end": m["end"] - BEHIND_S}))
-              for _, _, m in interval_messages("p1", halves["p1"])[:2]]
-        # The malformed messages first, alone: the job's first batch (Kafka consumers made, code
-        # generated: seconds) is over when they are counted, so the rounds' latency is the
-        # steady state's.
-        intervals.send(malformed[:2])
-        histograms.send(malformed[2:])
-        sent = len(malformed)
-        deadline = time.monotonic() + 120
-        while json.loads((out / "_job.json").read_text())["messages"] < sent:
-            assert time.monotonic() < deadline and job.poll() is None, "".join(log[-40:])
-            time.sleep(0.2)
-        warm = json.loads((out / "_job.json").read_text())["latest_batch"]["batch"]
-        for ivs, hs in rounds:
-            intervals.send(ivs)
-            histograms.send(hs)
-            sent += len(ivs) + len(hs)
-            time.sleep(2.5)
-        intervals.send(p3)
-        sent += len(p3)
-        intervals.close()
-        histograms.close()
-        assert job.wait(180) == 0, "the merge job failed:\n" + "".join(log[-60:])
-    finally:
-        if job.poll() is None:
-            job.kill()
+    intervals = broker.producer("sonde-intervals")
+    histograms = broker.producer("sonde-histograms")
+    statuses = []
+    sent = 0
+    # The job runs twice on the same checkpoint: stopped (idle) after two rounds, started again
+    # for the rest; the second parts of round 2's split rows add to state the restart replayed.
+    for run, batches in enumerate((rounds[:2], rounds[2:])):
+        job = MergeJob(broker, out, jars)
+        try:
+            if run == 0:
+                # The malformed messages first, alone: the job's first batch (Kafka consumers
+                # made, code generated: seconds) is over when they are counted, so the rounds'
+                # latency is the steady state's.
+                intervals.send(malformed[:2])
+                histograms.send(malformed[2:])
+                sent += len(malformed)
+                job.wait_for_messages(len(malformed))
+            for ivs, hs in batches:
+                intervals.send(ivs)
+                histograms.send(hs)
+                sent += len(ivs) + len(hs)
+                time.sleep(2.5)
+            if run == 1:
+                intervals.send(p3)
+                sent += len(p3)
+                intervals.close()
+                histograms.close()
             job.wait()
+        finally:
+            job.kill()
+        statuses.append(json.loads((out / "_job.json").read_text()))
 
-    status = json.loads((out / "_job.json").read_text())
-    assert status["messages"] == sent, status
-    assert status["malformed"] == 3 and status["_errors"] == 3, status["malformed_by_reason"]
+    first, status = statuses
+    assert first["messages"] + status["messages"] == sent, statuses
+    assert status["replayed_through"] == first["latest_batch"]["batch"], status
+    assert first["malformed"] == 3 and first["_errors"] == 3, first["malformed_by_reason"]
+    assert status["malformed"] == 0, status["malformed_by_reason"]
     assert status["late"] == len(p3), status  # days behind the others: past --max-age, not merged
     print("\nbatch  messages  latency s: min / median / max (Kafka arrival -> merged rows in Parquet);"
           " collect s, merge s; Spark's batch ms")
-    for b in status["recent"]:
-        lat = b.get("latency_s")
-        if lat:
-            if b["batch"] == warm:
-                print("(the first batch, warming up:)")
-            print(f"{b['batch']:5d}  {b['messages']:8d}  {lat['min']:.3f} / {lat['median']:.3f} / {lat['max']:.3f};"
-                  f" {b['collect_s']:.3f}, {b['merge_s']:.3f}; {b.get('spark_ms', {}).get('triggerExecution')}")
+    for run, st in enumerate(statuses):
+        print(f"run {run + 1}:")
+        for i, b in enumerate(st["recent"]):
+            lat = b.get("latency_s")
+            if lat:
+                print(f"{b['batch']:5d}  {b['messages']:8d}  {lat['min']:.3f} / {lat['median']:.3f} / {lat['max']:.3f};"
+                      f" {b['collect_s']:.3f}, {b['merge_s']:.3f}; {b.get('spark_ms', {}).get('triggerExecution')}"
+                      + ("  (the first batch: warming up)" if i == 0 or run == 0 and b["messages"] == 3 else ""))
 
     # Intervals: the whole capture's intervals.tsv, counter for counter; `probes` as published.
     got = newest(out / "intervals", ("start", "proto", "net"))
