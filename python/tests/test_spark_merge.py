@@ -392,3 +392,32 @@ def test_compaction_keeps_the_view_and_bounds_the_files(tmp_path):
             assert len(files) == 10
     assert views[0] == views[1]
     assert views[0]["intervals"][(101.0, "tcp", "in")]["packets"] == 4 + 5 + 6
+
+
+def test_malformed_messages_are_counted_and_skipped(tmp_path):
+    """Every way a message can break contract 1 is counted under its reason, and nothing of it
+    reaches the view; the good message beside them does."""
+    iv = {"probe": "p1", "start": 100.0, "end": 101.0, "proto": "tcp", "net": "in", "packets": 3,
+          "bytes": 300, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}
+    h = {"probe": "p1", "start": 100.0, "end": 101.0, "metric": "tcp_rtt_avg", "dir": "c2s", "net": "in",
+         "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
+         "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
+    bad_iv = [None, {**iv, "probe": "no spaces"}, {**iv, "probe": "x" * 65}, {**iv, "start": None},
+              {**iv, "end": 100.0}, {**iv, "packets": -1}, {**iv, "bytes": float("nan")}, {**iv, "proto": ""},
+              {**iv, "flows_active": True}, {**iv, "start": float("inf")}]
+    bad_h = [{**h, "count": 3}, {**h, "bins": []}, {**h, "bins": [[40.0, 39.0, 2]]}, {**h, "bins": [[1, 2]]},
+             {**h, "bins": [[39.845888, 40.370176, 0], [40.370176, 40.894464, 2]]}, {**h, "min": 41.0},
+             {**h, "sum": 80.0000001}, {**h, "unit": None}, {**h, "count": 0, "bins": []},
+             {**h, "unit": "bytes", "bins": [[39, 40, 1], [40, 41, 1]], "min": 39, "max": 40, "sum": 79}]
+    job = merge.Job(tmp_path / "out", tmp_path / "ckpt", max_age_s=600, probe_window_s=60)
+    job.run_batch(_rows("interval", bad_iv + [iv]) + _rows("histogram", [h] + bad_h), 0)
+    m = job.merger
+    # The last of bad_h is well formed, but in another unit than the key already has: a conflict.
+    assert m.stats["malformed"] == len(bad_iv) + len(bad_h) and m.stats["conflicts"] == 1, m.malformed_by_reason
+    assert m.stats["messages"] == len(bad_iv) + len(bad_h) + 2
+    got = newest(tmp_path / "out" / "intervals", ("start", "proto", "net"))
+    assert [r["packets"] for r in got.values()] == [3]
+    q = newest(tmp_path / "out" / "quantiles", ("start", "metric", "dir", "net"))
+    assert [(r["count"], r["unit"]) for r in q.values()] == [(2, "ms")]
+    status = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert status["_errors"] == m.stats["malformed"] and sum(status["malformed_by_reason"].values()) == status["_errors"]
