@@ -447,7 +447,8 @@ class Job:
                         histograms.append(parse_histogram(r["msg"]))
                 except Malformed as e:
                     m.malformed(str(e))
-            self.log.write(batch, seen_at, intervals, histograms)
+            if intervals or histograms:
+                self.log.write(batch, seen_at, intervals, histograms)
             ti, td, tb, tp = m.apply(intervals, histograms, seen_at)
         else:
             # Spark runs the batch again (a crash before it committed it): already replayed from
