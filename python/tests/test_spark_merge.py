@@ -421,3 +421,27 @@ def test_malformed_messages_are_counted_and_skipped(tmp_path):
     assert [(r["count"], r["unit"]) for r in q.values()] == [(2, "ms")]
     status = json.loads((tmp_path / "out" / "_job.json").read_text())
     assert status["_errors"] == m.stats["malformed"] and sum(status["malformed_by_reason"].values()) == status["_errors"]
+
+
+def test_state_past_max_rows_drops_the_oldest_intervals(tmp_path):
+    """--max-state-rows: past it, whole intervals leave the state oldest first (counted), and a
+    contribution for one of them is then late; the state never stays above the cap."""
+    job = merge.Job(tmp_path / "out", tmp_path / "ckpt", max_age_s=10**6, probe_window_s=60, max_rows=25)
+    for b in range(8):
+        start = 100.0 + b
+        ivs = [{"probe": "p1", "start": start, "end": start + 1, "proto": "tcp", "net": net, "packets": 1,
+                "bytes": 60, "flows_opened": 0, "flows_closed": 0, "flows_active": 1} for net in ("in", "out")]
+        hs = [{"probe": "p1", "start": start, "end": start + 1, "metric": "ip_len", "dir": "-", "net": "in",
+               "unit": "bytes", "count": 3, "sum": 150, "min": 40, "max": 60,
+               "bins": [[40, 41, 1], [50, 51, 1], [60, 61, 1]]}]
+        job.run_batch(_rows("interval", ivs) + _rows("histogram", hs), b)
+        assert job.merger.rows_held() <= 25
+    m = job.merger
+    assert m.rows_held() == 25 and min(k[0] for k in m.intervals) == 103.0  # 5 intervals of 5 rows
+    assert m.stats["evicted_keys"] == 3 * 3 and m.stats["expired_keys"] == 0
+    job.run_batch(_rows("interval", [{"probe": "p1", "start": 102.0, "end": 103.0, "proto": "tcp", "net": "in",
+                                      "packets": 1, "bytes": 60, "flows_opened": 0, "flows_closed": 0,
+                                      "flows_active": 0}]), 8)
+    assert m.stats["late"] == 1
+    status = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert status["state"]["rows"] == 25 and status["evicted_keys"] == 9

@@ -174,9 +174,11 @@ class Merger:
     """The merged state: contributions added per key, expired by packet time, and the rows of
     the keys a batch touched. No Spark here: the job feeds it, tests may too."""
 
-    def __init__(self, max_age_s: float, probe_window_s: float = 60.0):
+    def __init__(self, max_age_s: float, probe_window_s: float = 60.0, max_rows: int = 1_000_000):
         self.max_age_s = max_age_s
         self.probe_window_s = probe_window_s
+        self.max_rows = max_rows
+        self.bins_held = 0
         # (start, proto, net) -> {"end", counters…, "probes": set}
         self.intervals: Dict[Tuple[float, str, str], Dict[str, Any]] = {}
         # (start, metric, dir, net) -> {"end", "unit", "count", "sum", "min", "max", "bins": {lo: [hi, n]}, "probes"}
@@ -184,7 +186,7 @@ class Merger:
         # probe -> {"last_start", "last_end", "seen_at", "interval_s", "lag_s", "offset_s", "clock_off"}
         self.probes: Dict[str, Dict[str, Any]] = {}
         self.stats = {"messages": 0, "malformed": 0, "late": 0, "conflicts": 0, "expired_keys": 0,
-                      "expired_probes": 0}
+                      "expired_probes": 0, "evicted_keys": 0}
         self.malformed_by_reason: Dict[str, int] = {}
         self.horizon = -math.inf
 
@@ -234,6 +236,8 @@ class Merger:
         d["min"] = min(d["min"], c["min"])
         d["max"] = max(d["max"], c["max"])
         for lo, hi, n in c["bins"]:
+            if lo not in d["bins"]:
+                self.bins_held += 1
             b = d["bins"].setdefault(lo, [hi, 0])
             b[1] += n
             touched_bins.add(key + (lo,))
@@ -275,17 +279,49 @@ class Merger:
         recent probes (one probe's clock, ahead or behind, moves nothing)."""
         recent = [p["last_end"] for p in self.probes.values() if now - p["seen_at"] <= self.probe_window_s]
         if not recent:
+            self.evict()
             return
         self.horizon = max(self.horizon, statistics.median(recent) - self.max_age_s)
-        for table in (self.intervals, self.dists):
-            old = [k for k in table if k[0] < self.horizon]
-            for k in old:
-                del table[k]
-            self.stats["expired_keys"] += len(old)
+        self.stats["expired_keys"] += self.drop_before(self.horizon)
+        self.evict()
         gone = [k for k, p in self.probes.items() if p["last_end"] < self.horizon]
         for k in gone:
             del self.probes[k]
         self.stats["expired_probes"] += len(gone)
+
+    def rows_held(self) -> int:
+        """The state's size: interval rows and histogram bins."""
+        return len(self.intervals) + self.bins_held
+
+    def drop_before(self, horizon: float) -> int:
+        """Drops the intervals that start before `horizon`; how many keys went."""
+        dropped = 0
+        for table in (self.intervals, self.dists):
+            old = [k for k in table if k[0] < horizon]
+            for k in old:
+                if table is self.dists:
+                    self.bins_held -= len(table[k]["bins"])
+                del table[k]
+            dropped += len(old)
+        return dropped
+
+    def evict(self) -> None:
+        """Past `max_rows`, drops whole intervals, oldest first, until the state fits again; the
+        horizon moves past them, so that what comes for them later is late, not half-merged."""
+        if self.rows_held() <= self.max_rows:
+            return
+        per_start: Dict[float, int] = {}
+        for k in self.intervals:
+            per_start[k[0]] = per_start.get(k[0], 0) + 1
+        for k, d in self.dists.items():
+            per_start[k[0]] = per_start.get(k[0], 0) + len(d["bins"])
+        held = self.rows_held()
+        for start in sorted(per_start):
+            if held <= self.max_rows:
+                break
+            held -= per_start[start]
+            self.horizon = max(self.horizon, math.nextafter(start, math.inf))
+        self.stats["evicted_keys"] += self.drop_before(self.horizon)
 
     def rows(self, batch: int, ti: Set, td: Set, tb: Set, tp: Set[str]) -> Dict[str, pa.Table]:
         """The touched keys' merged rows, as the four tables of contract 3."""
@@ -416,11 +452,11 @@ class Job:
     """One run of the merge: the Merger, its log, and the status file."""
 
     def __init__(self, out: Path, checkpoint: Path, max_age_s: float, probe_window_s: float,
-                 compact_every: int = 300):
+                 compact_every: int = 300, max_rows: int = 1_000_000):
         self.out = out
         self.compact_every = compact_every
         self.compacted_files = 0
-        self.merger = Merger(max_age_s, probe_window_s)
+        self.merger = Merger(max_age_s, probe_window_s, max_rows)
         self.log = ContributionLog(checkpoint / "sonde-merge")
         self.replayed = self.log.replay(self.merger)
         self.batches = 0
@@ -496,7 +532,8 @@ class Job:
         status = {"batches": self.batches, "latest_batch": info, "latest_batch_wall": info and info["written_at"],
                   **m.stats, "_errors": m.stats["malformed"], "malformed_by_reason": m.malformed_by_reason,
                   "state": {"intervals": len(m.intervals), "distributions": len(m.dists),
-                            "bins": sum(len(d["bins"]) for d in m.dists.values()), "probes": len(m.probes)},
+                            "bins": m.bins_held, "probes": len(m.probes),
+                            "rows": m.rows_held(), "max_rows": m.max_rows},
                   "horizon": m.horizon if math.isfinite(m.horizon) else None,
                   "compacted_files": self.compacted_files, "replayed_through": self.replayed,
                   "recent": self.recent}
@@ -570,7 +607,7 @@ def main(args) -> int:
     out = Path(args.output_dir)
     checkpoint = Path(args.checkpoint) if args.checkpoint else out / "_checkpoint"
     out.mkdir(parents=True, exist_ok=True)
-    job = Job(out, checkpoint, args.max_age, args.probe_window, args.compact_every)
+    job = Job(out, checkpoint, args.max_age, args.probe_window, args.compact_every, args.max_state_rows)
     spark = spark_session(args.master, args.jars)
     spark.sparkContext.setLogLevel("WARN")
     def on_batch(df, batch: int) -> None:
@@ -614,6 +651,9 @@ def add_arguments(p) -> None:
                    help="where a new checkpoint starts reading (default earliest: what the topics retain)")
     p.add_argument("--max-age", type=float, default=600.0, metavar="SECS",
                    help="packet time an interval's state is kept, behind the probes' median newest end (default 600)")
+    p.add_argument("--max-state-rows", type=int, default=1_000_000, metavar="N",
+                   help="interval rows and histogram bins the state holds at most; past it the oldest "
+                   "intervals leave it early, counted as evicted_keys (default 1000000)")
     p.add_argument("--max-messages-per-batch", type=int, default=200_000, metavar="N",
                    help="messages read per micro-batch at most (default 200000)")
     p.add_argument("--probe-window", type=float, default=60.0, metavar="SECS",
