@@ -315,11 +315,15 @@ def test_the_merge_state_survives_a_restart(tmp_path):
     h = {"probe": "p1", "start": 100.0, "end": 101.0, "metric": "tcp_rtt_avg", "dir": "c2s", "net": "in",
          "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
          "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
+    other_unit = {**h, "unit": "bytes", "sum": 20, "min": 1, "max": 1000, "bins": [[1, 2, 1], [1000, 1008, 1]]}
     job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)
-    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h]), 0)
+    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h, other_unit]), 0)
+    assert job.merger.stats["conflicts"] == 1
     job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)  # restart
     assert job.replayed == 0
-    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h]), 0)  # batch 0 again: no change
+    # Batch 0 again: no change. Its log holds a contribution in another unit than the key's
+    # (not merged then): its rows are written again without it.
+    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h]), 0)
     job.run_batch(_rows("interval", [{**iv, "probe": "p2"}]) + _rows("histogram", [{**h, "probe": "p2"}]), 1)
     got = newest(out / "intervals", ("start", "proto", "net"))[(100.0, "tcp", "in")]
     assert (got["packets"], got["bytes"], got["probes"], got["batch"]) == (6, 600, 2, 1)

@@ -343,8 +343,8 @@ class Merger:
         hs = []
         for k in sorted(tb):
             d = self.dists.get(k[:4])
-            if d is None:
-                continue
+            if d is None or k[4] not in d["bins"]:
+                continue  # gone (expired), or a logged contribution that was not merged
             scale = UNIT_SCALE.get(d["unit"], 1)
             hi, n = d["bins"][k[4]]
             hs.append({"start": k[0], "end": d["end"], "metric": k[1], "dir": k[2], "net": k[3],
