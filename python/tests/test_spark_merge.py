@@ -316,14 +316,19 @@ def test_the_merge_state_survives_a_restart(tmp_path):
          "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
          "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
     other_unit = {**h, "unit": "bytes", "sum": 20, "min": 1, "max": 1000, "bins": [[1, 2, 1], [1000, 1008, 1]]}
+    # And a probe days behind the two others: gone from the state and the probe table once the
+    # batch is over.
+    behind = {**iv, "probe": "p0", "start": iv["start"] - 86400, "end": iv["end"] - 86400}
+    udp = {**iv, "probe": "p2", "proto": "udp"}
     job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)
-    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h, other_unit]), 0)
-    assert job.merger.stats["conflicts"] == 1
+    job.run_batch(_rows("interval", [iv, behind, udp]) + _rows("histogram", [h, other_unit]), 0)
+    assert job.merger.stats["conflicts"] == 1 and job.merger.stats["expired_keys"] == 1
+    assert set(job.merger.probes) == {"p1", "p2"}
     job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)  # restart
     assert job.replayed == 0
     # Batch 0 again: no change. Its log holds a contribution in another unit than the key's
-    # (not merged then): its rows are written again without it.
-    job.run_batch(_rows("interval", [iv]) + _rows("histogram", [h]), 0)
+    # (not merged then) and one of a probe gone since: its rows are written again without them.
+    job.run_batch(_rows("interval", [iv, behind, udp]) + _rows("histogram", [h, other_unit]), 0)
     job.run_batch(_rows("interval", [{**iv, "probe": "p2"}]) + _rows("histogram", [{**h, "probe": "p2"}]), 1)
     got = newest(out / "intervals", ("start", "proto", "net"))[(100.0, "tcp", "in")]
     assert (got["packets"], got["bytes"], got["probes"], got["batch"]) == (6, 600, 2, 1)

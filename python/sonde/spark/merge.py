@@ -281,7 +281,9 @@ class Merger:
         if not recent:
             self.evict()
             return
-        self.horizon = max(self.horizon, statistics.median(recent) - self.max_age_s)
+        # The lower median: of two probes, one behind keeps state longer (bounded by max_rows)
+        # rather than one ahead dropping the other's intervals as late.
+        self.horizon = max(self.horizon, statistics.median_low(recent) - self.max_age_s)
         self.stats["expired_keys"] += self.drop_before(self.horizon)
         self.evict()
         gone = [k for k, p in self.probes.items() if p["last_end"] < self.horizon]
@@ -351,7 +353,7 @@ class Merger:
                        "bin_lo": k[4] / scale, "bin_hi": hi / scale, "count": n, "batch": batch})
         ps_rows = [{"probe": k, **{f: self.probes[k][f] for f in (
             "last_start", "last_end", "seen_at", "interval_s", "lag_s", "offset_s", "clock_off")}, "batch": batch}
-            for k in sorted(tp)]
+            for k in sorted(tp) if k in self.probes]  # a probe gone with its intervals: no row
         return {"intervals": pa.Table.from_pylist(iv, INTERVALS), "quantiles": pa.Table.from_pylist(qs, QUANTILES),
                 "histograms": pa.Table.from_pylist(hs, HISTOGRAMS), "probes": pa.Table.from_pylist(ps_rows, PROBES)}
 
