@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpre
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
+.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
 
 VENV := .venv
 PYTHON ?= python3
@@ -66,6 +66,12 @@ browser-deps: deps
 kafka-jars: deps
 	tests/kafka/fetch.sh target/tmp/kafka-4.3.1
 
+# Spark's Kafka source for `python -m sonde.spark merge` and python/tests/test_spark_merge.py: the
+# connector's jars that pyspark (installed by python-env) does not ship (Maven Central; skipped
+# when present).
+spark-jars: python-env
+	PYTHON=$(VENV)/bin/python tests/spark/fetch.sh target/tmp/spark-kafka-4.2.0
+
 # GoFlow2, the collector crates/sonde/tests/ipfix.rs decodes sonde's IPFIX with, from the Go module proxy
 # (skipped when the binary is there; delete it after changing the version).
 goflow2:
@@ -105,7 +111,7 @@ fuzz-short-build: fuzz-deps
 # What the tests start or compare with, side by side: the downloads (npm, PyPI, Maven Central,
 # the Go proxy, crates.io for cargo-afl) wait on the network together.
 test-deps: deps
-	$(MAKE) --no-print-directory -j6 format-check browser-deps python-env kafka-jars goflow2
+	$(MAKE) --no-print-directory -j6 format-check browser-deps python-env kafka-jars spark-jars goflow2
 
 # The Python tests use the test profile's builds, so CI never builds the workspace in release:
 # the CLI `cargo test` just built, and the extension linked from the same artifacts (built for

@@ -26,13 +26,20 @@ def parser() -> argparse.ArgumentParser:
     analyze.set_defaults(main=archive.main)
 
     # --- merge: many probes, one view (sonde/spark/merge.py) ---
+    from sonde.spark import merge
+
+    merging = commands.add_parser(
+        "merge", help="merge the probes' Kafka intervals and histograms into one Parquet view",
+        description=(merge.__doc__ or "").strip().split("\n\n")[0])
+    merge.add_arguments(merging)
+    merging.set_defaults(main=merge.main)
 
     return top
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parser().parse_args(argv)
-    return args.main(args)
+    return args.main(args) or 0
 
 
 if __name__ == "__main__":
