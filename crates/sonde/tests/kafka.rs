@@ -548,10 +548,13 @@ fn interim_records_precede_each_long_flows_final_record() {
     }
     let mut finals: Vec<String> = last.values().map(|m| m.to_string()).collect();
     let mut logged: Vec<String> = Vec::new();
+    // The probe id by default: the host name.
+    let probe = summary["probe"].as_str().expect("a probe id");
     for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
         for r in records.iter() {
             let mut m = r.clone();
             m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            m.as_object_mut().expect("an object").insert("probe".into(), probe.into());
             logged.push(m.to_string());
         }
     }
@@ -587,6 +590,8 @@ fn bad_kafka_option_is_one_line() {
         (vec!["--kafka", "127.0.0.1:1", "--kafka-option", "nonsense"], "KEY=VALUE"),
         (vec!["--kafka", "127.0.0.1:1", "--kafka-option", "no.such.property=1"], "no.such.property"),
         (vec!["--kafka", "127.0.0.1:1", "--kafka-queue", "0"], "--kafka-queue"),
+        (vec!["--kafka", "127.0.0.1:1", "--probe-id", "a b"], "--probe-id"),
+        (vec!["--probe-id", &"p".repeat(65)], "--probe-id"),
     ] {
         let run = common::sonde()
             .args(["analyze", "-q", "-r"])
