@@ -458,52 +458,68 @@ fn monitor_contributions_add_up_to_its_interval_files() {
     ns.ip(&format!("addr add {subnet}.2/30 dev kn"));
     ns.ip("link set kn up");
     let broker = Broker::start_at(&format!("{subnet}.1"));
-    let live = tempfile::tempdir().unwrap();
-    let monitor = netns::Monitor::start(
-        &ns,
-        live.path(),
-        &[
-            "--threads",
-            "2",
-            "--interval",
-            "0.5",
-            "--tcp-timeout",
-            "1",
-            "--udp-timeout",
-            "1",
-            "--kafka",
-            &broker.address(),
-            "--kafka-topic",
-            "flows-live",
-            "--kafka-interval-topic",
-            "intervals-live",
-            "--kafka-histogram-topic",
-            "histograms-live",
-            "--probe-id",
-            "live-probe",
-        ],
-    );
-    ns.replay(&repo().join("testdata/demo.pcap"), 300);
-    // The flows idle out a second after their last packet, after their intervals closed.
-    std::thread::sleep(Duration::from_secs(3));
-    monitor.stop();
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(live.path().join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["probe"], "live-probe");
-    assert!(summary["packets"]["read"].as_u64() > Some(400), "the demo was captured: {}", summary["packets"]);
-    let (intervals, histograms) = read_contributions(&broker, "intervals-live", "histograms-live", live.path());
-    // One key, one partition: the messages in the order sent. Flows that ended after their
-    // interval was published added to it later.
-    let order = broker.read_topic("intervals-live", intervals as usize);
-    let mut newest = f64::MIN;
-    let mut late = 0;
-    for (_, m) in &order {
-        let start = m["start"].as_f64().unwrap();
-        late += usize::from(start < newest);
-        newest = newest.max(start);
+    // One reader, then two on a fanout group (an interval is published once both passed it).
+    for readers in ["1", "2"] {
+        let live = tempfile::tempdir().unwrap();
+        let topics = ["flows", "intervals", "histograms"].map(|t| format!("{t}-live-{readers}"));
+        let monitor = netns::Monitor::start(
+            &ns,
+            live.path(),
+            &[
+                "--readers",
+                readers,
+                "--threads",
+                "2",
+                "--interval",
+                "0.5",
+                "--tcp-timeout",
+                "1",
+                "--udp-timeout",
+                "1",
+                "--kafka",
+                &broker.address(),
+                "--kafka-topic",
+                &topics[0],
+                "--kafka-interval-topic",
+                &topics[1],
+                "--kafka-histogram-topic",
+                &topics[2],
+                "--probe-id",
+                "live-probe",
+            ],
+        );
+        ns.replay(&repo().join("testdata/demo.pcap"), 300);
+        // The flows idle out a second after their last packet, after their intervals closed.
+        std::thread::sleep(Duration::from_secs(3));
+        monitor.stop();
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(live.path().join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["probe"], "live-probe");
+        assert!(summary["packets"]["read"].as_u64() > Some(400), "the demo was captured: {}", summary["packets"]);
+        if readers == "2" {
+            let split = &summary["capture"]["readers_received_pkts"];
+            assert!(split.as_array().is_some_and(|r| r.iter().all(|n| n.as_u64() > Some(0))), "readers {split}");
+        }
+        let (intervals, histograms) = read_contributions(&broker, &topics[1], &topics[2], live.path());
+        // One key, one partition: the messages in the order sent. Flows that ended after their
+        // interval was published added to it later.
+        let order = broker.read_topic(&topics[1], intervals as usize);
+        let mut newest = f64::MIN;
+        let mut late = 0;
+        for (_, m) in &order {
+            let start = m["start"].as_f64().unwrap();
+            late += usize::from(start < newest);
+            newest = newest.max(start);
+        }
+        assert!(
+            late > 0,
+            "{readers} readers: no contribution to an interval published before: the test proves nothing"
+        );
+        eprintln!(
+            "monitor, {readers} readers: {intervals} interval messages ({late} to intervals published before), \
+             {histograms} histogram messages"
+        );
     }
-    assert!(late > 0, "no contribution to an interval published before: the test proves nothing");
-    eprintln!("monitor: {intervals} interval messages ({late} to intervals published before), {histograms} histogram messages");
     let _ = Command::new("ip").args(["link", "del", &host_if]).status();
 }
 
