@@ -435,7 +435,8 @@ pub fn run(
     let live_published = kafka_intervals.take().is_some();
     let kafka_summary = match kafka {
         Some(exporter) => {
-            if let (Some(report), false) = (&result.intervals, live_published) {
+            let topics = exporter.config().interval_topic.is_some() || exporter.config().histogram_topic.is_some();
+            if let (Some(report), false, true) = (&result.intervals, live_published, topics) {
                 exporter.publish(&sonde_kafka::Contributions::of_report(report));
             }
             let cfg = exporter.config().clone();
