@@ -10,7 +10,9 @@
 //! to (opened in the interval of their first packet, closed and measured in that of their last,
 //! active in every interval of the report between). It keeps nothing per published interval
 //! but the ranges of intervals the report has (one entry per gap in the traffic), which tell
-//! where a late flow is active.
+//! where a late flow is active; and for the intervals not released yet, what was brought for
+//! them. Its work follows the intervals that have data: a flow spanning a long silence, or a
+//! reader's clock far behind the others', costs nothing per empty interval between.
 
 use std::collections::BTreeMap;
 
@@ -162,8 +164,16 @@ pub struct LiveIntervals {
     clocks: Vec<Option<u64>>,
     /// The intervals the run's report has: those with packets or flow events.
     known: Ranges,
-    /// What was brought for intervals not closed yet.
+    /// What was brought for intervals not released yet (and, between a drain's absorbing and
+    /// releasing, for those released before).
     pending: BTreeMap<u64, Contribution>,
+    /// The first interval not released yet.
+    boundary: u64,
+    /// Of the flows absorbed, those opened before `boundary` and closed at or after it.
+    carry: Flows,
+    /// Of the flows absorbed, those opened or closed at or after `boundary`, per interval:
+    /// where they are active is told as the intervals are released.
+    events: BTreeMap<u64, (Flows, Flows)>,
 }
 
 impl LiveIntervals {
@@ -173,6 +183,9 @@ impl LiveIntervals {
             clocks: vec![None; readers.max(1)],
             known: Ranges::default(),
             pending: BTreeMap::new(),
+            boundary: 0,
+            carry: Flows::default(),
+            events: BTreeMap::new(),
         }
     }
 
@@ -193,18 +206,18 @@ impl LiveIntervals {
             Some(clocks) => clocks.into_iter().min().unwrap_or(0) / self.interval_ns,
             None => 0,
         };
-        self.absorb(packets, flows, closed_before);
+        self.absorb(packets, flows);
         self.release(closed_before)
     }
 
     /// The run ended with these intervals and flow statistics not drained: every contribution
     /// left.
     pub fn finished(&mut self, packets: &[PacketInterval], flows: &[&BTreeMap<u64, FlowInterval>]) -> Contributions {
-        self.absorb(packets, flows, u64::MAX);
+        self.absorb(packets, flows);
         self.release(u64::MAX)
     }
 
-    fn absorb(&mut self, packets: &[PacketInterval], flows: &[&BTreeMap<u64, FlowInterval>], closed_before: u64) {
+    fn absorb(&mut self, packets: &[PacketInterval], flows: &[&BTreeMap<u64, FlowInterval>]) {
         for p in packets {
             self.known.insert(p.index);
             self.pending.entry(p.index).or_default().add_packets(p);
@@ -216,22 +229,20 @@ impl LiveIntervals {
                 self.known.insert(i);
                 self.pending.entry(i).or_default().add_flows(f);
                 let (opened, closed) = events.entry(i).or_default();
-                for (p, n) in (0..2).flat_map(|p| (0..4).map(move |n| (p, n))) {
-                    opened[p][n] += f.opened[p][n];
-                    closed[p][n] += f.closed[p][n];
-                }
+                add(opened, &f.opened);
+                add(closed, &f.closed);
             }
         }
         let (Some(&lo), Some(&hi)) = (events.keys().next(), events.keys().next_back()) else { return };
-        // Active in an interval: opened at or before it, closed at or after it. Closed
-        // intervals count only if the report has them; open ones are checked when they close.
-        let closed = self.known.within(lo, hi.min(closed_before.saturating_sub(1))).filter(|&i| i < closed_before);
-        let open = lo.max(closed_before)..=hi;
-        let candidates: Vec<u64> = closed.chain(open).collect();
-        // Flows opened at or before the candidate, and closed before it.
-        let (mut opened_upto, mut closed_below, mut closed_here) = ([[0u64; 4]; 2], [[0u64; 4]; 2], [[0u64; 4]; 2]);
+        // Active in an interval: opened at or before it, closed at or after it. In the
+        // intervals released already that the report has, now; in the others as they are
+        // released (`carry` and `events`).
+        let last_released = (self.boundary > 0).then(|| hi.min(self.boundary - 1));
+        let released: Vec<u64> = last_released.map_or_else(Vec::new, |last| self.known.within(lo, last).collect());
+        let (mut opened_upto, mut closed_below, mut closed_here) =
+            (Flows::default(), Flows::default(), Flows::default());
         let mut ev = events.iter().peekable();
-        for i in candidates {
+        for i in released {
             add(&mut closed_below, &std::mem::take(&mut closed_here));
             while let Some(&(&j, (o, c))) = ev.peek() {
                 if j > i {
@@ -244,44 +255,65 @@ impl LiveIntervals {
                 }
                 ev.next();
             }
-            let mut active = [[0u64; 4]; 2];
-            for (a, (o, c)) in
-                active.iter_mut().flatten().zip(opened_upto.iter().flatten().zip(closed_below.iter().flatten()))
-            {
-                *a = o.saturating_sub(*c);
-            }
+            let active = difference(&opened_upto, &closed_below);
             if active.iter().flatten().any(|&a| a > 0) {
                 add(&mut self.pending.entry(i).or_default().active, &active);
             }
         }
-    }
-
-    /// The contributions of the intervals before `closed_before`, taken; active flows in an
-    /// interval the report does not have (no packet at all) are not counted, as the report
-    /// does not count them.
-    fn release(&mut self, closed_before: u64) -> Contributions {
-        let later = match closed_before {
-            u64::MAX => BTreeMap::new(),
-            c => self.pending.split_off(&c),
-        };
-        let ready = std::mem::replace(&mut self.pending, later);
-        let mut parts = BTreeMap::new();
-        for (i, mut c) in ready {
-            if !self.known.contains(i) {
-                c.active = [[0; 4]; 2];
-            }
-            if !c.is_empty() {
-                parts.insert(i, c);
+        for (i, (opened, closed)) in events {
+            if i < self.boundary {
+                // Opened before the boundary; still open at it unless closed before.
+                add(&mut self.carry, &opened);
+                self.carry = difference(&self.carry, &closed);
+            } else {
+                let (o, c) = self.events.entry(i).or_default();
+                add(o, &opened);
+                add(c, &closed);
             }
         }
+    }
+
+    /// Releases the intervals before `closed_before` (the flows active in each that the report
+    /// has counted as they are passed), then takes every contribution to a released interval.
+    fn release(&mut self, closed_before: u64) -> Contributions {
+        if closed_before > self.boundary {
+            let mut passed: Vec<u64> = self.known.within(self.boundary, closed_before - 1).collect();
+            passed.extend(self.events.range(self.boundary..closed_before).map(|(&i, _)| i));
+            passed.sort_unstable();
+            passed.dedup();
+            for i in passed {
+                let (opened, closed) = self.events.remove(&i).unwrap_or_default();
+                add(&mut self.carry, &opened);
+                if self.known.contains(i) && self.carry.iter().flatten().any(|&a| a > 0) {
+                    add(&mut self.pending.entry(i).or_default().active, &self.carry);
+                }
+                self.carry = difference(&self.carry, &closed);
+            }
+            self.boundary = closed_before;
+        }
+        let later = match self.boundary {
+            u64::MAX => BTreeMap::new(),
+            b => self.pending.split_off(&b),
+        };
+        let ready = std::mem::replace(&mut self.pending, later);
+        let parts = ready.into_iter().filter(|(_, c)| !c.is_empty()).collect();
         Contributions { interval_ns: self.interval_ns, parts }
     }
 }
 
-fn add(into: &mut [[u64; 4]; 2], more: &[[u64; 4]; 2]) {
+fn add(into: &mut Flows, more: &Flows) {
     for (a, b) in into.iter_mut().flatten().zip(more.iter().flatten()) {
         *a += b;
     }
+}
+
+/// `a - b`, per protocol and net (never below 0).
+fn difference(a: &Flows, b: &Flows) -> Flows {
+    let mut out = *a;
+    for (x, y) in out.iter_mut().flatten().zip(b.iter().flatten()) {
+        *x = x.saturating_sub(*y);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -344,6 +376,24 @@ mod tests {
         // A later flow across the gap, from 1 to 3: closed intervals the report has only.
         let late = live.finished(&[], &[&flows(&[(1, 1, 0), (3, 0, 1)])]);
         assert_eq!(active(&[late]), BTreeMap::from([(1, 1), (3, 1)]));
+    }
+
+    /// A reader whose clock is far behind the other's (a timestamp far in the past): a flow
+    /// spanning the gap costs the intervals that have data, not the intervals between.
+    #[test]
+    fn a_clock_far_behind_costs_no_interval_without_data() {
+        const FAR: u64 = 1 << 33;
+        let mut live = LiveIntervals::new(L, 2);
+        assert!(live.drained(1, L, &[packets(0, 1)], &[]).parts.is_empty());
+        let flow = flows(&[(0, 1, 0), (FAR, 0, 1)]);
+        let second = live.drained(0, FAR * L + 1, &[packets(FAR, 2)], &[&flow]);
+        assert_eq!(active(std::slice::from_ref(&second)), BTreeMap::from([(0, 1)]));
+        assert!(live.pending.len() <= 1 && live.events.len() <= 1, "{live:?}");
+        let third = live.drained(1, (FAR + 1) * L, &[], &[]);
+        assert!(third.parts.is_empty(), "reader 0 is in interval FAR, the only one after 0 with data");
+        let fourth = live.drained(0, (FAR + 1) * L, &[], &[]);
+        assert_eq!(active(&[third, fourth]), BTreeMap::from([(FAR, 1)]));
+        assert!(live.pending.is_empty() && live.events.is_empty() && live.carry == Flows::default());
     }
 
     #[test]
