@@ -183,3 +183,32 @@ fn kafka_counters(s: &KafkaSummary) -> Vec<sonde_http::ExportCounter> {
         records("histogram", s.histograms),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/metrics` counts each record kind, the histogram contributions included.
+    #[test]
+    fn kafka_counters_count_each_record_kind() {
+        let mut cfg = sonde_kafka::Config::new("127.0.0.1:9092");
+        cfg.probe = "p1".into();
+        let stats = sonde_kafka::Stats {
+            sent: 17,
+            delivered: 17,
+            flows: 5,
+            interim: 2,
+            intervals: 4,
+            histograms: 8,
+            ..Default::default()
+        };
+        let summary = kafka_summary(&cfg, stats);
+        assert_eq!(summary.histogram_topic.as_deref(), Some("sonde-histograms"));
+        let records: Vec<(&str, u64)> = kafka_counters(&summary)
+            .into_iter()
+            .filter(|c| c.name == "sonde_kafka_records_total")
+            .map(|c| (c.labels[0].1, c.value))
+            .collect();
+        assert_eq!(records, [("flow", 3), ("interim", 2), ("interval", 4), ("histogram", 8)]);
+    }
+}
