@@ -82,6 +82,7 @@ pub(crate) fn collect<P: Part>(
             }
             let done = pending.remove(&key).expect("just seen");
             let r = done.reader.expect("checked");
+            held.new_packets = r.closed.len();
             held.packets.extend(r.closed);
             let drain = Drain {
                 reader: r.reader,
@@ -96,6 +97,8 @@ pub(crate) fn collect<P: Part>(
             for observer in observers.iter_mut() {
                 observer.drained(&drain, &mut held);
             }
+            held.new_packets = 0;
+            held.new_flows.clear();
         }
     }
     held

@@ -41,7 +41,7 @@ pub use app::{AppConfig, AppReaderStats, UDP_HEAD_BYTES};
 pub use controls::{Controls, Edit};
 pub use pipeline::{Outcome, Pipeline, Progress, MAX_WORKERS};
 pub use run::{Drains, PartOf, Run, RunError, RunResult, Timing};
-pub use sink::{DefinitionsView, Drain, DrainObserver, Held, Part, ReaderStatus, Sinks, Totals, WorkerSink};
+pub use sink::{DefinitionsView, Drain, DrainObserver, Held, Part, ReaderStatus, Sinks, Totals, Undrained, WorkerSink};
 pub use sonde_filter::{Filter, FilterError};
 pub use sonde_thin::{Config as ThinConfig, Thinner};
 pub use stats::*;

@@ -15,7 +15,7 @@ use crate::collector::{collect, ToCollector};
 use crate::controls::Controls;
 use crate::pipeline::{read_input, Outcome, Pipeline, Progress, ReaderDrains, ReaderSetup, Share, WorkerOutput};
 use crate::resources;
-use crate::sink::{DrainObserver, Held, Part, Sinks, WorkerSink};
+use crate::sink::{DrainObserver, Held, Part, Sinks, Undrained, WorkerSink};
 use crate::stats::RunStats;
 
 /// One analysis: how packets are read and split, what is measured, and (for a live run) how
@@ -437,7 +437,7 @@ impl Run {
             mean_anon_bytes: memory.mean_anon_bytes,
             ..timing
         };
-        Ok(self.merge(readings, held, definitions, filters, timing))
+        Ok(self.merge(readings, held, definitions, filters, timing, observers))
     }
 
     /// The readers' results, with what the drains brought, as one run's.
@@ -448,9 +448,11 @@ impl Run {
         definitions: Option<Counter>,
         filters: Vec<Option<Filter>>,
         timing: Timing,
+        observers: &mut [&mut (dyn DrainObserver<P> + Send)],
     ) -> RunResult<P> {
         let mut outcome: Option<Outcome> = None;
-        let Held { packets: mut all_packets, flows: held_flows, part: held_part, .. } = held;
+        let Held { packets: mut all_packets, flows: held_flows, part: held_part, new_flows, .. } = held;
+        let drained_packets = all_packets.len();
         // (Nothing drained: not a part of its own, so one worker's logs are still written in turn.)
         let mut flows: Vec<P> = Some(held_part).filter(|p| !p.is_empty()).into_iter().collect();
         let mut flow_stats: Vec<FlowIntervals> = Vec::new();
@@ -470,6 +472,14 @@ impl Run {
             if let Some(i) = intervals {
                 packet_intervals = true;
                 all_packets.extend(i.finish());
+            }
+        }
+        if self.drains.is_some() {
+            let mut flows: Vec<_> = flow_stats.iter().map(|f| &f.intervals).collect();
+            flows.push(&new_flows);
+            let rest = Undrained { packets: &all_packets[drained_packets..], flows };
+            for observer in observers.iter_mut() {
+                observer.finished(&rest);
             }
         }
         flow_stats.extend(held_flows);

@@ -153,6 +153,13 @@ pub struct Held<P> {
     /// Flows opened so far by protocol (TCP, UDP) and direction, counted as each started (the
     /// interval statistics count a flow when it ends): never taken.
     pub opened: [[u64; 4]; 2],
+    /// How many of the last of `packets` this drain brought (an observer that takes the chunk
+    /// goes after one that reads them).
+    pub new_packets: usize,
+    /// The flow statistics brought since the last drain reached the observers (counters and
+    /// distributions, no tables; also in `flows`): what changed, for a feed of additive
+    /// contributions (Kafka's intervals). Emptied after each drain's observers.
+    pub new_flows: BTreeMap<u64, sonde_stats::FlowInterval>,
     cfg: Option<sonde_stats::Config>,
 }
 
@@ -164,6 +171,8 @@ impl<P: Part> Held<P> {
             part: P::default(),
             taken: Totals::default(),
             opened: [[0; 4]; 2],
+            new_packets: 0,
+            new_flows: BTreeMap::new(),
             cfg,
         }
     }
@@ -208,6 +217,9 @@ impl<P: Part> Held<P> {
     pub(crate) fn absorb(&mut self, part: P, flows: Option<BTreeMap<u64, sonde_stats::FlowInterval>>) {
         self.part.absorb(part);
         if let (Some(mine), Some(theirs)) = (self.flows.as_mut(), flows) {
+            for (i, f) in &theirs {
+                self.new_flows.entry(*i).or_default().merge(&f.without_tables());
+            }
             mine.absorb(theirs);
         }
     }
@@ -225,4 +237,16 @@ fn add_totals(into: &mut Totals, more: &Totals) {
 /// first.
 pub trait DrainObserver<P>: Send {
     fn drained(&mut self, drain: &Drain, held: &mut Held<P>);
+
+    /// The run ended: what no drain brought, before it is merged into the run's report.
+    fn finished(&mut self, _rest: &Undrained<'_>) {}
+}
+
+/// What a live run's drains did not bring to the observers: the intervals the readers closed
+/// at the end (or after their last drain) and the flow statistics of the flows that ended
+/// after the last drain. With what the drains brought, the run's whole report.
+pub struct Undrained<'a> {
+    pub packets: &'a [PacketInterval],
+    /// Per interval index; several maps (one per worker) may hold the same index.
+    pub flows: Vec<&'a BTreeMap<u64, sonde_stats::FlowInterval>>,
 }

@@ -1,6 +1,7 @@
 //! Kafka export of a run (docs/kafka.md): each finished flow as one JSON message with the flow
-//! log's field names (JSON Lines formatting of sonde-output) plus `"proto"`, keyed by the flow,
-//! and each interval's row of intervals.tsv to a second topic.
+//! log's field names (JSON Lines formatting of sonde-output) plus `"probe"` and `"proto"`, keyed
+//! by the flow; each interval's rows of intervals.tsv and its histograms to two more topics, as
+//! additive contributions keyed by the probe ([`intervals`]).
 //!
 //! Why rdkafka: librdkafka is the reference client (the idempotent producer, `acks=all`,
 //! bounded local queue, retries and delivery reports are all built in and well proven), and
@@ -24,6 +25,11 @@ use rdkafka::ClientContext;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{mark_anonymized, tcp_columns, udp_columns, Format, LineFormat};
+use sonde_stats::{Net, Proto, Unit};
+
+pub mod intervals;
+
+pub use intervals::{Contribution, Contributions, LiveIntervals};
 
 /// What the exporter is told: the brokers, the topics, the local queue and any librdkafka
 /// property.
@@ -31,9 +37,14 @@ use sonde_output::{mark_anonymized, tcp_columns, udp_columns, Format, LineFormat
 pub struct Config {
     /// `bootstrap.servers`: `HOST:PORT[,HOST:PORT…]`.
     pub brokers: String,
+    /// The probe's id, first in every message and the key of the intervals' and histograms'
+    /// ([`valid_probe_id`]).
+    pub probe: String,
     pub topic: String,
     /// Where the intervals go (`None`: not published).
     pub interval_topic: Option<String>,
+    /// Where the intervals' histograms go (`None`: not published).
+    pub histogram_topic: Option<String>,
     /// Messages the local queue holds at most (`queue.buffering.max.messages`).
     pub queue: usize,
     /// How long the broker has to answer the metadata request at start.
@@ -48,14 +59,21 @@ impl Config {
     pub fn new(brokers: &str) -> Config {
         Config {
             brokers: brokers.to_string(),
+            probe: "sonde".to_string(),
             topic: "sonde-flows".to_string(),
             interval_topic: Some("sonde-intervals".to_string()),
+            histogram_topic: Some("sonde-histograms".to_string()),
             queue: 100_000,
             connect_timeout: Duration::from_secs(5),
             flush_timeout: Duration::from_secs(30),
             options: Vec::new(),
         }
     }
+}
+
+/// Whether `id` can name a probe: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+pub fn valid_probe_id(id: &str) -> bool {
+    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// `KEY=VALUE` as a librdkafka property.
@@ -69,7 +87,7 @@ pub fn parse_option(text: &str) -> Result<(String, String), String> {
 /// What the export did, at the end of the run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Messages accepted into the local queue (flows and intervals).
+    /// Messages accepted into the local queue (flows, intervals and histograms).
     pub sent: u64,
     /// Messages the broker acknowledged (`acks=all`).
     pub delivered: u64,
@@ -86,6 +104,8 @@ pub struct Stats {
     pub interim: u64,
     /// Interval messages accepted into the queue.
     pub intervals: u64,
+    /// Histogram messages accepted into the queue.
+    pub histograms: u64,
     pub last_error: Option<String>,
 }
 
@@ -98,6 +118,8 @@ struct Counters {
     failed: AtomicU64,
     flows: AtomicU64,
     interim: AtomicU64,
+    intervals: AtomicU64,
+    histograms: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -169,6 +191,7 @@ impl Exporter {
             producer: self.producer.clone(),
             counters: self.counters.clone(),
             topic: self.config.topic.clone(),
+            head: format!("{{\"probe\":{},\"proto\":", json_string(&self.config.probe)),
             tcp_format: LineFormat::new(Format::Jsonl, &tcp),
             udp_format: LineFormat::new(Format::Jsonl, &udp),
             scratch: Vec::new(),
@@ -178,29 +201,45 @@ impl Exporter {
         }
     }
 
-    /// Publishes each row of an intervals.tsv text (a header and rows) as a JSON object keyed
-    /// by its column names, keyed by the interval's start; numbers stay numbers. Returns the
-    /// messages enqueued.
-    pub fn publish_intervals(&self, intervals_tsv: &str) -> u64 {
-        let Some(topic) = self.config.interval_topic.as_deref() else { return 0 };
-        let mut lines = intervals_tsv.lines();
-        let Some(header) = lines.next() else { return 0 };
-        let names: Vec<&str> = header.split('\t').collect();
+    /// Publishes contributions to intervals: one message per (interval, proto, net) with
+    /// anything to add to the topic of intervals, one per (interval, metric, dir, net) to that
+    /// of histograms, each keyed by the probe. Returns the messages enqueued.
+    pub fn publish(&self, contributions: &Contributions) -> u64 {
+        let (probe, step) = (json_string(&self.config.probe), contributions.interval_ns.max(1));
         let mut n = 0;
-        for row in lines.filter(|l| !l.is_empty()) {
-            let values: Vec<&str> = row.split('\t').collect();
-            let mut json = String::from("{");
-            for (i, (name, value)) in names.iter().zip(&values).enumerate() {
-                if i > 0 {
-                    json.push(',');
+        let mut json = String::new();
+        for (&i, c) in &contributions.parts {
+            let start = i.saturating_mul(step);
+            let span = format!(
+                "{{\"probe\":{probe},\"start\":{},\"end\":{}",
+                sonde_types::time::seconds_6(start),
+                sonde_types::time::seconds_6(start.saturating_add(step))
+            );
+            if let Some(topic) = self.config.interval_topic.as_deref() {
+                for (proto, net) in Proto::ALL.into_iter().flat_map(|p| Net::ALL.into_iter().map(move |n| (p, n))) {
+                    let row = c.row(proto, net);
+                    if row.iter().all(|&v| v == 0) {
+                        continue;
+                    }
+                    json.clear();
+                    json.push_str(&span);
+                    interval_fields(&mut json, proto, net, row);
+                    if send(&self.producer, &self.counters, topic, &self.config.probe, json.as_bytes()) {
+                        self.counters.intervals.fetch_add(1, Relaxed);
+                        n += 1;
+                    }
                 }
-                json.push_str(&json_string(name));
-                json.push(':');
-                json.push_str(&json_value(value));
             }
-            json.push('}');
-            if send(&self.producer, &self.counters, topic, values.first().copied().unwrap_or(""), json.as_bytes()) {
-                n += 1;
+            if let Some(topic) = self.config.histogram_topic.as_deref() {
+                for (&(metric, dir, net), d) in &c.dists {
+                    json.clear();
+                    json.push_str(&span);
+                    histogram_fields(&mut json, metric, dir, net, d);
+                    if send(&self.producer, &self.counters, topic, &self.config.probe, json.as_bytes()) {
+                        self.counters.histograms.fetch_add(1, Relaxed);
+                        n += 1;
+                    }
+                }
             }
         }
         n
@@ -244,17 +283,16 @@ impl LiveStats {
 
 impl Counters {
     fn stats(&self) -> Stats {
-        let sent = self.sent.load(Relaxed);
-        let flows = self.flows.load(Relaxed);
         Stats {
-            sent,
+            sent: self.sent.load(Relaxed),
             delivered: self.delivered.load(Relaxed),
             dropped_queue_full: self.dropped_queue_full.load(Relaxed),
             failed: self.failed.load(Relaxed),
             undelivered_at_exit: 0,
-            flows,
+            flows: self.flows.load(Relaxed),
             interim: self.interim.load(Relaxed),
-            intervals: sent.saturating_sub(flows),
+            intervals: self.intervals.load(Relaxed),
+            histograms: self.histograms.load(Relaxed),
             last_error: self.last_error.lock().ok().and_then(|l| l.clone()),
         }
     }
@@ -293,22 +331,64 @@ fn json_string(s: &str) -> String {
     out
 }
 
-/// A TSV cell as JSON: a finite number as it is, `-` as null, anything else as a string.
-fn json_value(cell: &str) -> String {
-    match cell {
-        "-" | "" => "null".to_string(),
-        c if c.parse::<f64>().is_ok_and(f64::is_finite) && !c.starts_with('+') && !c.ends_with('.') => {
-            // JSON has no leading zeros nor a bare leading dot.
-            let digits = c.trim_start_matches('-');
-            let leading_zero = digits.len() > 1 && digits.starts_with('0') && !digits.starts_with("0.");
-            if leading_zero || digits.starts_with('.') || c.contains(['e', 'E', 'i', 'n', 'N', 'I']) {
-                json_string(c)
-            } else {
-                c.to_string()
-            }
-        }
-        c => json_string(c),
+/// `,"proto":…,"net":…,"packets":…,…}` of an interval message.
+fn interval_fields(json: &mut String, proto: Proto, net: Net, row: [u64; 5]) {
+    use std::fmt::Write;
+    let [packets, bytes, opened, closed, active] = row;
+    let _ = write!(
+        json,
+        ",\"proto\":\"{}\",\"net\":\"{}\",\"packets\":{packets},\"bytes\":{bytes},\"flows_opened\":{opened},\
+         \"flows_closed\":{closed},\"flows_active\":{active}}}",
+        proto.name(),
+        net.name()
+    );
+}
+
+/// `,"metric":…,"count":…,"sum":…,"min":…,"max":…,"bins":[[lo,hi,n],…]}` of a histogram
+/// message: values in the metric's unit, written as histograms.tsv writes them (exactly).
+fn histogram_fields(
+    json: &mut String,
+    metric: sonde_stats::Metric,
+    dir: sonde_stats::Dir,
+    net: Net,
+    d: &sonde_stats::Dist,
+) {
+    use std::fmt::Write;
+    let unit = metric.unit();
+    let _ = write!(
+        json,
+        ",\"metric\":\"{}\",\"dir\":\"{}\",\"net\":\"{}\",\"unit\":\"{}\",\"count\":{},\"sum\":",
+        metric.name(),
+        dir.name(),
+        net.name(),
+        unit.name(),
+        d.count
+    );
+    push_sum(json, unit, d.sum);
+    json.push_str(",\"min\":");
+    unit.format(d.min, json);
+    json.push_str(",\"max\":");
+    unit.format(d.max, json);
+    json.push_str(",\"bins\":[");
+    for (k, (bin, n)) in d.sorted_bins().into_iter().enumerate() {
+        let (lo, hi) = d.binning.range(bin);
+        json.push_str(if k > 0 { ",[" } else { "[" });
+        unit.format(lo, json);
+        json.push(',');
+        unit.format(hi, json);
+        let _ = write!(json, ",{n}]");
     }
+    json.push_str("]}");
+}
+
+/// A sum of base-unit values in `unit`, exactly (as [`Unit::format`] writes one value).
+fn push_sum(json: &mut String, unit: Unit, sum: u128) {
+    use std::fmt::Write;
+    let _ = match unit {
+        Unit::Ms => write!(json, "{}.{:06}", sum / 1_000_000, sum % 1_000_000),
+        Unit::Percent => write!(json, "{}.{:04}", sum / 10_000, sum % 10_000),
+        _ => write!(json, "{sum}"),
+    };
 }
 
 /// A worker's feed of the exporter.
@@ -316,6 +396,8 @@ pub struct KafkaSink {
     producer: Arc<ThreadedProducer<Context>>,
     counters: Arc<Counters>,
     topic: String,
+    /// `{"probe":"…","proto":`.
+    head: String,
     tcp_format: LineFormat<TcpRecord>,
     udp_format: LineFormat<UdpRecord>,
     scratch: Vec<u8>,
@@ -330,10 +412,11 @@ impl KafkaSink {
             FlowRecord::Tcp(t) => ("tcp", self.tcp_format.format(&mut self.scratch, t)),
             FlowRecord::Udp(u) => ("udp", self.udp_format.format(&mut self.scratch, u)),
         };
-        // The log's line `{…}\n` becomes `{"proto":"…",…}`.
+        // The log's line `{…}\n` becomes `{"probe":"…","proto":"…",…}`.
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         self.payload.clear();
-        self.payload.extend_from_slice(format!("{{\"proto\":\"{proto}\",").as_bytes());
+        self.payload.extend_from_slice(self.head.as_bytes());
+        self.payload.extend_from_slice(if proto == "tcp" { b"\"tcp\"," } else { b"\"udp\"," });
         self.payload.extend_from_slice(body.get(1..).unwrap_or_default());
         flow_key(&mut self.key, proto, record);
         if send(&self.producer, &self.counters, &self.topic, &self.key, &self.payload) {
@@ -397,20 +480,38 @@ mod tests {
     }
 
     #[test]
-    fn interval_cells_are_json() {
-        assert_eq!(json_value("12"), "12");
-        assert_eq!(json_value("0.250"), "0.250");
-        assert_eq!(json_value("-3"), "-3");
-        assert_eq!(json_value("-"), "null");
-        assert_eq!(json_value("007"), "\"007\"");
-        assert_eq!(json_value("inf"), "\"inf\"");
-        assert_eq!(json_value("NaN"), "\"NaN\"");
-        assert_eq!(json_value("1e5"), "\"1e5\"");
-        assert_eq!(json_value("tcp\"x"), "\"tcp\\\"x\"");
-        for cell in ["12", "0.250", "-", "007", "inf", "a\tb"] {
-            let v: serde_json::Value = serde_json::from_str(&json_value(cell)).unwrap();
-            assert!(!v.is_array());
+    fn probe_ids() {
+        for good in ["p1", "probe-2.example_net", &"a".repeat(64)] {
+            assert!(valid_probe_id(good), "{good}");
         }
+        for bad in ["", "a b", "p/1", "é", "a\"", &"a".repeat(65)] {
+            assert!(!valid_probe_id(bad), "{bad}");
+        }
+    }
+
+    /// A histogram message's numbers are histograms.tsv's: exact, in the metric's unit.
+    #[test]
+    fn histogram_fields_are_the_tsv_numbers() {
+        let mut d = sonde_stats::Dist::new(sonde_stats::Metric::TcpRttAvg.binning());
+        for ns in [40_236_000, 40_388_000, 40_262_000] {
+            d.add(ns);
+        }
+        let mut json = String::from("{\"probe\":\"p1\"");
+        histogram_fields(&mut json, sonde_stats::Metric::TcpRttAvg, sonde_stats::Dir::C2s, Net::In, &d);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["unit"], "ms");
+        assert_eq!((v["count"].as_u64(), v["sum"].as_f64()), (Some(3), Some(120.886)));
+        assert_eq!((v["min"].as_f64(), v["max"].as_f64()), (Some(40.236), Some(40.388)));
+        let bins: Vec<(f64, f64, u64)> = v["bins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b[0].as_f64().unwrap(), b[1].as_f64().unwrap(), b[2].as_u64().unwrap()))
+            .collect();
+        assert_eq!(bins, [(39.845888, 40.370176, 2), (40.370176, 40.894464, 1)]);
+        let mut sum = String::new();
+        push_sum(&mut sum, Unit::Percent, 1_234_567);
+        assert_eq!(sum, "123.4567");
     }
 
     #[test]

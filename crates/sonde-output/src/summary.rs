@@ -370,14 +370,18 @@ pub struct KafkaSummary {
     pub topic: String,
     /// The intervals' topic (none: intervals not published).
     pub interval_topic: Option<String>,
-    /// Messages accepted into the producer's local queue (flows and intervals).
+    /// The intervals' histograms' topic (none: not published).
+    pub histogram_topic: Option<String>,
+    /// Messages accepted into the producer's local queue (flows, intervals and histograms).
     pub sent: u64,
     /// Of which flows.
     pub flows: u64,
     /// Of the flows: interim records of flows still open (`--active-timeout`).
     pub interim: u64,
-    /// Of which intervals.
+    /// Of which intervals: contributions to a row of intervals.tsv (docs/kafka.md).
     pub intervals: u64,
+    /// Of which histograms: contributions to an interval's distribution.
+    pub histograms: u64,
     /// Messages the brokers acknowledged (acks=all).
     pub delivered: u64,
     /// Messages dropped because the local queue (`--kafka-queue`) was full: never sent.
@@ -397,6 +401,9 @@ pub struct KafkaSummary {
 pub struct Summary {
     /// The version of sonde that wrote the summary.
     pub sonde_version: &'static str,
+    /// The probe's id (`--probe-id`, default the host name), as its Kafka records carry it;
+    /// null when a library caller names none.
+    pub probe: Option<String>,
     /// The input: a trace's path, or the interfaces captured on (comma-separated).
     pub input: String,
     /// The input's format, as its reader names it.
@@ -484,6 +491,7 @@ impl Summary {
         };
         Summary {
             sonde_version: env!("CARGO_PKG_VERSION"),
+            probe: None,
             input: input.name,
             format: input.format,
             compression: input.compression,

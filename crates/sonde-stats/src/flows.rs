@@ -70,6 +70,12 @@ impl FlowInterval {
             .filter_map(|(m, d, n)| Some(((m, d, n), self.dist(m, d, n)?)))
     }
 
+    /// The counters and distributions alone (no tables): what a feed of interval
+    /// contributions needs, cheap to copy.
+    pub fn without_tables(&self) -> FlowInterval {
+        FlowInterval { opened: self.opened, closed: self.closed, dists: self.dists.clone(), ..FlowInterval::default() }
+    }
+
     pub fn merge(&mut self, other: &FlowInterval) {
         for p in 0..2 {
             for n in 0..4 {

@@ -49,6 +49,9 @@ pub struct Prepared {
     ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig, sonde_ipfix::ExportOptions)>,
     /// `--kafka`: the producer, connected before the output directory is made.
     kafka: Option<sonde_kafka::Exporter>,
+    /// `--probe-id` or the host name (none: a host name that cannot name a probe, without
+    /// --kafka).
+    probe: Option<String>,
 }
 
 /// Most worker threads: one per shard of the flows (one per core is the point).
@@ -145,6 +148,11 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(brokers) => Some(export::kafka_config(args, brokers)?),
         None => None,
     };
+    let probe = match export::probe_id(args) {
+        Ok(id) => Some(id),
+        Err(e) if args.probe_id.is_some() => return Err(e),
+        Err(_) => None,
+    };
     // Checked now: the run compiles it again for each reader.
     if let Some(expr) = args.filter_expression() {
         Filter::new(&expr)?;
@@ -195,7 +203,20 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?.with_layout(layout);
     let sort_bytes = args.sort_buffer << 20;
     Ok((
-        Prepared { run, interval_cfg, store_spec, format, typed, anonymization, out, layout, sort_bytes, ipfix, kafka },
+        Prepared {
+            run,
+            interval_cfg,
+            store_spec,
+            format,
+            typed,
+            anonymization,
+            out,
+            layout,
+            sort_bytes,
+            ipfix,
+            kafka,
+            probe,
+        },
         input,
     ))
 }
@@ -281,6 +302,7 @@ pub fn run(
         sort_bytes,
         ipfix,
         kafka,
+        probe,
     } = prepared;
     // Each worker's sink and a live run's collector hold a share of the budget.
     let holders = sources.len() * run.workers() + 1;
@@ -303,11 +325,11 @@ pub fn run(
         rotation = live.rotation;
         // A live run's intervals go to Kafka as they close.
         if let (Some(exporter), Some(cfg)) = (kafka.as_ref(), interval_cfg.as_ref()) {
-            kafka_intervals = exporter.config().interval_topic.is_some().then(|| export::IntervalPublisher {
+            let config = exporter.config();
+            let wanted = config.interval_topic.is_some() || config.histogram_topic.is_some();
+            kafka_intervals = wanted.then(|| export::IntervalPublisher {
                 exporter,
-                cfg: cfg.clone(),
-                anonymizer: anonymizer.clone(),
-                published: None,
+                live: sonde_kafka::LiveIntervals::new(cfg.interval_ns, sources.len()),
             });
         }
         publisher = live.state.map(|state| {
@@ -406,14 +428,16 @@ pub fn run(
         let target = ipfix.as_ref().map(|(t, ..)| t.to_string()).unwrap_or_default();
         export::ipfix_summary(&target, args.ipfix_domain, e.finish())
     });
-    // The intervals not published yet go out (a trace's all: analyze has them only at its
-    // end), then the queue drains within --kafka-flush-timeout and the counters come back.
+    // A trace's intervals go out now (analyze has them only at its end; a live run published
+    // its own as they closed), then the queue drains within --kafka-flush-timeout and the
+    // counters come back.
     drop(observers);
-    let published = kafka_intervals.take().and_then(|k| k.published);
+    let live_published = kafka_intervals.take().is_some();
     let kafka_summary = match kafka {
         Some(exporter) => {
-            if let (Some(report), true) = (&result.intervals, exporter.config().interval_topic.is_some()) {
-                export::publish_intervals(&exporter, report, published)?;
+            let topics = exporter.config().interval_topic.is_some() || exporter.config().histogram_topic.is_some();
+            if let (Some(report), false, true) = (&result.intervals, live_published, topics) {
+                exporter.publish(&sonde_kafka::Contributions::of_report(report));
             }
             let cfg = exporter.config().clone();
             Some(export::kafka_summary(&cfg, exporter.finish()))
@@ -476,6 +500,7 @@ pub fn run(
     };
     let outcome = sonde_engine::Outcome { stats: result.stats, input_error: result.input_error };
     let mut summary = Summary::new(input, outcome, result.timing.into());
+    summary.probe = probe;
     summary.filter_uncompilable_frames = result.filter_uncompilable_frames;
     // Bytes of the files written (summary.json, written last, aside).
     summary.output_bytes =

@@ -2,10 +2,9 @@
 //! feed, and a live run's intervals published to Kafka as they close.
 
 use anyhow::Result;
-use sonde_engine::{Drain, DrainObserver, Held, Part};
+use sonde_engine::{Drain, DrainObserver, Held, Part, Undrained};
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
 use sonde_output::summary::{IpfixSummary, KafkaSummary, Summary};
-use sonde_stats::{FlowIntervals, PacketInterval, Report};
 
 use crate::flags::AnalysisArgs;
 
@@ -21,12 +20,32 @@ pub fn kafka_config(args: &AnalysisArgs, brokers: &str) -> Result<sonde_kafka::C
         "--kafka-flush-timeout is in seconds, 0 to 86400"
     );
     let mut cfg = sonde_kafka::Config::new(brokers);
+    cfg.probe = probe_id(args)?;
     cfg.topic = args.kafka_topic.clone();
     cfg.interval_topic = Some(args.kafka_interval_topic.clone()).filter(|t| !t.is_empty());
+    cfg.histogram_topic = Some(args.kafka_histogram_topic.clone()).filter(|t| !t.is_empty());
     cfg.queue = args.kafka_queue;
     cfg.flush_timeout = std::time::Duration::from_secs_f64(flush);
     cfg.options = args.kafka_option.clone();
     Ok(cfg)
+}
+
+/// The probe's id: `--probe-id`, or the host name; checked ([`sonde_kafka::valid_probe_id`]).
+pub fn probe_id(args: &AnalysisArgs) -> Result<String> {
+    let id = match &args.probe_id {
+        Some(id) => id.clone(),
+        None => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            let host = host.trim();
+            anyhow::ensure!(
+                sonde_kafka::valid_probe_id(host),
+                "the host name {host:?} cannot be a probe id (1 to 64 of A-Z a-z 0-9 . _ -): give --probe-id"
+            );
+            host.to_string()
+        }
+    };
+    anyhow::ensure!(sonde_kafka::valid_probe_id(&id), "--probe-id {id:?}: 1 to 64 of A-Z a-z 0-9 . _ - expected");
+    Ok(id)
 }
 
 /// A worker's feed of the IPFIX exporter: records leave as the flow logs show them
@@ -49,51 +68,24 @@ impl FlowSink for IpfixFeed {
     }
 }
 
-/// Publishes each interval of a report to Kafka, but those up to `after` (published already);
-/// returns the highest index published.
-pub fn publish_intervals(exporter: &sonde_kafka::Exporter, report: &Report, after: Option<u64>) -> Result<Option<u64>> {
-    let mut fresh = report.clone();
-    fresh.intervals.retain(|&i, _| after.is_none_or(|a| i > a));
-    let Some(&newest) = fresh.intervals.keys().next_back() else { return Ok(after) };
-    let files = fresh.render().map_err(|e| anyhow::anyhow!("rendering the intervals for Kafka: {e}"))?;
-    if let Some((_, text)) = files.iter().find(|(name, _)| *name == sonde_output::OutputFile::Intervals.name()) {
-        exporter.publish_intervals(text);
-    }
-    Ok(Some(newest))
-}
-
-/// A live run's intervals to Kafka as they close: at each drain, the packet intervals closed
-/// since the last, with the flow statistics of the flows ended by then (as the dashboard shows
-/// them; a flow ending later is charged to the interval of its last packet in intervals.tsv
-/// only). Goes before an observer that takes the held intervals (`--spool`'s rotation).
+/// A live run's intervals to Kafka as additive contributions (docs/kafka.md, "Merging"): at
+/// each drain, the packet intervals every reader has closed, with the flow statistics of the
+/// flows ended by then, and what flows ended since add to intervals published before; at the
+/// end, the rest. Goes before an observer that takes the held intervals (`--spool`'s rotation).
 pub struct IntervalPublisher<'a> {
     pub exporter: &'a sonde_kafka::Exporter,
-    pub cfg: sonde_stats::Config,
-    pub anonymizer: Option<sonde_anon::Anonymizer>,
-    /// The highest interval index published.
-    pub published: Option<u64>,
+    pub live: sonde_kafka::LiveIntervals,
 }
 
 impl<P: Part> DrainObserver<P> for IntervalPublisher<'_> {
-    fn drained(&mut self, _: &Drain, held: &mut Held<P>) {
-        let fresh: Vec<PacketInterval> =
-            held.packets.iter().filter(|p| self.published.is_none_or(|a| p.index > a)).cloned().collect();
-        let (Some(first), Some(newest)) = (fresh.iter().map(|p| p.index).min(), fresh.iter().map(|p| p.index).max())
-        else {
-            return;
-        };
-        let mut flows = FlowIntervals::new(&self.cfg);
-        if let Some(held_flows) = &held.flows {
-            flows.absorb(held_flows.intervals.range(first..=newest).map(|(i, f)| (*i, f.clone())).collect());
-        }
-        let mut report = Report::new(&self.cfg, fresh, vec![flows]);
-        if let Some(anon) = &self.anonymizer {
-            report.anonymize(&mut anon.clone());
-        }
-        match publish_intervals(self.exporter, &report, self.published) {
-            Ok(newest) => self.published = newest,
-            Err(e) => eprintln!("sonde: warning: {e}"),
-        }
+    fn drained(&mut self, drain: &Drain, held: &mut Held<P>) {
+        let new = &held.packets[held.packets.len().saturating_sub(held.new_packets)..];
+        let contributions = self.live.drained(drain.reader, drain.clock_ns, new, &[&held.new_flows]);
+        self.exporter.publish(&contributions);
+    }
+
+    fn finished(&mut self, rest: &Undrained<'_>) {
+        self.exporter.publish(&self.live.finished(rest.packets, &rest.flows));
     }
 }
 
@@ -118,10 +110,12 @@ pub fn kafka_summary(cfg: &sonde_kafka::Config, stats: sonde_kafka::Stats) -> Ka
         brokers: cfg.brokers.clone(),
         topic: cfg.topic.clone(),
         interval_topic: cfg.interval_topic.clone(),
+        histogram_topic: cfg.histogram_topic.clone(),
         sent: stats.sent,
         flows: stats.flows,
         interim: stats.interim,
         intervals: stats.intervals,
+        histograms: stats.histograms,
         delivered: stats.delivered,
         dropped_queue_full: stats.dropped_queue_full,
         failed: stats.failed,
@@ -173,7 +167,8 @@ fn kafka_counters(s: &KafkaSummary) -> Vec<sonde_http::ExportCounter> {
     let messages_help = "Kafka messages: accepted into the producer's queue (sent), acknowledged by the brokers \
         (delivered), dropped because the queue was full, failed.";
     let records_help =
-        "Kafka messages accepted into the queue, by record: flows ended, interim records of flows open, intervals.";
+        "Kafka messages accepted into the queue, by record: flows ended, interim records of flows open, \
+        contributions to intervals and to their histograms.";
     let messages =
         |outcome, value| counter("sonde_kafka_messages_total", messages_help, vec![("outcome", outcome)], value);
     let records = |kind, value| counter("sonde_kafka_records_total", records_help, vec![("record", kind)], value);
@@ -185,5 +180,35 @@ fn kafka_counters(s: &KafkaSummary) -> Vec<sonde_http::ExportCounter> {
         records("flow", s.flows - s.interim),
         records("interim", s.interim),
         records("interval", s.intervals),
+        records("histogram", s.histograms),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/metrics` counts each record kind, the histogram contributions included.
+    #[test]
+    fn kafka_counters_count_each_record_kind() {
+        let mut cfg = sonde_kafka::Config::new("127.0.0.1:9092");
+        cfg.probe = "p1".into();
+        let stats = sonde_kafka::Stats {
+            sent: 17,
+            delivered: 17,
+            flows: 5,
+            interim: 2,
+            intervals: 4,
+            histograms: 8,
+            ..Default::default()
+        };
+        let summary = kafka_summary(&cfg, stats);
+        assert_eq!(summary.histogram_topic.as_deref(), Some("sonde-histograms"));
+        let records: Vec<(&str, u64)> = kafka_counters(&summary)
+            .into_iter()
+            .filter(|c| c.name == "sonde_kafka_records_total")
+            .map(|c| (c.labels[0].1, c.value))
+            .collect();
+        assert_eq!(records, [("flow", 3), ("interim", 2), ("interval", 4), ("histogram", 8)]);
+    }
 }

@@ -347,7 +347,8 @@ pub struct AnalysisArgs {
     /// The flows' topic.
     #[arg(long, value_name = "TOPIC", default_value = "sonde-flows")]
     pub kafka_topic: String,
-    /// The intervals' topic (published when the run ends; "" for none).
+    /// The intervals' topic: additive contributions to intervals.tsv's rows, as intervals close
+    /// (monitor) or when the run ends (analyze); "" for none.
     #[arg(long, value_name = "TOPIC", default_value = "sonde-intervals")]
     pub kafka_interval_topic: String,
     /// Messages the producer's local queue holds; beyond, flows are dropped and counted.
@@ -359,6 +360,15 @@ pub struct AnalysisArgs {
     /// A librdkafka property, KEY=VALUE (repeatable): TLS, SASL, batching…
     #[arg(long, value_name = "KEY=VALUE", value_parser = sonde_kafka::parse_option)]
     pub kafka_option: Vec<(String, String)>,
+    // Issue 22, probe identity (docs/kafka.md).
+    /// The topic of the intervals' histograms (additive contributions, as the intervals'); ""
+    /// for none.
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-histograms")]
+    pub kafka_histogram_topic: String,
+    /// This probe's id: first in every Kafka message, the key of its intervals and histograms,
+    /// and in summary.json. 1 to 64 of A-Z a-z 0-9 . _ - (default: the host name).
+    #[arg(long, value_name = "ID")]
+    pub probe_id: Option<String>,
     /// A live capture (`monitor`), not a trace: its defaults differ.
     #[arg(skip)]
     pub live: bool,

@@ -234,7 +234,9 @@ fn first_differences(file: &str, expected: &str, got: &str) -> Option<String> {
 /// Runs one golden trace and compares (or, with UPDATE_GOLDEN=1, rewrites) its outputs; also
 /// checks that the JSON Lines run says the same as the TSV one. Returns the differences.
 fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
-    let (out, o) = analyze(trace, case.args);
+    // A probe id of its own: the default, the host name, differs from machine to machine.
+    let args: Vec<&str> = case.args.iter().copied().chain(["--probe-id", "golden"]).collect();
+    let (out, o) = analyze(trace, &args);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(matches!(o.status.code(), Some(0) | Some(3)), "{}: exit {:?}: {stderr}", case.name, o.status.code());
     let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -266,7 +268,7 @@ fn check_case(case: &Case, trace: &Path, source_label: &str) -> Vec<String> {
         }
     }
 
-    let jsonl_args: Vec<&str> = case.args.iter().copied().chain(["--format", "jsonl"]).collect();
+    let jsonl_args: Vec<&str> = args.iter().copied().chain(["--format", "jsonl"]).collect();
     let (jsonl_out, o) = analyze(trace, &jsonl_args);
     assert!(
         matches!(o.status.code(), Some(0) | Some(3)),

@@ -1,11 +1,13 @@
 //! `sonde analyze --kafka` against a real Apache Kafka 4.3.1 broker (KRaft, one node), started
 //! here from Maven Central jars (tests/kafka/fetch.sh; `make test` fetches them first) and
-//! killed at the end, panic or not. The messages read back must be the flow log's records.
+//! killed at the end, panic or not. The messages read back must be the flow log's records,
+//! and the intervals' and histograms' contributions must add up to the interval files.
 //! Without java or the jars the test fails: it never passes without a broker.
 
 mod common;
+mod netns;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,6 +42,8 @@ fn free_port() -> u16 {
 /// A running broker; killed when dropped.
 struct Broker {
     child: Child,
+    /// The address it listens on and advertises.
+    host: String,
     port: u16,
     dir: tempfile::TempDir,
     lib: PathBuf,
@@ -54,13 +58,18 @@ impl Drop for Broker {
 
 impl Broker {
     fn start() -> Broker {
+        Broker::start_at("127.0.0.1")
+    }
+
+    /// A broker listening on `host` (an address of this machine).
+    fn start_at(host: &str) -> Broker {
         let lib = kafka_lib();
         let dir = tempfile::tempdir().expect("temp dir");
         let (port, controller) = (free_port(), free_port());
         let props = format!(
             "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n\
+             listeners=PLAINTEXT://{host}:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             advertised.listeners=PLAINTEXT://{host}:{port}\ncontroller.listener.names=CONTROLLER\n\
              inter.broker.listener.name=PLAINTEXT\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
              log.dirs={}\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n\
              transaction.state.log.min.isr=1\nshare.coordinator.state.topic.replication.factor=1\n\
@@ -83,10 +92,10 @@ impl Broker {
             .unwrap_or_else(|e| panic!("cannot run java (make deps installs default-jre-headless): {e}"));
         assert!(format.status.success(), "kafka-storage format failed: {}", String::from_utf8_lossy(&format.stderr));
         let child = Broker::spawn(&lib, dir.path());
-        let mut broker = Broker { child, port, dir, lib };
+        let mut broker = Broker { child, host: host.to_string(), port, dir, lib };
         let t = Instant::now();
         broker.wait_ready();
-        eprintln!("broker up on 127.0.0.1:{port} in {:.1} s", t.elapsed().as_secs_f64());
+        eprintln!("broker up on {host}:{port} in {:.1} s", t.elapsed().as_secs_f64());
         broker
     }
 
@@ -115,7 +124,7 @@ impl Broker {
     }
 
     fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 
     fn log(&self) -> String {
@@ -125,7 +134,7 @@ impl Broker {
     /// Waits for the port, then for the broker to answer a metadata request.
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while TcpStream::connect((self.host.as_str(), self.port)).is_err() {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("the broker exited ({status}):\n{}", self.log());
             }
@@ -164,7 +173,9 @@ impl Broker {
             match consumer.poll(Duration::from_millis(200)) {
                 Some(Ok(m)) => {
                     let key = String::from_utf8(m.key().expect("a key").to_vec()).expect("utf-8 key");
-                    let value = serde_json::from_slice(m.payload().expect("a payload")).expect("JSON payload");
+                    let payload = m.payload().expect("a payload");
+                    assert!(payload.starts_with(b"{\"probe\":\""), "the probe id first: {payload:?}");
+                    let value = serde_json::from_slice(payload).expect("JSON payload");
                     got.push((key, value));
                     quiet_since = Instant::now();
                 }
@@ -191,6 +202,117 @@ fn jsonl(path: &Path) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
 }
 
+/// `start` as intervals.tsv writes it (six decimals).
+fn start_of(v: &Value) -> String {
+    format!("{:.6}", v.as_f64().expect("a number"))
+}
+
+fn cell(row: &std::collections::HashMap<String, String>, col: &str) -> String {
+    row[col].clone()
+}
+
+/// A number as the TSV writes it, for keys (`{:.6}` of the parsed value).
+fn six(text: &str) -> String {
+    format!("{:.6}", text.parse::<f64>().unwrap_or_else(|_| panic!("a number: {text}")))
+}
+
+/// (start, metric, dir, net).
+type HistKey = (String, String, String, String);
+
+/// One histogram summed from its contributions.
+#[derive(Default, Debug)]
+struct Summed {
+    count: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    /// bin_lo → (bin_hi, count).
+    bins: BTreeMap<String, (String, u64)>,
+}
+
+/// Reads both topics until what they hold adds up to the interval files of `dir` (or 60 s):
+/// sums the contributions per key and checks them against intervals.tsv, histograms.tsv and
+/// quantiles.tsv — counters, bins, counts, minima and maxima exactly, means within rounding —
+/// and that every message is keyed by the probe and names it. Returns the interval messages in
+/// the order read, and how many histogram messages.
+fn read_contributions(
+    broker: &Broker,
+    interval_topic: &str,
+    histogram_topic: &str,
+    dir: &Path,
+) -> (Vec<(String, Value)>, u64) {
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let probe = summary["probe"].as_str().expect("summary.json names the probe").to_string();
+    let sent = (summary["kafka"]["intervals"].as_u64().unwrap(), summary["kafka"]["histograms"].as_u64().unwrap());
+    let intervals = broker.read_topic(interval_topic, sent.0 as usize);
+    let histograms = broker.read_topic(histogram_topic, sent.1 as usize);
+    assert_eq!((intervals.len() as u64, histograms.len() as u64), sent, "every message sent arrived, once");
+    for (key, m) in intervals.iter().chain(&histograms) {
+        assert_eq!((key.as_str(), m["probe"].as_str()), (probe.as_str(), Some(probe.as_str())), "{m}");
+    }
+
+    // intervals.tsv
+    let mut rows: BTreeMap<(String, String, String), [u64; 5]> = BTreeMap::new();
+    const COUNTERS: [&str; 5] = ["packets", "bytes", "flows_opened", "flows_closed", "flows_active"];
+    for (_, m) in &intervals {
+        let key = (start_of(&m["start"]), m["proto"].as_str().unwrap().into(), m["net"].as_str().unwrap().into());
+        assert!(m["end"].as_f64() > m["start"].as_f64(), "{m}");
+        let row = rows.entry(key).or_default();
+        for (sum, col) in row.iter_mut().zip(COUNTERS) {
+            *sum += m[col].as_u64().unwrap_or_else(|| panic!("{col} in {m}"));
+        }
+        assert!(COUNTERS.iter().any(|c| m[*c] != 0), "an all-zero contribution: {m}");
+    }
+    let tsv = common::read_tsv(&dir.join("intervals.tsv"));
+    assert!(!tsv.is_empty());
+    let want: BTreeMap<(String, String, String), [u64; 5]> = tsv
+        .iter()
+        .map(|r| ((six(&r["start"]), cell(r, "proto"), cell(r, "net")), COUNTERS.map(|c| common::int(r, c))))
+        .collect();
+    assert_eq!(rows, want, "intervals summed from their contributions");
+
+    // histograms.tsv and quantiles.tsv
+    let mut sums: BTreeMap<HistKey, Summed> = BTreeMap::new();
+    for (_, m) in &histograms {
+        let key = (
+            start_of(&m["start"]),
+            m["metric"].as_str().unwrap().into(),
+            m["dir"].as_str().unwrap().into(),
+            m["net"].as_str().unwrap().into(),
+        );
+        let h = sums.entry(key).or_insert(Summed { min: f64::MAX, ..Summed::default() });
+        h.count += m["count"].as_u64().unwrap();
+        h.sum += m["sum"].as_f64().unwrap();
+        h.min = h.min.min(m["min"].as_f64().unwrap());
+        h.max = h.max.max(m["max"].as_f64().unwrap());
+        for bin in m["bins"].as_array().expect("bins") {
+            let (lo, hi, n) = (start_of(&bin[0]), start_of(&bin[1]), bin[2].as_u64().unwrap());
+            let entry = h.bins.entry(lo).or_insert((hi.clone(), 0));
+            assert_eq!(entry.0, hi, "a bin's edges: {m}");
+            entry.1 += n;
+        }
+    }
+    let mut bins: BTreeMap<HistKey, BTreeMap<String, (String, u64)>> = BTreeMap::new();
+    for r in common::read_tsv(&dir.join("histograms.tsv")) {
+        let key = (six(&r["start"]), cell(&r, "metric"), cell(&r, "dir"), cell(&r, "net"));
+        bins.entry(key).or_default().insert(six(&r["bin_lo"]), (six(&r["bin_hi"]), common::int(&r, "count")));
+    }
+    let got: BTreeMap<_, _> = sums.iter().map(|(k, h)| (k.clone(), h.bins.clone())).collect();
+    assert_eq!(got, bins, "histograms summed from their contributions");
+    let quantiles = common::read_tsv(&dir.join("quantiles.tsv"));
+    assert_eq!(quantiles.len(), sums.len());
+    for q in &quantiles {
+        let key = (six(&q["start"]), cell(q, "metric"), cell(q, "dir"), cell(q, "net"));
+        let h = &sums[&key];
+        assert_eq!(h.count, common::int(q, "count"), "{key:?}");
+        assert_eq!((h.min, h.max), (common::num(q, "min"), common::num(q, "max")), "{key:?}");
+        let mean = h.sum / h.count as f64;
+        let tsv_mean = common::num(q, "mean");
+        assert!((mean - tsv_mean).abs() <= 5e-4 + 1e-9 * mean.abs(), "{key:?}: mean {mean}, quantiles.tsv {tsv_mean}");
+    }
+    (intervals, histograms.len() as u64)
+}
+
 #[test]
 fn analyze_publishes_the_flow_logs_records() {
     let broker = Broker::start();
@@ -198,7 +320,18 @@ fn analyze_publishes_the_flow_logs_records() {
     let trace = repo().join("testdata/demo.pcap");
     let (out, run) = common::analyze(
         &trace,
-        &["--format", "jsonl", "--interval", "1", "--kafka", &broker.address(), "--kafka-topic", "flows-test"],
+        &[
+            "--format",
+            "jsonl",
+            "--interval",
+            "1",
+            "--kafka",
+            &broker.address(),
+            "--kafka-topic",
+            "flows-test",
+            "--probe-id",
+            "demo-probe",
+        ],
     );
     assert!(run.status.success(), "sonde failed: {}\n{}", String::from_utf8_lossy(&run.stderr), broker.log());
     eprintln!("sonde analyze --kafka: {:.1} s", t.elapsed().as_secs_f64());
@@ -210,12 +343,13 @@ fn analyze_publishes_the_flow_logs_records() {
     let got = broker.read_topic("flows-test", want);
     assert_eq!(got.len(), want, "one message per flow, no more");
 
-    // Each message is its log's record plus "proto"; its key names the flow.
+    // Each message is its log's record plus "probe" and "proto"; its key names the flow.
     let mut expected = BTreeSet::new();
     for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
         for r in records.iter() {
             let mut m = r.clone();
             m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            m.as_object_mut().expect("an object").insert("probe".into(), "demo-probe".into());
             expected.insert(m.to_string());
         }
     }
@@ -229,32 +363,42 @@ fn analyze_publishes_the_flow_logs_records() {
     assert_eq!(received.len(), want, "every message a different flow");
     assert_eq!(received, expected, "the messages are the flow logs' records");
 
-    // Intervals: one message per row of intervals.tsv, its columns by name.
-    let rows = common::read_tsv(&out.path().join("intervals.tsv"));
-    assert!(!rows.is_empty());
-    let intervals = broker.read_topic("sonde-intervals", rows.len());
-    assert_eq!(intervals.len(), rows.len());
-    for ((_, m), row) in intervals.iter().zip(&rows) {
-        for (col, cell) in row {
-            let v = &m[col.as_str()];
-            let same = match v {
-                Value::Null => cell == "-",
-                Value::String(s) => s == cell,
-                // A number as written (serde_json shows 1.000000 as 1.0).
-                n => n.as_f64() == cell.parse::<f64>().ok(),
-            };
-            assert!(same, "{col}: {cell} published as {v}");
-        }
-    }
-
+    // Intervals and histograms: contributions that add up to the interval files.
+    let (intervals, histograms) = read_contributions(&broker, "sonde-intervals", "sonde-histograms", out.path());
+    let intervals = intervals.len() as u64;
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["probe"], "demo-probe");
     let k = &summary["kafka"];
     assert_eq!(k["flows"], want);
-    assert_eq!(k["intervals"], rows.len());
-    assert_eq!(k["sent"], want + rows.len());
+    assert_eq!((k["intervals"].as_u64(), k["histograms"].as_u64()), (Some(intervals), Some(histograms)));
+    assert_eq!(k["sent"], want as u64 + intervals + histograms);
     assert_eq!(k["delivered"], k["sent"]);
     assert_eq!((k["dropped_queue_full"].as_u64(), k["failed"].as_u64()), (Some(0), Some(0)));
+
+    // A real capture (the ground truth's mixed traffic), on topics of its own.
+    if let Some(shared) = common::shared_dir() {
+        let (out, run) = common::analyze(
+            &shared.join("groundtruth/mixed.pcap"),
+            &[
+                "--interval",
+                "1",
+                "--kafka",
+                &broker.address(),
+                "--kafka-topic",
+                "flows-mixed",
+                "--kafka-interval-topic",
+                "intervals-mixed",
+                "--kafka-histogram-topic",
+                "histograms-mixed",
+                "--probe-id",
+                "mixed",
+            ],
+        );
+        assert!(run.status.success(), "sonde failed: {}", String::from_utf8_lossy(&run.stderr));
+        let (intervals, histograms) = read_contributions(&broker, "intervals-mixed", "histograms-mixed", out.path());
+        eprintln!("mixed.pcap: {} interval and {histograms} histogram messages add up", intervals.len());
+    }
 
     // A queue of one message that lingers a second (a librdkafka property passed through): the
     // flows ending together at the trace's end overflow it, are dropped and counted; what was
@@ -290,6 +434,100 @@ fn analyze_publishes_the_flow_logs_records() {
         assert!(["0.0.0.0", "::"].contains(&m["c_ip"].as_str().unwrap()), "anonymised: {m}");
         assert!(key.contains(" 0.0.0.0:") || key.contains(" :::"), "anonymised key: {key}");
     }
+}
+
+/// `sonde monitor --kafka` on a veth pair fed by tcpreplay, the broker on this machine's side
+/// of a second veth pair: intervals are published as they close, and flows that end later
+/// (idle timeouts of a second, after the replay) add to intervals published before; what the
+/// topics hold adds up to the interval files the monitor writes when it stops.
+#[test]
+fn monitor_contributions_add_up_to_its_interval_files() {
+    let Some(ns) = netns::Netns::new(&["tcpreplay"]) else { return };
+    let (host_if, subnet) = (format!("sk{}", std::process::id()), format!("10.201.{}", std::process::id() % 250));
+    assert!(
+        netns::run_ok(Command::new("ip").args([
+            "link",
+            "add",
+            &host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "kn",
+            "netns",
+            ns.name()
+        ])),
+        "a veth pair to the namespace"
+    );
+    for args in [format!("addr add {subnet}.1/30 dev {host_if}"), format!("link set {host_if} up")] {
+        assert!(netns::run_ok(Command::new("ip").args(args.split(' '))), "ip {args}");
+    }
+    ns.ip(&format!("addr add {subnet}.2/30 dev kn"));
+    ns.ip("link set kn up");
+    let broker = Broker::start_at(&format!("{subnet}.1"));
+    // One reader, then two on a fanout group (an interval is published once both passed it).
+    for readers in ["1", "2"] {
+        let live = tempfile::tempdir().unwrap();
+        let topics = ["flows", "intervals", "histograms"].map(|t| format!("{t}-live-{readers}"));
+        let monitor = netns::Monitor::start(
+            &ns,
+            live.path(),
+            &[
+                "--readers",
+                readers,
+                "--threads",
+                "2",
+                "--interval",
+                "0.5",
+                "--tcp-timeout",
+                "1",
+                "--udp-timeout",
+                "1",
+                "--kafka",
+                &broker.address(),
+                "--kafka-topic",
+                &topics[0],
+                "--kafka-interval-topic",
+                &topics[1],
+                "--kafka-histogram-topic",
+                &topics[2],
+                "--probe-id",
+                "live-probe",
+            ],
+        );
+        ns.replay(&repo().join("testdata/demo.pcap"), 300);
+        // The flows idle out a second after their last packet, after their intervals closed.
+        std::thread::sleep(Duration::from_secs(2));
+        monitor.stop();
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(live.path().join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["probe"], "live-probe");
+        assert!(summary["packets"]["read"].as_u64() > Some(400), "the demo was captured: {}", summary["packets"]);
+        if readers == "2" {
+            let split = &summary["capture"]["readers_received_pkts"];
+            assert!(split.as_array().is_some_and(|r| r.iter().all(|n| n.as_u64() > Some(0))), "readers {split}");
+        }
+        let (intervals, histograms) = read_contributions(&broker, &topics[1], &topics[2], live.path());
+        // One key, one partition: the messages in the order sent. Flows that ended after their
+        // interval was published added to it later.
+        let mut newest = f64::MIN;
+        let mut late = 0;
+        for (_, m) in &intervals {
+            let start = m["start"].as_f64().unwrap();
+            late += usize::from(start < newest);
+            newest = newest.max(start);
+        }
+        assert!(
+            late > 0,
+            "{readers} readers: no contribution to an interval published before: the test proves nothing"
+        );
+        eprintln!(
+            "monitor, {readers} readers: {} interval messages ({late} to intervals published before), \
+             {histograms} histogram messages",
+            intervals.len()
+        );
+    }
+    let _ = Command::new("ip").args(["link", "del", &host_if]).status();
 }
 
 #[test]
@@ -333,10 +571,13 @@ fn interim_records_precede_each_long_flows_final_record() {
     }
     let mut finals: Vec<String> = last.values().map(|m| m.to_string()).collect();
     let mut logged: Vec<String> = Vec::new();
+    // The probe id by default: the host name.
+    let probe = summary["probe"].as_str().expect("a probe id");
     for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
         for r in records.iter() {
             let mut m = r.clone();
             m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            m.as_object_mut().expect("an object").insert("probe".into(), probe.into());
             logged.push(m.to_string());
         }
     }
@@ -372,6 +613,8 @@ fn bad_kafka_option_is_one_line() {
         (vec!["--kafka", "127.0.0.1:1", "--kafka-option", "nonsense"], "KEY=VALUE"),
         (vec!["--kafka", "127.0.0.1:1", "--kafka-option", "no.such.property=1"], "no.such.property"),
         (vec!["--kafka", "127.0.0.1:1", "--kafka-queue", "0"], "--kafka-queue"),
+        (vec!["--kafka", "127.0.0.1:1", "--probe-id", "a b"], "--probe-id"),
+        (vec!["--probe-id", &"p".repeat(65)], "--probe-id"),
     ] {
         let run = common::sonde()
             .args(["analyze", "-q", "-r"])
