@@ -54,6 +54,11 @@ impl Netns {
         Some(ns)
     }
 
+    /// The namespace's name (for `ip netns exec`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// `ip -n NAME args…`, which must succeed.
     pub fn ip(&self, args: &str) {
         assert!(run_ok(Command::new("ip").args(["-n", &self.name]).args(args.split(' '))), "ip {args}");
