@@ -246,9 +246,14 @@ fn a_change_published_once_is_applied_by_every_probe() {
 
     // The outputs: web counted from the time version 1 applied, the demo's 109 port-80 packets
     // on each probe; udp7000 never.
+    let schema =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/summary.schema.json"));
+    let schema = jsonschema::validator_for(&serde_json::from_str(&schema.unwrap()).unwrap()).unwrap();
     for (p, since) in [(p1, Some(since[0])), (p2, Some(since[1])), (p3, None)] {
         let out = p.out.clone();
         let sum = p.stop();
+        let invalid: Vec<String> = schema.iter_errors(&sum).map(|e| format!("{e} at {}", e.instance_path)).collect();
+        assert!(invalid.is_empty(), "summary.json against the schema: {invalid:?}");
         let c = &sum["control"];
         assert_eq!((c["version"].as_u64(), c["changes_failed"].as_u64()), (Some(1), Some(1)), "{c}");
         let web: Vec<&Value> = sum["definitions"].as_array().unwrap().iter().filter(|d| d["name"] == "web").collect();
