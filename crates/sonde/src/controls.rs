@@ -80,10 +80,10 @@ impl Hooks {
             Ok(defs) => defs.into_iter().map(|d| (d.name, d.text)).collect::<Vec<_>>(),
             Err(e) => return link.failed(message.version, e.to_string(), counter.version()),
         };
-        let changes = counter.changes_to(&wanted);
-        if let Err(e) = dry_run(counter, &changes) {
-            return link.failed(message.version, e, counter.version());
-        }
+        let changes = match in_an_order_the_set_takes(counter, counter.changes_to(&wanted)) {
+            Ok(changes) => changes,
+            Err(e) => return link.failed(message.version, e, counter.version()),
+        };
         if changes.is_empty() {
             // The set is already this version's: it applies from the newest packet.
             return link.applied(message.version, counter.span_ns().map(|(_, last)| last), counter.version());
@@ -94,6 +94,23 @@ impl Hooks {
         for (i, change) in changes.into_iter().enumerate() {
             self.queued.insert(i, Edit { expected_version: None, change, reply: Box::new(|_| {}) });
         }
+    }
+}
+
+/// `changes` (a reload's order: additions and replacements, then removals) or, if the set
+/// refuses that order, the removals first (an association that goes before a definition it
+/// used is replaced); `Err`: why the set refuses both.
+fn in_an_order_the_set_takes(counter: &Counter, changes: Vec<Change>) -> Result<Vec<Change>, String> {
+    let refused = match dry_run(counter, &changes) {
+        Ok(()) => return Ok(changes),
+        Err(e) => e,
+    };
+    let (mut removals, others): (Vec<Change>, Vec<Change>) =
+        changes.into_iter().partition(|c| matches!(c, Change::Remove(_)));
+    removals.extend(others);
+    match dry_run(counter, &removals) {
+        Ok(()) => Ok(removals),
+        Err(_) => Err(refused),
     }
 }
 
@@ -392,5 +409,56 @@ impl ControlLink {
             changes_failed: s.failed,
             last_error: s.last_error.map(|(_, e)| e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SET: &str = "web = tcp.dport == 80\n\
+        syn = tcp.flags & 0x12 == 0x02 key ip4.src, ip4.dst, tcp.sport, tcp.dport measure none\n\
+        fin = tcp.flags & 0x01 == 0x01 key ip4.src, ip4.dst, tcp.sport, tcp.dport measure none\n\
+        connection = assoc syn -> fin within 1h\n";
+
+    fn counter(text: &str) -> Counter {
+        Counter::new(sonde_define::parse_definitions(text).unwrap(), None, 10)
+    }
+
+    fn changes(counter: &Counter, text: &str) -> Result<Vec<Change>, String> {
+        let wanted =
+            sonde_define::parse_definitions(text).unwrap().into_iter().map(|d| (d.name, d.text)).collect::<Vec<_>>();
+        in_an_order_the_set_takes(counter, counter.changes_to(&wanted))
+    }
+
+    #[test]
+    fn a_version_the_set_refuses_is_refused_whole() {
+        let c = counter(SET);
+        // udp7000 could be added, but syn cannot be replaced while the association uses it.
+        let text = format!("udp7000 = udp.dport == 7000\n{}", SET.replace("0x12 == 0x02", "0x02 == 0x02"));
+        let e = changes(&c, &text).unwrap_err();
+        assert!(e.contains("`syn` is used by the association `connection`"), "{e}");
+        assert_eq!((c.version(), c.totals().len()), (1, 4), "the set itself untouched");
+    }
+
+    #[test]
+    fn an_association_removed_with_its_member_replaced_goes_first() {
+        let c = counter(SET);
+        let text = "web = tcp.dport == 80\nsyn = tcp.flags & 0x02 == 0x02 key ip4.src measure none\n";
+        let order = changes(&c, text).unwrap();
+        assert_eq!(order.len(), 3, "{order:?}");
+        assert!(matches!(&order[0], Change::Remove(n) if n == "connection"), "{order:?}");
+        let mut c = c;
+        for change in &order {
+            c.apply(c.version(), change).unwrap();
+        }
+        let active: Vec<String> = c.totals().into_iter().filter(|t| !t.retired).map(|t| t.name).collect();
+        assert_eq!(active, ["web", "syn"]);
+    }
+
+    #[test]
+    fn the_same_set_needs_no_change() {
+        let c = counter(SET);
+        assert_eq!(changes(&c, SET), Ok(Vec::new()));
     }
 }
