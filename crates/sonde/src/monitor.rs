@@ -62,6 +62,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         "--readers {} cannot follow --kafka-control: definitions are counted in input order by one reader",
         args.readers
     );
+    anyhow::ensure!(
+        !args.control.kafka_control || args.analysis.definition_changes.is_none(),
+        "--kafka-control takes the definitions' changes from the control topic, not --definition-changes"
+    );
     // The control topic read to its end before the capture opens: a broker that does not
     // answer stops the run here.
     let control_start = match (args.control.kafka_control, &args.analysis.kafka) {
@@ -195,7 +199,8 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     }
     if let Some((link, follower)) = control {
         drop(follower);
-        link.flush(std::time::Duration::from_secs(5));
+        // Checked at start (ControlStart::read).
+        link.flush(std::time::Duration::from_secs_f64(args.control.kafka_control_timeout));
         finished.report.control = Some(link.summary());
     }
     let code = analysis::finish(&args.analysis, &finished)?;

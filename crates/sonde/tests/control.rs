@@ -272,6 +272,7 @@ fn control_without_kafka_or_with_readers_is_refused() {
     for (extra, says) in [
         (vec!["--kafka-control"], "--kafka-control needs --kafka"),
         (vec!["--kafka", "127.0.0.1:1", "--kafka-control", "--readers", "2"], "cannot follow --kafka-control"),
+        (vec!["--kafka", "127.0.0.1:1", "--kafka-control", "--definition-changes", "x"], "not --definition-changes"),
     ] {
         let out = tempfile::tempdir().unwrap();
         let o = sonde().args(["monitor", "-i", "lo", "-o"]).arg(out.path().join("x")).args(&extra).output().unwrap();
