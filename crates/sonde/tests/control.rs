@@ -189,8 +189,14 @@ fn a_change_published_once_is_applied_by_every_probe() {
     wait_status(&ns, &broker, "version 1 applied", |p| {
         p.len() == 2 && p.iter().all(|(_, v, e)| *v == 1 && e.is_none())
     });
+    // As docs/openapi.json documents it.
+    let openapi = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json"));
+    let openapi: Value = serde_json::from_str(&openapi.unwrap()).unwrap();
+    let documented = jsonschema::validator_for(&openapi["components"]["schemas"]["Status"]).unwrap();
     for p in [&p1, &p2] {
         let s = p.api_status(&ns);
+        let invalid: Vec<String> = documented.iter_errors(&s).map(|e| format!("{e} at {}", e.instance_path)).collect();
+        assert!(invalid.is_empty(), "/api/status against docs/openapi.json: {invalid:?}");
         let c = &s["control"];
         assert_eq!((c["version"].as_u64(), c["changes_applied"].as_u64()), (Some(1), Some(1)), "{s}");
         assert!(c["since"].as_f64().is_some(), "applied at a packet time: {s}");
