@@ -210,6 +210,7 @@ pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, St
 /// it, where a follower starts. A value that is not a control message is skipped.
 pub fn latest(cfg: &ControlConfig, topic: &str) -> Result<(Option<ControlMessage>, i64), String> {
     let TopicContents { messages, ends } = read_to_end(cfg, topic)?;
+    // (Only partition 0 is written; on a topic made with more, `messages` holds the others too.)
     let newest = messages
         .iter()
         .filter(|(k, _)| k == CONTROL_KEY)
@@ -274,7 +275,8 @@ pub fn publish(
     Ok(message)
 }
 
-/// Sends one message and waits (within the timeout) for the broker's acknowledgement.
+/// Sends one message to partition 0 (the one the probes follow, even on a topic someone made
+/// with more) and waits (within the timeout) for the broker's acknowledgement.
 fn send_acknowledged(cfg: &ControlConfig, topic: &str, key: &str, value: &str) -> Result<(), String> {
     let producer: BaseProducer = cfg
         .client()
@@ -284,7 +286,7 @@ fn send_acknowledged(cfg: &ControlConfig, topic: &str, key: &str, value: &str) -
         .create()
         .map_err(|e| format!("kafka: bad configuration: {e}"))?;
     producer
-        .send(BaseRecord::to(topic).key(key).payload(value))
+        .send(BaseRecord::to(topic).partition(0).key(key).payload(value))
         .map_err(|(e, _)| format!("kafka: publishing to {topic}: {e}"))?;
     producer.flush(cfg.timeout).map_err(|e| format!("kafka: publishing to {topic}: not acknowledged: {e}"))
 }
