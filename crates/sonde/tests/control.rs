@@ -286,12 +286,19 @@ fn control_without_kafka_or_with_readers_is_refused() {
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(err.contains(says), "{err}");
     }
-    // No broker: one line, before any capture.
-    let o = Command::new(env!("CARGO_BIN_EXE_sonde"))
-        .args(["control", "status", "--kafka", "127.0.0.1:1", "--timeout", "1"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.starts_with("sonde: kafka: no broker answered at 127.0.0.1:1"), "{err}");
+    // No broker: one line; a monitor stops before its capture opens or any output exists.
+    let out = tempfile::tempdir().unwrap();
+    let x = out.path().join("x");
+    let monitor =
+        ["monitor", "-i", "lo", "--kafka", "127.0.0.1:1", "--kafka-control", "--kafka-control-timeout", "1", "-o"];
+    let monitor: Vec<&str> = monitor.into_iter().chain([x.to_str().unwrap()]).collect();
+    for args in [&["control", "status", "--kafka", "127.0.0.1:1", "--timeout", "1"][..], &monitor[..]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_sonde")).args(args).output();
+        let o = o.unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.starts_with("sonde: kafka: no broker answered at 127.0.0.1:1"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert!(!out.path().join("x").exists());
 }
