@@ -117,7 +117,7 @@ fn in_an_order_the_set_takes(counter: &Counter, changes: Vec<Change>) -> Result<
 /// Applies `changes` to a copy of the active set: the first refused says why, and nothing is
 /// applied to the real one.
 fn dry_run(counter: &Counter, changes: &[Change]) -> Result<(), String> {
-    let active: Vec<String> = counter.totals().into_iter().filter(|t| !t.retired).map(|t| t.text).collect();
+    let active: Vec<String> = counter.listing().into_iter().filter(|t| !t.retired).map(|t| t.text).collect();
     let defs = sonde_define::parse_definitions(&active.join("\n")).map_err(|e| format!("the set running: {e}"))?;
     let mut copy = Counter::new(defs, None, 1);
     for change in changes {
@@ -353,9 +353,12 @@ impl ControlLink {
     }
 
     /// Sends the probe's status report (the start's, and after each version applied or refused).
+    /// A refused version newer than the one applied stays in every report until a newer one
+    /// applies (the topic keeps only the newest report).
     pub fn report(&self, error: Option<(Option<u64>, String)>) {
         let state = self.state();
-        let (failed_version, error) = match error {
+        let standing = state.last_error.clone().filter(|(v, _)| *v > state.version).map(|(v, e)| (Some(v), e));
+        let (failed_version, error) = match error.or(standing) {
             Some((v, e)) => (v, Some(e)),
             None => (None, None),
         };

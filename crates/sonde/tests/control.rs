@@ -183,12 +183,14 @@ fn a_change_published_once_is_applied_by_every_probe() {
     // Published once, applied by both.
     let v1 = dir.path().join("v1.defs");
     std::fs::write(&v1, WEB).unwrap();
+    let t = Instant::now();
     let o = publish(&ns, &broker, &v1, &["--expect-version", "0"]);
     assert!(o.status.success(), "publish: {}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "published version 1 (4 definitions) to sonde-control\n");
     wait_status(&ns, &broker, "version 1 applied", |p| {
         p.len() == 2 && p.iter().all(|(_, v, e)| *v == 1 && e.is_none())
     });
+    eprintln!("version 1 published and reported applied by both probes in {:.2} s", t.elapsed().as_secs_f64());
     // As docs/openapi.json documents it.
     let openapi = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json"));
     let openapi: Value = serde_json::from_str(&openapi.unwrap()).unwrap();
