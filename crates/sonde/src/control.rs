@@ -25,7 +25,7 @@ pub enum ControlCommand {
     /// applies and since when (packet time), or why it refused the newest.
     ///
     /// Exit status: 0 read; 1 the broker did not answer.
-    Status(TopicArgs),
+    Status(StatusArgs),
 }
 
 /// Where the topics are.
@@ -37,15 +37,21 @@ pub struct TopicArgs {
     /// The control topic (compacted, one partition; created so if missing).
     #[arg(long, value_name = "TOPIC", default_value = "sonde-control")]
     pub control_topic: String,
-    /// The topic the probes report to.
-    #[arg(long, value_name = "TOPIC", default_value = "sonde-probes")]
-    pub status_topic: String,
     /// Seconds each wait on the brokers may last.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub timeout: f64,
     /// A librdkafka property, KEY=VALUE (repeatable): TLS, SASL…
     #[arg(long, value_name = "KEY=VALUE", value_parser = sonde_kafka::parse_option)]
     pub kafka_option: Vec<(String, String)>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub topics: TopicArgs,
+    /// The topic the probes report to.
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-probes")]
+    pub status_topic: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -64,7 +70,7 @@ pub struct PublishArgs {
 impl TopicArgs {
     pub fn config(&self) -> Result<ControlConfig> {
         anyhow::ensure!(!self.kafka.trim().is_empty(), "--kafka needs HOST:PORT[,HOST:PORT…]");
-        anyhow::ensure!(!self.control_topic.is_empty() && !self.status_topic.is_empty(), "a topic cannot be empty");
+        anyhow::ensure!(!self.control_topic.is_empty(), "--control-topic cannot be empty");
         Ok(ControlConfig {
             brokers: self.kafka.clone(),
             options: self.kafka_option.clone(),
@@ -106,17 +112,18 @@ fn publish(args: &PublishArgs) -> Result<ExitCode> {
     }
 }
 
-fn status(args: &TopicArgs) -> Result<ExitCode> {
-    let cfg = args.config()?;
-    let (newest, _) = control::latest(&cfg, &args.control_topic).map_err(anyhow::Error::msg)?;
+fn status(args: &StatusArgs) -> Result<ExitCode> {
+    anyhow::ensure!(!args.status_topic.is_empty(), "--status-topic cannot be empty");
+    let cfg = args.topics.config()?;
+    let (newest, _) = control::latest(&cfg, &args.topics.control_topic).map_err(anyhow::Error::msg)?;
     match newest {
         Some(m) => println!(
             "{}: version {}, published {}",
-            args.control_topic,
+            args.topics.control_topic,
             m.version,
             sonde_types::time::utc(m.published as i64)
         ),
-        None => println!("{}: nothing published", args.control_topic),
+        None => println!("{}: nothing published", args.topics.control_topic),
     }
     let probes = control::statuses(&cfg, &args.status_topic).map_err(anyhow::Error::msg)?;
     for r in probes.values() {
