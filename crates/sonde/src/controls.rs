@@ -240,6 +240,8 @@ pub struct ControlLink {
     /// The newest version received and not yet taken by the reader.
     pending: Mutex<Option<ControlMessage>>,
     state: Mutex<ControlState>,
+    /// The most definitions a version may hold (`--http-max-definitions`, a live monitor's bound).
+    max_definitions: usize,
     quiet: bool,
 }
 
@@ -269,9 +271,25 @@ impl ControlLink {
         status_topic: String,
         status: StatusSender,
         start: ControlState,
+        max_definitions: usize,
         quiet: bool,
     ) -> ControlLink {
-        ControlLink { probe, topic, status_topic, status, pending: Mutex::new(None), state: Mutex::new(start), quiet }
+        ControlLink {
+            probe,
+            topic,
+            status_topic,
+            status,
+            pending: Mutex::new(None),
+            state: Mutex::new(start),
+            max_definitions,
+            quiet,
+        }
+    }
+
+    /// The version the run starts with (read from the topic before the first packet).
+    pub fn start_at(&self, version: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (state.version, state.received) = (version, version);
     }
 
     pub fn state(&self) -> ControlState {
@@ -293,10 +311,23 @@ impl ControlLink {
             }
             state.received = message.version;
         }
-        if let Err(e) = sonde_define::parse_definitions(&message.definitions) {
-            return self.refused(Some(message.version), e.to_string());
+        if let Err(e) = self.check(&message.definitions) {
+            return self.refused(Some(message.version), e);
         }
         *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(message);
+    }
+
+    /// A version's file: it parses, and holds at most `max_definitions`.
+    pub fn check(&self, definitions: &str) -> Result<Vec<sonde_define::Definition>, String> {
+        let defs = sonde_define::parse_definitions(definitions).map_err(|e| e.to_string())?;
+        if defs.len() > self.max_definitions {
+            return Err(format!(
+                "{} definitions, more than a live monitor counts (--http-max-definitions {})",
+                defs.len(),
+                self.max_definitions
+            ));
+        }
+        Ok(defs)
     }
 
     fn take_pending(&self) -> Option<ControlMessage> {

@@ -161,7 +161,7 @@ pub struct HttpLimitArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 65536)]
     pub http_max_body_bytes: usize,
     /// Definitions a live monitor counts at once; an addition through the API beyond is refused
-    /// (409).
+    /// (409), and so is a control topic's version that holds more (--kafka-control).
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub http_max_definitions: usize,
     /// Points one answer of the long-term store's API (/api/store/series) holds at most;

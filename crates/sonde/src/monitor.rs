@@ -250,20 +250,21 @@ impl ControlStart {
         prepared: &mut analysis::Prepared,
     ) -> Result<(Arc<controls::ControlLink>, sonde_kafka::control::Follower)> {
         let c = &args.control;
-        let defs = self.newest.as_ref().and_then(|m| sonde_define::parse_definitions(&m.definitions).ok());
-        let version = self.newest.as_ref().filter(|_| defs.is_some()).map_or(0, |m| m.version);
-        prepared.start_definitions(&args.analysis, defs)?;
         let status = sonde_kafka::control::StatusSender::connect(&self.cfg, &c.kafka_status_topic)
             .map_err(anyhow::Error::msg)?;
-        let start = controls::ControlState { version, received: version, definitions_version: 1, ..Default::default() };
         let link = Arc::new(controls::ControlLink::new(
             crate::control::probe_id(),
             c.kafka_control_topic.clone(),
             c.kafka_status_topic.clone(),
             status,
-            start,
+            controls::ControlState { definitions_version: 1, ..Default::default() },
+            args.http_limits.http_max_definitions,
             args.analysis.quiet,
         ));
+        let defs = self.newest.as_ref().and_then(|m| link.check(&m.definitions).ok());
+        let version = self.newest.as_ref().filter(|_| defs.is_some()).map_or(0, |m| m.version);
+        link.start_at(version);
+        prepared.start_definitions(&args.analysis, defs)?;
         link.report(None);
         if let Some(m) = self.newest.filter(|_| version == 0) {
             // Refused, and said why.

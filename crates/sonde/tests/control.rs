@@ -236,13 +236,23 @@ fn a_change_published_once_is_applied_by_every_probe() {
     for p in [&p1, &p2, &p3] {
         assert!(p.stderr().contains("version 2 refused"), "a line on stderr: {}", p.stderr());
     }
+    // More definitions than a live monitor counts (--http-max-definitions, 64): refused too.
+    let v3 = dir.path().join("v3.defs");
+    let many: String = (0..65).map(|i| format!("port{i} = udp.dport == {}\n", 1000 + i)).collect();
+    std::fs::write(&v3, many).unwrap();
+    assert!(publish(&ns, &broker, &v3, &[]).status.success());
+    wait_status(&ns, &broker, "version 3 refused", |p| {
+        p.len() == 3
+            && p.iter()
+                .all(|(_, v, e)| *v == 1 && e.as_deref().is_some_and(|e| e.contains("version 3: 65 definitions")))
+    });
 
     // A stale --expect-version conflicts, a file that does not parse is refused: nothing published.
     let o = publish(&ns, &broker, &v1, &["--expect-version", "1"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("conflict: --expect-version 1 but the control topic is at version 2"), "{err}");
+    assert!(err.contains("conflict: --expect-version 1 but the control topic is at version 3"), "{err}");
     let bad = dir.path().join("bad.defs");
     std::fs::write(&bad, "web = tcp.dport ==\n").unwrap();
     let o = publish(&ns, &broker, &bad, &[]);
@@ -250,10 +260,10 @@ fn a_change_published_once_is_applied_by_every_probe() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.starts_with(&format!("sonde: {}:", bad.display())), "the CLI's message: {err}");
     let (topic, _) = status(&ns, &broker);
-    assert!(topic.starts_with("sonde-control: version 2, published "), "{topic}");
+    assert!(topic.starts_with("sonde-control: version 3, published "), "{topic}");
 
     // The outputs: web counted from the time version 1 applied, the demo's 109 port-80 packets
-    // on each probe; udp7000 never.
+    // on each probe; nothing of versions 2 and 3.
     let schema =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/schema/summary.schema.json"));
     let schema = jsonschema::validator_for(&serde_json::from_str(&schema.unwrap()).unwrap()).unwrap();
@@ -263,11 +273,13 @@ fn a_change_published_once_is_applied_by_every_probe() {
         let invalid: Vec<String> = schema.iter_errors(&sum).map(|e| format!("{e} at {}", e.instance_path)).collect();
         assert!(invalid.is_empty(), "summary.json against the schema: {invalid:?}");
         let c = &sum["control"];
-        assert_eq!((c["version"].as_u64(), c["changes_failed"].as_u64()), (Some(1), Some(1)), "{c}");
+        assert_eq!((c["version"].as_u64(), c["changes_failed"].as_u64()), (Some(1), Some(2)), "{c}");
         let web: Vec<&Value> = sum["definitions"].as_array().unwrap().iter().filter(|d| d["name"] == "web").collect();
         assert_eq!(web.len(), 1);
         assert_eq!(web[0]["packets"], 109, "{}", out.display());
-        assert!(sum["definitions"].as_array().unwrap().iter().all(|d| d["name"] != "udp7000"));
+        let names: Vec<&str> =
+            sum["definitions"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["web", "syn", "fin"], "nothing of the refused versions (associations are listed apart)");
         let rows = definition_rows(&out, "web");
         assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 109);
         let from = since.unwrap_or_else(|| c["since"].as_f64().expect("p3's since: its first packet"));
