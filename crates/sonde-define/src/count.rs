@@ -224,6 +224,11 @@ impl Counter {
         self.set.schedule(changes);
     }
 
+    /// The first and last packet times the counter has seen (`None` before any).
+    pub fn span_ns(&self) -> Option<(u64, u64)> {
+        self.span_ns
+    }
+
     /// The set's version: 1 for the definitions the run started with, one more per change.
     pub fn version(&self) -> u64 {
         self.set.version

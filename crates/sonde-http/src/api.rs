@@ -175,7 +175,17 @@ async fn secured(mut res: Response) -> Response {
 }
 
 async fn status(State(s): State<Shared>) -> Response {
-    Json(s.snapshot().status.clone()).into_response()
+    let status = s.snapshot().status.clone();
+    match s.control() {
+        Some(control) => {
+            let mut value = serde_json::to_value(status).unwrap_or_default();
+            if let Some(object) = value.as_object_mut() {
+                object.insert("control".into(), control);
+            }
+            Json(value).into_response()
+        }
+        None => Json(status).into_response(),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -489,6 +499,14 @@ async fn store_series(State(s): State<Shared>, Extension(g): Guarded, Query(q): 
 }
 
 async fn prometheus(State(s): State<Shared>) -> Response {
-    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], metrics::render(&s.snapshot(), &s.export_counters()))
-        .into_response()
+    let mut text = metrics::render(&s.snapshot(), &s.export_counters());
+    if let Some(version) = s.control().and_then(|c| c["version"].as_u64()) {
+        use std::fmt::Write;
+        let _ = write!(
+            text,
+            "# HELP sonde_control_version The control topic's version of the definitions this probe applies.\n\
+             # TYPE sonde_control_version gauge\nsonde_control_version {version}\n"
+        );
+    }
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
 }

@@ -50,8 +50,8 @@ pub use snapshot::{
 pub use server::{serve_with, ConnectionStats, Limits, MIN_HEADER_BYTES};
 pub use snapshot::{DefinitionSummary as Definition, TableFiles as Tables};
 pub use state::{
-    ChangeRefused, DefinitionChange, DefinitionEditor, ExportCounter, ExportCounters, RunState, Update, UpdateKind,
-    UPDATE_BACKLOG,
+    ChangeRefused, ControlReader, DefinitionChange, DefinitionEditor, ExportCounter, ExportCounters, RunState, Update,
+    UpdateKind, UPDATE_BACKLOG,
 };
 pub use store::{ArchiveListing, SeriesAnswer, SeriesQuery, StoreListing};
 pub use stream::MIN_RESOLUTION_MS;

@@ -75,6 +75,10 @@ pub struct ExportCounter {
 /// between snapshots and stay after the run (its final values).
 pub type ExportCounters = Box<dyn Fn() -> Vec<ExportCounter> + Send + Sync>;
 
+/// Reads a live monitor's control state (`monitor --kafka-control`) as `/api/status` shows it
+/// under `control`; its `version` is also `/metrics`' `sonde_control_version`.
+pub type ControlReader = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// What a run shares with its server.
 pub struct RunState {
     snapshot: ArcSwap<Snapshot>,
@@ -84,6 +88,7 @@ pub struct RunState {
     /// The long-term store the run writes (`--store`), served by `/api/store`.
     store: std::sync::OnceLock<std::path::PathBuf>,
     pub(crate) store_counters: crate::store::StoreCounters,
+    control: std::sync::OnceLock<ControlReader>,
 }
 
 impl std::fmt::Debug for RunState {
@@ -106,6 +111,7 @@ impl RunState {
             exports: Default::default(),
             store: Default::default(),
             store_counters: Default::default(),
+            control: Default::default(),
         })
     }
 
@@ -163,6 +169,17 @@ impl RunState {
     /// second call is ignored and returns false.
     pub fn set_store(&self, path: std::path::PathBuf) -> bool {
         self.store.set(path).is_ok()
+    }
+
+    /// Shows the control topic's state in `/api/status` and `/metrics` (read at each request).
+    /// Set once: a second call is ignored and returns false.
+    pub fn set_control(&self, read: ControlReader) -> bool {
+        self.control.set(read).is_ok()
+    }
+
+    /// The control state now, if the run follows a control topic.
+    pub fn control(&self) -> Option<serde_json::Value> {
+        self.control.get().map(|read| read())
     }
 
     /// The store `/api/store` serves, if any.

@@ -162,3 +162,26 @@ async fn the_dashboard_is_embedded_and_names_its_own_files_only() {
         assert!(!text.contains("https://"), "{path} loads something from outside");
     }
 }
+
+/// `monitor --kafka-control`: `/api/status` carries the control object as read at the request,
+/// and `/metrics` its version as a gauge; without, neither.
+#[tokio::test]
+async fn control_state_in_status_and_metrics() {
+    let state = finished();
+    let (_, before) = get(state.clone(), "/api/status").await;
+    assert!(before.get("control").is_none());
+    let version = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(2));
+    let read = version.clone();
+    assert!(state.set_control(Box::new(move || json!({"version": read.load(std::sync::atomic::Ordering::Relaxed)}))));
+    let (_, s) = get(state.clone(), "/api/status").await;
+    assert_eq!((s["control"]["version"].as_u64(), s["packets"].as_u64()), (Some(2), Some(38)));
+    version.store(3, std::sync::atomic::Ordering::Relaxed);
+    let req = Request::get("/metrics").body(Body::empty()).unwrap();
+    let (code, body) = call(state.clone(), Access::Open, req).await;
+    let text = String::from_utf8(body).unwrap();
+    assert_eq!(code, StatusCode::OK);
+    assert!(text.contains("# TYPE sonde_control_version gauge\nsonde_control_version 3\n"), "{text}");
+    let req = Request::get("/metrics").body(Body::empty()).unwrap();
+    let (_, plain) = call(finished(), Access::Open, req).await;
+    assert!(!String::from_utf8(plain).unwrap().contains("sonde_control_version"));
+}

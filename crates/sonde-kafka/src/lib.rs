@@ -14,6 +14,8 @@
 //! delivery reports. A message that finds the queue full is dropped and counted — analysis never
 //! waits for the broker.
 
+pub mod control;
+
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -395,6 +395,29 @@ pub struct KafkaSummary {
     pub last_error: Option<String>,
 }
 
+/// The control topic a monitor followed (`--kafka-control`, docs/kafka.md "Control topic").
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ControlSummary {
+    /// The control topic.
+    pub topic: String,
+    /// The status topic the probe reported to.
+    pub status_topic: String,
+    /// The probe id of the reports.
+    pub probe: String,
+    /// The control version applied at the end (0: none).
+    pub version: u64,
+    /// Packet time (epoch s) from which that version counted; none before the first packet.
+    pub since: Option<f64>,
+    /// Versions applied while running (the one the run started with not included).
+    pub changes_applied: u64,
+    /// Versions refused (a file that does not parse, or a change the set refuses): the probe
+    /// kept the version before.
+    pub changes_failed: u64,
+    /// Why the last refused version was refused, if any.
+    pub last_error: Option<String>,
+}
+
 /// `summary.json`: what a run read, counted, took and wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -454,6 +477,9 @@ pub struct Summary {
     /// The Kafka export (`--kafka`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaSummary>,
+    /// The control topic followed (`monitor --kafka-control`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlSummary>,
     /// The signal that ended the run (`SIGINT`, `SIGTERM`, or for `analyze` `SIGHUP`) before
     /// its input ended: every output was written and covers what was read until then. Absent
     /// when the input ended by itself. A monitor always ends this way.
@@ -513,6 +539,7 @@ impl Summary {
             sorted_runs: None,
             ipfix: None,
             kafka: None,
+            control: None,
             interrupted_by: None,
             output_errors: Vec::new(),
         }

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use sonde_engine::{Outcome, RunStats};
 use sonde_output::summary::{
-    AnonSummary, CaptureSummary, ChangeSummary, DefinitionSummary, Input, InterfaceCounters, LocationSummary,
-    Monitoring, SpoolSummary, StoreReport, TcpdprivSummary, Timing,
+    AnonSummary, CaptureSummary, ChangeSummary, ControlSummary, DefinitionSummary, Input, InterfaceCounters,
+    LocationSummary, Monitoring, SpoolSummary, StoreReport, TcpdprivSummary, Timing,
 };
 use sonde_output::Summary;
 
@@ -145,6 +145,16 @@ fn a_monitor_summary_is_valid() {
         last_chunk_in_output_dir: false,
     });
     s.interrupted_by = Some("SIGTERM".into());
+    s.control = Some(ControlSummary {
+        topic: "sonde-control".into(),
+        status_topic: "sonde-probes".into(),
+        probe: "p1".into(),
+        version: 3,
+        since: Some(1795307597.25),
+        changes_applied: 2,
+        changes_failed: 1,
+        last_error: Some("removing `syn`: `syn` is used by the association `connection`".into()),
+    });
     s.definitions = Some(vec![DefinitionSummary {
         summary: sonde_types::DefinitionSummary {
             name: "web".into(),

@@ -241,6 +241,22 @@ impl Prepared {
         }
     }
 
+    /// `monitor --kafka-control`: the control topic's newest definitions replace those of
+    /// `--definitions` (`None`: nothing published; the file's set, or an empty one that later
+    /// versions add to).
+    pub fn start_definitions(
+        &mut self,
+        args: &AnalysisArgs,
+        defs: Option<Vec<sonde_define::Definition>>,
+    ) -> Result<()> {
+        if let Some(defs) = defs {
+            let mut counter = Counter::new(defs, args.interval_ns()?, args.definition_fids);
+            counter.set_written_samples(args.association_samples);
+            self.run = std::mem::take(&mut self.run).definitions(Some(counter));
+        }
+        self.count_definitions(args)
+    }
+
     /// A live run with an editor counts definitions even when it starts with none: the
     /// operator may add some.
     pub fn count_definitions(&mut self, args: &AnalysisArgs) -> Result<()> {

@@ -85,6 +85,10 @@ pub enum Command {
     /// written); 2 bad usage; 3 the capture failed while running (an interface went away):
     /// everything captured before was analysed and written.
     Monitor(Box<MonitorArgs>),
+    /// Publish a definitions file on the Kafka control topic that every `monitor
+    /// --kafka-control` applies, and read the probes' reports (docs/kafka.md, "Control topic").
+    #[command(subcommand)]
+    Control(crate::control::ControlCommand),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -157,7 +161,7 @@ pub struct HttpLimitArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 65536)]
     pub http_max_body_bytes: usize,
     /// Definitions a live monitor counts at once; an addition through the API beyond is refused
-    /// (409).
+    /// (409), and so is a control topic's version that holds more (--kafka-control).
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub http_max_definitions: usize,
     /// Points one answer of the long-term store's API (/api/store/series) holds at most;
@@ -515,7 +519,29 @@ pub struct MonitorArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub rotate_size: Option<u64>,
     #[command(flatten)]
+    pub control: ControlArgs,
+    #[command(flatten)]
     pub analysis: AnalysisArgs,
+}
+
+/// `monitor --kafka-control`: the definitions follow the Kafka control topic (docs/kafka.md,
+/// "Control topic").
+#[derive(Debug, clap::Args)]
+pub struct ControlArgs {
+    /// With --kafka: start with the control topic's newest definitions (in place of
+    /// --definitions') and apply each new version published (`sonde control publish`) at the
+    /// next packet; report the version applied to --kafka-status-topic.
+    #[arg(long)]
+    pub kafka_control: bool,
+    /// The control topic (compacted, one partition; created so if missing).
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-control")]
+    pub kafka_control_topic: String,
+    /// The topic the probe reports the version it applies to (compacted, keyed by probe id).
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-probes")]
+    pub kafka_status_topic: String,
+    /// Seconds the start may wait for the brokers (reading the control topic to its end).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub kafka_control_timeout: f64,
 }
 
 fn parse_bytes(text: &str) -> Result<u64, String> {

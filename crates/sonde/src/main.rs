@@ -6,6 +6,7 @@ mod analysis;
 mod anon;
 mod anon_trace;
 mod compare;
+mod control;
 mod controls;
 mod definitions;
 mod export;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(&args),
         Command::Anon(args) => anon_trace::run(&args),
         Command::Thin(args) => thin::run(&args),
+        Command::Control(cmd) => control::run(&cmd),
         Command::Monitor(mut args) => {
             args.analysis.live = true;
             monitor::run(&args)

@@ -53,6 +53,25 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         "--readers {} cannot count --definitions: definitions are counted in input order by one reader",
         args.readers
     );
+    anyhow::ensure!(
+        !args.control.kafka_control || args.analysis.kafka.is_some(),
+        "--kafka-control needs --kafka (the brokers of the control topic)"
+    );
+    anyhow::ensure!(
+        args.readers == 1 || !args.control.kafka_control,
+        "--readers {} cannot follow --kafka-control: definitions are counted in input order by one reader",
+        args.readers
+    );
+    anyhow::ensure!(
+        !args.control.kafka_control || args.analysis.definition_changes.is_none(),
+        "--kafka-control takes the definitions' changes from the control topic, not --definition-changes"
+    );
+    // The control topic read to its end before the capture opens: a broker that does not
+    // answer stops the run here.
+    let control_start = match (args.control.kafka_control, &args.analysis.kafka) {
+        (true, Some(brokers)) => Some(ControlStart::read(args, brokers)?),
+        _ => None,
+    };
     let (mut prepared, mut sources) = analysis::prepare(&args.analysis, || {
         Ok(match args.readers {
             1 => vec![LiveSource::open(&cfg, stop)?],
@@ -62,6 +81,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     if args.readers > 1 {
         prepared.set_workers(args.analysis.threads.unwrap_or(1));
     }
+    let control = match control_start {
+        Some(start) => Some(start.follow(args, &mut prepared)?),
+        None => None,
+    };
     // Always live: drains every half second feed the HTTP state (with --http) and let SIGHUP
     // reload the definitions at the packet it reaches.
     let (edits_tx, edits) = crossbeam_channel::unbounded();
@@ -77,9 +100,13 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let mut opts = LiveOptions {
         state: None,
         controls: (0..args.readers)
-            .map(|_| {
-                Box::new(controls::Hooks::new(edits.clone(), Some(reloader.clone()), quiet))
-                    as Box<dyn sonde_engine::Controls>
+            .map(|i| {
+                let hooks = controls::Hooks::new(edits.clone(), Some(reloader.clone()), quiet);
+                let hooks = match (&control, i) {
+                    (Some((link, _)), 0) => hooks.with_control(link.clone()),
+                    _ => hooks,
+                };
+                Box::new(hooks) as Box<dyn sonde_engine::Controls>
             })
             .collect(),
         input: input_name.clone(),
@@ -101,6 +128,10 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
             let editor = Box::new(sonde_http::Editor { edits: edits_tx });
             let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
             opts.started_unix_s = server.started_unix_s();
+            if let Some((link, _)) = &control {
+                let link = link.clone();
+                state.set_control(Box::new(move || link.json()));
+            }
             if let Some(store) = &args.analysis.store {
                 // Read at each request: the store as the last run left it until this one ends.
                 state.set_store(store.clone());
@@ -166,6 +197,12 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         // The outputs in the directory are the last chunk: into the spool with the others.
         finished.report.spool = Some(rotation.finish(&args.analysis.out, &finished.report.outputs)?);
     }
+    if let Some((link, follower)) = control {
+        drop(follower);
+        // Checked at start (ControlStart::read).
+        link.flush(std::time::Duration::from_secs_f64(args.control.kafka_control_timeout));
+        finished.report.control = Some(link.summary());
+    }
     let code = analysis::finish(&args.analysis, &finished)?;
     if let (Some(server), Some(state)) = (server, &state) {
         // The finished run, as `analyze --http` would serve it, then the server stops.
@@ -175,6 +212,85 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         server.stop().context("stopping the http server")?;
     }
     Ok(code)
+}
+
+/// `--kafka-control` at start: the control topic read to its end.
+struct ControlStart {
+    cfg: sonde_kafka::control::ControlConfig,
+    newest: Option<sonde_kafka::control::ControlMessage>,
+    /// Where the follower starts: after the newest.
+    offset: i64,
+}
+
+impl ControlStart {
+    fn read(args: &MonitorArgs, brokers: &str) -> Result<ControlStart> {
+        let c = &args.control;
+        let cfg = sonde_kafka::control::ControlConfig {
+            brokers: brokers.to_string(),
+            options: args.analysis.kafka_option.clone(),
+            timeout: crate::control::timeout(c.kafka_control_timeout, "--kafka-control-timeout")?,
+        };
+        anyhow::ensure!(
+            !c.kafka_control_topic.is_empty() && !c.kafka_status_topic.is_empty(),
+            "--kafka-control-topic and --kafka-status-topic cannot be empty"
+        );
+        // Created if missing, so that the follower has a partition to follow.
+        sonde_kafka::control::ensure_compacted_topic(&cfg, &c.kafka_control_topic).map_err(anyhow::Error::msg)?;
+        let (newest, offset) =
+            sonde_kafka::control::latest(&cfg, &c.kafka_control_topic).map_err(anyhow::Error::msg)?;
+        Ok(ControlStart { cfg, newest, offset })
+    }
+
+    /// The newest definitions become the run's starting set (one that does not parse is
+    /// refused and reported: the run starts with --definitions' set or none); the probe reports
+    /// and a thread follows the topic.
+    fn follow(
+        self,
+        args: &MonitorArgs,
+        prepared: &mut analysis::Prepared,
+    ) -> Result<(Arc<controls::ControlLink>, sonde_kafka::control::Follower)> {
+        let c = &args.control;
+        let status = sonde_kafka::control::StatusSender::connect(&self.cfg, &c.kafka_status_topic)
+            .map_err(anyhow::Error::msg)?;
+        let link = Arc::new(controls::ControlLink::new(
+            crate::export::probe_id(&args.analysis)?,
+            c.kafka_control_topic.clone(),
+            c.kafka_status_topic.clone(),
+            status,
+            controls::ControlState { definitions_version: 1, ..Default::default() },
+            args.http_limits.http_max_definitions,
+            args.analysis.quiet,
+        ));
+        let defs = self.newest.as_ref().and_then(|m| link.check(&m.definitions).ok());
+        let version = self.newest.as_ref().filter(|_| defs.is_some()).map_or(0, |m| m.version);
+        link.start_at(version);
+        prepared.start_definitions(&args.analysis, defs)?;
+        link.report(None);
+        if let Some(m) = self.newest.filter(|_| version == 0) {
+            // Refused, and said why.
+            link.offer(sonde_kafka::control::Followed::Version(m));
+        }
+        if !args.analysis.quiet {
+            eprintln!("sonde: following {} as probe {}: control version {version}", c.kafka_control_topic, link.probe);
+        }
+        let to_link = link.clone();
+        let mut last_error = String::new();
+        let follower = sonde_kafka::control::Follower::start(
+            &self.cfg,
+            &c.kafka_control_topic,
+            self.offset,
+            move |followed| to_link.offer(followed),
+            move |e| {
+                // librdkafka retries by itself: each new error once.
+                if e != last_error {
+                    eprintln!("sonde: control topic: {e}");
+                    last_error = e;
+                }
+            },
+        )
+        .map_err(anyhow::Error::msg)?;
+        Ok((link, follower))
+    }
 }
 
 /// The kernel's counters as the outputs show them.
