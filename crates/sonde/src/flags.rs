@@ -85,6 +85,14 @@ pub enum Command {
     /// written); 2 bad usage; 3 the capture failed while running (an interface went away):
     /// everything captured before was analysed and written.
     Monitor(Box<MonitorArgs>),
+    /// Serve the merged view of several probes: the Spark merge job's output (intervals,
+    /// quantiles, histograms and the probes table, docs/merged.md) on the dashboard, the API and
+    /// /metrics, read again every --reload seconds, until Ctrl-C.
+    ///
+    /// Example: sonde serve --merged merged/ --http 127.0.0.1:8080
+    ///
+    /// Exit status: 0 stopped by Ctrl-C; 1 error (the directory or the address refused).
+    Serve(Box<crate::serve::ServeArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
