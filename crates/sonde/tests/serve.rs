@@ -523,6 +523,32 @@ fn the_merged_view_serves_the_newest_rows_and_follows_the_directory() {
     assert_eq!(served_quantiles(&server.json("/api/intervals")), expected_quantiles(&run, &starts));
 }
 
+/// The dashboard draws the merged view (tests/browser/merged.mjs; SKIPPED without node, chromium
+/// or `npm ci` in tests/browser).
+#[test]
+fn the_dashboard_draws_the_merged_view_in_a_real_browser() {
+    let Some((browser_dir, chromium)) = common::browser() else { return };
+    let run = Run::demo();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("merged");
+    merged_dir(&run, &dir);
+    let server = Server::start(&dir);
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
+    let out = std::process::Command::new("node")
+        .current_dir(&browser_dir)
+        .arg("merged.mjs")
+        .arg(format!("http://{}/", server.addr))
+        .arg(&artifacts)
+        .env("CHROMIUM", chromium)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the browser test merged.mjs failed");
+    assert!(stdout.lines().any(|l| l.ends_with(" passed, 0 failed")), "{stdout}");
+    assert!(std::fs::metadata(artifacts.join("merged.png")).is_ok_and(|m| m.len() > 10_000));
+}
+
 #[test]
 fn at_most_max_intervals_are_kept_and_a_missing_directory_is_refused() {
     let run = Run::demo();
