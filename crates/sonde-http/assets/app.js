@@ -123,6 +123,9 @@ const state = {
   bins: [], binS: 0, liveRes: 1, lastReload: 0,
   // The run has ended (a trace analysed, a monitor stopped).
   finished: false,
+  // A merged view of several probes (sonde serve --merged): no flows, tables, definitions,
+  // live bins or store; a probes table instead.
+  merged: false,
 };
 // Bins kept in the page (two minutes at 10 ms), and points drawn at most.
 const MAX_BINS = 12000, MAX_POINTS = 300;
@@ -340,9 +343,50 @@ async function loadDefinitions() {
 async function loadStatus() {
   const s = await api("/api/status");
   state.finished = s.state === "finished";
+  state.merged = Boolean(s.merged);
+  document.getElementById("probes-panel").hidden = !state.merged;
+  for (const section of document.querySelectorAll("[data-single-run]")) section.hidden = state.merged;
+  if (state.merged) {
+    document.getElementById("live-panel").hidden = true;
+    const m = s.merged;
+    const newest = m.newest_end_s === null ? "no interval yet" : "newest interval ends " + new Date(m.newest_end_s * 1000).toISOString().slice(11, 19);
+    const unreadable = m.files_unreadable ? ` · ${m.files_unreadable} file(s) unreadable` : "";
+    document.getElementById("status").textContent =
+      `merged view of ${m.probes} probes · ${newest} · ${s.packets} packets · ${fmt(s.bytes)}B · ${state.intervals.length} intervals of ${state.intervalS} s${unreadable}`;
+    const banner = document.getElementById("clock-banner");
+    banner.hidden = m.clock_off.length === 0;
+    banner.textContent = `clock off by more than an interval: ${m.clock_off.join(", ")}`;
+    return;
+  }
   drawLive();
   document.getElementById("status").textContent =
     `${s.input} · ${s.state} · ${s.packets} packets · ${fmt(s.bytes)}B · ${state.intervals.length} intervals of ${state.intervalS} s`;
+}
+
+// A merged view's probes: the newest interval each published, its lag and its clock's offset.
+async function loadProbes() {
+  const data = await api("/api/probes");
+  const body = document.createElement("tbody");
+  for (const p of data.items) {
+    const tr = document.createElement("tr");
+    tr.dataset.probe = p.probe;
+    if (p.clock_off) tr.className = "clock-off";
+    const last = new Date(p.last_start_s * 1000).toISOString().slice(11, 19) + "–" + new Date(p.last_end_s * 1000).toISOString().slice(11, 19);
+    for (const v of [p.probe, last, p.lag_s.toFixed(2), p.offset_s.toFixed(2), p.clock_off ? "off" : "ok"]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  }
+  document.getElementById("probe-table").tBodies[0].replaceWith(body);
+}
+
+// What follows the intervals and status: one run's tables, flows, definitions and store, or a
+// merged view's probes.
+function loadRest() {
+  if (state.merged) return loadProbes();
+  return Promise.all([loadTables(), loadFlows(), loadDefinitions(), loadStore()]);
 }
 
 async function loadIntervals() {
@@ -440,7 +484,7 @@ async function reload() {
   try {
     await loadIntervals();
     await loadStatus();
-    await Promise.all([loadTables(), loadFlows(), loadDefinitions(), loadStore()]);
+    await loadRest();
   } catch (e) {
     document.getElementById("status").textContent = "error: " + e.message;
   }
@@ -486,10 +530,11 @@ document.getElementById("live-resolution").onchange = (e) => { state.liveRes = N
 (async function main() {
   setupResolution();
   try {
-    await loadLive();
+    await loadStatus();
+    if (!state.merged) await loadLive();
     await loadIntervals();
     await loadStatus();
-    await Promise.all([loadTables(), loadFlows(), loadDefinitions(), loadStore()]);
+    await loadRest();
   } catch (e) {
     document.getElementById("status").textContent = "error: " + e.message;
   }

@@ -114,8 +114,37 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<Shared>)> {
         ("/api/store", get(store_listing)),
         ("/api/store/series", get(store_series)),
         ("/api/stream", get(events)),
+        ("/api/probes", get(probes)),
         ("/metrics", get(prometheus)),
     ]
+}
+
+/// The routes a merged view (`sonde serve --merged`) answers 501 `not_in_merged_view`, by the
+/// first part of their path (each path and those under it): the merge job keeps no flow, table,
+/// definition, live bin, store or run summary, only intervals, quantiles, histograms and probes
+/// (docs/merged.md).
+pub const NOT_IN_MERGED_VIEW: [&str; 6] =
+    ["/api/summary", "/api/tables", "/api/flows", "/api/definitions", "/api/live", "/api/store"];
+
+/// Whether `path` is one of [`NOT_IN_MERGED_VIEW`]'s routes.
+fn not_in_merged_view(path: &str) -> bool {
+    NOT_IN_MERGED_VIEW.iter().any(|p| path.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')))
+}
+
+/// Answers 501 on a merged view for the routes it has nothing for (a route layer: only paths
+/// that name a route get here).
+async fn merged_view_guard(State(s): State<Shared>, req: Request, next: axum::middleware::Next) -> Response {
+    let refused = not_in_merged_view(req.uri().path());
+    if refused && s.snapshot().status.merged.is_some() {
+        return error(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_in_merged_view",
+            "a merged view of several probes has intervals, quantiles, histograms and probes only: \
+             ask a probe's own server (sonde monitor --http) for its flows, tables, definitions, live \
+             bins, store and summary",
+        );
+    }
+    next.run(req).await
 }
 
 /// The whole application with the default [`Limits`].
@@ -139,7 +168,10 @@ pub fn router_with(state: Shared, access: Access, limits: &Limits) -> Router {
         api = api.route(path, handlers);
     }
     let open = access == Access::Open;
-    let api = api.layer(axum::middleware::from_fn_with_state(access, auth::require)).with_state(state);
+    let api = api
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), merged_view_guard))
+        .layer(axum::middleware::from_fn_with_state(access, auth::require))
+        .with_state(state);
     let mut app = dashboard::routes()
         .merge(api)
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such path") })
@@ -496,6 +528,12 @@ async fn store_listing(State(s): State<Shared>, Extension(g): Guarded) -> Respon
 async fn store_series(State(s): State<Shared>, Extension(g): Guarded, Query(q): Query<store::SeriesQuery>) -> Response {
     let max = g.limits.max_store_points;
     store_answer(s, move |path| store::series(path, &q, max)).await
+}
+
+/// A merged view's probes (empty for one run's server): `{"merged": bool, "items": [...]}`.
+async fn probes(State(s): State<Shared>) -> Response {
+    let snap = s.snapshot();
+    Json(json!({"merged": snap.status.merged.is_some(), "items": snap.probes})).into_response()
 }
 
 async fn prometheus(State(s): State<Shared>) -> Response {

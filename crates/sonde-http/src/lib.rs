@@ -32,7 +32,7 @@ mod stream;
 
 use std::future::Future;
 
-pub use api::{api_routes, router, router_with};
+pub use api::{api_routes, router, router_with, NOT_IN_MERGED_VIEW};
 /// The server's routes, as [`router`] makes them.
 pub type App = axum::Router;
 pub use auth::{access_for, Access, AccessError};
@@ -43,7 +43,8 @@ pub use metrics::render as render_metrics;
 pub use publish::{finished as finished_snapshot, Editor, FinishedRun, LivePublisher, LiveSettings, RECENT_FLOWS};
 pub use snapshot::{
     AssociationSamples, DefinitionSummary, Definitions, Flows, HistogramRow, IntervalData, IntervalHistograms,
-    Intervals, LiveSeries, Phase, QuantileRow, Snapshot, Status, Table, TableFiles, TrafficBin, TrafficRow,
+    Intervals, LiveSeries, MergedStatus, Phase, ProbeRow, QuantileRow, Snapshot, Status, Table, TableFiles, TrafficBin,
+    TrafficRow,
 };
 // The names these had before they were told apart from sonde-define's `Definition` and
 // sonde-stats' `Tables`; kept so callers written against them compile unchanged.

@@ -187,8 +187,75 @@ pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
         );
         e.add("sonde_definition_bytes_total", "Bytes counted per flow definition.", "counter", &labels, d.bytes as f64);
     }
+    if let Some(m) = &s.merged {
+        merged(&mut e, m, &snap.probes);
+    }
     for c in exports {
         e.add(c.name, c.help, "counter", &c.labels, c.value as f64);
     }
     e.render()
+}
+
+/// A merged view's reading and its probes' clocks.
+fn merged(e: &mut Exposition, m: &crate::snapshot::MergedStatus, probes: &[crate::snapshot::ProbeRow]) {
+    e.add(
+        "sonde_merged_files_read_total",
+        "Parquet files of the merged view read whole.",
+        "counter",
+        &[],
+        m.files_read as f64,
+    );
+    e.add(
+        "sonde_merged_read_failures_total",
+        "Failed reads of the merged view's files (each is tried again at the next reload).",
+        "counter",
+        &[],
+        m.read_failures as f64,
+    );
+    e.add(
+        "sonde_merged_files_unreadable",
+        "Files that could not be read at the latest reload.",
+        "gauge",
+        &[],
+        m.files_unreadable as f64,
+    );
+    e.add(
+        "sonde_merged_rows_dropped_total",
+        "Rows left out: older than the kept intervals, beyond the probes limit, or with a null key.",
+        "counter",
+        &[],
+        m.rows_dropped as f64,
+    );
+    e.add("sonde_merged_reloads_total", "Reloads of the merged view's directory.", "counter", &[], m.reloads as f64);
+    for p in probes {
+        let labels = [("probe", p.probe.as_str())];
+        e.add(
+            "sonde_probe_lag_seconds",
+            "Wall-clock seconds from the end of a probe's newest interval to the merge job reading it.",
+            "gauge",
+            &labels,
+            p.lag_s,
+        );
+        e.add(
+            "sonde_probe_offset_seconds",
+            "A probe's lag less the median lag of the probes (its clock's offset from the others').",
+            "gauge",
+            &labels,
+            p.offset_s,
+        );
+        e.add(
+            "sonde_probe_clock_off",
+            "1 when a probe's clock is off from the others' by more than an interval.",
+            "gauge",
+            &labels,
+            f64::from(p.clock_off),
+        );
+        e.add(
+            "sonde_probe_last_end_seconds",
+            "Packet time (Unix seconds) of the end of a probe's newest interval.",
+            "gauge",
+            &labels,
+            p.last_end_s,
+        );
+    }
 }

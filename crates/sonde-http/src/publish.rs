@@ -162,6 +162,7 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             first_packet_s: s.first_ts_ns.map(|ns| ns as f64 / 1e9),
             last_packet_s: s.first_ts_ns.map(|_| drain.clock_ns as f64 / 1e9),
+            merged: None,
         });
         if let Some(d) = drain.definitions.as_ref().filter(|_| drain.reader == 0) {
             self.definitions = definitions_view(d);
@@ -207,6 +208,7 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
             flows: Flows { tcp: table(0), udp: table(1) },
             definitions: self.definitions.clone(),
             live: LiveSeries { bin_s: bin_ns as f64 / 1e9, bins: self.bins.values().copied().collect() },
+            probes: Vec::new(),
         };
         self.state.publish(snapshot);
     }
@@ -277,6 +279,7 @@ pub fn finished(run: &FinishedRun<'_>) -> std::io::Result<Snapshot> {
         elapsed_s: run.elapsed_s,
         first_packet_s: any.then_some(run.stats.first_ts_ns as f64 / 1e9),
         last_packet_s: any.then_some(run.stats.last_ts_ns as f64 / 1e9),
+        merged: None,
     };
     let parts: Vec<&FlowLines> = run.flows.iter().collect();
     let [(_, tcp), (_, udp)] = FlowLines::render(run.format, &parts)?;
@@ -296,6 +299,7 @@ pub fn finished(run: &FinishedRun<'_>) -> std::io::Result<Snapshot> {
         definitions: run.definitions.map(|c| definitions_view(&DefinitionsView::of(c))).unwrap_or_default(),
         live: Default::default(),
         totals: Vec::new(),
+        probes: Vec::new(),
     })
 }
 

@@ -23,6 +23,63 @@ pub struct Snapshot {
     /// The whole run's traffic and flows by protocol and direction, when `intervals` holds only
     /// the recent ones (a live run); empty: `intervals` is the whole run.
     pub totals: Vec<TrafficRow>,
+    /// A merged view's probes (`sonde serve --merged`), by name; empty for one run.
+    pub probes: Vec<ProbeRow>,
+}
+
+/// One probe as the merged view knows it (docs/merged.md): the newest interval it published, when
+/// the merge job read it, and how its lag compares with the other probes'.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProbeRow {
+    pub probe: String,
+    /// The newest interval the probe published (packet time, Unix seconds).
+    pub last_start_s: f64,
+    pub last_end_s: f64,
+    /// The merge job's wall clock when it read that interval (Unix seconds).
+    pub seen_at_s: f64,
+    /// The probe's interval length.
+    pub interval_s: f64,
+    /// `seen_at_s - last_end_s`.
+    pub lag_s: f64,
+    /// `lag_s` less the median lag of the probes seen in the last minute.
+    pub offset_s: f64,
+    /// `|offset_s| > interval_s`: the probe's clock is off from the others by more than an
+    /// interval.
+    pub clock_off: bool,
+    /// The merge job's micro-batch this row came from.
+    pub batch: i64,
+}
+
+/// What `/api/status` says of a merged view: where it reads, what it holds, which probes are
+/// flagged, and how reading went.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MergedStatus {
+    /// The directory read (the merge job's output).
+    pub dir: String,
+    /// Probes in the probes table.
+    pub probes: usize,
+    /// The probes whose clock is off (`clock_off`), by name.
+    pub clock_off: Vec<String>,
+    /// Intervals kept (at most `max_intervals`, the newest).
+    pub intervals: usize,
+    pub max_intervals: usize,
+    /// The newest interval's bounds (Unix seconds), `null` before any.
+    pub newest_start_s: Option<f64>,
+    pub newest_end_s: Option<f64>,
+    /// Parquet files read whole so far.
+    pub files_read: u64,
+    /// Files that could not be read at the latest reload (skipped, tried again at the next).
+    pub files_unreadable: u64,
+    /// Failed reads so far (a file failing at three reloads counts three).
+    pub read_failures: u64,
+    /// The latest failure: the file and why.
+    pub last_failure: Option<String>,
+    /// Rows left out so far: an interval older than the kept ones, a probe beyond the probes
+    /// limit, or a row with a null or a non-finite key.
+    pub rows_dropped: u64,
+    /// Reloads done, and the wall clock of the latest (Unix seconds).
+    pub reloads: u64,
+    pub reloaded_unix_s: f64,
 }
 
 /// Traffic per direction in short bins of packet time, the newest last: what the live
@@ -65,6 +122,10 @@ pub struct Status {
     /// Packet time of the first and latest packet (Unix seconds), `null` before any.
     pub first_packet_s: Option<f64>,
     pub last_packet_s: Option<f64>,
+    /// Present only when the server shows a merged view of several probes (`sonde serve
+    /// --merged`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergedStatus>,
 }
 
 /// The monitoring intervals (sonde-stats' `Report`), oldest first.

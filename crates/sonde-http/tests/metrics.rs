@@ -195,6 +195,28 @@ fn a_live_runs_totals_count_beyond_its_recent_intervals() {
     assert_eq!(tcp("sonde_flows_opened_total"), 7.0);
 }
 
+/// Issue 22: a merged view's reading counters and its probes' clocks, one series per probe.
+#[tokio::test]
+async fn a_merged_view_exposes_its_files_and_probes() {
+    let (status, body) =
+        call(common::merged(), Access::Open, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = String::from_utf8(body).unwrap();
+    let families = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(families["sonde_merged_files_read_total"].samples[0].1, 4.0);
+    assert_eq!(families["sonde_merged_read_failures_total"].samples[0].1, 2.0);
+    assert_eq!(families["sonde_merged_files_unreadable"].samples[0].1, 1.0);
+    let probe = |family: &str, name: &str| {
+        families[family].samples.iter().find(|(l, _)| l["probe"] == name).unwrap_or_else(|| panic!("{family} {name}")).1
+    };
+    assert_eq!((probe("sonde_probe_clock_off", "p1"), probe("sonde_probe_clock_off", "p2")), (0.0, 1.0));
+    assert_eq!(probe("sonde_probe_offset_seconds", "p2"), 3.5);
+    assert_eq!(probe("sonde_probe_lag_seconds", "p2"), 4.5);
+    // One run's server has none of these.
+    let text = render_metrics(&common::snapshot(sonde_http::Phase::Finished), &[]);
+    assert!(!text.contains("sonde_merged_") && !text.contains("sonde_probe_"), "{text}");
+}
+
 #[test]
 fn exporters_counters_are_counter_families_with_their_labels() {
     let snap = common::snapshot(sonde_http::Phase::Running);

@@ -94,6 +94,52 @@ async fn every_documented_operation_answers_as_documented() {
     assert!(checked >= 16, "only {checked} operations checked");
 }
 
+/// Issue 22: a merged view answers its own routes as documented (status with `merged`, the
+/// probes table) and 501, documented, on every route that has no data in it.
+#[tokio::test]
+async fn a_merged_view_answers_as_documented() {
+    let spec = spec();
+    let mut refused = 0;
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        let Some(op) = item.get("get") else { continue };
+        if path == "/api/stream" {
+            continue;
+        }
+        let uri = concrete(path, op);
+        let (status, body) =
+            call(common::merged(), Access::Open, Request::get(&uri).body(Body::empty()).unwrap()).await;
+        let documented = &op["responses"][status.as_str()];
+        assert!(documented.is_object(), "GET {uri}: {status} is not documented");
+        let named = sonde_http::NOT_IN_MERGED_VIEW.iter().any(|p| path == p || path.starts_with(&format!("{p}/")));
+        assert_eq!(status == StatusCode::NOT_IMPLEMENTED, named, "GET {uri}: {status}");
+        if let Some(media) = documented["content"].get("application/json") {
+            let instance: Value = serde_json::from_slice(&body).expect("JSON body");
+            let errors: Vec<String> =
+                validator(&spec, &media["schema"]).iter_errors(&instance).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "GET {uri}: {errors:?}");
+            if named {
+                assert_eq!(instance["error"], "not_in_merged_view");
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused >= 9, "only {refused} refusals checked");
+    let (_, status) = common::get(common::merged(), "/api/status").await;
+    assert_eq!(status["merged"]["clock_off"], json!(["p2"]));
+    let (_, probes) = common::get(common::merged(), "/api/probes").await;
+    assert_eq!(probes["merged"], true);
+    assert_eq!(probes["items"][1]["clock_off"], true);
+    assert_eq!(probes["items"][0]["clock_off"], false);
+    // A change is refused the same way, before the (absent) engine is asked.
+    let req = common::json_request("POST", "/api/definitions", &json!({"version": 1, "definition": "web = tcp"}));
+    assert_eq!(call(common::merged(), Access::Open, req).await.0, StatusCode::NOT_IMPLEMENTED);
+    // One run's server has no probe table and says so; its status has no `merged`.
+    let (_, probes) = common::get(finished(), "/api/probes").await;
+    assert_eq!(probes, json!({"merged": false, "items": []}));
+    let (_, status) = common::get(finished(), "/api/status").await;
+    assert!(status.get("merged").is_none());
+}
+
 #[test]
 fn the_schemas_reject_what_they_should() {
     // The check above would pass with schemas that accept anything: these must fail.

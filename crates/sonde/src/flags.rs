@@ -89,6 +89,14 @@ pub enum Command {
     /// --kafka-control` applies, and read the probes' reports (docs/kafka.md, "Control topic").
     #[command(subcommand)]
     Control(crate::control::ControlCommand),
+    /// Serve the merged view of several probes: the Spark merge job's output (intervals,
+    /// quantiles, histograms and the probes table, docs/merged.md) on the dashboard, the API and
+    /// /metrics, read again every --reload seconds, until Ctrl-C.
+    ///
+    /// Example: sonde serve --merged merged/ --http 127.0.0.1:8080
+    ///
+    /// Exit status: 0 stopped by Ctrl-C; 1 error (the directory or the address refused).
+    Serve(Box<crate::serve::ServeArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -50,6 +50,12 @@ impl Prepared {
         sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")
     }
 
+    /// Serves `state` (another thread publishes into it) until SIGINT.
+    pub fn serve_state(self, state: std::sync::Arc<RunState>, quiet: bool, how: &str) -> Result<()> {
+        let app = self.announce(state, quiet, how)?;
+        sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")
+    }
+
     /// Serves `state` (a live run publishes into it) in a thread of its own until stopped.
     pub fn serve_live(self, state: std::sync::Arc<RunState>, quiet: bool) -> Result<sonde_http::Background> {
         let app = self.announce(state, quiet, "while capturing")?;

@@ -14,6 +14,7 @@ mod flags;
 mod http;
 mod monitor;
 mod plot;
+mod serve;
 mod stop;
 mod store;
 mod thin;
@@ -51,6 +52,7 @@ fn main() -> ExitCode {
             args.analysis.live = true;
             monitor::run(&args)
         }
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -86,6 +86,7 @@ pub fn snapshot(phase: Phase) -> Snapshot {
             elapsed_s: 0.5,
             first_packet_s: Some(100.0),
             last_packet_s: Some(103.9),
+            merged: None,
         },
         summary: serde_json::json!({"packets": {"read": 38}}),
         intervals: Intervals { interval_s: 1.0, items, histograms },
@@ -109,7 +110,8 @@ pub fn snapshot(phase: Phase) -> Snapshot {
             counts: Table::from_tsv("start\tend\tdefinition\tversion\tfid\tpackets\tbytes\n100.0\t101.0\tweb\t1\t-\t7\t700\n"),
             associations: vec![AssociationSamples { name: "rtt".into(), samples: vec![[100.1, 20.0], [100.2, 22.5]] }],
         },
-                totals: Vec::new(),
+        totals: Vec::new(),
+        probes: Vec::new(),
         live: LiveSeries {
             bin_s: 0.01,
             bins: [103.88, 103.89]
@@ -117,6 +119,41 @@ pub fn snapshot(phase: Phase) -> Snapshot {
                 .into(),
         },
     }
+}
+
+/// A merged view (`sonde serve --merged`) of the fixture's intervals from two probes, one of
+/// them with its clock off.
+pub fn merged() -> Arc<RunState> {
+    let mut snap = snapshot(Phase::Running);
+    let probe = |name: &str, offset_s: f64| sonde_http::ProbeRow {
+        probe: name.into(),
+        last_start_s: 103.0,
+        last_end_s: 104.0,
+        seen_at_s: 105.0 + offset_s,
+        interval_s: 1.0,
+        lag_s: 1.0 + offset_s,
+        offset_s,
+        clock_off: offset_s.abs() > 1.0,
+        batch: 7,
+    };
+    snap.probes = vec![probe("p1", 0.0), probe("p2", 3.5)];
+    snap.status.merged = Some(sonde_http::MergedStatus {
+        dir: "/merged".into(),
+        probes: 2,
+        clock_off: vec!["p2".into()],
+        intervals: 3,
+        max_intervals: 720,
+        newest_start_s: Some(103.0),
+        newest_end_s: Some(104.0),
+        files_read: 4,
+        files_unreadable: 1,
+        read_failures: 2,
+        last_failure: Some("part-9.parquet: not a Parquet file".into()),
+        rows_dropped: 0,
+        reloads: 2,
+        reloaded_unix_s: 106.0,
+    });
+    RunState::new(snap)
 }
 
 pub fn finished() -> Arc<RunState> {
