@@ -5,8 +5,8 @@
 //! Without java or the jars the test fails: it never passes without a broker.
 
 mod common;
-mod netns;
 mod kafka_broker;
+mod netns;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use kafka_broker::{free_port, repo, Broker};
 use serde_json::Value;
-
 
 fn jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
