@@ -88,6 +88,14 @@ def newest(directory: Path, key: str) -> duckdb.DuckDBPyRelation:
         f"FROM read_parquet('{directory}/*.parquet')) WHERE rn = 1")
 
 
+def batches_done(merged: Path) -> int:
+    """The merge job's batches so far (its `_job.json`, rewritten whole after each)."""
+    try:
+        return json.loads((merged / "_job.json").read_text())["batches"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def started(proc: subprocess.Popen, words: str) -> None:
     """Reads `proc`'s stderr until a line holding `words` (then keeps draining it)."""
     seen = []
@@ -139,20 +147,28 @@ def test_two_probes_merge_to_the_offline_analysis(tmp_path: Path) -> None:
             while not all(c.exists() for c in caps):
                 assert time.monotonic() < deadline, "dumpcap did not start"
                 time.sleep(0.1)
-            # The job's first micro-batch (Spark's start) before any traffic: the latencies
-            # below are the running job's.
-            while not (merged / "_job.json").exists():
+            # A third probe whose clock is far off publishes the demo trace (days old) now, and
+            # again while the live probes publish. The replay waits for the job to have merged
+            # the first: the latencies below are the running job's, not its start's (Spark's
+            # session, its Kafka consumers).
+            def late_probe() -> None:
+                subprocess.run([sonde, "analyze", "-q", "--force", "-r", str(REPO / "testdata/demo.pcap"), "-o",
+                                str(tmp_path / "late"), "--interval", str(INTERVAL), "--probe-id", "late",
+                                "--kafka", broker.address], check=True)
+
+            late_probe()
+            while not batches_done(merged):
                 assert merge.poll() is None, merge.stderr.read()
                 assert time.monotonic() < deadline + 180, "the merge job did not start"
                 time.sleep(0.2)
             replays = [links.replay(i, halves[i], PPS // 2) for i in range(2)]
-            # A third probe whose clock is far off: the demo trace's time, published now.
-            subprocess.run([sonde, "analyze", "-q", "--force", "-r", str(REPO / "testdata/demo.pcap"), "-o",
-                            str(tmp_path / "late"), "--interval", str(INTERVAL), "--probe-id", "late",
-                            "--kafka", broker.address], check=True)
             # What the server shows of each interval while the replay runs: (wall clock, packets).
             seen: Dict[float, List[Tuple[float, int]]] = defaultdict(list)
+            replayed_at = time.monotonic()
             while any(r.poll() is None for r in replays):
+                if replayed_at is not None and time.monotonic() > replayed_at + 8:
+                    late_probe()
+                    replayed_at = None
                 now = time.time()
                 for interval in get(f"{url}/api/intervals")["items"]:
                     seen[interval["start_s"]].append((now, sum(t["packets"] for t in interval["traffic"])))
