@@ -56,6 +56,7 @@ pub(crate) fn collect<P: Part>(
     observers: &mut [&mut (dyn DrainObserver<P> + Send)],
 ) -> Held<P> {
     let mut pending: BTreeMap<(usize, u64), Pending> = BTreeMap::new();
+    held.keep_new_flows = observers.iter().any(|o| o.wants_new_flows());
     while let Ok(message) = parts.recv() {
         let reader = match message {
             ToCollector::Worker(w) => {

@@ -158,8 +158,10 @@ pub struct Held<P> {
     pub new_packets: usize,
     /// The flow statistics brought since the last drain reached the observers (counters and
     /// distributions, no tables; also in `flows`): what changed, for a feed of additive
-    /// contributions (Kafka's intervals). Emptied after each drain's observers.
+    /// contributions (Kafka's intervals). Emptied after each drain's observers; kept only when
+    /// an observer asks for it ([`DrainObserver::wants_new_flows`]).
     pub new_flows: BTreeMap<u64, sonde_stats::FlowInterval>,
+    pub(crate) keep_new_flows: bool,
     cfg: Option<sonde_stats::Config>,
 }
 
@@ -173,6 +175,7 @@ impl<P: Part> Held<P> {
             opened: [[0; 4]; 2],
             new_packets: 0,
             new_flows: BTreeMap::new(),
+            keep_new_flows: false,
             cfg,
         }
     }
@@ -217,8 +220,10 @@ impl<P: Part> Held<P> {
     pub(crate) fn absorb(&mut self, part: P, flows: Option<BTreeMap<u64, sonde_stats::FlowInterval>>) {
         self.part.absorb(part);
         if let (Some(mine), Some(theirs)) = (self.flows.as_mut(), flows) {
-            for (i, f) in &theirs {
-                self.new_flows.entry(*i).or_default().merge(&f.without_tables());
+            if self.keep_new_flows {
+                for (i, f) in &theirs {
+                    self.new_flows.entry(*i).or_default().merge(&f.without_tables());
+                }
             }
             mine.absorb(theirs);
         }
@@ -237,6 +242,11 @@ fn add_totals(into: &mut Totals, more: &Totals) {
 /// first.
 pub trait DrainObserver<P>: Send {
     fn drained(&mut self, drain: &Drain, held: &mut Held<P>);
+
+    /// Whether it reads [`Held::new_flows`]: the copy is made at each drain only then.
+    fn wants_new_flows(&self) -> bool {
+        false
+    }
 
     /// The run ended: what no drain brought, before it is merged into the run's report.
     fn finished(&mut self, _rest: &Undrained<'_>) {}

@@ -64,6 +64,9 @@ impl DrainObserver<Vec<FlowRecord>> for Observer {
         let c = self.live.drained(drain.reader, drain.clock_ns, new, &[&held.new_flows]);
         self.keep(c);
     }
+    fn wants_new_flows(&self) -> bool {
+        true
+    }
     fn finished(&mut self, rest: &Undrained<'_>) {
         let c = self.live.finished(rest.packets, &rest.flows);
         self.keep(c);

@@ -84,6 +84,10 @@ impl<P: Part> DrainObserver<P> for IntervalPublisher<'_> {
         self.exporter.publish(&contributions);
     }
 
+    fn wants_new_flows(&self) -> bool {
+        true
+    }
+
     fn finished(&mut self, rest: &Undrained<'_>) {
         self.exporter.publish(&self.live.finished(rest.packets, &rest.flows));
     }
