@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
+from sonde.spark.files import atomic_write
+
 MANIFEST = "traces"
 DEFAULT_PROBE = "default"
 PROBE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -184,13 +186,7 @@ def _write(table, path: Path) -> None:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def _remove_stale(out: Path, trace: Trace, written: set) -> None:

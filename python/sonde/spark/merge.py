@@ -32,12 +32,13 @@ import re
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sonde.spark.files import atomic_write
 
 # Values are integers in a base unit, written in the unit (docs/monitoring.md, "Bins"): ms of
 # ns, % of ppm. Other units are their base unit.
@@ -358,17 +359,6 @@ class Merger:
                 "histograms": pa.Table.from_pylist(hs, HISTOGRAMS), "probes": pa.Table.from_pylist(ps_rows, PROBES)}
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Writes through a dot-file renamed into place: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_changelog(out: Path, batch: int, tables: Dict[str, pa.Table]) -> None:
     """Appends a batch's rows to the four directories, one file each, named by the batch (a
     batch written again after a crash replaces its own file)."""
@@ -377,7 +367,7 @@ def write_changelog(out: Path, batch: int, tables: Dict[str, pa.Table]) -> None:
             continue
         d = out / name
         d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / f"part-{batch:08d}-sonde.parquet", lambda p, t=table: pq.write_table(t, p))
+        atomic_write(d / f"part-{batch:08d}-sonde.parquet", lambda p, t=table: pq.write_table(t, p))
 
 
 KEYS: Dict[str, Tuple[str, ...]] = {
@@ -402,7 +392,7 @@ def compact(out: Path, every: int) -> int:
         kept = table.join(newest, list(key) + ["batch"], join_type="inner").select(table.schema.names)
         kept = kept.sort_by([("batch", "ascending")] + [(k, "ascending") for k in key])
         last = files[-1].name.split("-")[1]
-        _atomic_write(d / f"part-{last}-compact.parquet", lambda p, t=kept: pq.write_table(t, p))
+        atomic_write(d / f"part-{last}-compact.parquet", lambda p, t=kept: pq.write_table(t, p))
         for f in files:
             f.unlink(missing_ok=True)
         removed += len(files)
@@ -424,7 +414,7 @@ class ContributionLog:
 
     def write(self, batch: int, seen_at: float, intervals: List[Dict], histograms: List[Dict]) -> None:
         record = {"batch": batch, "seen_at": seen_at, "intervals": intervals, "histograms": histograms}
-        _atomic_write(self.path(batch), lambda p: p.write_text(json.dumps(record)))
+        atomic_write(self.path(batch), lambda p: p.write_text(json.dumps(record)))
         self.max_start[batch] = max((c["start"] for c in intervals + histograms), default=-math.inf)
 
     def replay(self, merger: Merger) -> int:
@@ -540,7 +530,7 @@ class Job:
                   "compacted_files": self.compacted_files, "replayed_through": self.replayed,
                   "recent": self.recent}
         self.out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.out / "_job.json", lambda p: p.write_text(json.dumps(status, indent=1)))
+        atomic_write(self.out / "_job.json", lambda p: p.write_text(json.dumps(status, indent=1)))
 
 
 def spark_session(master: str, jars: Optional[str]):
