@@ -55,7 +55,9 @@ pub struct ProtocolCounts {
     pub icmp_types: BTreeMap<String, u64>,
     /// Packets whose analysed flow was carried in a tunnel, by tunnel kind.
     pub tunnelled: BTreeMap<String, u64>,
-    /// Non-IP frames by EtherType ("0x0806") or "other".
+    /// Non-IP frames by EtherType ("0x0806"), by LLC service access points with Wireshark's
+    /// names ("llc 0x42/0x42 (Spanning Tree BPDU)"), SNAP organisation and protocol
+    /// ("snap 00000c/0x2000"), "raw 802.3 (IPX)" or "other".
     pub non_ip_types: BTreeMap<String, u64>,
 }
 
@@ -299,7 +301,7 @@ struct RawTallies {
     link_run: Option<(u32, Traffic)>,
     unsupported: BTreeMap<u32, u64>,
     problems: BTreeMap<DecodeProblem, u64>,
-    non_ip: BTreeMap<Option<u16>, u64>,
+    non_ip: BTreeMap<NonIp, u64>,
     tunnels: BTreeMap<Tunnel, u64>,
     /// (is ICMPv6, type)
     icmp: BTreeMap<(bool, u8), u64>,
@@ -356,11 +358,7 @@ impl RunStats {
         let Some(ip) = p.ip else {
             if let Some(non_ip) = p.non_ip {
                 c.non_ip.add(u64::from(wire_len));
-                let key = match non_ip {
-                    NonIp::EtherType(t) => Some(t),
-                    NonIp::Other => None,
-                };
-                *raw.non_ip.entry(key).or_default() += 1;
+                *raw.non_ip.entry(non_ip).or_default() += 1;
             }
             return;
         };
@@ -408,11 +406,7 @@ impl RunStats {
             *map.entry(format!("{kind}{}", layer_name(layer))).or_default() += n;
         }
         let c = &mut self.protocols;
-        c.non_ip_types = raw
-            .non_ip
-            .into_iter()
-            .map(|(t, n)| (t.map_or_else(|| "other".to_string(), |t| format!("0x{t:04x}")), n))
-            .collect();
+        c.non_ip_types = raw.non_ip.into_iter().map(|(t, n)| (t.to_string(), n)).collect();
         c.tunnelled = raw.tunnels.into_iter().map(|(t, n)| (t.name().to_string(), n)).collect();
         c.icmp_types =
             raw.icmp.into_iter().map(|((v6, ty), n)| (format!("{}:{ty}", if v6 { "v6" } else { "v4" }), n)).collect();

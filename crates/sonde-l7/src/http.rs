@@ -7,7 +7,10 @@
 //! that direction stops once it is).
 //!
 //! Heads are parsed with `httparse` (lenient settings: obsolete line folding, repeated spaces and
-//! invalid header lines in responses are accepted, as browsers do). A head that spans segments
+//! invalid header lines in responses are accepted, as browsers do). A request line without a
+//! version is an HTTP/0.9 request (RFC 1945 §4.1, "Simple-Request"), as Zeek and Wireshark read
+//! it: the line is the whole request, and the answer to it, when its direction has not spoken
+//! HTTP/1.x yet, is a response without a status line whose body runs to the connection's close. A head that spans segments
 //! is buffered, at most [`HEAD_LIMIT_BYTES`] (8 KiB) per direction: a longer head counts
 //! `over_limit` and stops the direction. Bodies are skipped without buffering, by Content-Length
 //! or by the chunked framing (RFC 9112 §6.3, §7.1), so the heads of persistent and pipelined
@@ -100,6 +103,8 @@ enum Chunk {
 enum Pending {
     Head,
     Connect,
+    /// An HTTP/0.9 request: its answer has no head.
+    Simple,
     Other,
 }
 
@@ -133,6 +138,8 @@ struct Head {
     host: Option<String>,
     user_agent: Option<String>,
     status: Option<u16>,
+    /// An HTTP/0.9 request line (no version).
+    simple: bool,
     framing: Framing,
 }
 
@@ -197,6 +204,14 @@ impl HttpParser {
                         }
                         Start::NeedMore => {
                             d.head.extend_from_slice(input);
+                            return;
+                        }
+                        Start::Other if self.pending.front() == Some(&Pending::Simple) => {
+                            // The answer to an HTTP/0.9 request: no head, a body to the close.
+                            d.role = Some(Role::Responses);
+                            d.head = Vec::new();
+                            let head = Head::simple_response();
+                            self.message(dir, head, ts_ns, facts);
                             return;
                         }
                         Start::Other => {
@@ -298,6 +313,7 @@ impl HttpParser {
                 }
                 if self.pending.len() < PENDING_LIMIT {
                     self.pending.push_back(match head.method.as_deref() {
+                        _ if head.simple => Pending::Simple,
                         Some("HEAD") => Pending::Head,
                         Some("CONNECT") => Pending::Connect,
                         _ => Pending::Other,
@@ -398,7 +414,13 @@ fn parse_head(role: Role, buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError
     let (status, fields, head) = match role {
         Role::Requests => {
             let mut req = httparse::Request::new(&mut headers);
-            let status = cfg.parse_request(&mut req, buf).map_err(head_error)?;
+            let status = match cfg.parse_request(&mut req, buf) {
+                Ok(status) => status,
+                Err(e) => match lax_request(buf, req.headers, e)? {
+                    Some(found) => return Ok(Some(found)),
+                    None => return Ok(None),
+                },
+            };
             let httparse::Status::Complete(len) = status else { return Ok(None) };
             let head = Head {
                 role,
@@ -407,6 +429,7 @@ fn parse_head(role: Role, buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError
                 host: None,
                 user_agent: None,
                 status: None,
+                simple: false,
                 framing: Framing::None,
             };
             (len, req.headers, head)
@@ -422,12 +445,17 @@ fn parse_head(role: Role, buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError
                 host: None,
                 user_agent: None,
                 status: resp.code,
+                simple: false,
                 framing: Framing::Close,
             };
             (len, resp.headers, head)
         }
     };
-    let mut head = head;
+    read_fields(role, head, fields).map(|head| Some((status, head)))
+}
+
+/// Takes what a head's header fields say into it: Host, User-Agent and how its body is framed.
+fn read_fields(role: Role, mut head: Head, fields: &[httparse::Header<'_>]) -> Result<Head, HeadError> {
     let mut length: Option<u64> = None;
     let mut chunked = false;
     let mut other_coding = false;
@@ -471,7 +499,89 @@ fn parse_head(role: Role, buf: &[u8]) -> Result<Option<(usize, Head)>, HeadError
     } else {
         Framing::Close
     };
-    Ok(Some((status, head)))
+    Ok(head)
+}
+
+impl Head {
+    /// The answer to an HTTP/0.9 request: no status, the body until the connection closes.
+    fn simple_response() -> Head {
+        Head {
+            role: Role::Responses,
+            method: None,
+            target: None,
+            host: None,
+            user_agent: None,
+            status: None,
+            simple: true,
+            framing: Framing::Close,
+        }
+    }
+}
+
+/// A request head `httparse` refuses for its request line, read as Zeek and Wireshark read it
+/// (the header fields after the line must still parse):
+/// - a method of ours, a target and a last word that begins with `HTTP/1.` (or `HTTP/0.`)
+///   however it goes on (`HTTP/1.`, `HTTP/1.0.8`); the target is what lies between, spaces
+///   kept, maybe empty (a version of another major, `HTTP/3.0`, stays malformed on TCP);
+/// - a method and one target without a version: an HTTP/0.9 request (RFC 1945 §4.1's
+///   Simple-Request), whose line is the whole request unless header fields follow it.
+///
+/// No control bytes in the line. `Ok(None)` while the line or its fields are incomplete.
+fn lax_request<'b>(
+    buf: &'b [u8],
+    headers: &mut [httparse::Header<'b>],
+    refused: httparse::Error,
+) -> Result<Option<(usize, Head)>, HeadError> {
+    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+        return Ok(None);
+    };
+    let line = &buf[..end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let words: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|w| !w.is_empty()).collect();
+    let bad = || Err(head_error(refused));
+    let Some((&method, rest)) = words.split_first() else { return bad() };
+    if !METHODS.contains(&method) || line.iter().any(|&b| b.is_ascii_control() && b != b'\t') {
+        return bad();
+    }
+    let (target, simple) = match rest {
+        [target] if !target.starts_with(b"HTTP/") => (*target, true),
+        [between @ .., version] if version.starts_with(b"HTTP/1.") || version.starts_with(b"HTTP/0.") => {
+            // The target's bytes as sent, from its first word to its last.
+            let target = match (between.first(), between.last()) {
+                (Some(first), Some(last)) => {
+                    let from = first.as_ptr() as usize - line.as_ptr() as usize;
+                    let to = last.as_ptr() as usize - line.as_ptr() as usize + last.len();
+                    &line[from..to]
+                }
+                _ => &[][..],
+            };
+            (target, false)
+        }
+        _ => return bad(),
+    };
+    let head = Head {
+        role: Role::Requests,
+        method: Some(text(method)),
+        target: Some(text(target)),
+        host: None,
+        user_agent: None,
+        status: None,
+        simple,
+        framing: Framing::None,
+    };
+    let after = &buf[end + 1..];
+    if simple && (after.is_empty() || after.starts_with(b"\r\n") || after.starts_with(b"\n")) {
+        // HTTP/0.9: no fields; a blank line after it is skipped as between messages.
+        return Ok(Some((end + 1, head)));
+    }
+    match httparse::parse_headers(after, headers) {
+        Ok(httparse::Status::Complete((len, fields))) => {
+            read_fields(Role::Requests, head, fields).map(|head| Some((end + 1 + len, head)))
+        }
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(_) if simple => Ok(Some((end + 1, head))),
+        Err(e) => Err(head_error(e)),
+    }
 }
 
 #[cold]
@@ -779,5 +889,80 @@ mod tests {
             r.send(CLIENT, 1, &b);
             r.send(SERVER, 1, &b);
         }
+    }
+
+    #[test]
+    fn http_09_requests() {
+        // Zeek's http_09.pcap: a request line without a version, and a body without a head.
+        let mut r = Run::new();
+        assert_eq!(r.send(CLIENT, 10, b"GET /zeek.html\r\n"), Verdict::More);
+        assert_eq!(r.send(SERVER, 20, b"<html>\n  The Zeek Network Security Monitor\n</html>\n"), Verdict::Done);
+        let h = r.http();
+        assert_eq!((h.requests, h.responses), (1, 1));
+        assert_eq!((h.method.as_deref(), h.target.as_deref()), (Some("GET"), Some("/zeek.html")));
+        assert_eq!((h.status, h.first_request_ns, h.first_response_ns), (None, Some(10), Some(20)));
+        assert_eq!(r.facts.problems, Problems::default());
+        // A line cut before its end waits; a bare LF ends it; blank lines after it are skipped.
+        let mut r = Run::new();
+        assert_eq!(r.send(CLIENT, 1, b"POST /zeek."), Verdict::More);
+        assert_eq!(r.send(CLIENT, 2, b"html\n\r\n"), Verdict::More);
+        assert_eq!((r.http().requests, r.http().target.as_deref()), (1, Some("/zeek.html")));
+        assert_eq!(r.facts.problems, Problems::default());
+        // A server that answers with a head answers as HTTP/1.x.
+        assert_eq!(r.send(SERVER, 3, b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"), Verdict::More);
+        assert_eq!((r.http().responses, r.http().status), (1, Some(200)));
+        // Zeek's http-09-content-length-confusion.pcap: the server speaks first, then the
+        // client's simple request; the server's direction is HTTP/1.x already.
+        let mut r = Run::new();
+        r.send(SERVER, 1, b"HTTP/1.1 200 OK\r\n");
+        r.send(SERVER, 2, b"Content-Length: 4\r\n");
+        r.send(SERVER, 3, b"\r\n");
+        r.send(CLIENT, 4, b"GET /\r\n");
+        r.send(CLIENT, 5, b"\r\n");
+        r.send(SERVER, 6, b"this is too much.\n");
+        let h = r.http();
+        assert_eq!((h.requests, h.responses, h.method.as_deref(), h.status), (1, 1, Some("GET"), Some(200)));
+        assert_eq!(r.facts.problems.http_malformed, 1, "the cruft after the 4-byte body");
+        // Not requests: a third word that is no version, a control byte, an unknown method.
+        for line in [&b"GET / HTTP/1.1 x\r\n"[..], b"GET /\x01\r\n", b"GET  \r\n"] {
+            let mut r = Run::new();
+            r.send(CLIENT, 1, line);
+            assert_eq!((r.http().requests, r.facts.problems.http_malformed), (0, 1), "{line:?}");
+        }
+        // Request lines Zeek and Wireshark read and httparse refuses: a version cut short, no
+        // target, a target with a space (Zeek's methods.pcap, http-connect.pcap), a versionless
+        // line with header fields after it.
+        for (head, target) in [
+            (&b"GET / HTTP/1.\r\nHost: h\r\n\r\n"[..], "/"),
+            (b"OPTIONS HTTP/1.1\r\nHost: h\r\n\r\n", ""),
+            (b"GET /HTTP/1.1\r\nHost: h\r\n\r\n", "/HTTP/1.1"),
+            (b"PUT /x HTTP/1.0.8\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n", "/x"),
+        ] {
+            let mut r = Run::new();
+            r.send(CLIENT, 1, head);
+            let h = r.http();
+            assert_eq!((h.target.as_deref(), h.host.as_deref()), (Some(target), Some("h")), "{head:?}");
+            assert_eq!(r.facts.problems, Problems::default(), "{head:?}");
+            assert_eq!(h.requests, 1 + u32::from(head.len() > 60), "{head:?}: the body is skipped by its length");
+        }
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"CONNECT mailin03.sul.t-online.de:25 / HTTP/1.0\r\n\r\n");
+        assert_eq!(r.http().target.as_deref(), Some("mailin03.sul.t-online.de:25 /"));
+        assert_eq!(r.send(SERVER, 2, b"HTTP/1.0 200 OK\r\n\r\n"), Verdict::Done, "a tunnel");
+        // Cut inside the line and inside its fields: it waits for the rest.
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"GET / HTT");
+        r.send(CLIENT, 2, b"P/1.\r\nHost: ");
+        r.send(CLIENT, 3, b"h\r\n\r\n");
+        assert_eq!((r.http().requests, r.http().host.as_deref()), (1, Some("h")));
+        // A bad field after a lax line is still malformed.
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"GET / HTTP/1.\r\nHo st: h\r\n\r\n");
+        assert_eq!((r.http().requests, r.facts.problems.http_malformed), (0, 1));
+        // A body without a head answers only a simple request.
+        let mut r = Run::new();
+        r.send(CLIENT, 1, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        r.send(SERVER, 2, b"<html>");
+        assert_eq!((r.http().responses, r.facts.problems.http_malformed), (0, 1));
     }
 }

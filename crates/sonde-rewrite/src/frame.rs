@@ -1,7 +1,7 @@
 //! The link layer: from a frame (or a tunnel's inner frame) to its IP or ARP packet, using
 //! sonde-wire's walks, so that exactly the packets sonde analyses are the ones rewritten.
 
-use sonde_wire::ethernet::{self, ethertype, skip_vlan_tags};
+use sonde_wire::ethernet::{self, ethertype, skip_to_ethertype};
 use sonde_wire::link::LinkEnd;
 use sonde_wire::{link_network, LinkType, NonIp, MAX_TUNNEL_DEPTH};
 
@@ -83,7 +83,7 @@ fn arp_offset(link: LinkType, frame: &[u8]) -> Option<usize> {
         _ => return None,
     };
     let ty = u16::from_be_bytes([*frame.get(type_at)?, *frame.get(type_at + 1)?]);
-    match skip_vlan_tags(frame, payload_at, ty) {
+    match skip_to_ethertype(frame, payload_at, ty) {
         Ok((ty, at)) if ty == ethertype::ARP || ty == RARP => Some(at),
         _ => None,
     }

@@ -173,6 +173,26 @@ fn arp_over_vlan_and_sll() {
     assert_eq!(out, sll(&arp(m4(V4_B), m4(V4_D))));
 }
 
+/// IEEE 802.3 frames with LLC/SNAP (RFC 1042): the IP and ARP they carry are rewritten as in
+/// Ethernet II frames (until LLC/SNAP was decoded they left the anonymiser as they came).
+#[test]
+fn llc_snap_ip_and_arp() {
+    let snap = |ty: u16, payload: &[u8]| {
+        let len = (8 + payload.len()) as u16;
+        let head = [0xaa, 0xaa, 0x03, 0, 0, 0, (ty >> 8) as u8, ty as u8];
+        eth(len, &[&head[..], payload].concat())
+    };
+    let frame = snap(0x0800, &ipv4(V4_A, V4_B, 17, udp(1, 2, b"x")));
+    let (out, stats) = rewrite(&frame);
+    assert_eq!(out, snap(0x0800, &ipv4(m4(V4_A), m4(V4_B), 17, udp(1, 2, b"x"))));
+    assert_eq!(stats.ipv4_addresses, 2);
+    let arp = [&[0, 1, 0x08, 0x00, 6, 4, 0, 1, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf][..], &V4_A, &[0; 6], &V4_C].concat();
+    let mapped = [&arp[..14], &m4(V4_A), &[0; 6], &m4(V4_C)].concat();
+    let (out, stats) = rewrite(&snap(0x0806, &arp));
+    assert_eq!(out, snap(0x0806, &mapped));
+    assert_eq!((stats.arp_packets, stats.ipv4_addresses), (1, 2));
+}
+
 #[test]
 fn icmp_error_quoting_udp() {
     // A router's time exceeded for a UDP datagram A → B, quoting its IP header and 8 bytes.

@@ -257,9 +257,46 @@ fn non_ip_frames() {
     f.ethernet(0x0806).zeros(28);
     let s = dec(LinkType::ETHERNET, f.bytes());
     assert_eq!(s, PacketSummary { non_ip: Some(NonIp::EtherType(0x0806)), ..PacketSummary::EMPTY });
+    // 802.3 with LLC: spanning tree, by its SAPs.
     let mut f = Frame::new();
     f.ethernet(0x0026).push(&[0x42, 0x42, 0x03]).zeros(35);
-    assert_eq!(dec(LinkType::ETHERNET, f.bytes()).non_ip, Some(NonIp::Other));
+    let s = dec(LinkType::ETHERNET, f.bytes());
+    assert_eq!(s, PacketSummary { non_ip: Some(NonIp::Llc { dsap: 0x42, ssap: 0x42 }), ..PacketSummary::EMPTY });
+    assert_eq!(s.non_ip.unwrap().to_string(), "llc 0x42/0x42 (Spanning Tree BPDU)");
+    let names = [
+        (NonIp::Llc { dsap: 0xf0, ssap: 0xf1 }, "llc 0xf0/0xf0 (NetBIOS)"),
+        (NonIp::Llc { dsap: 0x42, ssap: 0xe0 }, "llc 0x42/0xe0 (Spanning Tree BPDU/NetWare)"),
+        (NonIp::Llc { dsap: 0x44, ssap: 0x44 }, "llc 0x44/0x44"),
+        (NonIp::Snap { oui: 0x00000c, pid: 0x2000 }, "snap 00000c/0x2000"),
+        (NonIp::NovellRaw, "raw 802.3 (IPX)"),
+        (NonIp::EtherType(0x88cc), "0x88cc"),
+        (NonIp::Other, "other"),
+    ];
+    for (n, name) in names {
+        assert_eq!(n.to_string(), name);
+    }
+}
+
+/// Zeek's snap-tcp.pcap in miniature: IEEE 802.3 (a length), LLC/SNAP (RFC 1042), IPv4, TCP;
+/// under an 802.1Q tag too; the flow tuple's quick path agrees with the walk.
+#[test]
+fn ieee_802_3_llc_snap_tcp() {
+    for tag in [&[][..], &[0x81, 0x00, 0x00, 0x2a]] {
+        let mut f = Frame::new();
+        f.push(&[0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb]).push(tag);
+        f.push(&[0x00, 0x30, 0xaa, 0xaa, 0x03, 0x00, 0x00, 0x00, 0x08, 0x00]);
+        f.ipv4(6, 40, A, B).tcp(1234, 80, 7, 0x02, &SYN_OPTS);
+        let s = dec(LinkType::ETHERNET, f.bytes());
+        assert_eq!((s.problem, s.non_ip, s.tunnel), (None, None, None));
+        let t = tcp_of(&s);
+        assert_eq!((s.ip.unwrap().src, t.src_port, t.dst_port, t.seq), (v4(A), 1234, 80, 7));
+        let q = flow_tuple(LinkType::ETHERNET, f.bytes(), f.len as u32).expect("quick path");
+        assert_eq!((q.protocol, q.src_port, q.dst_port), (6, 1234, 80));
+        // Cut inside the SNAP header: a snaplen cut of the link layer.
+        let cut = 12 + tag.len() + 6;
+        let s = decode(LinkType::ETHERNET, &f.bytes()[..cut], f.len as u32).unwrap();
+        assert_eq!((s.ip, s.problem), (None, Some(DecodeProblem::Truncated(Layer::Link))));
+    }
 }
 
 #[test]

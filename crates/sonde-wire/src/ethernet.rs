@@ -1,6 +1,7 @@
 //! Ethernet II and what can follow an EtherType before the network layer: 802.1Q / 802.1ad
-//! VLAN tags (stacked), MPLS label stacks and PPPoE sessions. 802.3 length-field frames are
-//! reported as non-IP.
+//! VLAN tags (stacked), MPLS label stacks and PPPoE sessions; and IEEE 802.3 frames (a length
+//! where the EtherType would be) with an 802.2 LLC header: SNAP with an EtherType (RFC 1042,
+//! 802.1H) is followed like Ethernet II, other LLC frames are non-IP by their SAPs.
 
 use crate::bytes::{array, be16, be32, u8_at};
 use crate::link::{ppp_net, LinkEnd};
@@ -50,6 +51,70 @@ mod field {
     pub const PPPOE_LENGTH: usize = 4;
     pub const PPPOE_PROTOCOL: usize = 6;
     pub const PPPOE_LEN: usize = 8;
+
+    pub const LLC_DSAP: usize = 0;
+    pub const LLC_SSAP: usize = 1;
+    pub const LLC_CONTROL: usize = 2;
+    /// DSAP, SSAP and a one-byte (unnumbered) control field.
+    pub const LLC_U_LEN: usize = 3;
+    /// DSAP, SSAP and a two-byte (information or supervisory) control field.
+    pub const LLC_IS_LEN: usize = 4;
+    pub const SNAP_OUI: usize = 3;
+    pub const SNAP_PID: usize = 6;
+    /// LLC (unnumbered) and SNAP's OUI and protocol id.
+    pub const SNAP_LEN: usize = 8;
+}
+
+/// 802.2 LLC values the decoder reads.
+pub mod llc {
+    /// The SNAP SAP (DSAP and SSAP of an RFC 1042 header).
+    pub const SAP_SNAP: u8 = 0xaa;
+    /// Unnumbered Information, the control field of every SNAP frame.
+    pub const CONTROL_UI: u8 = 0x03;
+    /// SNAP organisation codes whose protocol id is an EtherType: RFC 1042 encapsulation and
+    /// 802.1H bridge tunnelling.
+    pub const OUI_ETHERTYPE: u32 = 0x00_0000;
+    pub const OUI_BRIDGE_TUNNEL: u32 = 0x00_00f8;
+    /// A "raw 802.3" frame (Novell's IPX before 802.2) starts with a checksum field of 0xFFFF
+    /// where LLC's SAPs would be.
+    pub const NOVELL_RAW: u16 = 0xffff;
+
+    /// Wireshark's name of a service access point (the I/G or C/R bit masked off), if it has one.
+    pub fn sap_name(sap: u8) -> Option<&'static str> {
+        Some(match sap & 0xfe {
+            0x00 => "NULL LSAP",
+            0x02 => "LLC Sub-Layer Management",
+            0x04 => "SNA Path Control",
+            0x06 => "TCP/IP",
+            0x08 | 0x0c => "SNA",
+            0x0e => "PROWAY (IEC955) Network Management and Initialization",
+            0x10 => "NetWare (unofficial?)",
+            0x14 => "ISO Network Layer (OSLAN 1)",
+            0x18 => "Texas Instruments",
+            0x20 | 0x34 => "ISO Network Layer (unofficial?)",
+            0x42 => "Spanning Tree BPDU",
+            0x4e => "EIA RS-511 Manufacturing Message Service",
+            0x54 => "ISO Network Layer (OSLAN 2)",
+            0x7e => "ISO 8208 (X.25 over 802.2)",
+            0x80 => "XNS",
+            0x82 => "BACnet",
+            0x86 => "Nestar",
+            0x8e => "PROWAY (IEC955) Active Station List Maintenance",
+            0x98 => "ARP",
+            0xaa => "SNAP",
+            0xb4 => "HP JetDirect Printer",
+            0xba | 0xbc => "Banyan Vines",
+            0xe0 => "NetWare",
+            0xf0 => "NetBIOS",
+            0xf4 => "IBM Net Management",
+            0xf8 => "HP Extended LLC",
+            0xfa => "Ungermann-Bass",
+            0xfc => "Remote Program Load",
+            0xfe if sap == 0xff => "Global LSAP",
+            0xfe => "ISO Network Layer",
+            _ => return None,
+        })
+    }
 }
 
 /// An Ethernet II header view.
@@ -211,10 +276,10 @@ pub fn walk(buf: &[u8]) -> LinkEnd {
     }
 }
 
-/// Follows `ethertype`, whose payload starts at `offset` in `buf`, through VLAN tags, MPLS and
-/// PPPoE to the network layer.
+/// Follows `ethertype`, whose payload starts at `offset` in `buf`, through VLAN tags, LLC/SNAP,
+/// MPLS and PPPoE to the network layer.
 pub fn walk_ethertype(buf: &[u8], offset: usize, ty: u16) -> LinkEnd {
-    let (ty, offset) = match skip_vlan_tags(buf, offset, ty) {
+    let (ty, offset) = match skip_to_ethertype(buf, offset, ty) {
         Ok(found) => found,
         Err(net) => return net,
     };
@@ -231,15 +296,32 @@ pub fn walk_ethertype(buf: &[u8], offset: usize, ty: u16) -> LinkEnd {
                 net => net,
             }
         }
-        t if t <= ethertype::MAX_8023_LEN => LinkEnd::NonIp(NonIp::Other),
         t => LinkEnd::NonIp(NonIp::EtherType(t)),
     }
 }
 
-/// Follows 802.1Q / 802.1ad tags from `ethertype` (whose payload starts at `offset`) to the
-/// first EtherType that is not a tag, and where its payload starts; `Err` holds the walk's
-/// result when the tags are cut or too many. (Callers that rewrite a non-IP payload, such as
-/// ARP, need its offset, which [`LinkEnd::NonIp`] does not carry.)
+/// Follows 802.1Q / 802.1ad tags and an 802.3 length with its LLC/SNAP header from `ethertype`
+/// (whose payload starts at `offset`) to the first EtherType that is neither, and where its
+/// payload starts; `Err` holds the walk's result when the headers are cut or too many, or when
+/// the frame carries no EtherType (an LLC frame for another SAP, SNAP of another organisation).
+/// (Callers that rewrite a non-IP payload, such as ARP, need its offset, which
+/// [`LinkEnd::NonIp`] does not carry.)
+#[inline]
+pub fn skip_to_ethertype(buf: &[u8], offset: usize, ty: u16) -> Result<(u16, usize), LinkEnd> {
+    let (ty, offset) = skip_vlan_tags(buf, offset, ty)?;
+    if ty > ethertype::MAX_8023_LEN {
+        return Ok((ty, offset));
+    }
+    // A length: the payload is an LLC header, and SNAP may name an EtherType, behind which
+    // VLAN tags may follow again (802.1Q over SNAP), but no second LLC header.
+    let (ty, offset) = skip_llc(buf, offset)?;
+    match skip_vlan_tags(buf, offset, ty)? {
+        (ty, _) if ty <= ethertype::MAX_8023_LEN => Err(LinkEnd::NonIp(NonIp::Other)),
+        found => Ok(found),
+    }
+}
+
+/// Follows 802.1Q / 802.1ad tags only (see [`skip_to_ethertype`]).
 #[inline]
 pub fn skip_vlan_tags(buf: &[u8], mut offset: usize, mut ty: u16) -> Result<(u16, usize), LinkEnd> {
     for _ in 0..MAX_TAGS {
@@ -253,6 +335,38 @@ pub fn skip_vlan_tags(buf: &[u8], mut offset: usize, mut ty: u16) -> Result<(u16
         offset += VlanTag::LEN;
     }
     Err(LinkEnd::Malformed)
+}
+
+/// Reads the 802.2 LLC header at `offset` (the payload of an 802.3 frame): the EtherType a SNAP
+/// header names and where its payload starts, or what the frame is when it names none.
+fn skip_llc(buf: &[u8], offset: usize) -> Result<(u16, usize), LinkEnd> {
+    let hdr = crate::bytes::tail(buf, offset);
+    if hdr.len() < 2 {
+        return Err(LinkEnd::Cut);
+    }
+    if be16(hdr, field::LLC_DSAP) == llc::NOVELL_RAW {
+        return Err(LinkEnd::NonIp(NonIp::NovellRaw));
+    }
+    let (dsap, ssap) = (u8_at(hdr, field::LLC_DSAP), u8_at(hdr, field::LLC_SSAP));
+    let Some(&control) = hdr.get(field::LLC_CONTROL) else {
+        return Err(LinkEnd::Cut);
+    };
+    let u_format = control & 0x03 == 0x03;
+    if hdr.len() < if u_format { field::LLC_U_LEN } else { field::LLC_IS_LEN } {
+        return Err(LinkEnd::Cut);
+    }
+    if dsap != llc::SAP_SNAP || ssap & 0xfe != llc::SAP_SNAP || control != llc::CONTROL_UI {
+        return Err(LinkEnd::NonIp(NonIp::Llc { dsap, ssap }));
+    }
+    if hdr.len() < field::SNAP_LEN {
+        return Err(LinkEnd::Cut);
+    }
+    let oui = be32(hdr, field::SNAP_OUI - 1) & 0x00ff_ffff;
+    let pid = be16(hdr, field::SNAP_PID);
+    match oui {
+        llc::OUI_ETHERTYPE | llc::OUI_BRIDGE_TUNNEL => Ok((pid, offset + field::SNAP_LEN)),
+        _ => Err(LinkEnd::NonIp(NonIp::Snap { oui, pid })),
+    }
 }
 
 /// Walks an MPLS label stack starting at `offset` and guesses the payload from its first nibble,
@@ -311,9 +425,56 @@ mod tests {
         assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
         let (f, n) = frame(&[0x88, 0xcc]);
         assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x88cc)));
-        // 802.3 with a length field and LLC.
+        // 802.3 with a length field and LLC (spanning tree).
         let (f, n) = frame(&[0x00, 0x26, 0x42, 0x42, 0x03]);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Llc { dsap: 0x42, ssap: 0x42 }));
+    }
+
+    #[test]
+    fn llc_snap() {
+        // RFC 1042: 802.3 length, LLC AA AA 03, OUI 000000, EtherType IPv4.
+        let snap = [0x00, 0x2e, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00, 0x45];
+        let (f, n) = frame(&snap);
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(22));
+        // Every cut inside LLC/SNAP is a cut, never a guess.
+        for cut in 14..22 {
+            assert_eq!(walk(&f[..cut]), LinkEnd::Cut, "cut at {cut}");
+        }
+        // IPv6, 802.1H bridge tunnel OUI; ARP behind SNAP keeps its EtherType.
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xaa, 0x03, 0, 0, 0xf8, 0x86, 0xdd, 0x60]);
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv6(22));
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x06, 0x00]);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
+        assert_eq!(skip_to_ethertype(&f[..n], 14, 0x002e), Ok((0x0806, 22)));
+        // A VLAN tag outside (802.1Q, then a length) and inside (SNAP naming 0x8100).
+        let (f, n) = frame(&[0x81, 0x00, 0x00, 0x07, 0x00, 0x2e, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00, 0x45]);
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(26));
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x81, 0x00, 0x00, 0x07, 0x86, 0xdd, 0x60]);
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv6(26));
+        // SNAP naming a length again: no second LLC header is read.
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x00, 0x2e, 0xaa, 0xaa, 0x03]);
         assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Other));
+        // Cisco's OUI (CDP): not an EtherType.
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xaa, 0x03, 0x00, 0x00, 0x0c, 0x20, 0x00, 0x02]);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Snap { oui: 0x00000c, pid: 0x2000 }));
+        // SNAP SAPs with an I-format control field are plain LLC, as are other SAPs; a
+        // response's SSAP carries the C/R bit.
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xaa, 0x00, 0x00, 0x08, 0x00]);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Llc { dsap: 0xaa, ssap: 0xaa }));
+        let (f, n) = frame(&[0x00, 0x2e, 0xaa, 0xab, 0x03, 0, 0, 0, 0x08, 0x00, 0x45]);
+        assert_eq!(walk(&f[..n]), LinkEnd::Ipv4(22));
+        let (f, n) = frame(&[0x00, 0x2e, 0xf0, 0xf1, 0x03]);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::Llc { dsap: 0xf0, ssap: 0xf1 }));
+        // An I-format control field needs its second byte.
+        let (f, n) = frame(&[0x00, 0x2e, 0xf0, 0xf0, 0x00]);
+        assert_eq!(walk(&f[..n]), LinkEnd::Cut);
+        // Novell's raw 802.3 (IPX without LLC).
+        let (f, n) = frame(&[0x00, 0x2e, 0xff, 0xff, 0x00, 0x2e]);
+        assert_eq!(walk(&f[..n]), LinkEnd::NonIp(NonIp::NovellRaw));
+        assert_eq!(llc::sap_name(0x42), Some("Spanning Tree BPDU"));
+        assert_eq!(llc::sap_name(0xf1), Some("NetBIOS"));
+        assert_eq!((llc::sap_name(0xff), llc::sap_name(0xfe)), (Some("Global LSAP"), Some("ISO Network Layer")));
+        assert_eq!(llc::sap_name(0x44), None);
     }
 
     #[test]

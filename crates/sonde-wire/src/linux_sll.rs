@@ -24,8 +24,13 @@ mod field {
 }
 
 /// Protocol values below 0x0600 that Linux puts in the protocol field for non-Ethernet
-/// payloads (`ETH_P_802_3`, `ETH_P_802_2`, CAN, …): never IP.
+/// payloads (`ETH_P_802_3`, `ETH_P_802_2`, CAN, …): IP only behind LLC/SNAP.
 const MAX_LINUX_PSEUDO_PROTOCOL: u16 = 0x05ff;
+
+/// `ETH_P_802_3`: a raw 802.3 payload (Novell's IPX); `ETH_P_802_2`: an 802.2 LLC header. Both
+/// are walked as the payload of an 802.3 length field.
+const ETH_P_802_3: u16 = 0x0001;
+const ETH_P_802_2: u16 = 0x0004;
 
 /// ARPHRD_NETLINK: the payload is a netlink message.
 pub const ARPHRD_NETLINK: u16 = 824;
@@ -112,7 +117,9 @@ impl<'a> Sll2Header<'a> {
 }
 
 fn sll_net(buf: &[u8], offset: usize, hatype: u16, protocol: u16) -> LinkEnd {
-    if hatype == ARPHRD_NETLINK || protocol <= MAX_LINUX_PSEUDO_PROTOCOL {
+    if hatype == ARPHRD_NETLINK
+        || (protocol <= MAX_LINUX_PSEUDO_PROTOCOL && !matches!(protocol, ETH_P_802_3 | ETH_P_802_2))
+    {
         return LinkEnd::NonIp(NonIp::Other);
     }
     walk_ethertype(buf, offset, protocol)
@@ -192,8 +199,20 @@ mod tests {
         let mut f = SLL_V4;
         f[14..16].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::EtherType(0x0806)));
-        f[14..16].copy_from_slice(&[0x00, 0x04]); // ETH_P_802_2
+        f[14..16].copy_from_slice(&[0x00, 0x0c]); // ETH_P_CAN
         assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::Other));
+        let mut f = [0u8; 19];
+        f[..14].copy_from_slice(&SLL_V4[..14]);
+        f[14..16].copy_from_slice(&[0x00, 0x04]); // ETH_P_802_2: LLC, here spanning tree
+        f[16..19].copy_from_slice(&[0x42, 0x42, 0x03]);
+        assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::Llc { dsap: 0x42, ssap: 0x42 }));
+        let mut snap = [0u8; 25];
+        snap[..16].copy_from_slice(&f[..16]);
+        snap[16..25].copy_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00, 0x45]);
+        assert_eq!(walk_sll(&snap), LinkEnd::Ipv4(24));
+        f[14..16].copy_from_slice(&[0x00, 0x01]); // ETH_P_802_3: raw IPX
+        f[16..18].copy_from_slice(&[0xff, 0xff]);
+        assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::NovellRaw));
         let mut f = SLL_V4;
         f[2..4].copy_from_slice(&ARPHRD_NETLINK.to_be_bytes());
         assert_eq!(walk_sll(&f), LinkEnd::NonIp(NonIp::Other));

@@ -195,8 +195,39 @@ pub enum Layer {
 pub enum NonIp {
     /// An EtherType (or SLL protocol) that is not IP: ARP, LLDP, …
     EtherType(u16),
-    /// An 802.3 frame with LLC, or another non-IP encapsulation.
+    /// An 802.3 frame whose 802.2 LLC header is not SNAP: its service access points as sent.
+    Llc { dsap: u8, ssap: u8 },
+    /// An 802.3 frame with SNAP for an organisation whose protocol ids are not EtherTypes.
+    Snap { oui: u32, pid: u16 },
+    /// A "raw 802.3" frame: Novell's IPX without an LLC header.
+    NovellRaw,
+    /// Another non-IP encapsulation.
     Other,
+}
+
+impl std::fmt::Display for NonIp {
+    /// The run summary's name: `0x0806` for an EtherType; an LLC frame by its SAPs (command and
+    /// response bits masked off) and Wireshark's names for them, `llc 0x42/0x42 (Spanning Tree
+    /// BPDU)`; `snap 00000c/0x2000` for SNAP of another organisation; `raw 802.3 (IPX)`; `other`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::ethernet::llc::sap_name;
+        match *self {
+            NonIp::EtherType(t) => write!(f, "0x{t:04x}"),
+            NonIp::Llc { dsap, ssap } => {
+                let (d, s) = (dsap & 0xfe, ssap & 0xfe);
+                write!(f, "llc 0x{d:02x}/0x{s:02x}")?;
+                match (sap_name(dsap), sap_name(s)) {
+                    (Some(dn), Some(sn)) if dn == sn => write!(f, " ({dn})"),
+                    (Some(dn), Some(sn)) => write!(f, " ({dn}/{sn})"),
+                    (Some(n), None) | (None, Some(n)) => write!(f, " ({n})"),
+                    (None, None) => Ok(()),
+                }
+            }
+            NonIp::Snap { oui, pid } => write!(f, "snap {oui:06x}/0x{pid:04x}"),
+            NonIp::NovellRaw => f.write_str("raw 802.3 (IPX)"),
+            NonIp::Other => f.write_str("other"),
+        }
+    }
 }
 
 /// The decoded packet. `ip` is `None` for non-IP frames and for frames whose link layer could
