@@ -85,6 +85,9 @@ def test_a_truncated_stream_raises_at_its_end_after_every_flow(tmp_path):
         ({"tcp_timeout": 0}, "tcp_timeout must be a positive number of seconds"),
         ({"filter": "tcp port"}, "filter"),
         ({"internal": "10.0.0.0/33"}, "internal 10.0.0.0/33"),
+        ({"internal": "10.0.0.0/255.0.255.0"}, "internal 10.0.0.0/255.0.255.0: netmask is not contiguous"),
+        # The binary's rule (sonde_engine::settings), not a silent 1.
+        ({"max_flows": 0}, "max_flows must be from 1 to 1073741824"),
         ({"anonymize": "rot13"}, "rot13"),
         ({"anonymize": "cryptopan"}, "needs key"),
         ({"definitions": "/nonexistent/defs"}, "reading definitions /nonexistent/defs"),

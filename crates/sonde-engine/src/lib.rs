@@ -33,6 +33,7 @@ mod defined;
 mod pipeline;
 pub mod resources;
 mod run;
+pub mod settings;
 mod sink;
 mod stats;
 mod thinning;

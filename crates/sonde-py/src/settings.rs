@@ -1,12 +1,12 @@
-//! The keyword arguments of `sonde.analyze`, `sonde.stream` and `sonde.monitor`, checked as
-//! `sonde analyze` checks its flags (the same rules, the same messages) and turned into a
-//! [`Run`]. The Python facade gives every option its default; this side only checks.
+//! The keyword arguments of `sonde.analyze`, `sonde.stream` and `sonde.monitor`, checked by the
+//! rules `sonde analyze` checks its flags with (`sonde_engine::settings`: one definition, the
+//! options named as Python spells them) and turned into a [`Run`]. The Python facade gives every
+//! option its default; this side only checks.
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use sonde_define::{parse_change_file, parse_definitions, Counter};
-use sonde_engine::{Filter, Pipeline, Run, ThinConfig, Thinner};
+use sonde_engine::{settings, Filter, Pipeline, Run, ThinConfig, Thinner};
 use sonde_flow::FlowConfig;
 use sonde_output::summary::AnonSummary;
 
@@ -52,14 +52,9 @@ pub struct Prepared {
 impl Options {
     /// The run these options ask for, or the CLI's message for the first one that is wrong.
     pub fn prepare(&self) -> PyResult<Prepared> {
-        let workers = match self.threads {
-            Some(n) if !(1..=sonde_engine::MAX_WORKERS).contains(&n) => {
-                return Err(settings_error(format!("threads must be from 1 to {}", sonde_engine::MAX_WORKERS)))
-            }
-            Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        let internal_nets = self.internal_nets()?;
+        let workers = settings::workers(self.threads, "threads").map_err(checked)?;
+        let internal_nets =
+            settings::internal_nets(&self.internal, self.internal_file.as_deref(), "internal").map_err(checked)?;
         let interval_ns = self.interval_ns()?;
         let interval_cfg = interval_ns.map(|interval_ns| sonde_stats::Config {
             interval_ns,
@@ -69,10 +64,10 @@ impl Options {
             top_n: self.top,
         });
         let flow = FlowConfig {
-            tcp_idle_ns: timeout_ns(self.tcp_timeout, "tcp_timeout")?,
-            udp_idle_ns: timeout_ns(self.udp_timeout, "udp_timeout")?,
-            tcp_closed_linger_ns: timeout_ns(self.closed_linger, "closed_linger")?,
-            max_flows: self.max_flows.max(1),
+            tcp_idle_ns: settings::timeout_ns(self.tcp_timeout, "tcp_timeout").map_err(checked)?,
+            udp_idle_ns: settings::timeout_ns(self.udp_timeout, "udp_timeout").map_err(checked)?,
+            tcp_closed_linger_ns: settings::timeout_ns(self.closed_linger, "closed_linger").map_err(checked)?,
+            max_flows: settings::max_flows(self.max_flows, "max_flows").map_err(checked)?,
             internal_nets,
             app_facts: self.app_packets > 0,
             ..FlowConfig::default()
@@ -91,16 +86,14 @@ impl Options {
             Filter::new(expr).map_err(|e| settings_error(e.to_string()))?;
         }
         let mut counter = match &self.definitions {
-            Some(path) => Some(load_definitions(path, interval_ns, self.definition_fids)?),
+            Some(path) => Some(settings::load_definitions(path, interval_ns, self.definition_fids).map_err(checked)?),
             None if self.definition_changes.is_some() => {
                 return Err(settings_error("definition_changes needs definitions"));
             }
             None => None,
         };
         if let (Some(counter), Some(path)) = (counter.as_mut(), &self.definition_changes) {
-            let text = read(path, "reading definition changes")?;
-            let changes = parse_change_file(&text).map_err(|e| settings_error(format!("{}: {e}", path.display())))?;
-            counter.schedule(changes);
+            counter.schedule(settings::load_changes(path).map_err(checked)?);
         }
         if self.key.is_some() && self.anonymize.is_none() {
             return Err(settings_error("key needs anonymize"));
@@ -131,75 +124,13 @@ impl Options {
 
     /// The monitoring interval, `None` when off.
     pub fn interval_ns(&self) -> PyResult<Option<u64>> {
-        if self.interval == 0.0 {
-            return Ok(None);
-        }
-        if !self.interval.is_finite() || self.interval < 0.001 {
-            return Err(settings_error(format!(
-                "interval must be 0 (off) or at least 0.001 seconds, not {}",
-                self.interval
-            )));
-        }
-        Ok(Some((self.interval * 1e9).round() as u64))
-    }
-
-    /// `internal` and the lines of `internal_file`, as `--internal` and `--internal-file` read them.
-    fn internal_nets(&self) -> PyResult<Vec<ipnet::IpNet>> {
-        let mut nets = Vec::new();
-        for s in &self.internal {
-            nets.push(parse_net(s).map_err(|e| settings_error(format!("internal {s}: {e}")))?);
-        }
-        if let Some(path) = &self.internal_file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| settings_error(format!("cannot read {}: {e}", path.display())))?;
-            for (i, line) in text.lines().enumerate() {
-                let line = line.split('#').next().unwrap_or("").trim();
-                if !line.is_empty() {
-                    let net =
-                        parse_net(line).map_err(|e| settings_error(format!("{}:{}: {e}", path.display(), i + 1)))?;
-                    nets.push(net);
-                }
-            }
-        }
-        Ok(nets)
+        settings::interval_ns(self.interval, "interval").map_err(checked)
     }
 }
 
-/// "a.b.c.d/len", "a.b.c.d/m.m.m.m" (Tstat's net.conf), an IPv6 prefix, or a bare address: the
-/// forms `--internal` takes (the binary's parser, which no library holds yet).
-fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
-    if let Ok(net) = s.parse::<ipnet::IpNet>() {
-        return Ok(net.trunc());
-    }
-    if let Some((addr, mask)) = s.split_once('/') {
-        let addr: std::net::Ipv4Addr = addr.trim().parse().map_err(|_| "not an IPv4 address".to_string())?;
-        let mask: std::net::Ipv4Addr = mask.trim().parse().map_err(|_| "not a prefix length or netmask".to_string())?;
-        let net = ipnet::Ipv4Net::with_netmask(addr, mask).map_err(|e| e.to_string())?;
-        return Ok(ipnet::IpNet::V4(net.trunc()));
-    }
-    let addr: std::net::IpAddr = s.trim().parse().map_err(|_| "not an address or network".to_string())?;
-    Ok(ipnet::IpNet::from(addr))
-}
-
-fn timeout_ns(secs: f64, name: &str) -> PyResult<u64> {
-    if !(secs.is_finite() && secs > 0.0) {
-        return Err(settings_error(format!("{name} must be a positive number of seconds")));
-    }
-    Ok((secs * 1e9) as u64)
-}
-
-fn read(path: &std::path::Path, what: &str) -> PyResult<String> {
-    std::fs::read_to_string(path).map_err(|e| settings_error(format!("{what} {}: {e}", path.display())))
-}
-
-/// A definitions file, parsed and compiled, as `--definitions` loads it.
-fn load_definitions(path: &std::path::Path, interval_ns: Option<u64>, max_fids: usize) -> PyResult<Counter> {
-    let text = read(path, "reading definitions")?;
-    let defs = parse_definitions(&text).map_err(|e| settings_error(format!("{}: {e}", path.display())))?;
-    if defs.is_empty() {
-        return Err(settings_error(format!("{}: no definition in the file", path.display())));
-    }
-    Ok(Counter::new(defs, interval_ns, max_fids))
+/// A setting refused by the rules every front end shares.
+fn checked(e: settings::SettingsError) -> PyErr {
+    settings_error(e.to_string())
 }
 
 /// The anonymizer of `--anonymize MODE --key FILE` (the key file created 0600 if absent).

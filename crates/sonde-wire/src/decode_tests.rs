@@ -264,7 +264,8 @@ fn non_ip_frames() {
     assert_eq!(s, PacketSummary { non_ip: Some(NonIp::Llc { dsap: 0x42, ssap: 0x42 }), ..PacketSummary::EMPTY });
     assert_eq!(s.non_ip.unwrap().to_string(), "llc 0x42/0x42 (Spanning Tree BPDU)");
     let names = [
-        (NonIp::Llc { dsap: 0xf0, ssap: 0xf1 }, "llc 0xf0/0xf0 (NetBIOS)"),
+        (NonIp::Llc { dsap: 0xf0, ssap: 0xf1 }, "llc 0xf0/0xf1 (NetBIOS)"),
+        (NonIp::Llc { dsap: 0x83, ssap: 0x1b }, "llc 0x83/0x1b (BACnet)"),
         (NonIp::Llc { dsap: 0x42, ssap: 0xe0 }, "llc 0x42/0xe0 (Spanning Tree BPDU/NetWare)"),
         (NonIp::Llc { dsap: 0x44, ssap: 0x44 }, "llc 0x44/0x44"),
         (NonIp::Snap { oui: 0x00000c, pid: 0x2000 }, "snap 00000c/0x2000"),

@@ -206,17 +206,17 @@ pub enum NonIp {
 }
 
 impl std::fmt::Display for NonIp {
-    /// The run summary's name: `0x0806` for an EtherType; an LLC frame by its SAPs (command and
-    /// response bits masked off) and Wireshark's names for them, `llc 0x42/0x42 (Spanning Tree
-    /// BPDU)`; `snap 00000c/0x2000` for SNAP of another organisation; `raw 802.3 (IPX)`; `other`.
+    /// The run summary's name: `0x0806` for an EtherType; an LLC frame by its DSAP and SSAP as
+    /// sent (tshark's `llc.dsap`, `llc.ssap`) and Wireshark's names of their service access
+    /// points, `llc 0x42/0x42 (Spanning Tree BPDU)`; `snap 00000c/0x2000` for SNAP of another
+    /// organisation; `raw 802.3 (IPX)`; `other`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use crate::ethernet::llc::sap_name;
         match *self {
             NonIp::EtherType(t) => write!(f, "0x{t:04x}"),
             NonIp::Llc { dsap, ssap } => {
-                let (d, s) = (dsap & 0xfe, ssap & 0xfe);
-                write!(f, "llc 0x{d:02x}/0x{s:02x}")?;
-                match (sap_name(dsap), sap_name(s)) {
+                write!(f, "llc 0x{dsap:02x}/0x{ssap:02x}")?;
+                match (sap_name(dsap), sap_name(ssap)) {
                     (Some(dn), Some(sn)) if dn == sn => write!(f, " ({dn})"),
                     (Some(dn), Some(sn)) => write!(f, " ({dn}/{sn})"),
                     (Some(n), None) | (None, Some(n)) => write!(f, " ({n})"),

@@ -12,7 +12,7 @@ use sonde_arrow::arrow::record_batch::RecordBatch;
 use sonde_arrow::{ArrowSink, FlowBatches, TypedFormat};
 use sonde_capture::PacketSource;
 use sonde_define::Counter;
-use sonde_engine::{Controls, DrainObserver, Drains, Filter, Pipeline, Run};
+use sonde_engine::{settings, Controls, DrainObserver, Drains, Filter, Pipeline, Run};
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
 use sonde_output::summary::{self, ChangeSummary, Monitoring, SortSummary, Summary};
@@ -21,7 +21,7 @@ use sonde_spool::Rotation;
 use sonde_stats::Report;
 
 use crate::flags::{AnalysisArgs, FormatArg, LayoutArg};
-use crate::{anon, definitions, export, store, thin, EXIT_INPUT_DAMAGED};
+use crate::{anon, export, store, thin, EXIT_INPUT_DAMAGED};
 
 /// Packet time between two drains of a live run.
 const DRAIN_NS: u64 = 500_000_000;
@@ -54,32 +54,18 @@ pub struct Prepared {
     probe: Option<String>,
 }
 
-/// Most worker threads: one per shard of the flows (one per core is the point).
-const MAX_THREADS: usize = sonde_engine::MAX_WORKERS;
-
-/// Most flows held at once.
-const MAX_FLOWS: usize = 1 << 30;
-
 /// Checks the settings of `args`, then opens the input with `open` (before anything is
 /// created, so an input that cannot be read leaves no output behind), then loads the
 /// definitions and prepares the output directory.
 pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Result<(Prepared, T)> {
-    let workers = match args.threads {
-        Some(n) if !(1..=MAX_THREADS).contains(&n) => anyhow::bail!("--threads must be from 1 to {MAX_THREADS}"),
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    let workers = settings::workers(args.threads, "--threads")?;
     if args.anonymize == Some(sonde_anon::Mode::Tcpdpriv) && args.app_packets > 0 && workers > 1 && !args.quiet {
         eprintln!(
             "sonde: note: --anonymize tcpdpriv with application facts runs one thread: addresses read from payloads take their images in input order"
         );
     }
     anyhow::ensure!(args.tcpdpriv_max_addresses > 0, "--tcpdpriv-max-addresses must be at least 1");
-    // The flow table indexes its slots with 32 bits, and 0 would split every flow.
-    anyhow::ensure!(
-        (1..=MAX_FLOWS).contains(&args.max_flows),
-        "--max-flows must be from 1 to {MAX_FLOWS} (about 0.9 KB of address space each)"
-    );
+    settings::max_flows(args.max_flows, "--max-flows")?;
     anyhow::ensure!((1..=1 << 20).contains(&args.sort_buffer), "--sort-buffer (MiB) must be from 1 to 1048576 (1 TiB)");
     let internal_nets = args.internal_nets()?;
     let interval_ns = args.interval_ns()?;
@@ -172,7 +158,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     // check the output directory before reading a single packet.
     let input = open()?;
     let mut counter = match &args.definitions {
-        Some(path) => Some(definitions::load(path, interval_ns, args.definition_fids)?),
+        Some(path) => Some(settings::load_definitions(path, interval_ns, args.definition_fids)?),
         None if args.definition_changes.is_some() => anyhow::bail!("--definition-changes needs --definitions"),
         None => None,
     };
@@ -180,7 +166,7 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         counter.set_written_samples(args.association_samples);
     }
     if let (Some(counter), Some(path)) = (counter.as_mut(), &args.definition_changes) {
-        counter.schedule(definitions::load_changes(path)?);
+        counter.schedule(settings::load_changes(path)?);
     }
     anyhow::ensure!(args.key.is_none() || args.anonymize.is_some(), "--key needs --anonymize");
     let anonymization = match args.anonymize {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Subcommand;
 use sonde_kafka::control::{self, ControlConfig, PublishError};
 
@@ -94,10 +94,8 @@ pub fn run(cmd: &ControlCommand) -> Result<ExitCode> {
 
 fn publish(args: &PublishArgs) -> Result<ExitCode> {
     let path = &args.file;
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading definitions {}", path.display()))?;
     // As --definitions reads a file: the same checks, the same messages.
-    let defs = sonde_define::parse_definitions(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    anyhow::ensure!(!defs.is_empty(), "{}: no definition in the file", path.display());
+    let (text, defs) = sonde_engine::settings::read_definitions(path)?;
     let cfg = args.topics.config()?;
     match control::publish(&cfg, &args.topics.control_topic, args.expect_version, &text) {
         Ok(m) => {

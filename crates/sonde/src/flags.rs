@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
+use sonde_engine::settings;
 
 #[derive(Debug, Parser)]
 #[command(name = "sonde", version, about = "A passive network traffic probe", long_about = None)]
@@ -400,13 +401,7 @@ impl AnalysisArgs {
 
     /// The monitoring interval, or `None` when turned off.
     pub fn interval_ns(&self) -> Result<Option<u64>> {
-        if self.interval == 0.0 {
-            return Ok(None);
-        }
-        if !self.interval.is_finite() || self.interval < 0.001 {
-            bail!("--interval must be 0 (off) or at least 0.001 seconds, not {}", self.interval);
-        }
-        Ok(Some((self.interval * 1e9).round() as u64))
+        Ok(settings::interval_ns(self.interval, "--interval")?)
     }
 
     pub fn filter_expression(&self) -> Option<String> {
@@ -427,45 +422,13 @@ impl AnalysisArgs {
     }
 
     pub fn timeout_ns(secs: f64, name: &str) -> Result<u64> {
-        if !(secs.is_finite() && secs > 0.0) {
-            bail!("{name} must be a positive number of seconds");
-        }
-        Ok((secs * 1e9) as u64)
+        Ok(settings::timeout_ns(secs, name)?)
     }
 }
 
 /// The internal networks of `--internal` (each `list` entry) and `--internal-file` (`file`).
 pub fn internal_nets(list: &[String], file: Option<&std::path::Path>) -> Result<Vec<IpNet>> {
-    let mut nets = Vec::new();
-    for s in list {
-        nets.push(parse_net(s).with_context(|| format!("--internal {s}"))?);
-    }
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        for (i, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            nets.push(parse_net(line).with_context(|| format!("{}:{}", path.display(), i + 1))?);
-        }
-    }
-    Ok(nets)
-}
-
-/// "a.b.c.d/len", "a.b.c.d/m.m.m.m" (Tstat's net.conf), an IPv6 prefix, or a bare address.
-pub fn parse_net(s: &str) -> Result<IpNet> {
-    if let Ok(net) = s.parse::<IpNet>() {
-        return Ok(net.trunc());
-    }
-    if let Some((addr, mask)) = s.split_once('/') {
-        let addr: std::net::Ipv4Addr = addr.trim().parse().context("not an IPv4 address")?;
-        let mask: std::net::Ipv4Addr = mask.trim().parse().context("not a prefix length or netmask")?;
-        let net = ipnet::Ipv4Net::with_netmask(addr, mask).context("netmask is not contiguous")?;
-        return Ok(IpNet::V4(net.trunc()));
-    }
-    let addr: std::net::IpAddr = s.trim().parse().context("not an address or network")?;
-    Ok(IpNet::from(addr))
+    Ok(settings::internal_nets(list, file, "--internal")?)
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -561,16 +524,6 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn net_forms() {
-        assert_eq!(parse_net("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
-        assert_eq!(parse_net("130.192.0.0/255.255.0.0").unwrap().to_string(), "130.192.0.0/16");
-        assert_eq!(parse_net("fd77::/16").unwrap().to_string(), "fd77::/16");
-        assert_eq!(parse_net("192.168.1.1").unwrap().to_string(), "192.168.1.1/32");
-        assert!(parse_net("10.0.0.0/255.0.255.0").is_err());
-        assert!(parse_net("nonsense").is_err());
-    }
 
     #[test]
     fn filter_is_the_trailing_words() {

@@ -8,7 +8,6 @@ mod anon_trace;
 mod compare;
 mod control;
 mod controls;
-mod definitions;
 mod export;
 mod flags;
 mod http;
