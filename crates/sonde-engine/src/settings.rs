@@ -57,7 +57,8 @@ pub fn parse_net(s: &str) -> Result<IpNet, SettingsError> {
 /// (Tstat's net.conf: one network a line, `#` comments).
 pub fn internal_nets(list: &[String], file: Option<&Path>, name: &str) -> Result<Vec<IpNet>, SettingsError> {
     let mut nets = Vec::new();
-    for s in list {
+    // An empty entry (`--internal ""`, a file's `internal = [""]`) names no network.
+    for s in list.iter().filter(|s| !s.trim().is_empty()) {
         nets.push(parse_net(s).map_err(|e| e.context(format_args!("{name} {s}")))?);
     }
     if let Some(path) = file {

@@ -153,6 +153,94 @@ impl OutputFile {
     pub fn from_name(name: &str) -> Option<OutputFile> {
         OutputFile::ALL.into_iter().find(|f| f.name() == name)
     }
+
+    /// The name without its extension (`tcp_flows`, `intervals`, `log_tcp_complete`): what
+    /// `--outputs` names, whatever the format.
+    pub fn stem(self) -> &'static str {
+        let name = self.name();
+        name.split_once('.').map_or(name, |(stem, _)| stem)
+    }
+
+    /// Whether the file holds a flow's application facts (its columns, or a table by
+    /// application): a run writing none of these needs no payload read.
+    pub const fn shows_application(self) -> bool {
+        matches!(
+            self,
+            OutputFile::TcpFlows(_)
+                | OutputFile::UdpFlows(_)
+                | OutputFile::TstatTcpComplete
+                | OutputFile::TstatTcpNocomplete
+                | OutputFile::TstatUdpComplete
+                | OutputFile::AlHosts
+                | OutputFile::AlMatrix
+                | OutputFile::ProtocolDir
+                | OutputFile::AlTop
+        )
+    }
+}
+
+/// The outputs a run writes (`--outputs`), by stem ([`OutputFile::stem`]); summary.json is
+/// always written. The default is every output the run's options produce.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outputs {
+    only: Option<std::collections::BTreeSet<&'static str>>,
+}
+
+impl Outputs {
+    /// Every output.
+    pub fn all() -> Outputs {
+        Outputs { only: None }
+    }
+
+    /// Only the outputs of these stems (and summary.json); an unknown stem is an error that
+    /// lists the known ones.
+    pub fn only<S: AsRef<str>>(stems: &[S]) -> Result<Outputs, String> {
+        let mut only = std::collections::BTreeSet::new();
+        for stem in stems {
+            let stem = stem.as_ref().trim();
+            match OutputFile::ALL.iter().find(|f| f.stem() == stem) {
+                Some(f) => {
+                    only.insert(f.stem());
+                }
+                None => {
+                    let mut known: Vec<&str> = Vec::new();
+                    for f in OutputFile::ALL {
+                        if !known.contains(&f.stem()) {
+                            known.push(f.stem());
+                        }
+                    }
+                    return Err(format!("'{stem}' is not an output; the outputs are {}", known.join(", ")));
+                }
+            }
+        }
+        Ok(Outputs { only: Some(only) })
+    }
+
+    /// Whether `file` is written.
+    pub fn wants(&self, file: OutputFile) -> bool {
+        file == OutputFile::Summary || self.only.as_ref().is_none_or(|only| only.contains(file.stem()))
+    }
+
+    /// Whether the file called `name` (`tcp_flows.parquet`: any format) is written.
+    pub fn wants_name(&self, name: &str) -> bool {
+        let stem = name.split_once('.').map_or(name, |(stem, _)| stem);
+        stem == OutputFile::Summary.stem() || self.only.as_ref().is_none_or(|only| only.contains(stem))
+    }
+
+    /// Whether any of `files` is written.
+    pub fn wants_any(&self, files: &[OutputFile]) -> bool {
+        files.iter().any(|&f| self.wants(f))
+    }
+
+    /// Whether a written output shows application facts ([`OutputFile::shows_application`]).
+    pub fn shows_application(&self) -> bool {
+        OutputFile::ALL.iter().any(|&f| f.shows_application() && self.wants(f))
+    }
+
+    /// The stems asked for, `None` for every output.
+    pub fn stems(&self) -> Option<Vec<&'static str>> {
+        self.only.as_ref().map(|only| only.iter().copied().collect())
+    }
 }
 
 impl fmt::Display for OutputFile {
@@ -175,6 +263,23 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), OutputFile::ALL.len());
         assert_eq!(OutputFile::from_name("notes.txt"), None);
+    }
+
+    #[test]
+    fn outputs_by_stem() {
+        let all = Outputs::all();
+        assert!(OutputFile::ALL.iter().all(|&f| all.wants(f)) && all.shows_application());
+        let some = Outputs::only(&["tcp_flows", "intervals"]).unwrap();
+        assert!(some.wants(OutputFile::TcpFlows(Format::Jsonl)) && some.wants_name("tcp_flows.parquet"));
+        assert!(some.wants(OutputFile::Summary) && some.wants_name("summary.json"));
+        assert!(!some.wants(OutputFile::UdpFlows(Format::Tsv)) && !some.wants_name("quantiles.arrow"));
+        assert!(some.wants_any(&OutputFile::INTERVALS) && !some.wants_any(&OutputFile::TABLES));
+        assert!(some.shows_application(), "tcp_flows has application columns");
+        assert!(!Outputs::only(&["intervals", "icmp_flows", "hosts"]).unwrap().shows_application());
+        assert!(Outputs::only(&["al_top"]).unwrap().shows_application());
+        assert_eq!(Outputs::only::<&str>(&[]).unwrap().stems(), Some(vec![]));
+        let e = Outputs::only(&["tcp_flows.tsv"]).unwrap_err();
+        assert!(e.starts_with("'tcp_flows.tsv' is not an output; the outputs are tcp_flows, udp_flows,"), "{e}");
     }
 
     /// The interval files as sonde-stats names them are the ones listed here, in its order.

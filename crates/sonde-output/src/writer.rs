@@ -11,7 +11,7 @@ use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample};
 
 use crate::capture::{capture_tsv, CaptureCounters};
 use crate::columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column};
-use crate::files::OutputFile;
+use crate::files::{OutputFile, Outputs};
 use crate::line::LineFormat;
 use crate::pending::PendingFile;
 use crate::sorted::{for_each_sorted, Lines, SortBuffer, Spilled};
@@ -60,6 +60,8 @@ pub struct OutputDir {
     dir: PathBuf,
     format: Format,
     layout: Layout,
+    /// What the run writes (`--outputs`); the write calls pass over the rest.
+    outputs: Outputs,
     _lock: Arc<File>,
 }
 
@@ -161,7 +163,13 @@ impl OutputDir {
             .and_then(|mut f| f.write_all(b"ok"))
             .map_err(|e| error(dir, format!("output directory is not writable: {e}")))?;
         let _ = fs::remove_file(&probe);
-        Ok(OutputDir { dir: dir.to_path_buf(), format, layout: Layout::Sonde, _lock: Arc::new(lock) })
+        Ok(OutputDir {
+            dir: dir.to_path_buf(),
+            format,
+            layout: Layout::Sonde,
+            outputs: Outputs::all(),
+            _lock: Arc::new(lock),
+        })
     }
 
     /// The flow logs in `layout` (`Layout::Tstat`: Tstat's three logs instead of
@@ -174,6 +182,18 @@ impl OutputDir {
     /// The flow logs' layout.
     pub fn layout(&self) -> Layout {
         self.layout
+    }
+
+    /// Writes only `outputs`: [`OutputDir::write_flow_logs`], [`OutputDir::write_each`],
+    /// [`OutputDir::write_intervals`] and [`OutputDir::write_definitions`] pass over the other
+    /// files (summary.json is always written).
+    pub fn with_outputs(self, outputs: Outputs) -> OutputDir {
+        OutputDir { outputs, ..self }
+    }
+
+    /// What the run writes.
+    pub fn outputs(&self) -> &Outputs {
+        &self.outputs
     }
 
     /// The flow logs [`OutputDir::write_flow_lines`] writes, by name, in the order written.
@@ -224,10 +244,13 @@ impl OutputDir {
         let write_icmp =
             || write_file(&self.path(icmp_file.name()), |w| write_sorted(w, self.format, &icmp_columns(), &icmp));
         let mut results = Vec::with_capacity(4);
+        let wants = |f: OutputFile| self.outputs.wants(f);
         if self.layout == Layout::Tstat {
             // Tstat has no ICMP log: sonde's goes beside its three.
             results.extend(self.write_tstat_lines(parts));
-            results.push((icmp_file, write_icmp()));
+            if wants(icmp_file) {
+                results.push((icmp_file, write_icmp()));
+            }
             return results;
         }
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
@@ -235,16 +258,17 @@ impl OutputDir {
             || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
         let write_udp =
             || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
-        let (tcp, udp) = if parts.len() > 1 {
-            std::thread::scope(|scope| {
+        let (tcp, udp) = match (wants(tcp_file), wants(udp_file)) {
+            (true, true) if parts.len() > 1 => std::thread::scope(|scope| {
                 let udp = scope.spawn(write_udp);
                 let tcp = write_tcp();
-                (tcp, udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            })
-        } else {
-            (write_tcp(), write_udp())
+                (Some(tcp), Some(udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+            }),
+            (tcp, udp) => (tcp.then(write_tcp), udp.then(write_udp)),
         };
-        results.extend([(tcp_file, tcp), (udp_file, udp), (icmp_file, write_icmp())]);
+        let icmp = wants(icmp_file).then(write_icmp);
+        let written = [(tcp_file, tcp), (udp_file, udp), (icmp_file, icmp)];
+        results.extend(written.into_iter().filter_map(|(file, result)| Some((file, result?))));
         results
     }
 
@@ -256,6 +280,7 @@ impl OutputDir {
             (OutputFile::TstatUdpComplete, TstatLog::UdpComplete),
         ];
         logs.into_iter()
+            .filter(|&(file, _)| self.outputs.wants(file))
             .map(|(file, log)| {
                 let lines: Vec<&Lines> = parts.iter().map(|p| p.slot(Slot::of(log))).collect();
                 let header = log_header(log);
@@ -271,7 +296,11 @@ impl OutputDir {
     /// Writes each of `files` (as [`OutputDir::write`]), each attempted whatever became of
     /// the others; returns each with its result.
     pub fn write_each(&self, files: Vec<(OutputFile, String)>) -> Vec<(OutputFile, Result<(), OutputError>)> {
-        files.into_iter().map(|(file, text)| (file, self.write(file, text.as_bytes()))).collect()
+        files
+            .into_iter()
+            .filter(|&(file, _)| self.outputs.wants(file))
+            .map(|(file, text)| (file, self.write(file, text.as_bytes())))
+            .collect()
     }
 
     /// Writes summary.json from its text (as [`Summary::to_json`] gives it).
@@ -292,6 +321,9 @@ impl OutputDir {
         for (name, text) in files {
             let file = OutputFile::from_name(name)
                 .ok_or_else(|| error(&self.path(name), "not a file sonde-output knows (add it to OutputFile)"))?;
+            if !self.outputs.wants(file) {
+                continue;
+            }
             self.write(file, text.as_bytes())?;
             written.push(file);
         }
@@ -301,7 +333,8 @@ impl OutputDir {
     /// Writes definitions.tsv and the gap, flow and association files the definitions of
     /// `counter` ask for; returns them in the order written.
     pub fn write_definitions(&self, counter: &sonde_define::Counter) -> Result<Vec<OutputFile>, OutputError> {
-        let files = definition_files(counter);
+        let mut files = definition_files(counter);
+        files.retain(|&(file, _)| self.outputs.wants(file));
         for (file, text) in &files {
             self.write(*file, text.as_bytes())?;
         }
@@ -668,6 +701,8 @@ pub struct LineSink {
     format: Format,
     /// `--layout tstat`: each record goes to one of Tstat's logs in its layout instead.
     tstat: Option<Box<TstatFormats>>,
+    /// Which records are formatted (TCP, UDP, ICMP): those of the logs the run writes.
+    formats: [bool; 3],
 }
 
 impl LineSink {
@@ -681,7 +716,21 @@ impl LineSink {
             anon: None,
             format,
             tstat: None,
+            formats: [true; 3],
         }
+    }
+
+    /// Formats only the records of the flow logs `outputs` writes (in the sink's layout: call
+    /// after [`LineSink::layout`]); the others are dropped as they come, unformatted.
+    pub fn only(self, outputs: &Outputs) -> LineSink {
+        let [tcp, udp] = match self.tstat {
+            None => [OutputFile::TcpFlows(self.format), OutputFile::UdpFlows(self.format)].map(|f| outputs.wants(f)),
+            Some(_) => [
+                outputs.wants(OutputFile::TstatTcpComplete) || outputs.wants(OutputFile::TstatTcpNocomplete),
+                outputs.wants(OutputFile::TstatUdpComplete),
+            ],
+        };
+        LineSink { formats: [tcp, udp, outputs.wants(OutputFile::IcmpFlows(self.format))], ..self }
     }
 
     /// Formats the records in `layout` (`Layout::Tstat`: Tstat's three logs, for an
@@ -734,6 +783,9 @@ impl LineSink {
 
 impl FlowSink for LineSink {
     fn flow(&mut self, record: &FlowRecord) {
+        if !self.formats[matches!(record, FlowRecord::Udp(_)) as usize] {
+            return;
+        }
         if self.anon.is_some() {
             return self.push_anonymized(record);
         }
@@ -744,6 +796,9 @@ impl FlowSink for LineSink {
     /// The logs hold flows that ended.
     fn interim(&mut self, _: &FlowRecord) {}
     fn icmp(&mut self, record: &IcmpRecord) {
+        if !self.formats[2] {
+            return;
+        }
         let shown;
         let record = match self.anon.as_mut() {
             Some(anon) => {

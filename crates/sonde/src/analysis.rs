@@ -16,7 +16,7 @@ use sonde_engine::{settings, Controls, DrainObserver, Drains, Filter, Pipeline, 
 use sonde_flow::FlowConfig;
 use sonde_http::RunState;
 use sonde_output::summary::{self, ChangeSummary, Monitoring, SortSummary, Summary};
-use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, SortBuffer, Spilled};
+use sonde_output::{FlowLines, Format, LineSink, OutputDir, OutputFile, Outputs, SortBuffer, Spilled};
 use sonde_spool::Rotation;
 use sonde_stats::Report;
 
@@ -69,6 +69,15 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
     anyhow::ensure!((1..=1 << 20).contains(&args.sort_buffer), "--sort-buffer (MiB) must be from 1 to 1048576 (1 TiB)");
     let internal_nets = args.internal_nets()?;
     let interval_ns = args.interval_ns()?;
+    let outputs = match &args.outputs {
+        // `--outputs ""` names no output: only summary.json.
+        Some(list) => {
+            let list: Vec<&String> = list.iter().filter(|s| !s.trim().is_empty()).collect();
+            Outputs::only(&list).map_err(|e| anyhow::anyhow!("--outputs: {e}"))?
+        }
+        None => Outputs::all(),
+    };
+    let plan = Plan::of(args, &outputs);
     let store_spec = match &args.store {
         Some(path) => {
             let spec = store::spec(interval_ns, args.store_archives.as_deref())?;
@@ -79,10 +88,10 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         None if args.store_archives.is_some() => anyhow::bail!("--store-archives needs --store"),
         None => None,
     };
-    let interval_cfg = interval_ns.map(|interval_ns| sonde_stats::Config {
+    let interval_cfg = interval_ns.filter(|_| plan.intervals).map(|interval_ns| sonde_stats::Config {
         interval_ns,
         internal_nets: internal_nets.clone(),
-        tables: args.tables,
+        tables: args.tables && plan.tables,
         table_cap: args.table_size.max(1),
         top_n: args.top,
     });
@@ -93,11 +102,11 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         max_flows: args.max_flows,
         internal_nets,
         active_timeout_ns: args.active_timeout_ns(if args.live { DEFAULT_LIVE_ACTIVE_TIMEOUT_S } else { 0.0 })?,
-        app_facts: args.app_packets > 0,
+        app_facts: plan.app_packets > 0,
         ..FlowConfig::default()
     };
     let app = sonde_engine::AppConfig {
-        packets: args.app_packets,
+        packets: plan.app_packets,
         dns_cache: args.dns_cache,
         udp_idle_ns: flow_cfg.udp_idle_ns,
     };
@@ -186,7 +195,8 @@ pub fn prepare<T>(args: &AnalysisArgs, open: impl FnOnce() -> Result<T>) -> Resu
         Some(cfg) => Some(sonde_kafka::Exporter::connect(cfg).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let out = OutputDir::prepare_with(&args.out, format, args.force, &others)?.with_layout(layout);
+    let out =
+        OutputDir::prepare_with(&args.out, format, args.force, &others)?.with_layout(layout).with_outputs(outputs);
     let sort_bytes = args.sort_buffer << 20;
     Ok((
         Prepared {
@@ -368,7 +378,7 @@ pub fn run(
     // Each worker enqueues its flows itself: the producer is shared and never waits.
     let kafka_feed = || kafka.as_ref().map(|k| k.sink(anonymizer.clone()));
     let new_sink = || {
-        let lines = LineSink::new(format).layout(layout).anonymized(anonymizer.clone());
+        let lines = LineSink::new(format).layout(layout).only(out.outputs()).anonymized(anonymizer.clone());
         ((lines.sorted_in(Some(sort.clone())), feed()), kafka_feed())
     };
     let mut observers: Vec<&mut (dyn DrainObserver<FlowLines> + Send)> = Vec::new();
@@ -411,16 +421,23 @@ pub fn run(
             let mut all = FlowBatches::default();
             parts.into_iter().for_each(|p| all.absorb(p));
             let names = [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format)].map(|f| typed.file_name(f));
-            let write = |udp: bool| sonde_arrow::write_flow_log(&out.path(&names[udp as usize]), typed, &all, udp);
+            let write = |udp: bool| {
+                let name = &names[udp as usize];
+                out.outputs()
+                    .wants_name(name)
+                    .then(|| sonde_arrow::write_flow_log(&out.path(name), typed, &all, udp).map_err(|e| e.to_string()))
+            };
             // The two logs merge and compress at the same time.
             let (tcp, udp) = std::thread::scope(|scope| {
                 let udp = scope.spawn(|| write(true));
                 (write(false), udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             });
             typed_spilled = all.spilled().clone();
-            let [tcp_name, udp_name] = names;
-            note(&mut outputs, &mut failed, tcp_name, tcp.map_err(|e| e.to_string()));
-            note(&mut outputs, &mut failed, udp_name, udp.map_err(|e| e.to_string()));
+            for (name, written) in names.into_iter().zip([tcp, udp]) {
+                if let Some(written) = written {
+                    note(&mut outputs, &mut failed, name, written);
+                }
+            }
             outputs.push(OutputFile::Summary.name().to_string());
             result
         }
@@ -533,6 +550,33 @@ pub fn run(
     })
 }
 
+/// What the run computes for the outputs it writes (`--outputs`): a fact no output shows is not
+/// computed. With every output (the default) this is what the options ask for.
+struct Plan {
+    /// Interval statistics: an interval output is written, or the store, Kafka or a live
+    /// run's views take them.
+    intervals: bool,
+    /// The RMON2 tables (`--tables`): a table is written, or a live run shows them.
+    tables: bool,
+    /// Payload packets read for application facts: `--app-packets` if an output shows the
+    /// facts (a flow log, a table by application, Kafka's flows, a live run's flow table), else 0.
+    app_packets: u8,
+}
+
+impl Plan {
+    fn of(args: &AnalysisArgs, outputs: &Outputs) -> Plan {
+        // A live run's dashboard, spool and reloads show what the run computes: all of it.
+        let elsewhere = args.live || args.kafka.is_some();
+        Plan {
+            intervals: elsewhere || args.store.is_some() || outputs.wants_any(&OutputFile::INTERVALS) || {
+                args.tables && outputs.wants_any(&OutputFile::TABLES)
+            },
+            tables: elsewhere || outputs.wants_any(&OutputFile::TABLES),
+            app_packets: if elsewhere || outputs.shows_application() { args.app_packets } else { 0 },
+        }
+    }
+}
+
 /// `monitor`'s active timeout unless --active-timeout says: a collector sees a long flow within
 /// a minute. A trace's analysis sends none unless asked: its flows are all reported at its end.
 const DEFAULT_LIVE_ACTIVE_TIMEOUT_S: f64 = 60.0;
@@ -553,7 +597,7 @@ fn write_typed(
     outputs: &mut Vec<String>,
     failed: &mut Vec<String>,
 ) {
-    for (file, table) in tables {
+    for (file, table) in tables.into_iter().filter(|(file, _)| out.outputs().wants(*file)) {
         let name = typed.file_name(file);
         let written =
             sonde_arrow::write_batches(&out.path(&name), typed, &table.schema(), std::slice::from_ref(&table));

@@ -223,6 +223,21 @@ pub struct AnalysisArgs {
     /// --format tsv and no live view (--http, --spool).
     #[arg(long, value_enum, default_value = "sonde")]
     pub layout: LayoutArg,
+    /// Read options from a TOML file whose keys are these long options (`interval = 60`,
+    /// `outputs = ["tcp_flows"]`, `filter = "tcp"`; docs/config.md); options given here win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective options (defaults, --config's and these) as a TOML file for
+    /// --config, and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// The outputs to write, by name without extension (comma-separated): e.g.
+    /// `tcp_flows,udp_flows` writes those two logs and summary.json and nothing else, and the
+    /// run computes only what they show (no interval statistics without an interval output, no
+    /// payload read without an output of application facts; docs/config.md). "" writes only
+    /// summary.json (and the exports). Default: every output the other options ask for.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub outputs: Option<Vec<String>>,
     /// Overwrite the outputs of an earlier run in the output directory.
     #[arg(long)]
     pub force: bool,

@@ -6,6 +6,7 @@ mod analysis;
 mod anon;
 mod anon_trace;
 mod compare;
+mod config;
 mod control;
 mod controls;
 mod export;
@@ -23,7 +24,7 @@ mod ts;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 
 use flags::{AnalyzeArgs, Cli, Command};
 
@@ -31,7 +32,22 @@ use flags::{AnalyzeArgs, Cli, Command};
 pub(crate) const EXIT_INPUT_DAMAGED: u8 = 3;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let command = Cli::command();
+    // `--config FILE`'s options go in front of the command line's own (which win).
+    let argv = match config::expand(&command, std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("sonde: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let matches = command.clone().get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some((name, sub)) = matches.subcommand().filter(|_| print_config(&cli)) {
+        let sub_command = command.find_subcommand(name).expect("the parsed subcommand");
+        print!("{}", config::print(sub_command, sub));
+        return ExitCode::SUCCESS;
+    }
     if let Some((command, missing)) = missing_key(&cli) {
         // A usage error, as clap reports a missing argument: the command's usage, exit status 2.
         let mut cli = Cli::command();
@@ -59,6 +75,15 @@ fn main() -> ExitCode {
             eprintln!("sonde: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `analyze --print-config` or `monitor --print-config`.
+fn print_config(cli: &Cli) -> bool {
+    match &cli.command {
+        Command::Analyze(args) => args.analysis.print_config,
+        Command::Monitor(args) => args.analysis.print_config,
+        _ => false,
     }
 }
 
