@@ -98,6 +98,29 @@ fn typed_outputs_are_selected_too() {
     assert_eq!(files(out.path()), want);
 }
 
+/// An IPFIX-only run (`outputs = []`) reads no payload and formats no line, and exports the
+/// same messages as a run that writes everything (one worker: with several, the records of
+/// different workers interleave in the order their threads send them).
+#[test]
+fn an_ipfix_only_run_exports_the_same_records() {
+    let scratch = tempfile::tempdir().unwrap();
+    for trace in traces() {
+        let export = |name: &str, extra: &[&str]| {
+            let file = scratch.path().join(name);
+            // One worker: several send their records as they end, in the threads' own order.
+            let mut args = vec!["--threads", "1", "--ipfix", file.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let (out, o) = analyze(&trace, &args);
+            assert!(o.status.success(), "{}: {}", trace.display(), String::from_utf8_lossy(&o.stderr));
+            (std::fs::read(&file).unwrap(), files(out.path()))
+        };
+        let (all, _) = export("all.ipfix", &[]);
+        let (only, written) = export("only.ipfix", &["--outputs="]);
+        assert!(!all.is_empty() && all == only, "{}: the IPFIX export differs", trace.display());
+        assert_eq!(written, BTreeSet::from(["summary.json".to_string()]));
+    }
+}
+
 /// `--print-config` of `args` (after `sonde CMD`).
 fn print_config(args: &[&str]) -> String {
     // Before the trailing filter's words.
