@@ -109,6 +109,8 @@ class Run:
         tcp: one row per TCP flow (``tcp_flows.tsv``'s rows and order); None for a stream's
             result, whose flows came as batches.
         udp: one row per UDP flow (``udp_flows.tsv``).
+        icmp: one row per ICMP or ICMPv6 echo session or other message (``icmp_flows.tsv``;
+            docs/icmp.md); None for a stream's result.
         tables: every interval and definition table by name: ``intervals``, ``quantiles``,
             ``histograms`` (with ``interval`` on), ``hosts``, ``matrix``, ``protocols``, ``top``
             (with ``tables=True``), ``definitions`` and the ``definition_*`` tables (with
@@ -121,6 +123,7 @@ class Run:
 
     tcp: Optional[pa.Table]
     udp: Optional[pa.Table]
+    icmp: Optional[pa.Table]
     tables: Dict[str, pa.Table]
     summary: Dict[str, Any]
     input_error: Optional[str]
@@ -128,6 +131,7 @@ class Run:
     def __init__(self, native: Dict[str, Any]) -> None:
         self.tcp = native["tcp"]
         self.udp = native["udp"]
+        self.icmp = native["icmp"]
         self.tables = dict(native["tables"])
         self.summary = json.loads(native["summary"])
         self.input_error = native["input_error"]

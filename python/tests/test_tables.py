@@ -40,7 +40,7 @@ def compare_run(trace: Path, *args: str, **options) -> sonde.Run:
     run = sonde.analyze(trace, strict=False, **options)
     assert_table_equals_tsv(run.tcp, out / "tcp_flows.tsv")
     assert_table_equals_tsv(run.udp, out / "udp_flows.tsv")
-    # The Python run has no ICMP table yet (docs/icmp.md, Limits).
+    assert_table_equals_tsv(run.icmp, out / "icmp_flows.tsv")
     written = sorted(p.stem for p in out.glob("*.tsv") if p.stem not in ("tcp_flows", "udp_flows", "icmp_flows"))
     assert sorted(run.tables) == written
     for name, table in run.tables.items():

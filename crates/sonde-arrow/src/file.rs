@@ -16,8 +16,8 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use sonde_output::{OutputError, OutputFile, PendingFile};
 
-use crate::flows::FlowBatches;
-use crate::schema::{tcp_schema, udp_schema};
+use crate::flows::{FlowBatches, Protocol};
+use crate::schema::{icmp_schema, tcp_schema, udp_schema};
 
 /// Rows per Parquet row group, at most.
 const ROW_GROUP_ROWS: usize = 65_536;
@@ -66,12 +66,16 @@ pub fn write_batches(
     write_with(path, format, schema, |write| batches.iter().try_for_each(|b| write(b.clone())))
 }
 
-/// Writes the TCP (`udp` false) or UDP log of `parts` to `path` in `format`, batch by batch
-/// as the sorted runs merge (memory: the row group being encoded, a small batch per run), through a
+/// Writes the TCP, UDP or ICMP log of `parts` to `path` in `format`, batch by batch as the
+/// sorted runs merge (memory: the row group being encoded, a small batch per run), through a
 /// temporary file moved into place when complete.
-pub fn write_flow_log(path: &Path, format: TypedFormat, parts: &FlowBatches, udp: bool) -> Result<(), OutputError> {
-    let schema = if udp { udp_schema() } else { tcp_schema() };
-    write_with(path, format, &schema, |write| parts.for_each_batch(udp, write))
+pub fn write_flow_log(path: &Path, format: TypedFormat, parts: &FlowBatches, log: Protocol) -> Result<(), OutputError> {
+    let schema = match log {
+        Protocol::Tcp => tcp_schema(),
+        Protocol::Udp => udp_schema(),
+        Protocol::Icmp => icmp_schema(),
+    };
+    write_with(path, format, &schema, |write| parts.for_each_batch(log, write))
 }
 
 /// Writes what `body` hands its writer (batches of one schema, the first's; none: an empty file

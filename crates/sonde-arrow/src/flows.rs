@@ -13,13 +13,13 @@ use arrow::datatypes::{DataType, Int32Type, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
-use sonde_flow::{FlowRecord, FlowSink, RttSample, TcpRecord, UdpRecord};
+use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns, Column, Kind, OrderKey,
-    SortBuffer, Spilled, Value,
+    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns,
+    Column, Kind, OrderKey, SortBuffer, Spilled, Value,
 };
 
-use crate::schema::{tcp_schema, udp_schema};
+use crate::schema::{icmp_schema, tcp_schema, udp_schema};
 use crate::sorted::{self, SortedRows};
 
 /// Where an address is spelled out.
@@ -30,6 +30,8 @@ type Scratch = sonde_output::IpBuf;
 pub enum Protocol {
     Tcp,
     Udp,
+    /// `icmp_flows`: ICMP and ICMPv6 echo sessions and other messages (docs/icmp.md).
+    Icmp,
 }
 
 /// Rows of one flow log, in the order the flows ended.
@@ -146,26 +148,54 @@ impl<R> Rows<R> {
     }
 }
 
-/// Both flow logs' rows of one worker.
+/// The flow logs' rows of one worker.
 struct Logs {
     tcp: Rows<TcpRecord>,
     udp: Rows<UdpRecord>,
+    icmp: Rows<IcmpRecord>,
     anon: Option<Anonymizer>,
     scratch: Scratch,
 }
 
 impl Logs {
     fn new(anon: Option<Anonymizer>) -> Logs {
-        let (tcp, udp) = match anon {
-            Some(_) => (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns())),
-            None => (tcp_columns(), udp_columns()),
+        let (tcp, udp, icmp) = match anon {
+            Some(_) => {
+                (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns()), mark_anonymized(icmp_columns()))
+            }
+            None => (tcp_columns(), udp_columns(), icmp_columns()),
         };
         Logs {
             tcp: Rows::new(tcp_schema(), tcp),
             udp: Rows::new(udp_schema(), udp),
+            icmp: Rows::new(icmp_schema(), icmp),
             anon,
             scratch: [0; std::mem::size_of::<Scratch>()],
         }
+    }
+
+    /// Rows of `log` being built.
+    fn len(&self, log: Protocol) -> usize {
+        match log {
+            Protocol::Tcp => self.tcp.len(),
+            Protocol::Udp => self.udp.len(),
+            Protocol::Icmp => self.icmp.len(),
+        }
+    }
+
+    /// Appends an ICMP record, its addresses through the anonymiser as the TSV log shows them.
+    fn push_icmp(&mut self, record: &IcmpRecord) {
+        let shown;
+        let record = match self.anon.as_mut() {
+            Some(anon) => {
+                let mut r = record.clone();
+                (r.key.client, r.key.server) = (anon.ip(r.key.client), anon.ip(r.key.server));
+                shown = r;
+                &shown
+            }
+            None => record,
+        };
+        self.icmp.push(icmp_order_key(record), record, &mut self.scratch);
     }
 
     /// Appends `record`; says which log took it.
@@ -223,7 +253,8 @@ impl ArrowSink {
     }
 
     fn held_bytes(&self) -> usize {
-        self.logs.tcp.len() * self.logs.tcp.row_bytes() + self.logs.udp.len() * self.logs.udp.row_bytes()
+        let l = &self.logs;
+        l.tcp.len() * l.tcp.row_bytes() + l.udp.len() * l.udp.row_bytes() + l.icmp.len() * l.icmp.row_bytes()
     }
 
     /// The rows being built, sorted, into the part.
@@ -231,6 +262,7 @@ impl ArrowSink {
         let part = &mut self.part;
         finish_into(&mut self.logs.tcp, &mut part.tcp, &mut part.spilled);
         finish_into(&mut self.logs.udp, &mut part.udp, &mut part.spilled);
+        finish_into(&mut self.logs.icmp, &mut part.icmp, &mut part.spilled);
     }
 }
 
@@ -248,13 +280,24 @@ fn finish_into<R>(rows: &mut Rows<R>, sorted: &mut SortedRows, spilled: &mut Spi
     }
 }
 
-impl FlowSink for ArrowSink {
-    fn flow(&mut self, record: &FlowRecord) {
-        self.logs.push(record);
+impl ArrowSink {
+    /// Over the memory budget, the rows built go to disk.
+    fn bound(&mut self) {
         if self.part.sort.as_ref().is_some_and(|sort| self.held_bytes() > sort.bytes) {
             self.finish_into_part();
             self.part.spill();
         }
+    }
+}
+
+impl FlowSink for ArrowSink {
+    fn flow(&mut self, record: &FlowRecord) {
+        self.logs.push(record);
+        self.bound();
+    }
+    fn icmp(&mut self, record: &IcmpRecord) {
+        self.logs.push_icmp(record);
+        self.bound();
     }
     /// The logs hold each record's RTT summary, not its samples.
     fn rtt_sample(&mut self, _: &RttSample) {}
@@ -271,20 +314,23 @@ impl sonde_engine::WorkerSink for ArrowSink {
     }
 }
 
-/// What the workers' sinks handed over: both logs' sorted rows, in memory and on disk.
+/// What the workers' sinks handed over: the logs' sorted rows, in memory and on disk.
 #[derive(Debug, Default)]
 pub struct FlowBatches {
     tcp: SortedRows,
     udp: SortedRows,
+    icmp: SortedRows,
     sort: Option<Arc<SortBuffer>>,
     spilled: Spilled,
 }
 
-/// The flow logs as two tables, in the TSV logs' order (flow start, then protocol and tuple).
+/// The flow logs as tables, in the TSV logs' order (flow start, then protocol and tuple).
 #[derive(Debug, Clone)]
 pub struct FlowTables {
     pub tcp: RecordBatch,
     pub udp: RecordBatch,
+    /// `icmp_flows`: echo sessions and other ICMP messages.
+    pub icmp: RecordBatch,
 }
 
 impl sonde_engine::Part for FlowBatches {
@@ -307,6 +353,7 @@ impl FlowBatches {
     pub fn absorb(&mut self, other: FlowBatches) {
         self.tcp.absorb(other.tcp);
         self.udp.absorb(other.udp);
+        self.icmp.absorb(other.icmp);
         self.spilled.add(&other.spilled);
         if self.sort.is_none() && self.spilled.failure.is_none() {
             self.sort = other.sort;
@@ -314,9 +361,9 @@ impl FlowBatches {
         let Some(sort) = self.sort.clone() else { return };
         // Over the budget, the rows in memory go to disk; the runs are merged so that no level,
         // and no final merge, reads too many at once.
-        let over = self.tcp.held_bytes() + self.udp.held_bytes() > sort.bytes;
+        let over = self.tcp.held_bytes() + self.udp.held_bytes() + self.icmp.held_bytes() > sort.bytes;
         let spilled = &mut self.spilled;
-        let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|rows| {
+        let done = [&mut self.tcp, &mut self.udp, &mut self.icmp].into_iter().try_for_each(|rows| {
             match over {
                 true => rows.spill(&sort, spilled)?,
                 false => rows.compact(&sort, spilled)?,
@@ -330,7 +377,9 @@ impl FlowBatches {
     /// memory, says why in [`FlowBatches::spilled`], and ends the spilling.
     fn spill(&mut self) {
         if let Some(sort) = self.sort.clone() {
-            let done = [&mut self.tcp, &mut self.udp].into_iter().try_for_each(|r| r.spill(&sort, &mut self.spilled));
+            let done = [&mut self.tcp, &mut self.udp, &mut self.icmp]
+                .into_iter()
+                .try_for_each(|r| r.spill(&sort, &mut self.spilled));
             self.failed(&sort, done);
         }
     }
@@ -344,7 +393,7 @@ impl FlowBatches {
 
     /// Rows handed over so far.
     pub fn len(&self) -> usize {
-        self.tcp.len() + self.udp.len()
+        self.tcp.len() + self.udp.len() + self.icmp.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -356,20 +405,28 @@ impl FlowBatches {
         &self.spilled
     }
 
-    /// Both logs, each one table sorted into the output order: the same rows in the same order
+    /// Every log, each one table sorted into the output order: the same rows in the same order
     /// whatever the number of workers.
     pub fn into_tables(self) -> Result<FlowTables, ArrowError> {
-        Ok(FlowTables { tcp: table(tcp_schema(), &self.tcp)?, udp: table(udp_schema(), &self.udp)? })
+        Ok(FlowTables {
+            tcp: table(tcp_schema(), &self.tcp)?,
+            udp: table(udp_schema(), &self.udp)?,
+            icmp: table(icmp_schema(), &self.icmp)?,
+        })
     }
 
-    /// Calls `out` with the TCP (`udp` false) or UDP log's rows in output order, in batches of
-    /// a few thousand rows, each with unique dictionaries.
+    /// Calls `out` with a log's rows in output order, in batches of a few thousand rows, each
+    /// with unique dictionaries.
     pub fn for_each_batch(
         &self,
-        udp: bool,
+        log: Protocol,
         mut out: impl FnMut(RecordBatch) -> Result<(), ArrowError>,
     ) -> Result<(), ArrowError> {
-        let rows = if udp { &self.udp } else { &self.tcp };
+        let rows = match log {
+            Protocol::Tcp => &self.tcp,
+            Protocol::Udp => &self.udp,
+            Protocol::Icmp => &self.icmp,
+        };
         SortedRows::merged(&[rows], sorted::MERGED_ROWS, |batch| out(unique_dictionaries(sorted::unkeyed(&batch)?)?))
     }
 }
@@ -427,6 +484,7 @@ impl StreamSink {
         let (_, batch) = match protocol {
             Protocol::Tcp => self.logs.tcp.finish(),
             Protocol::Udp => self.logs.udp.finish(),
+            Protocol::Icmp => self.logs.icmp.finish(),
         };
         // A receiver that went away wants no more rows: they are dropped.
         let _ = self.tx.send(FlowBatch { protocol, batch });
@@ -436,14 +494,11 @@ impl StreamSink {
 impl FlowSink for StreamSink {
     fn flow(&mut self, record: &FlowRecord) {
         let protocol = self.logs.push(record);
-        let len = match protocol {
-            Protocol::Tcp => self.logs.tcp.len(),
-            Protocol::Udp => self.logs.udp.len(),
-        };
-        if len >= self.rows {
+        if self.logs.len(protocol) >= self.rows {
             self.send(protocol);
         }
     }
+    // ICMP records are not streamed yet: `sonde.stream` yields the TCP and UDP logs.
     fn rtt_sample(&mut self, _: &RttSample) {}
     /// The logs hold flows that ended.
     fn interim(&mut self, _: &FlowRecord) {}
@@ -453,11 +508,7 @@ impl sonde_engine::WorkerSink for StreamSink {
     type Part = FlowBatches;
     fn take(&mut self) -> FlowBatches {
         for protocol in [Protocol::Tcp, Protocol::Udp] {
-            let len = match protocol {
-                Protocol::Tcp => self.logs.tcp.len(),
-                Protocol::Udp => self.logs.udp.len(),
-            };
-            if len > 0 {
+            if self.logs.len(protocol) > 0 {
                 self.send(protocol);
             }
         }

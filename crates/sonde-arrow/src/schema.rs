@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use sonde_output::{tcp_columns, udp_columns, Column, Kind};
+use sonde_output::{icmp_columns, tcp_columns, udp_columns, Column, Kind};
 
 const METRICS_MD: &str = include_str!("../../../docs/metrics.md");
+/// The ICMP log's columns are defined in docs/icmp.md.
+const ICMP_MD: &str = include_str!("../../../docs/icmp.md");
 
 /// The Arrow type of a column kind.
 pub(crate) fn data_type(kind: Kind) -> DataType {
@@ -65,14 +67,20 @@ pub fn udp_schema() -> SchemaRef {
     flow_schema("udp", &udp_columns())
 }
 
-/// The unit and one-line definition `docs/metrics.md` gives a column of the `protocol` ("tcp"
-/// or "udp") flow log: the first sentence of its row, whose first cell names the column or a
+/// The ICMP log's typed schema (the columns of `icmp_flows.tsv`).
+pub fn icmp_schema() -> SchemaRef {
+    flow_schema("icmp", &icmp_columns())
+}
+
+/// The unit and one-line definition `docs/metrics.md` (docs/icmp.md for "icmp") gives a column
+/// of the `protocol` ("tcp", "udp" or "icmp") flow log: the first sentence of its row, whose first cell names the column or a
 /// `*_suffix` pattern that covers it.
 pub fn definition(protocol: &str, column: &str) -> Option<(&'static str, String)> {
     let heading = format!("## {}:", protocol.to_uppercase());
-    let mut inside = false;
-    for line in METRICS_MD.lines() {
-        if line.starts_with("## ") {
+    // docs/icmp.md is the ICMP log's: every table row of it.
+    let (doc, mut inside) = if protocol == "icmp" { (ICMP_MD, true) } else { (METRICS_MD, false) };
+    for line in doc.lines() {
+        if line.starts_with("## ") && protocol != "icmp" {
             inside = line.starts_with(&heading);
             continue;
         }
@@ -106,6 +114,7 @@ mod tests {
         for (protocol, names) in [
             ("tcp", tcp_columns().iter().map(|c| c.name).collect::<Vec<_>>()),
             ("udp", udp_columns().iter().map(|c| c.name).collect()),
+            ("icmp", icmp_columns().iter().map(|c| c.name).collect()),
         ] {
             for name in names {
                 let (unit, text) = definition(protocol, name).unwrap_or_else(|| panic!("{protocol}: {name}"));

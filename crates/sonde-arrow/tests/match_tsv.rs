@@ -28,6 +28,9 @@ fn traces() -> Vec<PathBuf> {
                 "groundtruth/ipv6.pcap",
                 "traces/realistic/nfstream+nfstream/tests/pcaps/skype.pcap",
                 "traces/realistic/nfstream+nfstream/tests/pcaps/bittorrent.pcap",
+                // Pings and port unreachables (the golden ICMP case), ICMPv6 neighbour discovery.
+                "traces/realistic/appneta+tcpreplay/test/test.pcap",
+                "traces/realistic/arkime+arkime/tests/pcap/arkime_synthetic.pcap",
             ]
             .map(|t| s.join(t))
             .into_iter()
@@ -48,10 +51,12 @@ fn typed(trace: &Path, workers: usize) -> FlowTables {
     all.into_tables().unwrap()
 }
 
-fn tsv(trace: &Path) -> [String; 2] {
+fn tsv(trace: &Path) -> [String; 3] {
     let result = Run::new().analyze_file(trace, &|| LineSink::new(Format::Tsv)).unwrap();
     let parts: Vec<&FlowLines> = result.flows.iter().collect();
-    FlowLines::render(Format::Tsv, &parts).unwrap().map(|(_, text)| String::from_utf8(text).unwrap())
+    let [tcp, udp] = FlowLines::render(Format::Tsv, &parts).unwrap().map(|(_, text)| String::from_utf8(text).unwrap());
+    let (_, icmp) = FlowLines::render_icmp(Format::Tsv, &parts).unwrap();
+    [tcp, udp, String::from_utf8(icmp).unwrap()]
 }
 
 /// The TSV's text for `ns`: milliseconds with 3 decimals, rounded half up.
@@ -102,15 +107,21 @@ fn check(trace: &Path, table: &RecordBatch, text: &str) -> usize {
 fn typed_tables_hold_what_the_tsv_says() {
     let mut cells = 0;
     let mut nulls = 0;
+    let mut icmp_rows = 0;
     for trace in traces() {
         let tables = typed(&trace, 1);
-        let [tcp, udp] = tsv(&trace);
+        let [tcp, udp, icmp] = tsv(&trace);
         nulls += check(&trace, &tables.tcp, &tcp);
         nulls += check(&trace, &tables.udp, &udp);
+        check(&trace, &tables.icmp, &icmp);
+        icmp_rows += tables.icmp.num_rows();
         cells += tables.tcp.num_rows() * tables.tcp.num_columns() + tables.udp.num_rows() * tables.udp.num_columns();
     }
     // Flows without RTT samples, without a tunnel, one-sided UDP: nulls there must be.
     assert!(nulls > 100 && nulls < cells / 2, "{nulls} nulls in {cells} cells");
+    if shared().is_some() {
+        assert!(icmp_rows >= 20, "only {icmp_rows} ICMP rows compared");
+    }
 }
 
 #[test]
@@ -119,6 +130,7 @@ fn the_order_does_not_depend_on_the_workers() {
         let (one, three) = (typed(&trace, 1), typed(&trace, 3));
         assert_eq!(one.tcp, three.tcp, "{}", trace.display());
         assert_eq!(one.udp, three.udp, "{}", trace.display());
+        assert_eq!(one.icmp, three.icmp, "{}", trace.display());
     }
 }
 

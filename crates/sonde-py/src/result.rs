@@ -76,16 +76,19 @@ pub fn finish<P>(result: RunResult<P>, about: About, flows: Option<FlowTables>) 
 }
 
 impl Finished {
-    /// The results as a dict: `tcp`, `udp` (pyarrow.Table or None), `tables` (name →
+    /// The results as a dict: `tcp`, `udp`, `icmp` (pyarrow.Table or None), `tables` (name →
     /// pyarrow.Table), `summary` (summary.json's text) and `input_error` (str or None).
     pub fn into_py(self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let out = PyDict::new(py);
-        let (tcp, udp) = match self.flows {
-            Some(FlowTables { tcp, udp }) => (Some(table(py, tcp)?), Some(table(py, udp)?)),
-            None => (None, None),
+        let (tcp, udp, icmp) = match self.flows {
+            Some(FlowTables { tcp, udp, icmp }) => {
+                (Some(table(py, tcp)?), Some(table(py, udp)?), Some(table(py, icmp)?))
+            }
+            None => (None, None, None),
         };
         out.set_item("tcp", tcp)?;
         out.set_item("udp", udp)?;
+        out.set_item("icmp", icmp)?;
         let tables = PyDict::new(py);
         for (name, batch) in self.tables {
             tables.set_item(name, table(py, batch)?)?;

@@ -61,6 +61,7 @@ impl FlowStream {
                 let name = match protocol {
                     Protocol::Tcp => "tcp",
                     Protocol::Udp => "udp",
+                    Protocol::Icmp => "icmp",
                 };
                 Ok(Some((name, batch.to_pyarrow(py)?.unbind())))
             }

@@ -420,20 +420,26 @@ pub fn run(
             clear_progress_bar();
             let mut all = FlowBatches::default();
             parts.into_iter().for_each(|p| all.absorb(p));
-            let names = [OutputFile::TcpFlows(format), OutputFile::UdpFlows(format)].map(|f| typed.file_name(f));
-            let write = |udp: bool| {
-                let name = &names[udp as usize];
+            use sonde_arrow::Protocol;
+            let logs = [
+                (OutputFile::TcpFlows(format), Protocol::Tcp),
+                (OutputFile::UdpFlows(format), Protocol::Udp),
+                (OutputFile::IcmpFlows(format), Protocol::Icmp),
+            ]
+            .map(|(file, log)| (typed.file_name(file), log));
+            let write = |(name, log): &(String, Protocol)| {
                 out.outputs()
                     .wants_name(name)
-                    .then(|| sonde_arrow::write_flow_log(&out.path(name), typed, &all, udp).map_err(|e| e.to_string()))
+                    .then(|| sonde_arrow::write_flow_log(&out.path(name), typed, &all, *log).map_err(|e| e.to_string()))
             };
-            // The two logs merge and compress at the same time.
+            // The two large logs merge and compress at the same time; ICMP's is small.
             let (tcp, udp) = std::thread::scope(|scope| {
-                let udp = scope.spawn(|| write(true));
-                (write(false), udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                let udp = scope.spawn(|| write(&logs[1]));
+                (write(&logs[0]), udp.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             });
+            let icmp = write(&logs[2]);
             typed_spilled = all.spilled().clone();
-            for (name, written) in names.into_iter().zip([tcp, udp]) {
+            for ((name, _), written) in logs.into_iter().zip([tcp, udp, icmp]) {
                 if let Some(written) = written {
                     note(&mut outputs, &mut failed, name, written);
                 }

@@ -88,7 +88,7 @@ fn compare(typed: &RecordBatch, tsv: &Path) -> usize {
     assert_eq!(names, header, "{}", tsv.display());
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split('\t').collect()).collect();
     assert_eq!(typed.num_rows(), rows.len(), "{}", tsv.display());
-    let flow_log = ["tcp_flows.tsv", "udp_flows.tsv"].contains(&tsv.file_name().unwrap().to_str().unwrap());
+    let flow_log = ["tcp_flows.tsv", "udp_flows.tsv", "icmp_flows.tsv"].contains(&tsv.file_name().unwrap().to_str().unwrap());
     for (c, name) in header.iter().enumerate() {
         for (r, row) in rows.iter().enumerate() {
             assert!(
@@ -116,8 +116,6 @@ fn every_output_is_written_typed_with_the_tsv_values() {
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n.ends_with(".tsv"))
-            // The typed outputs do not carry ICMP entries yet (docs/icmp.md, Limits).
-            .filter(|n| n != "icmp_flows.tsv")
             .collect();
         assert!(tsv_files.len() >= 13, "{tsv_files:?}");
         for format in ["parquet", "arrow"] {
