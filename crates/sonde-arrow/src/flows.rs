@@ -15,8 +15,8 @@ use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, tcp_columns, udp_columns,
-    Column, Kind, OrderKey, SortBuffer, Spilled, Value,
+    anonymized_icmp, anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, tcp_columns,
+    udp_columns, Column, Kind, OrderKey, SortBuffer, Spilled, Value,
 };
 
 use crate::schema::{icmp_schema, tcp_schema, udp_schema};
@@ -188,9 +188,7 @@ impl Logs {
         let shown;
         let record = match self.anon.as_mut() {
             Some(anon) => {
-                let mut r = record.clone();
-                (r.key.client, r.key.server) = (anon.ip(r.key.client), anon.ip(r.key.server));
-                shown = r;
+                shown = anonymized_icmp(record, anon);
                 &shown
             }
             None => record,

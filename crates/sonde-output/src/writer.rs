@@ -802,9 +802,7 @@ impl FlowSink for LineSink {
         let shown;
         let record = match self.anon.as_mut() {
             Some(anon) => {
-                let mut r = record.clone();
-                (r.key.client, r.key.server) = (anon.ip(r.key.client), anon.ip(r.key.server));
-                shown = r;
+                shown = anonymized_icmp(record, anon);
                 &shown
             }
             None => record,
@@ -852,6 +850,13 @@ fn push_tstat(lines: &mut FlowLines, scratch: &mut Vec<u8>, tstat: &TstatFormats
         },
         FlowRecord::Udp(u) => lines.push(Slot::Udp, key, tstat.udp.format(scratch, u)),
     }
+}
+
+/// An ICMP record as an anonymised log shows it: both addresses through `anon`.
+pub fn anonymized_icmp(record: &IcmpRecord, anon: &mut Anonymizer) -> IcmpRecord {
+    let mut shown = record.clone();
+    (shown.key.client, shown.key.server) = (anon.ip(shown.key.client), anon.ip(shown.key.server));
+    shown
 }
 
 /// `record` as an anonymised log shows it: both addresses through `anon`, and the addresses

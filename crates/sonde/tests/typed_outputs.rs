@@ -88,7 +88,8 @@ fn compare(typed: &RecordBatch, tsv: &Path) -> usize {
     assert_eq!(names, header, "{}", tsv.display());
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split('\t').collect()).collect();
     assert_eq!(typed.num_rows(), rows.len(), "{}", tsv.display());
-    let flow_log = ["tcp_flows.tsv", "udp_flows.tsv", "icmp_flows.tsv"].contains(&tsv.file_name().unwrap().to_str().unwrap());
+    let flow_log =
+        ["tcp_flows.tsv", "udp_flows.tsv", "icmp_flows.tsv"].contains(&tsv.file_name().unwrap().to_str().unwrap());
     for (c, name) in header.iter().enumerate() {
         for (r, row) in rows.iter().enumerate() {
             assert!(
