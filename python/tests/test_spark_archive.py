@@ -37,7 +37,7 @@ from sonde.spark.session import spark_session  # noqa: E402
 DEFS = REPO / "definitions" / "tcp-rtt.defs"
 OPTIONS = ["--interval", "60", "--tables", "--internal", "10.0.0.0/8,192.168.0.0/16", "--definitions", str(DEFS)]
 PROBES = ("edge", "core")
-CLI_NAMES = {"tcp_flows": "tcp", "udp_flows": "udp"}
+CLI_NAMES = {"tcp_flows": "tcp", "udp_flows": "udp", "icmp_flows": "icmp"}
 
 
 def chosen_traces() -> List[str]:

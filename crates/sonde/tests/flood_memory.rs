@@ -85,12 +85,9 @@ fn logs_beyond_the_sort_buffer_are_the_same_bytes() {
             .filter(|n| n != ".sonde.lock")
             .collect();
         left.sort();
-        // The ICMP log is TSV or JSON Lines (docs/icmp.md); no run is left behind.
-        let icmp = match format {
-            "parquet" => None,
-            other => Some(format!("icmp_flows.{other}")),
-        };
-        let mut want: Vec<String> = names.iter().map(|n| n.to_string()).chain(icmp).collect();
+        // The ICMP log beside them, in the same format; no run is left behind.
+        let icmp = format!("icmp_flows.{format}");
+        let mut want: Vec<String> = names.iter().map(|n| n.to_string()).chain([icmp]).collect();
         want.push("summary.json".into());
         want.sort();
         assert_eq!(left, want, "{format}: the logs and the summary, no run left behind");

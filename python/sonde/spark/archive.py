@@ -207,7 +207,7 @@ def _remove_stale(out: Path, trace: Trace, written: set) -> None:
 
 
 def _trace_tables(run) -> Dict[str, Any]:
-    tables = {"tcp": run.tcp, "udp": run.udp}
+    tables = {"tcp": run.tcp, "udp": run.udp, "icmp": run.icmp}
     tables.update(run.tables)
     return {name: t for name, t in tables.items() if t is not None}
 
