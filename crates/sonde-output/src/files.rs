@@ -192,26 +192,15 @@ impl Outputs {
         Outputs { only: None }
     }
 
-    /// Only the outputs of these stems (and summary.json); an unknown stem is an error that
-    /// lists the known ones.
-    pub fn only<S: AsRef<str>>(stems: &[S]) -> Result<Outputs, String> {
+    /// Only the outputs of these stems (and summary.json); an unknown stem is an error.
+    pub fn only<S: AsRef<str>>(stems: &[S]) -> Result<Outputs, UnknownOutput> {
         let mut only = std::collections::BTreeSet::new();
         for stem in stems {
             let stem = stem.as_ref().trim();
             match OutputFile::ALL.iter().find(|f| f.stem() == stem) {
-                Some(f) => {
-                    only.insert(f.stem());
-                }
-                None => {
-                    let mut known: Vec<&str> = Vec::new();
-                    for f in OutputFile::ALL {
-                        if !known.contains(&f.stem()) {
-                            known.push(f.stem());
-                        }
-                    }
-                    return Err(format!("'{stem}' is not an output; the outputs are {}", known.join(", ")));
-                }
-            }
+                Some(f) => only.insert(f.stem()),
+                None => return Err(UnknownOutput(stem.to_string())),
+            };
         }
         Ok(Outputs { only: Some(only) })
     }
@@ -242,6 +231,24 @@ impl Outputs {
         self.only.as_ref().map(|only| only.iter().copied().collect())
     }
 }
+
+/// A name given for an output that is no output's stem; its message lists the known ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownOutput(pub String);
+
+impl fmt::Display for UnknownOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut known: Vec<&str> = Vec::new();
+        for file in OutputFile::ALL {
+            if !known.contains(&file.stem()) {
+                known.push(file.stem());
+            }
+        }
+        write!(f, "'{}' is not an output; the outputs are {}", self.0, known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownOutput {}
 
 impl fmt::Display for OutputFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -278,7 +285,7 @@ mod tests {
         assert!(!Outputs::only(&["intervals", "icmp_flows", "hosts"]).unwrap().shows_application());
         assert!(Outputs::only(&["al_top"]).unwrap().shows_application());
         assert_eq!(Outputs::only::<&str>(&[]).unwrap().stems(), Some(vec![]));
-        let e = Outputs::only(&["tcp_flows.tsv"]).unwrap_err();
+        let e = Outputs::only(&["tcp_flows.tsv"]).unwrap_err().to_string();
         assert!(e.starts_with("'tcp_flows.tsv' is not an output; the outputs are tcp_flows, udp_flows,"), "{e}");
     }
 

@@ -39,7 +39,7 @@ mod writer;
 
 pub use capture::{capture_tsv, CaptureCounters};
 pub use columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column, Kind, Value};
-pub use files::{OutputFile, Outputs};
+pub use files::{OutputFile, Outputs, UnknownOutput};
 pub use line::{ip_text, IpBuf, LineFormat};
 pub use pending::{write_atomic, PendingFile, PART_SUFFIX};
 pub use sorted::{SortBuffer, Spilled};

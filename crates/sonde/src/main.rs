@@ -112,6 +112,10 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         args.http.is_none() || args.analysis.layout == crate::flags::LayoutArg::Sonde,
         "--http serves sonde's flow logs: it takes --layout sonde"
     );
+    anyhow::ensure!(
+        args.http.is_none() || args.analysis.outputs.is_none(),
+        "--http serves every output of the run: it takes no --outputs"
+    );
     // The address is checked and bound before anything is read or written.
     let server =
         args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;

@@ -90,6 +90,13 @@ fn outputs_are_exactly_those_named_and_the_same_bytes() {
 }
 
 #[test]
+fn http_takes_no_outputs() {
+    let (_, o) = analyze(&repo("testdata/demo.pcap"), &["--outputs", "tcp_flows", "--http", "127.0.0.1:0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--http serves every output of the run: it takes no --outputs"));
+}
+
+#[test]
 fn typed_outputs_are_selected_too() {
     let trace = repo("testdata/demo.pcap");
     let (out, o) = analyze(&trace, &["--format", "parquet", "--outputs", "tcp_flows,intervals"]);
