@@ -443,12 +443,16 @@ fn a_location_removed_mid_run_sends_its_chunks_to_the_next() {
     let root = tempfile::tempdir().unwrap();
     let mut spool = Spool::open(vec![location(root.path(), "a", None), location(root.path(), "b", None)]).unwrap();
     spool.write_chunk("c1", 0, 1, &[("f", &bytes(10))]).unwrap();
+    // The directory that will stand in its place, made while the first still exists: a
+    // directory made after the removal may be given the freed inode, and then be the same
+    // (device, inode) as the one opened.
+    fs::create_dir(root.path().join("a-again")).unwrap();
     fs::remove_dir_all(root.path().join("a")).unwrap();
     let placed = spool.write_chunk("c2", 1, 2, &[("f", &bytes(20))]).unwrap();
     assert_eq!(placed.location_index, 1);
     assert_eq!(placed.failed[0].location, root.path().join("a"));
     // Made again by someone else: not the directory opened, so still not used.
-    fs::create_dir(root.path().join("a")).unwrap();
+    fs::rename(root.path().join("a-again"), root.path().join("a")).unwrap();
     let placed = spool.write_chunk("c3", 2, 3, &[("f", &bytes(30))]).unwrap();
     assert_eq!(placed.location_index, 1);
     assert!(placed.failed[0].to_string().contains("unmounted or replaced"), "{}", placed.failed[0]);
