@@ -274,8 +274,8 @@ pub trait FlowSink {
     /// now on.
     fn internal_nets(&mut self, _nets: &[ipnet::IpNet]) {}
 
-    /// An ICMP entry (an echo session, other messages) that ended. Only the flow logs take
-    /// them so far: a wrapper must forward it.
+    /// An ICMP entry (an echo session, other messages) that ended. The flow logs (text and
+    /// typed) and Kafka take them; IPFIX does not yet. A wrapper must forward it.
     fn icmp(&mut self, _record: &crate::IcmpRecord) {}
 }
 

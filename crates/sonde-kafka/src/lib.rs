@@ -25,8 +25,8 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use sonde_anon::Anonymizer;
-use sonde_flow::{FlowRecord, FlowSink, RttSample, TcpRecord, UdpRecord};
-use sonde_output::{mark_anonymized, tcp_columns, udp_columns, Format, LineFormat};
+use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample, TcpRecord, UdpRecord};
+use sonde_output::{anonymized_icmp, icmp_columns, mark_anonymized, tcp_columns, udp_columns, Format, LineFormat};
 use sonde_stats::{Net, Proto, Unit};
 
 pub mod intervals;
@@ -185,17 +185,20 @@ impl Exporter {
 
     /// A worker's sink: formats each flow as a message and enqueues it.
     pub fn sink(&self, anon: Option<Anonymizer>) -> KafkaSink {
-        let (tcp, udp) = match anon {
-            Some(_) => (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns())),
-            None => (tcp_columns(), udp_columns()),
+        let (tcp, udp, icmp) = match anon {
+            Some(_) => {
+                (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns()), mark_anonymized(icmp_columns()))
+            }
+            None => (tcp_columns(), udp_columns(), icmp_columns()),
         };
         KafkaSink {
             producer: self.producer.clone(),
             counters: self.counters.clone(),
             topic: self.config.topic.clone(),
-            head: format!("{{\"probe\":{},\"proto\":", json_string(&self.config.probe)),
+            head: format!("{{\"probe\":{},", json_string(&self.config.probe)),
             tcp_format: LineFormat::new(Format::Jsonl, &tcp),
             udp_format: LineFormat::new(Format::Jsonl, &udp),
+            icmp_format: LineFormat::new(Format::Jsonl, &icmp),
             scratch: Vec::new(),
             payload: Vec::new(),
             key: String::new(),
@@ -398,10 +401,12 @@ pub struct KafkaSink {
     producer: Arc<ThreadedProducer<Context>>,
     counters: Arc<Counters>,
     topic: String,
-    /// `{"probe":"…","proto":`.
+    /// `{"probe":"…",`.
     head: String,
     tcp_format: LineFormat<TcpRecord>,
     udp_format: LineFormat<UdpRecord>,
+    /// ICMP entries (`icmp_flows`' columns, whose own `proto` is `icmp` or `icmpv6`).
+    icmp_format: LineFormat<IcmpRecord>,
     scratch: Vec<u8>,
     payload: Vec<u8>,
     key: String,
@@ -418,7 +423,7 @@ impl KafkaSink {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
         self.payload.clear();
         self.payload.extend_from_slice(self.head.as_bytes());
-        self.payload.extend_from_slice(if proto == "tcp" { b"\"tcp\"," } else { b"\"udp\"," });
+        self.payload.extend_from_slice(if proto == "tcp" { b"\"proto\":\"tcp\"," } else { b"\"proto\":\"udp\"," });
         self.payload.extend_from_slice(body.get(1..).unwrap_or_default());
         flow_key(&mut self.key, proto, record);
         if send(&self.producer, &self.counters, &self.topic, &self.key, &self.payload) {
@@ -458,9 +463,44 @@ impl KafkaSink {
     }
 }
 
+impl KafkaSink {
+    /// An ICMP entry as `icmp_flows.jsonl` writes it, the probe first (its line has its own
+    /// `proto`, `icmp` or `icmpv6`), keyed `proto client server echo:IDENT|TYPE/CODE first_ns`.
+    fn push_icmp(&mut self, record: &IcmpRecord) {
+        use std::fmt::Write;
+        let line = self.icmp_format.format(&mut self.scratch, record);
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        self.payload.clear();
+        self.payload.extend_from_slice(self.head.as_bytes());
+        self.payload.extend_from_slice(body.get(1..).unwrap_or_default());
+        let k = &record.key;
+        self.key.clear();
+        let proto = if k.client.is_ipv6() { "icmpv6" } else { "icmp" };
+        let _ = match k.kind {
+            IcmpKind::Echo { ident } => write!(self.key, "{proto} {} {} echo:{ident}", k.client, k.server),
+            IcmpKind::Message { icmp_type, code } => {
+                write!(self.key, "{proto} {} {} {icmp_type}/{code}", k.client, k.server)
+            }
+        };
+        let _ = write!(self.key, " {}", record.first_ns);
+        if send(&self.producer, &self.counters, &self.topic, &self.key, &self.payload) {
+            self.counters.flows.fetch_add(1, Relaxed);
+        }
+    }
+}
+
 impl FlowSink for KafkaSink {
     fn flow(&mut self, record: &FlowRecord) {
         self.publish(record, false);
+    }
+    fn icmp(&mut self, record: &IcmpRecord) {
+        match self.anon.as_mut() {
+            Some(anon) => {
+                let shown = anonymized_icmp(record, anon);
+                self.push_icmp(&shown)
+            }
+            None => self.push_icmp(record),
+        }
     }
     fn rtt_sample(&mut self, _: &RttSample) {}
     /// A message like a finished flow's, its `"end"` `"open"`.

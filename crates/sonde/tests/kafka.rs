@@ -157,17 +157,21 @@ fn analyze_publishes_the_flow_logs_records() {
 
     let tcp = jsonl(&out.path().join("tcp_flows.jsonl"));
     let udp = jsonl(&out.path().join("udp_flows.jsonl"));
-    assert!(!tcp.is_empty() && !udp.is_empty(), "the demo has TCP and UDP flows");
-    let want = tcp.len() + udp.len();
+    let icmp = jsonl(&out.path().join("icmp_flows.jsonl"));
+    assert!(!tcp.is_empty() && !udp.is_empty() && !icmp.is_empty(), "the demo has TCP, UDP and ICMP flows");
+    let want = tcp.len() + udp.len() + icmp.len();
     let got = broker.read_topic("flows-test", want);
-    assert_eq!(got.len(), want, "one message per flow, no more");
+    assert_eq!(got.len(), want, "one message per flow and ICMP entry, no more");
 
-    // Each message is its log's record plus "probe" and "proto"; its key names the flow.
+    // Each message is its log's record plus "probe" and "proto" (an ICMP record has its own
+    // "proto", icmp or icmpv6); its key names the flow.
     let mut expected = BTreeSet::new();
-    for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
+    for (proto, records) in [("tcp", &tcp), ("udp", &udp), ("icmp", &icmp)] {
         for r in records.iter() {
             let mut m = r.clone();
-            m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            if proto != "icmp" {
+                m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            }
             m.as_object_mut().expect("an object").insert("probe".into(), "demo-probe".into());
             expected.insert(m.to_string());
         }
@@ -175,7 +179,10 @@ fn analyze_publishes_the_flow_logs_records() {
     let mut received = BTreeSet::new();
     for (key, m) in &got {
         let s = |k: &str| m[k].as_str().map(str::to_string).unwrap_or_else(|| m[k].to_string());
-        let prefix = format!("{} {}:{} {}:{} ", s("proto"), s("c_ip"), s("c_port"), s("s_ip"), s("s_port"));
+        let prefix = match s("proto").as_str() {
+            "icmp" | "icmpv6" => format!("{} {} {} ", s("proto"), s("c_ip"), s("s_ip")),
+            _ => format!("{} {}:{} {}:{} ", s("proto"), s("c_ip"), s("c_port"), s("s_ip"), s("s_port")),
+        };
         assert!(key.starts_with(&prefix), "key {key:?} does not name the flow {prefix:?}");
         received.insert(m.to_string());
     }
@@ -251,7 +258,9 @@ fn analyze_publishes_the_flow_logs_records() {
     assert_eq!(got.len() as u64, sent);
     for (key, m) in &got {
         assert!(["0.0.0.0", "::"].contains(&m["c_ip"].as_str().unwrap()), "anonymised: {m}");
-        assert!(key.contains(" 0.0.0.0:") || key.contains(" :::"), "anonymised key: {key}");
+        // A flow's key names ports (`0.0.0.0:53`), an ICMP entry's none (`:: ::`).
+        let anonymised = [" 0.0.0.0:", " :::", " 0.0.0.0 0.0.0.0 ", " :: :: "].iter().any(|a| key.contains(a));
+        assert!(anonymised, "anonymised key: {key}");
     }
 }
 
@@ -376,7 +385,8 @@ fn interim_records_precede_each_long_flows_final_record() {
     assert_eq!(summary["kafka"]["interim"], interim);
     let tcp = jsonl(&out.path().join("tcp_flows.jsonl"));
     let udp = jsonl(&out.path().join("udp_flows.jsonl"));
-    let flows = tcp.len() + udp.len();
+    let icmp = jsonl(&out.path().join("icmp_flows.jsonl"));
+    let flows = tcp.len() + udp.len() + icmp.len();
     let got = broker.read_topic("flows-interim", flows + interim as usize);
     assert_eq!(got.len(), flows + interim as usize);
     assert_eq!(got.iter().filter(|(_, m)| m["end_reason"] == "open").count() as u64, interim);
@@ -392,10 +402,12 @@ fn interim_records_precede_each_long_flows_final_record() {
     let mut logged: Vec<String> = Vec::new();
     // The probe id by default: the host name.
     let probe = summary["probe"].as_str().expect("a probe id");
-    for (proto, records) in [("tcp", &tcp), ("udp", &udp)] {
+    for (proto, records) in [("tcp", &tcp), ("udp", &udp), ("icmp", &icmp)] {
         for r in records.iter() {
             let mut m = r.clone();
-            m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            if proto != "icmp" {
+                m.as_object_mut().expect("an object").insert("proto".into(), proto.into());
+            }
             m.as_object_mut().expect("an object").insert("probe".into(), probe.into());
             logged.push(m.to_string());
         }
@@ -487,7 +499,7 @@ fn broker_killed_and_restarted_mid_run_loses_nothing_queued() {
     assert!(run.status.success(), "sonde failed: {}", String::from_utf8_lossy(&run.stderr));
 
     let dir = out.path().join("run");
-    let want = jsonl(&dir.join("tcp_flows.jsonl")).len() + jsonl(&dir.join("udp_flows.jsonl")).len();
+    let want = ["tcp", "udp", "icmp"].map(|p| jsonl(&dir.join(format!("{p}_flows.jsonl"))).len()).iter().sum();
     let got = broker.read_topic("flows-restart", want);
     let distinct: BTreeSet<String> = got.iter().map(|(_, m)| m.to_string()).collect();
     assert_eq!(
