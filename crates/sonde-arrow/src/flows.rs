@@ -15,7 +15,7 @@ use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_icmp, anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, tcp_columns,
+    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, shown_icmp, tcp_columns,
     udp_columns, Column, Kind, OrderKey, SortBuffer, Spilled, Value,
 };
 
@@ -185,15 +185,8 @@ impl Logs {
 
     /// Appends an ICMP record, its addresses through the anonymiser as the TSV log shows them.
     fn push_icmp(&mut self, record: &IcmpRecord) {
-        let shown;
-        let record = match self.anon.as_mut() {
-            Some(anon) => {
-                shown = anonymized_icmp(record, anon);
-                &shown
-            }
-            None => record,
-        };
-        self.icmp.push(icmp_order_key(record), record, &mut self.scratch);
+        let record = shown_icmp(record, self.anon.as_mut());
+        self.icmp.push(icmp_order_key(&record), &record, &mut self.scratch);
     }
 
     /// Appends `record`; says which log took it.
@@ -226,6 +219,8 @@ pub struct ArrowSink {
     logs: Logs,
     /// What was handed to disk since the last `take`, and where more goes.
     part: FlowBatches,
+    /// Which records get rows (TCP, UDP, ICMP): those of the logs the run writes.
+    rows: [bool; 3],
 }
 
 impl Default for ArrowSink {
@@ -236,7 +231,16 @@ impl Default for ArrowSink {
 
 impl ArrowSink {
     pub fn new() -> ArrowSink {
-        ArrowSink { logs: Logs::new(None), part: FlowBatches::default() }
+        ArrowSink { logs: Logs::new(None), part: FlowBatches::default(), rows: [true; 3] }
+    }
+
+    /// Builds rows only for the flow logs `outputs` writes; the other records are dropped as
+    /// they come.
+    pub fn only(self, outputs: &sonde_output::Outputs) -> ArrowSink {
+        use sonde_output::{Format, OutputFile};
+        let logs =
+            [OutputFile::TcpFlows(Format::Tsv), OutputFile::UdpFlows(Format::Tsv), OutputFile::IcmpFlows(Format::Tsv)];
+        ArrowSink { rows: logs.map(|f| outputs.wants(f)), ..self }
     }
 
     /// Shows every address through `anon` (with `*_iscrypto` set), as the TSV logs do.
@@ -290,12 +294,16 @@ impl ArrowSink {
 
 impl FlowSink for ArrowSink {
     fn flow(&mut self, record: &FlowRecord) {
-        self.logs.push(record);
-        self.bound();
+        if self.rows[matches!(record, FlowRecord::Udp(_)) as usize] {
+            self.logs.push(record);
+            self.bound();
+        }
     }
     fn icmp(&mut self, record: &IcmpRecord) {
-        self.logs.push_icmp(record);
-        self.bound();
+        if self.rows[2] {
+            self.logs.push_icmp(record);
+            self.bound();
+        }
     }
     /// The logs hold each record's RTT summary, not its samples.
     fn rtt_sample(&mut self, _: &RttSample) {}

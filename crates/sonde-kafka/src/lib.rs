@@ -26,7 +26,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample, TcpRecord, UdpRecord};
-use sonde_output::{anonymized_icmp, icmp_columns, mark_anonymized, tcp_columns, udp_columns, Format, LineFormat};
+use sonde_output::{icmp_columns, mark_anonymized, shown_icmp, tcp_columns, udp_columns, Format, LineFormat};
 use sonde_stats::{Net, Proto, Unit};
 
 pub mod intervals;
@@ -494,13 +494,8 @@ impl FlowSink for KafkaSink {
         self.publish(record, false);
     }
     fn icmp(&mut self, record: &IcmpRecord) {
-        match self.anon.as_mut() {
-            Some(anon) => {
-                let shown = anonymized_icmp(record, anon);
-                self.push_icmp(&shown)
-            }
-            None => self.push_icmp(record),
-        }
+        let shown = shown_icmp(record, self.anon.as_mut());
+        self.push_icmp(&shown);
     }
     fn rtt_sample(&mut self, _: &RttSample) {}
     /// A message like a finished flow's, its `"end"` `"open"`.

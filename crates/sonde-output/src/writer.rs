@@ -799,16 +799,9 @@ impl FlowSink for LineSink {
         if !self.formats[2] {
             return;
         }
-        let shown;
-        let record = match self.anon.as_mut() {
-            Some(anon) => {
-                shown = anonymized_icmp(record, anon);
-                &shown
-            }
-            None => record,
-        };
-        let key = icmp_order_key(record);
-        let line = self.icmp_format.format(&mut self.scratch, record);
+        let record = shown_icmp(record, self.anon.as_mut());
+        let key = icmp_order_key(&record);
+        let line = self.icmp_format.format(&mut self.scratch, &record);
         self.lines.icmp.push(key, line);
         self.lines.bound(false);
     }
@@ -852,11 +845,16 @@ fn push_tstat(lines: &mut FlowLines, scratch: &mut Vec<u8>, tstat: &TstatFormats
     }
 }
 
-/// An ICMP record as an anonymised log shows it: both addresses through `anon`.
-pub fn anonymized_icmp(record: &IcmpRecord, anon: &mut Anonymizer) -> IcmpRecord {
-    let mut shown = record.clone();
-    (shown.key.client, shown.key.server) = (anon.ip(shown.key.client), anon.ip(shown.key.server));
-    shown
+/// An ICMP record as a log shows it: as it is, or with both addresses through `anon`.
+pub fn shown_icmp<'a>(record: &'a IcmpRecord, anon: Option<&mut Anonymizer>) -> std::borrow::Cow<'a, IcmpRecord> {
+    match anon {
+        None => std::borrow::Cow::Borrowed(record),
+        Some(anon) => {
+            let mut shown = record.clone();
+            (shown.key.client, shown.key.server) = (anon.ip(shown.key.client), anon.ip(shown.key.server));
+            std::borrow::Cow::Owned(shown)
+        }
+    }
 }
 
 /// `record` as an anonymised log shows it: both addresses through `anon`, and the addresses

@@ -414,7 +414,8 @@ pub fn run(
                 typed.extension()
             );
             let new_sink = || {
-                ((ArrowSink::new().anonymized(anonymizer.clone()).sorted_in(Some(sort.clone())), feed()), kafka_feed())
+                let rows = ArrowSink::new().only(out.outputs()).anonymized(anonymizer.clone());
+                ((rows.sorted_in(Some(sort.clone())), feed()), kafka_feed())
             };
             let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());
             clear_progress_bar();

@@ -103,6 +103,13 @@ fn typed_outputs_are_selected_too() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want: BTreeSet<String> = ["tcp_flows.parquet", "intervals.parquet", "summary.json"].map(String::from).into();
     assert_eq!(files(out.path()), want);
+    // The rows of the logs not written are never built; those written are the same bytes.
+    let (all, o) = analyze(&trace, &["--format", "parquet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for name in ["tcp_flows.parquet", "intervals.parquet"] {
+        let (a, b) = (std::fs::read(all.path().join(name)).unwrap(), std::fs::read(out.path().join(name)).unwrap());
+        assert!(a == b, "{name} differs from the run writing every output");
+    }
 }
 
 /// An IPFIX-only run (`outputs = []`) reads no payload and formats no line, and exports the
