@@ -245,7 +245,7 @@ class FlowBatch(NamedTuple):
     """Flows that ended, as one record batch of their log's schema."""
 
     protocol: str
-    """``"tcp"`` or ``"udp"``: which log's columns the batch has."""
+    """``"tcp"``, ``"udp"`` or (with ``icmp=True``) ``"icmp"``: which log's columns the batch has."""
     batch: pa.RecordBatch
     """The flows, one row each, in the order they ended."""
 
@@ -316,17 +316,20 @@ def stream(
     app_packets: int = 8,
     dns_cache: int = 100_000,
     strict: bool = True,
+    icmp: bool = False,
 ) -> FlowStream:
     """Analyses the trace at ``path``, yielding its flows in batches of up to ``rows`` as they end.
 
     The options are ``analyze``'s. The trace is opened (and the options checked) before this
     returns, so ``TraceError`` and ``SettingsError`` come from the call; ``TruncatedTraceError``
     (``strict``) comes at the end of the iteration, after every flow read before the damage.
+    With ``icmp=True`` the ICMP entries (``icmp_flows``' rows, docs/icmp.md) come too, as
+    ``"icmp"`` batches.
     """
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
-    return FlowStream(_sonde.stream(path, opts, int(rows)), strict)
+    return FlowStream(_sonde.stream(path, opts, int(rows), bool(icmp)), strict)
 
 
 def monitor(

@@ -41,10 +41,10 @@ def analyze(path: Union[str, os.PathLike[str]], options: Dict[str, Any]) -> Dict
     """Analyses a trace to its end: a dict with ``tcp``, ``udp`` (pyarrow.Table), ``tables``
     (name → pyarrow.Table), ``summary`` (summary.json's text) and ``input_error`` (str or None)."""
 
-def stream(path: Union[str, os.PathLike[str]], options: Dict[str, Any], rows: int) -> FlowStream:
+def stream(path: Union[str, os.PathLike[str]], options: Dict[str, Any], rows: int, icmp: bool = False) -> FlowStream:
     """Analyses a trace, its flows coming as batches of up to ``rows`` while they end."""
 
-def monitor(interfaces: List[str], options: Dict[str, Any], capture: Dict[str, Any], rows: int) -> FlowStream:
+def monitor(interfaces: List[str], options: Dict[str, Any], capture: Dict[str, Any], rows: int, icmp: bool = False) -> FlowStream:
     """Captures on live interfaces, the flows coming as batches while they end."""
 
 def schemas() -> Tuple[pa.Schema, pa.Schema]:

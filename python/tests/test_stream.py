@@ -18,7 +18,7 @@ def rows(table: pa.Table) -> list:
 
 def streamed(path, **options):
     s = sonde.stream(path, **options)
-    batches = {"tcp": [], "udp": []}
+    batches = {"tcp": [], "udp": []}  # no "icmp" batch unless asked for
     for protocol, batch in s:
         assert isinstance(batch, pa.RecordBatch)
         assert batch.num_rows <= options.get("rows", 8_192)
@@ -41,6 +41,20 @@ def test_a_stream_yields_what_analyze_returns(threads):
         assert s.result.tables[name].equals(table), name
     assert s.result.summary["flows"] == run.summary["flows"]
     assert s.result.summary["packets"] == run.summary["packets"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_icmp_entries_stream_when_asked(threads):
+    run = sonde.analyze(DEMO, threads=threads)
+    assert run.icmp.num_rows > 0, "the demo has ICMP entries"
+    batches = {"tcp": [], "udp": [], "icmp": []}
+    for protocol, batch in sonde.stream(DEMO, rows=2, threads=threads, icmp=True):
+        assert batch.num_rows <= 2
+        batches[protocol].append(batch)
+    icmp = pa.Table.from_batches(batches["icmp"], schema=run.icmp.schema)
+    assert rows(icmp) == rows(run.icmp)
+    tcp_schema, _ = sonde.schemas()
+    assert rows(pa.Table.from_batches(batches["tcp"], schema=tcp_schema)) == rows(run.tcp)
 
 
 def test_the_schemas_are_the_tables():

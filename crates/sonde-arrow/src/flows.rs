@@ -474,11 +474,19 @@ pub struct StreamSink {
     logs: Logs,
     tx: SyncSender<FlowBatch>,
     rows: usize,
+    /// Whether ICMP entries are streamed too ([`Protocol::Icmp`] batches).
+    icmp: bool,
 }
 
 impl StreamSink {
     pub fn new(tx: SyncSender<FlowBatch>, rows: usize) -> StreamSink {
-        StreamSink { logs: Logs::new(None), tx, rows: rows.max(1) }
+        StreamSink { logs: Logs::new(None), tx, rows: rows.max(1), icmp: false }
+    }
+
+    /// Streams the ICMP entries too, as [`Protocol::Icmp`] batches (off by default: a reader of
+    /// the TCP and UDP logs is not handed a third kind of batch it did not ask for).
+    pub fn with_icmp(self, icmp: bool) -> StreamSink {
+        StreamSink { icmp, ..self }
     }
 
     /// Shows every address through `anon`, as [`ArrowSink::anonymized`].
@@ -504,7 +512,14 @@ impl FlowSink for StreamSink {
             self.send(protocol);
         }
     }
-    // ICMP records are not streamed yet: `sonde.stream` yields the TCP and UDP logs.
+    fn icmp(&mut self, record: &IcmpRecord) {
+        if self.icmp {
+            self.logs.push_icmp(record);
+            if self.logs.icmp.len() >= self.rows {
+                self.send(Protocol::Icmp);
+            }
+        }
+    }
     fn rtt_sample(&mut self, _: &RttSample) {}
     /// The logs hold flows that ended.
     fn interim(&mut self, _: &FlowRecord) {}
@@ -513,7 +528,7 @@ impl FlowSink for StreamSink {
 impl sonde_engine::WorkerSink for StreamSink {
     type Part = FlowBatches;
     fn take(&mut self) -> FlowBatches {
-        for protocol in [Protocol::Tcp, Protocol::Udp] {
+        for protocol in [Protocol::Tcp, Protocol::Udp, Protocol::Icmp] {
             if self.logs.len(protocol) > 0 {
                 self.send(protocol);
             }

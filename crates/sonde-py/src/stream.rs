@@ -48,7 +48,8 @@ impl FlowStream {
         slf
     }
 
-    /// The next batch of ended flows, `("tcp" | "udp", pyarrow.RecordBatch)`.
+    /// The next batch of ended flows, `("tcp" | "udp" | "icmp", pyarrow.RecordBatch)` (ICMP
+    /// only when asked for).
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<(&'static str, Py<PyAny>)>> {
         let Ok(mut state) = self.state.try_lock() else {
             return Err(PyRuntimeError::new_err("this stream is being read by another thread"));
@@ -136,6 +137,8 @@ where
 struct Shape {
     rows: usize,
     anonymizer: Option<sonde_anon::Anonymizer>,
+    /// ICMP entries streamed too.
+    icmp: bool,
 }
 
 /// Each worker's [`StreamSink`], sending into one channel.
@@ -147,7 +150,9 @@ struct StreamSinks {
 impl Sinks for StreamSinks {
     type Worker = StreamSink;
     fn worker(&self) -> StreamSink {
-        StreamSink::new(self.tx.clone(), self.shape.rows).anonymized(self.shape.anonymizer.clone())
+        StreamSink::new(self.tx.clone(), self.shape.rows)
+            .with_icmp(self.shape.icmp)
+            .anonymized(self.shape.anonymizer.clone())
     }
 }
 
@@ -170,13 +175,14 @@ impl AsSources for Vec<sonde_live::LiveSource> {
 
 /// The flows of the trace at `path` as batches of up to `rows` flows while it is read.
 #[pyfunction]
-pub fn stream(path: PathBuf, options: Options, rows: usize) -> PyResult<FlowStream> {
+#[pyo3(signature = (path, options, rows, icmp = false))]
+pub fn stream(path: PathBuf, options: Options, rows: usize, icmp: bool) -> PyResult<FlowStream> {
     let prepared = options.prepare()?;
     let (source, about) = crate::open_trace(&path, &prepared)?;
     let Prepared { run, anonymizer, .. } = prepared;
     let stop = Stop::new();
     let source = Stoppable { source, stop: stop.clone() };
-    start(run, source, about, Shape { rows, anonymizer }, stop, None)
+    start(run, source, about, Shape { rows, anonymizer, icmp }, stop, None)
 }
 
 /// The live capture's settings (`sonde monitor`'s flags).
@@ -193,11 +199,13 @@ pub struct CaptureOptions {
 /// The flows seen on the live `interfaces` (merged by timestamp) as batches while they end,
 /// until `stop()`, `duration` seconds or Ctrl-C.
 #[pyfunction]
+#[pyo3(signature = (interfaces, options, capture, rows, icmp = false))]
 pub fn monitor(
     interfaces: Vec<String>,
     options: Options,
     capture: CaptureOptions,
     rows: usize,
+    icmp: bool,
 ) -> PyResult<FlowStream> {
     if interfaces.is_empty() {
         return Err(SettingsError::new_err("monitor needs an interface"));
@@ -239,5 +247,5 @@ pub fn monitor(
     };
     let about = prepared.about(input);
     let Prepared { run, anonymizer, .. } = prepared;
-    start(run, vec![source], about, Shape { rows, anonymizer }, stop, deadline)
+    start(run, vec![source], about, Shape { rows, anonymizer, icmp }, stop, deadline)
 }
