@@ -40,6 +40,15 @@ pub enum IcmpInput {
 }
 
 impl IcmpKey {
+    /// The protocol's name as the ICMP log writes it: `icmp` or `icmpv6`.
+    pub fn proto(&self) -> &'static str {
+        if self.client.is_ipv6() {
+            "icmpv6"
+        } else {
+            "icmp"
+        }
+    }
+
     /// The key of a packet from `src` to `dst` bringing `input`.
     pub fn of(src: IpAddr, dst: IpAddr, input: IcmpInput) -> IcmpKey {
         match input {

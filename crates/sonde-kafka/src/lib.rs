@@ -475,7 +475,7 @@ impl KafkaSink {
         self.payload.extend_from_slice(body.get(1..).unwrap_or_default());
         let k = &record.key;
         self.key.clear();
-        let proto = if k.client.is_ipv6() { "icmpv6" } else { "icmp" };
+        let proto = k.proto();
         let _ = match k.kind {
             IcmpKind::Echo { ident } => write!(self.key, "{proto} {} {} echo:{ident}", k.client, k.server),
             IcmpKind::Message { icmp_type, code } => {

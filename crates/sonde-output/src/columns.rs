@@ -749,11 +749,7 @@ pub fn icmp_columns() -> Vec<Column<IcmpRecord>> {
     vec![
         Column::<IcmpRecord> { name: "c_ip", kind: Kind::Address, value: |r| Value::Ip(r.key.client) },
         Column { name: "s_ip", kind: Kind::Address, value: |r| Value::Ip(r.key.server) },
-        Column {
-            name: "proto",
-            kind: Kind::Label,
-            value: |r| Value::Text(if r.key.client.is_ipv6() { "icmpv6" } else { "icmp" }),
-        },
+        Column { name: "proto", kind: Kind::Label, value: |r| Value::Text(r.key.proto()) },
         Column {
             name: "kind",
             kind: Kind::Label,

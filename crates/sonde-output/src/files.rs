@@ -157,8 +157,7 @@ impl OutputFile {
     /// The name without its extension (`tcp_flows`, `intervals`, `log_tcp_complete`): what
     /// `--outputs` names, whatever the format.
     pub fn stem(self) -> &'static str {
-        let name = self.name();
-        name.split_once('.').map_or(name, |(stem, _)| stem)
+        stem_of(self.name())
     }
 
     /// Whether the file holds a flow's application facts (its columns, or a table by
@@ -212,7 +211,7 @@ impl Outputs {
 
     /// Whether the file called `name` (`tcp_flows.parquet`: any format) is written.
     pub fn wants_name(&self, name: &str) -> bool {
-        let stem = name.split_once('.').map_or(name, |(stem, _)| stem);
+        let stem = stem_of(name);
         stem == OutputFile::Summary.stem() || self.only.as_ref().is_none_or(|only| only.contains(stem))
     }
 
@@ -225,11 +224,11 @@ impl Outputs {
     pub fn shows_application(&self) -> bool {
         OutputFile::ALL.iter().any(|&f| f.shows_application() && self.wants(f))
     }
+}
 
-    /// The stems asked for, `None` for every output.
-    pub fn stems(&self) -> Option<Vec<&'static str>> {
-        self.only.as_ref().map(|only| only.iter().copied().collect())
-    }
+/// A file name without its extension.
+fn stem_of(name: &str) -> &str {
+    name.split_once('.').map_or(name, |(stem, _)| stem)
 }
 
 /// A name given for an output that is no output's stem; its message lists the known ones.
@@ -284,7 +283,11 @@ mod tests {
         assert!(some.shows_application(), "tcp_flows has application columns");
         assert!(!Outputs::only(&["intervals", "icmp_flows", "hosts"]).unwrap().shows_application());
         assert!(Outputs::only(&["al_top"]).unwrap().shows_application());
-        assert_eq!(Outputs::only::<&str>(&[]).unwrap().stems(), Some(vec![]));
+        let none = Outputs::only::<&str>(&[]).unwrap();
+        assert!(
+            none.wants(OutputFile::Summary)
+                && !OutputFile::ALL.iter().any(|&f| f != OutputFile::Summary && none.wants(f))
+        );
         let e = Outputs::only(&["tcp_flows.tsv"]).unwrap_err().to_string();
         assert!(e.starts_with("'tcp_flows.tsv' is not an output; the outputs are tcp_flows, udp_flows,"), "{e}");
     }
