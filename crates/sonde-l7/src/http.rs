@@ -7,11 +7,12 @@
 //! that direction stops once it is).
 //!
 //! Heads are parsed with `httparse` (lenient settings: obsolete line folding, repeated spaces and
-//! invalid header lines in responses are accepted, as browsers do). A request line without a
-//! version is an HTTP/0.9 request (RFC 1945 §4.1, "Simple-Request"), as Zeek and Wireshark read
-//! it: the line is the whole request, and the answer to it, when its direction has not spoken
-//! HTTP/1.x yet, is a response without a status line whose body runs to the connection's close. A head that spans segments
-//! is buffered, at most [`HEAD_LIMIT_BYTES`] (8 KiB) per direction: a longer head counts
+//! invalid header lines in responses are accepted, as browsers do). A request line httparse
+//! refuses is read as Zeek and Wireshark read it ([`lax_request`]): a version cut short or
+//! longer (`HTTP/1.`, `HTTP/1.0.8`), a target empty or with spaces; a line without a version is
+//! an HTTP/0.9 request (RFC 1945 §4.1, "Simple-Request"), whose headless answer (when that
+//! direction has not spoken HTTP/1.x yet) is a response without status to the connection's
+//! close. A head that spans segments is buffered, at most [`HEAD_LIMIT_BYTES`] (8 KiB) per direction: a longer head counts
 //! `over_limit` and stops the direction. Bodies are skipped without buffering, by Content-Length
 //! or by the chunked framing (RFC 9112 §6.3, §7.1), so the heads of persistent and pipelined
 //! messages that follow are read too; a response delimited by the connection's close, a

@@ -35,17 +35,15 @@ pub fn expand(cli: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, Strin
     let text = std::fs::read_to_string(&file).map_err(|e| format!("--config {}: {e}", file.display()))?;
     let command = cli.find_subcommand(sub).expect("a configured subcommand");
     // What the command line gives itself (parsed leniently: the file may hold what it lacks).
-    let given: Vec<ArgMatches> = cli
+    let given: Option<ArgMatches> = cli
         .clone()
         .ignore_errors(true)
         .try_get_matches_from(argv.iter().take(2).cloned().chain(rest.iter().cloned()))
         .ok()
-        .and_then(|m| m.subcommand_matches(sub).cloned())
-        .into_iter()
-        .collect();
+        .and_then(|m| m.subcommand_matches(sub).cloned());
     let on_command_line = |id: &str| {
         given
-            .first()
+            .as_ref()
             .is_some_and(|m| m.ids().any(|i| i.as_str() == id) && m.value_source(id) == Some(ValueSource::CommandLine))
     };
     let (options, filter) = file_options(&file, &text, command, &on_command_line)?;

@@ -41,9 +41,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let matches = command.clone().get_matches_from(argv);
+    let matches = command.get_matches_from(argv);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some((name, sub)) = matches.subcommand().filter(|_| print_config(&cli)) {
+        let command = Cli::command();
         let sub_command = command.find_subcommand(name).expect("the parsed subcommand");
         print!("{}", config::print(sub_command, sub));
         return ExitCode::SUCCESS;
