@@ -74,11 +74,12 @@ def _options(
     thin: bool,
     app_packets: int,
     dns_cache: int,
-) -> Dict[str, Any]:
-    """The options as the extension takes them: every key present, lists split."""
+) -> str:
+    """The options as the extension takes them: JSON of sonde-analysis' config (the CLI's keys),
+    lists split, paths as text."""
     if isinstance(internal, str):
         internal = [n for n in internal.split(",") if n.strip()]
-    return {
+    return json.dumps({
         "threads": threads,
         "interval": float(interval),
         "tables": bool(tables),
@@ -93,13 +94,13 @@ def _options(
         "udp_timeout": float(udp_timeout),
         "closed_linger": float(closed_linger),
         "max_flows": int(max_flows),
-        "filter": filter,
+        "filter": [filter] if filter else [],
         "anonymize": anonymize,
         "key": key,
-        "thin": bool(thin),
+        "thin": "natra" if thin else None,
         "app_packets": int(app_packets),
         "dns_cache": int(dns_cache),
-    }
+    }, default=os.fspath)
 
 
 class Run:

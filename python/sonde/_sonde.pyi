@@ -37,14 +37,14 @@ class FlowStream(Iterator[Tuple[str, pa.RecordBatch]]):
     def result(self) -> Optional[Dict[str, Any]]:
         """The run's results (``analyze``'s dict, without flow tables) once the iteration ended."""
 
-def analyze(path: Union[str, os.PathLike[str]], options: Dict[str, Any]) -> Dict[str, Any]:
+def analyze(path: Union[str, os.PathLike[str]], options: str) -> Dict[str, Any]:
     """Analyses a trace to its end: a dict with ``tcp``, ``udp`` (pyarrow.Table), ``tables``
     (name → pyarrow.Table), ``summary`` (summary.json's text) and ``input_error`` (str or None)."""
 
-def stream(path: Union[str, os.PathLike[str]], options: Dict[str, Any], rows: int, icmp: bool = False) -> FlowStream:
+def stream(path: Union[str, os.PathLike[str]], options: str, rows: int, icmp: bool = False) -> FlowStream:
     """Analyses a trace, its flows coming as batches of up to ``rows`` while they end."""
 
-def monitor(interfaces: List[str], options: Dict[str, Any], capture: Dict[str, Any], rows: int, icmp: bool = False) -> FlowStream:
+def monitor(interfaces: List[str], options: str, capture: Dict[str, Any], rows: int, icmp: bool = False) -> FlowStream:
     """Captures on live interfaces, the flows coming as batches while they end."""
 
 def schemas() -> Tuple[pa.Schema, pa.Schema]:

@@ -1,7 +1,7 @@
 //! sonde-py: the extension module `sonde._sonde` under the Python package `sonde` (maturin,
-//! abi3). A thin layer over [`sonde_engine::Run`]: the options are checked as the CLI checks
-//! its flags, the run goes on in a thread of its own while the caller waits with the GIL
-//! released (Ctrl-C raises KeyboardInterrupt within 100 ms and stops the run), and the results
+//! abi3). A thin layer over [`sonde_analysis::Analysis`], the run the CLI makes: the options
+//! are the CLI's config, checked by the same code; the run goes on in a thread of its own while
+//! the caller waits with the GIL released (Ctrl-C raises KeyboardInterrupt within 100 ms and stops the run), and the results
 //! cross into Python as Arrow tables through the C data interface — sonde-arrow's tables,
 //! shared, never copied, never one Python object per flow.
 //!
@@ -31,25 +31,22 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sonde_arrow::{ArrowSink, FlowBatches};
 use sonde_capture::PacketSource;
-use sonde_output::summary::Input;
 
 use control::{Stop, Stoppable, Waited};
 use errors::{internal_error, trace_error, SondeError};
-use result::{About, Finished};
-use settings::{Options, Prepared};
+use result::Finished;
 
 /// Analyses the trace at `path` to its end and returns its results as a dict of
 /// `pyarrow.Table`s and summary.json's text (the facade makes a `sonde.Run` of it).
 #[pyfunction]
-fn analyze(py: Python<'_>, path: PathBuf, options: Options) -> PyResult<Py<PyDict>> {
-    let prepared = options.prepare()?;
-    let (source, about) = open_trace(&path, &prepared)?;
-    let Prepared { mut run, anonymizer, .. } = prepared;
+fn analyze(py: Python<'_>, path: PathBuf, options: &str) -> PyResult<Py<PyDict>> {
+    let (mut analysis, (source, name)) = settings::prepare(settings::config(options)?, || open_trace(&path))?;
+    let compression = source.compression().map(str::to_string);
     // With several workers, a trace file is read by as many readers, each reading it whole
     // (as the CLI's analyze does).
-    let readers = run.readers_for_file(&path);
+    let readers = analysis.readers_for_file(&path);
     let sources = if readers > 1 {
-        sonde_capture::open_readers(&path, readers).map_err(|e| trace_error(&about.input.name, &e))?
+        sonde_capture::open_readers(&path, readers).map_err(|e| trace_error(&name, &e))?
     } else {
         vec![source]
     };
@@ -63,19 +60,22 @@ fn analyze(py: Python<'_>, path: PathBuf, options: Options) -> PyResult<Py<PyDic
                 sources.into_iter().map(|source| Stoppable { source, stop: thread_stop.clone() }).collect();
             let mut readers: Vec<&mut (dyn PacketSource + Send)> =
                 sources.iter_mut().map(|s| s as &mut (dyn PacketSource + Send)).collect();
+            let anonymizer = analysis.anonymizer();
             let sinks = || ArrowSink::new().anonymized(anonymizer.clone());
-            let outcome = run.analyze(&mut readers, &sinks).map_err(|e| e.to_string()).and_then(|mut result| {
-                if thread_stop.stopped() {
-                    // Interrupted: nobody waits for the tables.
-                    return Err("interrupted".into());
-                }
-                let mut flows = FlowBatches::default();
-                for part in std::mem::take(&mut result.flows) {
-                    flows.absorb(part);
-                }
-                let tables = flows.into_tables().map_err(|e| format!("flow tables: {e}"))?;
-                result::finish(result, about, Some(tables))
-            });
+            let input = (name.as_str(), compression.as_deref());
+            let outcome =
+                analysis.analyze(&mut readers, &sinks, input).map_err(|e| format!("{e:#}")).and_then(|mut analyzed| {
+                    if thread_stop.stopped() {
+                        // Interrupted: nobody waits for the tables.
+                        return Err("interrupted".into());
+                    }
+                    let mut flows = FlowBatches::default();
+                    for part in std::mem::take(&mut analyzed.flows) {
+                        flows.absorb(part);
+                    }
+                    let tables = flows.into_tables().map_err(|e| format!("flow tables: {e}"))?;
+                    Ok(Finished::of(analyzed, Some(tables)))
+                });
             // The caller may have gone (Ctrl-C): then the result is dropped.
             let _ = tx.send(outcome);
         })
@@ -87,30 +87,11 @@ fn analyze(py: Python<'_>, path: PathBuf, options: Options) -> PyResult<Py<PyDic
     }
 }
 
-/// Opens the trace at `path` as the CLI does (its message if it cannot), and what the summary
-/// says about the run.
-fn open_trace(path: &std::path::Path, prepared: &Prepared) -> PyResult<(sonde_capture::BoxedSource, About)> {
+/// Opens the trace at `path` as the CLI does (its message if it cannot), and its name.
+fn open_trace(path: &std::path::Path) -> PyResult<(sonde_capture::BoxedSource, String)> {
     let name = path.display().to_string();
     let source = sonde_capture::open(path).map_err(|e| trace_error(&name, &e))?;
-    let input = Input {
-        name,
-        format: source.format().to_string(),
-        compression: source.compression().map(str::to_string),
-        filter: prepared.filter.clone(),
-    };
-    Ok((source, prepared.about(input)))
-}
-
-impl Prepared {
-    fn about(&self, input: Input) -> About {
-        About {
-            input,
-            interval_cfg: self.interval_cfg.clone(),
-            anon_summary: self.anon_summary.clone(),
-            anonymizer: self.anonymizer.clone(),
-            has_changes: self.has_changes,
-        }
-    }
+    Ok((source, name))
 }
 
 /// The flow logs' schemas: (tcp, udp) as `pyarrow.Schema`s, with each field's unit and

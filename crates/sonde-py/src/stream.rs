@@ -13,15 +13,15 @@ use arrow::pyarrow::ToPyArrow;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sonde_analysis::Analysis;
 use sonde_arrow::{FlowBatch, Protocol, StreamSink};
 use sonde_capture::PacketSource;
-use sonde_engine::{Run, Sinks};
-use sonde_output::summary::Input;
+use sonde_engine::Sinks;
 
 use crate::control::{self, Stop, Stoppable, Waited};
-use crate::errors::{internal_error, CaptureError, SettingsError, SondeError};
-use crate::result::{self, About, Finished};
-use crate::settings::{Options, Prepared};
+use crate::errors::{internal_error, settings_error, CaptureError, SettingsError, SondeError};
+use crate::result::Finished;
+use crate::settings;
 
 /// Batches waiting for Python, at most (each up to `rows` flows).
 const CHANNEL_BATCHES: usize = 4;
@@ -102,11 +102,12 @@ impl Drop for FlowStream {
     }
 }
 
-/// Starts the run over `sources` in a thread of its own and returns the stream of its flows.
+/// Starts the run over `sources` (named `input`) in a thread of its own and returns the stream
+/// of its flows.
 fn start<S>(
-    run: Run,
+    analysis: Analysis,
     mut sources: S,
-    about: About,
+    input: String,
     shape: Shape,
     stop: Stop,
     deadline: Option<Instant>,
@@ -122,11 +123,11 @@ where
         .spawn(move || {
             let outcome = {
                 let mut readers = sources.as_sources();
-                run.analyze(&mut readers, &sinks)
+                analysis.analyze(&mut readers, &sinks, (&input, None))
             };
             // No more batches: the iteration moves on to the result.
             drop(sinks);
-            let outcome = outcome.map_err(|e| e.to_string()).and_then(|result| result::finish(result, about, None));
+            let outcome = outcome.map_err(|e| format!("{e:#}")).map(|analyzed| Finished::of(analyzed, None));
             let _ = done_tx.send(outcome);
         })
         .map_err(|e| internal_error("starting the run's thread", &e))?;
@@ -176,13 +177,12 @@ impl AsSources for Vec<sonde_live::LiveSource> {
 /// The flows of the trace at `path` as batches of up to `rows` flows while it is read.
 #[pyfunction]
 #[pyo3(signature = (path, options, rows, icmp = false))]
-pub fn stream(path: PathBuf, options: Options, rows: usize, icmp: bool) -> PyResult<FlowStream> {
-    let prepared = options.prepare()?;
-    let (source, about) = crate::open_trace(&path, &prepared)?;
-    let Prepared { run, anonymizer, .. } = prepared;
+pub fn stream(path: PathBuf, options: &str, rows: usize, icmp: bool) -> PyResult<FlowStream> {
+    let (analysis, (source, name)) = settings::prepare(settings::config(options)?, || crate::open_trace(&path))?;
+    let anonymizer = analysis.anonymizer();
     let stop = Stop::new();
     let source = Stoppable { source, stop: stop.clone() };
-    start(run, source, about, Shape { rows, anonymizer, icmp }, stop, None)
+    start(analysis, source, name, Shape { rows, anonymizer, icmp }, stop, None)
 }
 
 /// The live capture's settings (`sonde monitor`'s flags).
@@ -202,7 +202,7 @@ pub struct CaptureOptions {
 #[pyo3(signature = (interfaces, options, capture, rows, icmp = false))]
 pub fn monitor(
     interfaces: Vec<String>,
-    options: Options,
+    options: &str,
     capture: CaptureOptions,
     rows: usize,
     icmp: bool,
@@ -228,24 +228,18 @@ pub fn monitor(
         Some(s) => Some(Instant::now() + Duration::from_secs_f64(s)),
         None => None,
     };
+    let config = settings::config(options)?;
     let cfg = sonde_live::Config {
         interfaces: interfaces.clone(),
         backend,
         buffer_bytes: capture.ring_mb.saturating_mul(1 << 20),
         promisc: capture.promisc,
         tick_ns: capture.tick_ms.saturating_mul(1_000_000),
-        interval_ns: options.interval_ns()?,
+        interval_ns: config.interval_ns().map_err(|e| settings_error(e.to_string()))?,
     };
-    let prepared = options.prepare()?;
     let (stop, flag) = Stop::live();
-    let source = sonde_live::LiveSource::open(&cfg, flag).map_err(|e| CaptureError::new_err(e.to_string()))?;
-    let input = Input {
-        name: interfaces.join(","),
-        format: source.format().to_string(),
-        compression: None,
-        filter: prepared.filter.clone(),
-    };
-    let about = prepared.about(input);
-    let Prepared { run, anonymizer, .. } = prepared;
-    start(run, vec![source], about, Shape { rows, anonymizer, icmp }, stop, deadline)
+    let open = || sonde_live::LiveSource::open(&cfg, flag).map_err(|e| CaptureError::new_err(e.to_string()));
+    let (analysis, source) = settings::prepare(config, open)?;
+    let anonymizer = analysis.anonymizer();
+    start(analysis, vec![source], interfaces.join(","), Shape { rows, anonymizer, icmp }, stop, deadline)
 }

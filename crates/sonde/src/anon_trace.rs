@@ -21,7 +21,7 @@ pub struct AnonTraceArgs {
     pub write: PathBuf,
     /// How addresses are replaced: cryptopan (prefix preserving), hash, zero or tcpdpriv
     /// (prefix preserving, images in the order addresses first appear in the trace).
-    #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode, default_value = "cryptopan")]
+    #[arg(long, value_name = "MODE", value_parser = sonde_analysis::anon::parse_mode, default_value = "cryptopan")]
     pub anonymize: sonde_anon::Mode,
     /// The 32-byte key for cryptopan, hash or tcpdpriv (created with a new random key, mode
     /// 600, if absent). The same key maps addresses as `sonde analyze --anonymize` does with it
@@ -50,8 +50,16 @@ pub fn run(args: &AnonTraceArgs) -> Result<ExitCode> {
     }
     let input_name = args.read.display().to_string();
     let mut source = sonde_capture::open(&args.read).with_context(|| input_name.clone())?;
-    let (anon, _) =
-        crate::anon::anonymizer(args.anonymize, args.key.as_deref(), args.tcpdpriv_max_addresses, args.quiet)?;
+    let anon = match args.key.as_deref().filter(|_| args.anonymize.needs_key()) {
+        Some(path) => {
+            let mut notes = Vec::new();
+            let (anon, _) = sonde_analysis::anon::keyed(args.anonymize, path, args.tcpdpriv_max_addresses, &mut notes)?;
+            notes.iter().filter(|_| !args.quiet).for_each(|note| eprintln!("sonde: {note}"));
+            anon
+        }
+        // main.rs refuses a mode that needs a key without one.
+        None => sonde_anon::Anonymizer::zero(),
+    };
     let format = TraceFormat::matching(source.format());
     let mut rewriter = Rewriter::new(anon);
     let started = Instant::now();

@@ -2,10 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
-use ipnet::IpNet;
-use sonde_engine::settings;
+use sonde_analysis::AnalysisConfig;
 
 #[derive(Debug, Parser)]
 #[command(name = "sonde", version, about = "A passive network traffic probe", long_about = None)]
@@ -100,33 +98,6 @@ pub enum Command {
     Serve(Box<crate::serve::ServeArgs>),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LayoutArg {
-    /// tcp_flows and udp_flows (docs/metrics.md).
-    Sonde,
-    /// Tstat 3.3's log_tcp_complete, log_tcp_nocomplete and log_udp_complete.
-    Tstat,
-}
-
-impl From<LayoutArg> for sonde_output::Layout {
-    fn from(l: LayoutArg) -> sonde_output::Layout {
-        match l {
-            LayoutArg::Sonde => sonde_output::Layout::Sonde,
-            LayoutArg::Tstat => sonde_output::Layout::Tstat,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FormatArg {
-    Tsv,
-    Jsonl,
-    /// Every output as typed Parquet (zstd); docs/typed-outputs.md.
-    Parquet,
-    /// Every output as a typed Arrow IPC file (zstd).
-    Arrow,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct AnalyzeArgs {
     /// Trace to read; `-` reads standard input.
@@ -142,8 +113,16 @@ pub struct AnalyzeArgs {
     pub http_token: Option<PathBuf>,
     #[command(flatten)]
     pub http_limits: HttpLimitArgs,
+    /// Read options from a TOML file whose keys are these long options (`interval = 60`,
+    /// `outputs = ["tcp_flows"]`, `filter = "tcp"`; docs/config.md); options given here win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective options (defaults, --config's and these) as a TOML file for
+    /// --config, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     #[command(flatten)]
-    pub analysis: AnalysisArgs,
+    pub analysis: AnalysisConfig,
 }
 
 /// The HTTP server's bounds (docs/security.md): what one client, and all of them together, may
@@ -206,246 +185,6 @@ impl HttpLimitArgs {
     }
 }
 
-/// What `analyze` and `monitor` share: the analysis and its outputs.
-#[derive(Debug, clap::Args)]
-pub struct AnalysisArgs {
-    /// Output directory (created if missing).
-    #[arg(short = 'o', long = "out", value_name = "DIR", default_value = "sonde-out")]
-    pub out: PathBuf,
-    /// Output format: tsv and jsonl for the flow logs (the other outputs stay TSV); parquet
-    /// and arrow for every output, typed (times as UTC timestamps, nulls for metrics without a
-    /// sample).
-    #[arg(long, value_enum, default_value = "tsv")]
-    pub format: FormatArg,
-    /// The flow logs' layout: sonde's tcp_flows/udp_flows, or Tstat 3.3's log_tcp_complete,
-    /// log_tcp_nocomplete and log_udp_complete in their place (same columns, units and
-    /// space-separated values, for Tstat's scripts; docs/tstat-layout.md). tstat takes
-    /// --format tsv and no live view (--http, --spool).
-    #[arg(long, value_enum, default_value = "sonde")]
-    pub layout: LayoutArg,
-    /// Read options from a TOML file whose keys are these long options (`interval = 60`,
-    /// `outputs = ["tcp_flows"]`, `filter = "tcp"`; docs/config.md); options given here win.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Print the effective options (defaults, --config's and these) as a TOML file for
-    /// --config, and exit.
-    #[arg(long)]
-    pub print_config: bool,
-    /// The outputs to write, by name without extension (comma-separated): e.g.
-    /// `tcp_flows,udp_flows` writes those two logs and summary.json and nothing else, and the
-    /// run computes only what they show (no interval statistics without an interval output, no
-    /// payload read without an output of application facts; docs/config.md). "" writes only
-    /// summary.json (and the exports). Default: every output the other options ask for.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub outputs: Option<Vec<String>>,
-    /// Overwrite the outputs of an earlier run in the output directory.
-    #[arg(long)]
-    pub force: bool,
-    /// Internal networks (CIDR, comma-separated or repeated), like Tstat's net.conf.
-    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
-    pub internal: Vec<String>,
-    /// File of internal networks, one per line ("10.0.0.0/8" or "10.0.0.0/255.0.0.0"; # comments).
-    #[arg(long, value_name = "FILE")]
-    pub internal_file: Option<PathBuf>,
-    /// Seconds without a packet after which a TCP flow ends (Tstat: 300).
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
-    pub tcp_timeout: f64,
-    /// Seconds without a packet after which a UDP flow ends (Tstat: 200).
-    #[arg(long, value_name = "SECS", default_value_t = 200.0)]
-    pub udp_timeout: f64,
-    /// Seconds a closed TCP flow (both FINs, or RST) waits for its last packets (Linux TIME_WAIT).
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    pub closed_linger: f64,
-    /// Most flows held at once; when full, the longest-idle flow is evicted and logged. Room for
-    /// them is reserved up front: address space (about 0.9 KB per flow), used as flows arrive.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub max_flows: usize,
-    /// Payload packets of each flow direction read for application facts (TLS, QUIC, HTTP,
-    /// DNS, RTP; see docs/l7.md); later UDP packets bring their first 16 bytes (RTP's header).
-    /// 0 turns application facts off.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    pub app_packets: u8,
-    /// DNS answers (client, address) kept for DN-Hunter, which labels each flow with the name
-    /// its client resolved to the server's address; when full, the oldest go.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    pub dns_cache: usize,
-    /// Memory for the flow logs' lines, in MiB, shared by the workers: beyond it they wait in
-    /// sorted runs in unnamed temporary files in the output directory, merged when the logs
-    /// are written, so memory does not grow with the flows a run has seen.
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
-    pub sort_buffer: usize,
-    /// Flow-tracking worker threads (default: the machine's cores). Outputs are the same for
-    /// any number.
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-    /// Interval of the monitoring outputs in seconds of packet time (counters, histograms,
-    /// percentiles and tables per interval; Tstat: 300). 0 turns them off.
-    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
-    pub interval: f64,
-    /// Also keep RMON2-style tables per interval: hosts, host pairs, protocol directory and
-    /// top-N hosts (hosts.tsv, matrix.tsv, protocols.tsv, top.tsv), and by application from the
-    /// flows (al_hosts.tsv, al_matrix.tsv, protocol_dir.tsv, al_top.tsv). Costs about a quarter
-    /// more CPU time.
-    #[arg(long)]
-    pub tables: bool,
-    /// Most rows per table and interval; the rest are summed in an overflow row.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    pub table_size: usize,
-    /// Rows in the top-N tables: hosts by bytes and by flows (top.tsv); hosts, host pairs and
-    /// applications by bytes (al_top.tsv).
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub top: usize,
-    /// Round-robin time-series store to add this run's intervals to (created if missing, at
-    /// the interval as its step: 5-min points for a day, 30-min for a week, 2-h for a month,
-    /// 1-day for a year at the default interval). Needs a whole number of seconds as --interval.
-    #[arg(long, value_name = "FILE")]
-    pub store: Option<PathBuf>,
-    /// The store's resolutions when it is created, as RESOLUTION:SPAN pairs (durations in s,
-    /// m, h, d, w, y), each kept as AVERAGE, MIN and MAX [default: 5m:1d,30m:1w,2h:31d,1d:1y
-    /// at a 300 s interval].
-    #[arg(long, value_name = "LIST")]
-    pub store_archives: Option<String>,
-    /// Largest store (MB on disk, fixed at creation) --store may create: a short --interval
-    /// with the default archives makes a large one (1 s: 745 MB); above it the run is refused
-    /// and says the size.
-    #[arg(long, value_name = "MB", default_value_t = 64)]
-    pub store_max_mb: u64,
-    /// Flow definitions to count (docs/definitions.md): packets and bytes per definition, flow
-    /// identifier and interval, into definitions.tsv.
-    #[arg(long, value_name = "FILE")]
-    pub definitions: Option<PathBuf>,
-    /// Changes to the definitions at given packet times (add, replace, remove, each against a
-    /// version of the set; see docs/definitions.md).
-    #[arg(long, value_name = "FILE")]
-    pub definition_changes: Option<PathBuf>,
-    /// Most flow identifiers per definition and interval; the rest are summed in an overflow row.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    pub definition_fids: usize,
-    /// Samples of each association written one by one to definition_association_samples.tsv
-    /// (the first N taken, 16 bytes each in memory; later ones are counted in
-    /// definition_associations.tsv's samples_unwritten); what `sonde plot` draws its RTT phase
-    /// plot from. 0 writes none.
-    #[arg(long, value_name = "N", default_value_t = sonde_define::WRITTEN_SAMPLES)]
-    pub association_samples: usize,
-    /// Anonymise every address the outputs hold (flow logs, tables, definitions' address FIDs):
-    /// cryptopan (prefix preserving), hash, zero or tcpdpriv (prefix preserving, images in the
-    /// order addresses are first seen; one reader) (docs/anonymization.md).
-    #[arg(long, value_name = "MODE", value_parser = crate::anon::parse_mode)]
-    pub anonymize: Option<sonde_anon::Mode>,
-    /// The 32-byte key for --anonymize cryptopan, hash or tcpdpriv: 64 hex digits or 32 raw
-    /// bytes; created with a new random key (mode 600) if absent. The same key maps addresses
-    /// the same way in every run, so outputs join (tcpdpriv: when addresses come in the same
-    /// order).
-    #[arg(long, value_name = "FILE")]
-    pub key: Option<PathBuf>,
-    /// Most distinct addresses --anonymize tcpdpriv's table holds (both families); past it a
-    /// new address becomes 0.0.0.0 or :: and is counted in summary.json.
-    #[arg(long, value_name = "N", default_value_t = sonde_anon::tcpdpriv::DEFAULT_MAX_ADDRESSES)]
-    pub tcpdpriv_max_addresses: usize,
-    /// Thin the packets before analysis (docs/thinning.md): `natra` drops pure TCP ACKs but
-    /// each handshake's first; dropped packets are counted as read, nothing else sees them.
-    #[arg(long, value_name = "MODE", value_enum)]
-    pub thin: Option<crate::thin::ThinMode>,
-    #[command(flatten)]
-    pub thin_params: crate::thin::ThinParams,
-    /// Export every flow record as IPFIX (docs/ipfix.md): udp://HOST:PORT, tcp://HOST:PORT or a
-    /// file path; the flow logs are written as well.
-    #[arg(long, value_name = "TARGET")]
-    pub ipfix: Option<String>,
-    /// The IPFIX observation domain id (one per probe).
-    #[arg(long, value_name = "ID", default_value_t = 1)]
-    pub ipfix_domain: u32,
-    /// The largest IPFIX message in bytes (UDP: the path MTU less the IP and UDP headers).
-    #[arg(long, value_name = "BYTES", default_value_t = 1400)]
-    pub ipfix_mtu: usize,
-    /// IPFIX over UDP: at most this many messages a second, so that a collector's socket buffer
-    /// does not overflow when many flows end at once (a trace's end); 0: no limit.
-    #[arg(long, value_name = "MSGS", default_value_t = sonde_ipfix::export::DEFAULT_UDP_RATE)]
-    pub ipfix_rate: u32,
-    /// Publish every finished flow to Kafka (docs/kafka.md): the bootstrap brokers,
-    /// HOST:PORT[,HOST:PORT…]; the flow logs are written as well.
-    #[arg(long, value_name = "BROKERS")]
-    pub kafka: Option<String>,
-    /// Seconds after which a flow still open sends an interim record to the exporters (--ipfix,
-    /// --kafka; its end reason "open", IPFIX activeTimeout), and again every as many seconds
-    /// while it has packets, as NetFlow and IPFIX exporters do; 0: only when it ends.
-    /// Default: 60 in monitor, 0 in analyze. The flow logs hold only flows that ended.
-    #[arg(long, value_name = "SECS")]
-    pub active_timeout: Option<f64>,
-    /// The flows' topic.
-    #[arg(long, value_name = "TOPIC", default_value = "sonde-flows")]
-    pub kafka_topic: String,
-    /// The intervals' topic: additive contributions to intervals.tsv's rows, as intervals close
-    /// (monitor) or when the run ends (analyze); "" for none.
-    #[arg(long, value_name = "TOPIC", default_value = "sonde-intervals")]
-    pub kafka_interval_topic: String,
-    /// Messages the producer's local queue holds; beyond, flows are dropped and counted.
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    pub kafka_queue: usize,
-    /// Seconds the end of the run waits for queued messages to be delivered.
-    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
-    pub kafka_flush_timeout: f64,
-    /// A librdkafka property, KEY=VALUE (repeatable): TLS, SASL, batching…
-    #[arg(long, value_name = "KEY=VALUE", value_parser = sonde_kafka::parse_option)]
-    pub kafka_option: Vec<(String, String)>,
-    // Issue 22, probe identity (docs/kafka.md).
-    /// The topic of the intervals' histograms (additive contributions, as the intervals'); ""
-    /// for none.
-    #[arg(long, value_name = "TOPIC", default_value = "sonde-histograms")]
-    pub kafka_histogram_topic: String,
-    /// This probe's id: first in every Kafka message, the key of its intervals and histograms,
-    /// and in summary.json. 1 to 64 of A-Z a-z 0-9 . _ - (default: the host name).
-    #[arg(long, value_name = "ID")]
-    pub probe_id: Option<String>,
-    /// A live capture (`monitor`), not a trace: its defaults differ.
-    #[arg(skip)]
-    pub live: bool,
-    /// No summary on stderr and no progress bar.
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// BPF filter (tcpdump syntax), e.g. `tcp port 80`.
-    #[arg(trailing_var_arg = true, value_name = "FILTER")]
-    pub filter: Vec<String>,
-}
-
-impl AnalysisArgs {
-    /// Whether the outputs are typed (`--format parquet|arrow`).
-    pub fn typed(&self) -> Option<FormatArg> {
-        matches!(self.format, FormatArg::Parquet | FormatArg::Arrow).then_some(self.format)
-    }
-
-    /// The monitoring interval, or `None` when turned off.
-    pub fn interval_ns(&self) -> Result<Option<u64>> {
-        Ok(settings::interval_ns(self.interval, "--interval")?)
-    }
-
-    pub fn filter_expression(&self) -> Option<String> {
-        let expr = self.filter.join(" ");
-        (!expr.trim().is_empty()).then_some(expr)
-    }
-
-    pub fn internal_nets(&self) -> Result<Vec<IpNet>> {
-        internal_nets(&self.internal, self.internal_file.as_deref())
-    }
-
-    /// The active timeout (`None`: off), `default_s` unless --active-timeout says.
-    pub fn active_timeout_ns(&self, default_s: f64) -> Result<Option<u64>> {
-        match self.active_timeout.unwrap_or(default_s) {
-            0.0 => Ok(None),
-            s => Self::timeout_ns(s, "--active-timeout").map(Some),
-        }
-    }
-
-    pub fn timeout_ns(secs: f64, name: &str) -> Result<u64> {
-        Ok(settings::timeout_ns(secs, name)?)
-    }
-}
-
-/// The internal networks of `--internal` (each `list` entry) and `--internal-file` (`file`).
-pub fn internal_nets(list: &[String], file: Option<&std::path::Path>) -> Result<Vec<IpNet>> {
-    Ok(settings::internal_nets(list, file, "--internal")?)
-}
-
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CaptureArg {
     /// Linux AF_PACKET with a TPACKET_V3 memory-mapped ring.
@@ -506,8 +245,16 @@ pub struct MonitorArgs {
     pub rotate_size: Option<u64>,
     #[command(flatten)]
     pub control: ControlArgs,
+    /// Read options from a TOML file whose keys are these long options (`interval = 60`,
+    /// `outputs = ["tcp_flows"]`, `filter = "tcp"`; docs/config.md); options given here win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective options (defaults, --config's and these) as a TOML file for
+    /// --config, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     #[command(flatten)]
-    pub analysis: AnalysisArgs,
+    pub analysis: AnalysisConfig,
 }
 
 /// `monitor --kafka-control`: the definitions follow the Kafka control topic (docs/kafka.md,
@@ -545,14 +292,14 @@ mod tests {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "tcp", "port", "80"]).unwrap();
         let Command::Analyze(a) = cli.command else { panic!("not analyze") };
         assert_eq!(a.analysis.filter_expression().as_deref(), Some("tcp port 80"));
-        assert_eq!(a.analysis.layout, LayoutArg::Sonde);
+        assert_eq!(a.analysis.layout, sonde_analysis::FlowLayout::Sonde);
     }
 
     #[test]
     fn layout_tstat() {
         let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--layout", "tstat"]).unwrap();
         let Command::Analyze(a) = cli.command else { panic!("not analyze") };
-        assert_eq!(a.analysis.layout, LayoutArg::Tstat);
+        assert_eq!(a.analysis.layout, sonde_analysis::FlowLayout::Tstat);
         assert!(Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--layout", "argus"]).is_err());
     }
 }

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use sonde_http::{Access, Phase, RunState, Snapshot, Status};
 
-use crate::analysis::Finished;
+use sonde_analysis::Finished;
 
 /// The token's environment variable, read when `--http-token` is not given.
 pub const TOKEN_ENV: &str = "SONDE_HTTP_TOKEN";
@@ -45,7 +45,7 @@ impl Prepared {
         if let Some(store) = store {
             state.set_store(store.to_path_buf());
         }
-        state.add_export_counters(crate::export::final_metrics(&finished.report));
+        state.add_export_counters(sonde_analysis::export::final_metrics(&finished.report));
         let app = self.announce(state, quiet, "Ctrl-C stops")?;
         sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")
     }

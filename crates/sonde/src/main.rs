@@ -3,20 +3,17 @@
 #![forbid(unsafe_code)]
 
 mod analysis;
-mod anon;
 mod anon_trace;
 mod compare;
 mod config;
 mod control;
 mod controls;
-mod export;
 mod flags;
 mod http;
 mod monitor;
 mod plot;
 mod serve;
 mod stop;
-mod store;
 mod thin;
 mod trace_out;
 mod ts;
@@ -82,8 +79,8 @@ fn main() -> ExitCode {
 /// `analyze --print-config` or `monitor --print-config`.
 fn print_config(cli: &Cli) -> bool {
     match &cli.command {
-        Command::Analyze(args) => args.analysis.print_config,
-        Command::Monitor(args) => args.analysis.print_config,
+        Command::Analyze(args) => args.print_config,
+        Command::Monitor(args) => args.print_config,
         _ => false,
     }
 }
@@ -110,7 +107,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         "--http serves the flow logs as text: it takes --format tsv or jsonl"
     );
     anyhow::ensure!(
-        args.http.is_none() || args.analysis.layout == crate::flags::LayoutArg::Sonde,
+        args.http.is_none() || args.analysis.layout == sonde_analysis::FlowLayout::Sonde,
         "--http serves sonde's flow logs: it takes --layout sonde"
     );
     anyhow::ensure!(
@@ -124,6 +121,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let stop = sonde_live::stop_on_signals_and_hangup().context("installing the signal handlers")?;
     let open = || sonde_capture::open(&args.read).with_context(|| input_name.clone());
     let (mut prepared, source) = analysis::prepare(&args.analysis, open)?;
+    prepared.create_outputs()?;
     let compression = source.compression().map(str::to_string);
     let input = (input_name.as_str(), compression.as_deref());
     // With several workers, a trace file is read by as many readers, each reading it whole.
@@ -136,7 +134,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     let mut until_stopped: Vec<_> = sources.iter_mut().map(|s| stop::UntilStopped { inner: s, stop }).collect();
     let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
         until_stopped.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
-    let mut finished = analysis::run(&args.analysis, prepared, &mut readers, input, None)?;
+    let mut finished = prepared.write(&mut readers, input, None, analysis::progress(&args.analysis))?;
     finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
     let code = analysis::finish(&args.analysis, &finished)?;
     // A signal asked the run to end: no server after it.

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use sonde_live::{Backend, LiveSource};
 
-use crate::analysis::LiveOptions;
 use crate::flags::{CaptureArg, MonitorArgs};
 use crate::{analysis, controls, http};
+use sonde_analysis::LiveOptions;
 
 /// The capture's settings and counters, for summary.json.
 use sonde_output::summary::{CaptureSummary, InterfaceCounters};
@@ -37,7 +37,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let input_name = args.interfaces.join(",");
     anyhow::ensure!(args.readers >= 1, "--readers must be at least 1");
     anyhow::ensure!(
-        args.analysis.layout == crate::flags::LayoutArg::Sonde || (args.http.is_none() && args.spool.is_empty()),
+        args.analysis.layout == sonde_analysis::FlowLayout::Sonde || (args.http.is_none() && args.spool.is_empty()),
         "--http and --spool show and rotate sonde's flow logs: they take --layout sonde"
     );
     anyhow::ensure!(
@@ -78,6 +78,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
             n => LiveSource::open_fanout(&cfg, n, stop)?,
         })
     })?;
+    prepared.create_outputs()?;
     if args.readers > 1 {
         prepared.set_workers(args.analysis.threads.unwrap_or(1));
     }
@@ -92,7 +93,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         // Networks in a file are the configuration SIGHUP reloads.
         let (list, file) = (args.analysis.internal.clone(), args.analysis.internal_file.clone());
         file.map(|file| {
-            Box::new(move || crate::flags::internal_nets(&list, Some(&file)))
+            Box::new(move || Ok(sonde_engine::settings::internal_nets(&list, Some(&file), "--internal")?))
                 as Box<dyn Fn() -> Result<Vec<ipnet::IpNet>> + Send + Sync>
         })
     }));
@@ -123,7 +124,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let server = match server {
         Some(server) => {
             if args.readers == 1 {
-                prepared.count_definitions(&args.analysis)?;
+                prepared.count_definitions()?;
             }
             let editor = Box::new(sonde_http::Editor { edits: edits_tx });
             let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
@@ -155,7 +156,8 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         sources.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
     let state = opts.state.clone();
     let started_unix_s = opts.started_unix_s;
-    let mut finished = analysis::run(&args.analysis, prepared, &mut readers, (&input_name, None), Some(opts))?;
+    let progress = analysis::progress(&args.analysis);
+    let mut finished = prepared.write(&mut readers, (&input_name, None), Some(opts), progress)?;
     drop(readers);
     finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
     // The fanout sockets' counters, added up per interval and per interface.
@@ -247,13 +249,13 @@ impl ControlStart {
     fn follow(
         self,
         args: &MonitorArgs,
-        prepared: &mut analysis::Prepared,
+        prepared: &mut sonde_analysis::Analysis,
     ) -> Result<(Arc<controls::ControlLink>, sonde_kafka::control::Follower)> {
         let c = &args.control;
         let status = sonde_kafka::control::StatusSender::connect(&self.cfg, &c.kafka_status_topic)
             .map_err(anyhow::Error::msg)?;
         let link = Arc::new(controls::ControlLink::new(
-            crate::export::probe_id(&args.analysis)?,
+            sonde_analysis::export::probe_id(&args.analysis)?,
             c.kafka_control_topic.clone(),
             c.kafka_status_topic.clone(),
             status,
@@ -264,7 +266,7 @@ impl ControlStart {
         let defs = self.newest.as_ref().and_then(|m| link.check(&m.definitions).ok());
         let version = self.newest.as_ref().filter(|_| defs.is_some()).map_or(0, |m| m.version);
         link.start_at(version);
-        prepared.start_definitions(&args.analysis, defs)?;
+        prepared.start_definitions(defs)?;
         link.report(None);
         if let Some(m) = self.newest.filter(|_| version == 0) {
             // Refused, and said why.

@@ -1,15 +1,16 @@
-//! The run's exporters' glue: the Kafka producer's settings from the flags, each worker's IPFIX
+//! The run's exporters' glue: the Kafka producer's settings from the config, each worker's IPFIX
 //! feed, and a live run's intervals published to Kafka as they close.
 
 use anyhow::Result;
 use sonde_engine::{Drain, DrainObserver, Held, Part, Undrained};
 use sonde_flow::{FlowRecord, FlowSink, RttSample};
 use sonde_output::summary::{IpfixSummary, KafkaSummary, Summary};
+use sonde_stats::Report;
 
-use crate::flags::AnalysisArgs;
+use crate::AnalysisConfig;
 
 /// The exporter's settings from `--kafka*`, checked.
-pub fn kafka_config(args: &AnalysisArgs, brokers: &str) -> Result<sonde_kafka::Config> {
+pub fn kafka_config(args: &AnalysisConfig, brokers: &str) -> Result<sonde_kafka::Config> {
     anyhow::ensure!(!brokers.trim().is_empty(), "--kafka needs HOST:PORT[,HOST:PORT…]");
     anyhow::ensure!(!args.kafka_topic.is_empty(), "--kafka-topic cannot be empty");
     // librdkafka's own limits for queue.buffering.max.messages.
@@ -31,7 +32,7 @@ pub fn kafka_config(args: &AnalysisArgs, brokers: &str) -> Result<sonde_kafka::C
 }
 
 /// The probe's id: `--probe-id`, or the host name; checked ([`sonde_kafka::valid_probe_id`]).
-pub fn probe_id(args: &AnalysisArgs) -> Result<String> {
+pub fn probe_id(args: &AnalysisConfig) -> Result<String> {
     let id = match &args.probe_id {
         Some(id) => id.clone(),
         None => {
@@ -106,6 +107,19 @@ pub fn ipfix_summary(target: &str, domain: u32, stats: sonde_ipfix::ExportStats)
         failed_records: stats.failed_records,
         last_error: stats.last_error,
     }
+}
+
+/// Ends a Kafka export: a trace's intervals go out now (analyze has them only at its end; a
+/// live run published its own as they closed, `live_published`), then the queue drains within
+/// --kafka-flush-timeout; the summary's section from the counters.
+pub fn finish_kafka(exporter: sonde_kafka::Exporter, intervals: Option<&Report>, live_published: bool) -> KafkaSummary {
+    let config = exporter.config();
+    let topics = config.interval_topic.is_some() || config.histogram_topic.is_some();
+    if let (Some(report), false, true) = (intervals, live_published, topics) {
+        exporter.publish(&sonde_kafka::Contributions::of_report(report));
+    }
+    let cfg = exporter.config().clone();
+    kafka_summary(&cfg, exporter.finish())
 }
 
 /// The summary's section of a Kafka export configured as `cfg`, from its counters.

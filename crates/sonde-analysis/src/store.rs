@@ -6,6 +6,8 @@ use anyhow::{bail, Context, Result};
 use sonde_rrd::Spec;
 use sonde_stats::Report;
 
+use crate::AnalysisConfig;
+
 const SECOND_NS: u64 = 1_000_000_000;
 
 /// What a run did to its store, for summary.json.
@@ -90,15 +92,24 @@ pub fn add_intervals(path: &Path, spec: &Spec, archives_given: bool, report: &Re
 }
 
 /// Refuses, before the analysis, a run whose intervals an existing store cannot take.
-pub fn check_existing(path: &Path, spec: &Spec, archives_given: bool) -> Result<()> {
+fn check_existing(path: &Path, spec: &Spec, archives_given: bool) -> Result<()> {
     sonde_rrd::check_appendable(path, spec, archives_given).with_context(|| path.display().to_string())
 }
 
-/// A store to be created (none at `path` yet) must fit in `max_mb`; its size is said on
-/// stderr, as it is fixed from the start and not small at a short step.
-pub fn check_new_size(path: &Path, spec: &Spec, max_mb: u64, quiet: bool) -> Result<()> {
+/// The store `--store` names, checked before the analysis: its spec, and a note of the size a
+/// new one takes.
+pub fn checked_spec(path: &Path, interval_ns: Option<u64>, config: &AnalysisConfig) -> Result<(Spec, Option<String>)> {
+    let spec = spec(interval_ns, config.store_archives.as_deref())?;
+    check_existing(path, &spec, config.store_archives.is_some())?;
+    let note = check_new_size(path, &spec, config.store_max_mb)?;
+    Ok((spec, note))
+}
+
+/// A store to be created (none at `path` yet) must fit in `max_mb`; its size is said (as a
+/// note), as it is fixed from the start and not small at a short step.
+fn check_new_size(path: &Path, spec: &Spec, max_mb: u64) -> Result<Option<String>> {
     if path.exists() {
-        return Ok(());
+        return Ok(None);
     }
     let bytes = spec.file_len_bytes();
     let mb = bytes as f64 / 1e6;
@@ -112,14 +123,11 @@ pub fn check_new_size(path: &Path, spec: &Spec, max_mb: u64, quiet: bool) -> Res
             mb.ceil() as u64
         );
     }
-    if !quiet {
-        eprintln!(
-            "sonde: new store {}: {mb:.1} MB on disk, fixed (a {} s step, {archives} resolutions)",
-            path.display(),
-            spec.step_s
-        );
-    }
-    Ok(())
+    Ok(Some(format!(
+        "new store {}: {mb:.1} MB on disk, fixed (a {} s step, {archives} resolutions)",
+        path.display(),
+        spec.step_s
+    )))
 }
 
 #[cfg(test)]
