@@ -418,6 +418,7 @@ impl AssociationSamples {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonde_types::table::Cell;
 
     #[test]
     fn tsv_cells_keep_numbers_and_nulls() {
@@ -428,6 +429,40 @@ mod tests {
         assert_eq!(t.cell(0, 3), Value::from("10.0.0.1"));
         assert_eq!(t.cell(0, 9), Value::Null);
         assert_eq!(t.column("c"), Some(2));
+    }
+
+    /// Typed rows are served with their types, not as text read back: a flag is a boolean, a
+    /// name that looks like a number stays a name, a time is seconds.
+    #[test]
+    fn typed_rows_are_served_as_typed_json() {
+        use sonde_types::table::{Column, Decimal, Kind, Table as Typed};
+        const COLUMNS: &[Column] = &[
+            Column::new("start", Kind::Time),
+            Column::new("addr", Kind::Address),
+            Column::new("internal", Kind::Flag),
+            Column::new("fid", Kind::Label),
+            Column::new("packets", Kind::Count),
+        ];
+        let typed = Typed::new(COLUMNS, |row| {
+            let start = Cell::Decimal(Decimal::seconds(100_500_000_000));
+            row(&[start, Cell::Address([10, 0, 0, 1].into()), Cell::Flag(true), Cell::text("80"), Cell::Count(7)]);
+            row(&[
+                Cell::Decimal(Decimal::seconds(99_000_000_000)),
+                Cell::text("overflow"),
+                Cell::Null,
+                { Cell::text("-1") },
+                Cell::Count(2),
+            ]);
+        });
+        let t = Table::from(typed.collect());
+        assert_eq!((t.columns[2].as_str(), t.len(), t.column("fid")), ("internal", 2, Some(3)));
+        let first =
+            vec![Value::from(100.5), Value::from("10.0.0.1"), Value::Bool(true), Value::from("80"), Value::from(7u64)];
+        assert_eq!(t.row(0), first);
+        assert_eq!(t.cell(1, 2), Value::Null);
+        let later = t.filtered(|t, i| t.cell(i, 0).as_f64().is_some_and(|s| s >= 100.0));
+        assert_eq!(later.len(), 1);
+        assert_eq!(serde_json::to_value(&later).unwrap(), serde_json::json!({"columns": t.columns, "rows": [first]}));
     }
 
     #[test]
