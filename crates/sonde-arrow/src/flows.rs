@@ -5,8 +5,8 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, DurationNanosecondBuilder, StringDictionaryBuilder, TimestampNanosecondBuilder,
-    UInt64Builder,
+    ArrayRef, BooleanBuilder, DurationNanosecondBuilder, Float64Builder, StringDictionaryBuilder,
+    TimestampNanosecondBuilder, UInt64Builder,
 };
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Int32Type, SchemaRef};
@@ -41,23 +41,25 @@ pub struct FlowBatch {
     pub batch: RecordBatch,
 }
 
-/// One column's values so far.
-enum Builder {
+/// One column's values so far (a flow log's, or an interval or definition table's).
+pub(crate) enum Builder {
     Count(UInt64Builder),
     Text(StringDictionaryBuilder<Int32Type>),
     Flag(BooleanBuilder),
     Time(TimestampNanosecondBuilder),
     Duration(DurationNanosecondBuilder),
+    Float(Float64Builder),
 }
 
 impl Builder {
-    fn new(kind: Kind) -> Builder {
+    pub(crate) fn new(kind: Kind) -> Builder {
         match kind {
             Kind::Count => Builder::Count(UInt64Builder::new()),
             Kind::Address | Kind::Label => Builder::Text(StringDictionaryBuilder::new()),
             Kind::Flag => Builder::Flag(BooleanBuilder::new()),
             Kind::Time => Builder::Time(TimestampNanosecondBuilder::new().with_timezone("UTC")),
             Kind::Duration => Builder::Duration(DurationNanosecondBuilder::new()),
+            Kind::Float => Builder::Float(Float64Builder::new()),
         }
     }
 
@@ -83,23 +85,25 @@ impl Builder {
         }
     }
 
-    fn append_null(&mut self) {
+    pub(crate) fn append_null(&mut self) {
         match self {
             Builder::Count(b) => b.append_null(),
             Builder::Text(b) => b.append_null(),
             Builder::Flag(b) => b.append_null(),
             Builder::Time(b) => b.append_null(),
             Builder::Duration(b) => b.append_null(),
+            Builder::Float(b) => b.append_null(),
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
+    pub(crate) fn finish(&mut self) -> ArrayRef {
         match self {
             Builder::Count(b) => Arc::new(b.finish()),
             Builder::Text(b) => Arc::new(b.finish()),
             Builder::Flag(b) => Arc::new(b.finish()),
             Builder::Time(b) => Arc::new(b.finish()),
             Builder::Duration(b) => Arc::new(b.finish()),
+            Builder::Float(b) => Arc::new(b.finish()),
         }
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! Flow logs are built from the records themselves ([`ArrowSink`], one per worker, or
 //! [`StreamSink`] to hand batches over as flows end); the interval and definition outputs
-//! from their rendered tables, by one declared type per column ([`table`]).
+//! from their typed rows (sonde-types' `Table`), by each column's declared kind ([`table`]).
 //!
 //! ```
 //! use sonde_arrow::{tcp_schema, arrow::datatypes::DataType};

@@ -1,5 +1,6 @@
-//! The flow logs' typed schemas: one Arrow type per column kind, and each column's unit and
-//! definition taken from `docs/metrics.md` (the one place they are written down).
+//! The typed schemas: one Arrow type per column kind (the flow logs' and the tables'), and each
+//! flow log column's unit and definition taken from `docs/metrics.md` (the one place they are
+//! written down).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ pub(crate) fn data_type(kind: Kind) -> DataType {
         Kind::Flag => DataType::Boolean,
         Kind::Time => time_type(),
         Kind::Duration => DataType::Duration(TimeUnit::Nanosecond),
+        Kind::Float => DataType::Float64,
     }
 }
 

@@ -278,7 +278,7 @@ impl Counter {
     }
 
     /// Keeps the first `limit` samples of each association one by one (default
-    /// [`crate::assoc::WRITTEN_SAMPLES`]), for [`Counter::write_association_samples`]; later ones
+    /// [`crate::assoc::WRITTEN_SAMPLES`]), for [`Counter::association_samples_table`]; later ones
     /// are counted (`samples_unwritten`). Memory: 16 bytes a sample. Applies to the
     /// associations the counter holds and those added later.
     pub fn set_written_samples(&mut self, limit: usize) {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use sonde_define::{Counter, DefinitionTotal};
 use sonde_flow::{FlowRecord, FlowSink};
 use sonde_stats::{FineBin, FlowIntervals, PacketInterval};
+use sonde_types::table::Rows;
 
 /// What a worker's sink hands over: parts of one run add up (`absorb`) to what one sink would
 /// have gathered.
@@ -102,8 +103,8 @@ pub struct ReaderStatus {
 pub struct DefinitionsView {
     pub version: u64,
     pub totals: Vec<DefinitionTotal>,
-    /// definitions.tsv's text as of the drain.
-    pub counts_tsv: String,
+    /// definitions.tsv's rows as of the drain (typed: the HTTP view serves them as JSON).
+    pub counts: Rows,
     /// Per association: its latest samples (time answered, gap in ns).
     pub samples: Vec<(String, Vec<(u64, u64)>)>,
 }
@@ -116,22 +117,19 @@ pub const LIVE_COUNT_ROWS: usize = 20_000;
 impl DefinitionsView {
     /// The whole run's view: every interval's counts.
     pub fn of(counter: &Counter) -> DefinitionsView {
-        let mut counts_tsv = String::new();
-        counter.write_tsv(&mut counts_tsv);
-        Self::with_counts(counter, counter.totals(), counts_tsv)
+        Self::with_counts(counter, counter.totals(), counter.counts_table().collect())
     }
 
     /// A live drain's view: the counts of the latest [`LIVE_COUNT_INTERVALS`] intervals only, at
     /// most [`LIVE_COUNT_ROWS`] rows, so that each drain's cost stays bounded however long the
     /// run, its history of changes and its definitions' FID tables.
     pub fn recent(counter: &Counter) -> DefinitionsView {
-        let mut counts_tsv = String::new();
-        counter.write_tsv_recent(&mut counts_tsv, LIVE_COUNT_INTERVALS, LIVE_COUNT_ROWS);
-        Self::with_counts(counter, counter.listing(), counts_tsv)
+        let counts = counter.recent_counts_table(LIVE_COUNT_INTERVALS, LIVE_COUNT_ROWS).collect();
+        Self::with_counts(counter, counter.listing(), counts)
     }
 
-    fn with_counts(counter: &Counter, totals: Vec<DefinitionTotal>, counts_tsv: String) -> DefinitionsView {
-        DefinitionsView { version: counter.version(), totals, counts_tsv, samples: counter.recent_samples() }
+    fn with_counts(counter: &Counter, totals: Vec<DefinitionTotal>, counts: Rows) -> DefinitionsView {
+        DefinitionsView { version: counter.version(), totals, counts, samples: counter.recent_samples() }
     }
 }
 

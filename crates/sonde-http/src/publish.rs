@@ -217,7 +217,7 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
 /// The RMON2-style tables of `report`.
 fn tables_of(report: &Report) -> Tables {
     let mut tables = Tables::default();
-    for (name, text) in report.render().unwrap_or_default() {
+    for (name, table) in report.outputs() {
         let slot = match name {
             "hosts.tsv" => &mut tables.hosts,
             "matrix.tsv" => &mut tables.matrix,
@@ -225,7 +225,7 @@ fn tables_of(report: &Report) -> Tables {
             "top.tsv" => &mut tables.top,
             _ => continue,
         };
-        *slot = Table::from_tsv(&text);
+        *slot = Table::from(table.collect());
     }
     tables
 }
@@ -247,7 +247,7 @@ fn definitions_view(d: &DefinitionsView) -> Definitions {
                 bytes: t.traffic.bytes,
             })
             .collect(),
-        counts: Table::from_tsv(&d.counts_tsv),
+        counts: Table::from(d.counts.clone()),
         associations: d.samples.iter().map(|(name, s)| AssociationSamples::from_ns(name.clone(), s)).collect(),
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 use sonde_output::read::{self, JsonLines, TsvReader};
+use sonde_types::table::{Cell as TableCell, Rows};
 pub use sonde_types::{DefinitionSummary, TrafficRow};
 
 /// Everything the API serves, as of one moment of the run.
@@ -182,13 +183,33 @@ pub struct HistogramRow {
     pub bins: Vec<[f64; 3]>,
 }
 
-/// Rows of named columns, as a TSV file has them. Each row is kept as its line of text and read
-/// into JSON values (numbers stay numbers) only when served: a flow log held as values took about
-/// eight times the memory of its lines.
+/// Rows of named columns. The run's own tables (intervals' RMON2 tables, definitions' counts)
+/// are kept typed, as sonde-stats and sonde-define made them, and written as JSON when served.
+/// A flow log is kept as its lines of text and read into JSON values (numbers stay numbers) only
+/// when served: a flow log held as values took about eight times the memory of its lines.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     pub columns: Vec<String>,
-    rows: Vec<Box<str>>,
+    rows: Body,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    /// A flow log's lines, tab-separated.
+    Lines(Vec<Box<str>>),
+    Typed(Rows),
+}
+
+impl Default for Body {
+    fn default() -> Body {
+        Body::Lines(Vec::new())
+    }
+}
+
+impl From<Rows> for Table {
+    fn from(rows: Rows) -> Table {
+        Table { columns: rows.columns.iter().map(|c| c.name.to_string()).collect(), rows: Body::Typed(rows) }
+    }
 }
 
 impl Table {
@@ -198,22 +219,23 @@ impl Table {
     pub fn from_tsv(text: &str) -> Table {
         let Ok(tsv) = TsvReader::new(Path::new("-"), text.as_bytes()) else { return Table::default() };
         let (columns, rows) = read::Table::from_tsv_lenient(tsv).into_parts();
-        Table { columns, rows }
+        Table { columns, rows: Body::Lines(rows) }
     }
 
     /// Reads JSON lines (one object per line); the columns are the first object's keys. A line
     /// that is not an object is skipped.
     pub fn from_jsonl(text: &str) -> Table {
-        let mut table = Table::default();
+        let mut columns: Vec<String> = Vec::new();
+        let mut rows = Vec::new();
         for (_, map) in JsonLines::new(Path::new("-"), text.as_bytes()).flatten() {
-            if table.columns.is_empty() {
-                table.columns = map.keys().cloned().collect();
+            if columns.is_empty() {
+                columns = map.keys().cloned().collect();
             }
             let fields: Vec<String> =
-                table.columns.iter().map(|c| map.get(c).map_or_else(|| "-".into(), field_text)).collect();
-            table.rows.push(fields.join("\t").into());
+                columns.iter().map(|c| map.get(c).map_or_else(|| "-".into(), field_text)).collect();
+            rows.push(fields.join("\t").into());
         }
-        table
+        Table { columns, rows: Body::Lines(rows) }
     }
 
     pub fn column(&self, name: &str) -> Option<usize> {
@@ -221,26 +243,39 @@ impl Table {
     }
 
     pub fn len(&self) -> usize {
-        self.rows.len()
+        match &self.rows {
+            Body::Lines(lines) => lines.len(),
+            Body::Typed(rows) => rows.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len() == 0
     }
 
     /// Field `col` of row `row`, as a value.
     pub fn cell(&self, row: usize, col: usize) -> Value {
-        self.rows.get(row).and_then(|r| r.split('\t').nth(col)).map_or(Value::Null, cell)
+        match &self.rows {
+            Body::Lines(lines) => lines.get(row).and_then(|r| r.split('\t').nth(col)).map_or(Value::Null, cell),
+            Body::Typed(rows) => rows.row(row).and_then(|r| r.get(col)).map_or(Value::Null, json),
+        }
     }
 
     /// Row `row` as values.
     pub fn row(&self, row: usize) -> Vec<Value> {
-        self.rows.get(row).map_or_else(Vec::new, |r| r.split('\t').map(cell).collect())
+        match &self.rows {
+            Body::Lines(lines) => lines.get(row).map_or_else(Vec::new, |r| r.split('\t').map(cell).collect()),
+            Body::Typed(rows) => rows.row(row).map_or_else(Vec::new, |r| r.iter().map(json).collect()),
+        }
     }
 
     /// The same columns with the rows `keep` says.
     pub fn filtered(&self, keep: impl Fn(&Table, usize) -> bool) -> Table {
-        let rows = (0..self.len()).filter(|&i| keep(self, i)).map(|i| self.rows[i].clone()).collect();
+        let mut kept = (0..self.len()).map(|i| keep(self, i));
+        let rows = match &self.rows {
+            Body::Lines(lines) => Body::Lines(lines.iter().filter(|_| kept.next() == Some(true)).cloned().collect()),
+            Body::Typed(rows) => Body::Typed(rows.filtered(|_| kept.next() == Some(true))),
+        };
         Table { columns: self.columns.clone(), rows }
     }
 }
@@ -249,11 +284,65 @@ impl Serialize for Table {
     /// `{"columns": [...], "rows": [[...], ...]}`.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let rows: Vec<Vec<Value>> = (0..self.len()).map(|i| self.row(i)).collect();
         let mut st = s.serialize_struct("Table", 2)?;
         st.serialize_field("columns", &self.columns)?;
-        st.serialize_field("rows", &rows)?;
+        match &self.rows {
+            Body::Lines(_) => {
+                let rows: Vec<Vec<Value>> = (0..self.len()).map(|i| self.row(i)).collect();
+                st.serialize_field("rows", &rows)?;
+            }
+            Body::Typed(rows) => st.serialize_field("rows", &TypedRows(rows))?,
+        }
         st.end()
+    }
+}
+
+/// Typed rows written as JSON arrays, cell by cell, without building values first.
+struct TypedRows<'a>(&'a Rows);
+
+impl Serialize for TypedRows<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for row in self.0.iter() {
+            seq.serialize_element(&TypedRow(row))?;
+        }
+        seq.end()
+    }
+}
+
+struct TypedRow<'a>(&'a [TableCell<'static>]);
+
+impl Serialize for TypedRow<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for c in self.0 {
+            match c {
+                TableCell::Null => seq.serialize_element(&())?,
+                TableCell::Count(n) => seq.serialize_element(n)?,
+                TableCell::Flag(b) => seq.serialize_element(b)?,
+                TableCell::Decimal(d) if d.decimals == 0 => seq.serialize_element(&d.units)?,
+                TableCell::Decimal(d) => seq.serialize_element(&d.to_f64())?,
+                TableCell::Address(ip) => seq.serialize_element(&ip.to_string())?,
+                TableCell::Text(t) => seq.serialize_element(t.as_ref())?,
+            }
+        }
+        seq.end()
+    }
+}
+
+/// A typed cell as a JSON value: a count or a decimal a number (seconds for a time, ms for a
+/// span), a flag a boolean, an address or a name a string, no value `null`.
+fn json(c: &TableCell<'_>) -> Value {
+    match c {
+        TableCell::Null => Value::Null,
+        TableCell::Count(n) => Value::from(*n),
+        TableCell::Flag(b) => Value::Bool(*b),
+        TableCell::Decimal(d) if d.decimals == 0 => Value::from(d.units),
+        TableCell::Decimal(d) => Value::from(d.to_f64()),
+        TableCell::Address(ip) => Value::from(ip.to_string()),
+        TableCell::Text(t) => Value::from(t.as_ref()),
     }
 }
 
@@ -283,8 +372,8 @@ fn cell(text: &str) -> Value {
 }
 
 /// The RMON2-style tables of every interval as the table files hold them (empty when the run
-/// kept none): the text of hosts.tsv, matrix.tsv, protocols.tsv and top.tsv, not sonde-stats'
-/// `Tables` (one interval's bounded maps, from which those files are written).
+/// kept none): the rows of hosts.tsv, matrix.tsv, protocols.tsv and top.tsv, not sonde-stats'
+/// `Tables` (one interval's bounded maps, from which those rows are made).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TableFiles {
     pub hosts: Table,
@@ -329,6 +418,7 @@ impl AssociationSamples {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sonde_types::table::Cell;
 
     #[test]
     fn tsv_cells_keep_numbers_and_nulls() {
@@ -339,6 +429,40 @@ mod tests {
         assert_eq!(t.cell(0, 3), Value::from("10.0.0.1"));
         assert_eq!(t.cell(0, 9), Value::Null);
         assert_eq!(t.column("c"), Some(2));
+    }
+
+    /// Typed rows are served with their types, not as text read back: a flag is a boolean, a
+    /// name that looks like a number stays a name, a time is seconds.
+    #[test]
+    fn typed_rows_are_served_as_typed_json() {
+        use sonde_types::table::{Column, Decimal, Kind, Table as Typed};
+        const COLUMNS: &[Column] = &[
+            Column::new("start", Kind::Time),
+            Column::new("addr", Kind::Address),
+            Column::new("internal", Kind::Flag),
+            Column::new("fid", Kind::Label),
+            Column::new("packets", Kind::Count),
+        ];
+        let typed = Typed::new(COLUMNS, |row| {
+            let start = Cell::Decimal(Decimal::seconds(100_500_000_000));
+            row(&[start, Cell::Address([10, 0, 0, 1].into()), Cell::Flag(true), Cell::text("80"), Cell::Count(7)]);
+            row(&[
+                Cell::Decimal(Decimal::seconds(99_000_000_000)),
+                Cell::text("overflow"),
+                Cell::Null,
+                { Cell::text("-1") },
+                Cell::Count(2),
+            ]);
+        });
+        let t = Table::from(typed.collect());
+        assert_eq!((t.columns[2].as_str(), t.len(), t.column("fid")), ("internal", 2, Some(3)));
+        let first =
+            vec![Value::from(100.5), Value::from("10.0.0.1"), Value::Bool(true), Value::from("80"), Value::from(7u64)];
+        assert_eq!(t.row(0), first);
+        assert_eq!(t.cell(1, 2), Value::Null);
+        let later = t.filtered(|t, i| t.cell(i, 0).as_f64().is_some_and(|s| s >= 100.0));
+        assert_eq!(later.len(), 1);
+        assert_eq!(serde_json::to_value(&later).unwrap(), serde_json::json!({"columns": t.columns, "rows": [first]}));
     }
 
     #[test]

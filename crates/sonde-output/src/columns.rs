@@ -29,21 +29,9 @@ pub enum Value<'a> {
     NoSample,
 }
 
-/// What a column holds, for the typed outputs (Parquet, Arrow, Python).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// An unsigned integer: a count, a port, a TTL.
-    Count,
-    /// An IP address (text).
-    Address,
-    /// A name from a small set (dictionary-encoded).
-    Label,
-    Flag,
-    /// A point in time, ns since the Unix epoch (UTC).
-    Time,
-    /// A span of time in ns (TSV: ms); relative times are spans since the flow's first packet.
-    Duration,
-}
+/// What a column holds, for the typed outputs (Parquet, Arrow, Python): the kinds the interval
+/// and definition tables use too.
+pub use sonde_types::table::Kind;
 
 pub struct Column<R> {
     pub name: &'static str,

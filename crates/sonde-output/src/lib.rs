@@ -46,6 +46,6 @@ pub use sorted::{SortBuffer, Spilled};
 pub use summary::Summary;
 pub use tstat::Layout;
 pub use writer::{
-    anonymized_record, definition_files, icmp_order_key, order_key, shown_icmp, write_records, FlowLines, Format,
-    LineSink, OrderKey, OutputDir, OutputError, LOCK_NAME,
+    anonymized_record, definition_files, definition_tables, icmp_order_key, interval_tables, order_key, shown_icmp,
+    write_records, FlowLines, Format, LineSink, OrderKey, OutputDir, OutputError, LOCK_NAME,
 };

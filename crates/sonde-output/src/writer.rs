@@ -8,6 +8,7 @@ use std::sync::Arc;
 use sonde_anon::Anonymizer;
 use sonde_flow::key::ip_order_key;
 use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample};
+use sonde_types::table::Table;
 
 use crate::capture::{capture_tsv, CaptureCounters};
 use crate::columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column};
@@ -316,15 +317,12 @@ impl OutputDir {
     /// Writes the interval files of `report` (the tables' only when the run kept them);
     /// returns them in the order written.
     pub fn write_intervals(&self, report: &sonde_stats::Report) -> Result<Vec<OutputFile>, OutputError> {
-        let files = report.render().map_err(|e| error(&self.dir, format!("rendering the interval outputs: {e}")))?;
-        let mut written = Vec::with_capacity(files.len());
-        for (name, text) in files {
-            let file = OutputFile::from_name(name)
-                .ok_or_else(|| error(&self.path(name), "not a file sonde-output knows (add it to OutputFile)"))?;
+        let mut written = Vec::new();
+        for (file, table) in interval_tables(report)? {
             if !self.outputs.wants(file) {
                 continue;
             }
-            self.write(file, text.as_bytes())?;
+            self.write(file, table.tsv().as_bytes())?;
             written.push(file);
         }
         Ok(written)
@@ -333,12 +331,14 @@ impl OutputDir {
     /// Writes definitions.tsv and the gap, flow and association files the definitions of
     /// `counter` ask for; returns them in the order written.
     pub fn write_definitions(&self, counter: &sonde_define::Counter) -> Result<Vec<OutputFile>, OutputError> {
-        let mut files = definition_files(counter);
-        files.retain(|&(file, _)| self.outputs.wants(file));
-        for (file, text) in &files {
-            self.write(*file, text.as_bytes())?;
+        let mut written = Vec::new();
+        for (file, table) in definition_tables(counter) {
+            if self.outputs.wants(file) {
+                self.write(file, table.tsv().as_bytes())?;
+                written.push(file);
+            }
         }
-        Ok(files.into_iter().map(|(file, _)| file).collect())
+        Ok(written)
     }
 
     /// Writes capture.tsv: the capture's counters per interval (by start, ns).
@@ -360,25 +360,40 @@ impl OutputDir {
 /// definitions.tsv, then the gap files (a definition with `gap`), the flows (`length`) and the
 /// associations (a file with associations).
 pub fn definition_files(counter: &sonde_define::Counter) -> Vec<(OutputFile, String)> {
-    let text = |body: &dyn Fn(&mut String)| {
-        let mut text = String::new();
-        body(&mut text);
-        text
-    };
-    let mut files = vec![(OutputFile::Definitions, text(&|out| counter.write_tsv(out)))];
+    definition_tables(counter).into_iter().map(|(file, table)| (file, table.tsv())).collect()
+}
+
+/// The definitions outputs `counter` asks for as typed tables, in the order written (as
+/// [`definition_files`]): what every format renders.
+pub fn definition_tables(counter: &sonde_define::Counter) -> Vec<(OutputFile, Table<'_>)> {
+    let mut files = vec![(OutputFile::Definitions, counter.counts_table())];
     let (gap, length, associations) = counter.wants();
     if gap {
-        files.push((OutputFile::DefinitionGaps, text(&|out| counter.write_gaps(out))));
-        files.push((OutputFile::DefinitionGapHistogram, text(&|out| counter.write_gap_histogram(out))));
+        files.push((OutputFile::DefinitionGaps, counter.gaps_table()));
+        files.push((OutputFile::DefinitionGapHistogram, counter.gap_histogram_table()));
     }
     if length {
-        files.push((OutputFile::DefinitionFlows, text(&|out| counter.write_flows(out))));
+        files.push((OutputFile::DefinitionFlows, counter.flows_table()));
     }
     if associations {
-        files.push((OutputFile::DefinitionAssociations, text(&|out| counter.write_associations(out))));
-        files.push((OutputFile::DefinitionAssociationSamples, text(&|out| counter.write_association_samples(out))));
+        files.push((OutputFile::DefinitionAssociations, counter.associations_table()));
+        files.push((OutputFile::DefinitionAssociationSamples, counter.association_samples_table()));
     }
     files
+}
+
+/// The interval outputs of `report` as typed tables by file, in the order written (the tables'
+/// only when the run kept them).
+pub fn interval_tables(report: &sonde_stats::Report) -> Result<Vec<(OutputFile, Table<'_>)>, OutputError> {
+    report
+        .outputs()
+        .into_iter()
+        .map(|(name, table)| {
+            let file = OutputFile::from_name(name)
+                .ok_or_else(|| error(Path::new(name), "not a file sonde-output knows (add it to OutputFile)"))?;
+            Ok((file, table))
+        })
+        .collect()
 }
 
 /// The output order: flow start, then protocol and tuple, then end and packet counts as tie
@@ -1120,7 +1135,7 @@ mod tests {
             ]
         );
         let mut expected = String::new();
-        measured.write_flows(&mut expected);
+        measured.flows_table().write_tsv(&mut expected);
         assert_eq!(fs::read_to_string(dir.join("definition_flows.tsv")).unwrap(), expected);
         assert_eq!(names(&dir).len(), 5, "{:?}", names(&dir));
         fs::remove_dir_all(&dir).unwrap();

@@ -1,10 +1,10 @@
 //! How traffic is split: Tstat's directions relative to the internal networks, protocols, and
 //! the metrics kept per interval with their units and bins.
 
-use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use sonde_types::table::Decimal;
 
 use crate::bins::Binning;
 
@@ -113,14 +113,19 @@ impl Unit {
 }
 
 impl Unit {
-    /// Writes a base-unit value in this unit, exactly (integer arithmetic: float formatting cost
-    /// more than the rest of the report).
+    /// A base-unit value in this unit, exactly (integer arithmetic: float formatting cost more
+    /// than the rest of the report): ms with 6 decimals, % with 4, the rest whole.
+    pub fn decimal(self, value: u64) -> Decimal {
+        match self {
+            Unit::Ms => Decimal::new(value, 6),
+            Unit::Percent => Decimal::new(value, 4),
+            _ => Decimal::new(value, 0),
+        }
+    }
+
+    /// Writes a base-unit value in this unit, exactly (as [`Unit::decimal`] has it).
     pub fn format(self, value: u64, out: &mut String) {
-        let _ = match self {
-            Unit::Ms => write!(out, "{}.{:06}", value / 1_000_000, value % 1_000_000),
-            Unit::Percent => write!(out, "{}.{:04}", value / 10_000, value % 10_000),
-            _ => write!(out, "{value}"),
-        };
+        self.decimal(value).write(out);
     }
 
     /// A base-unit value (ns, ppm, …) in this unit, as a float (ms, %, …).
@@ -132,13 +137,15 @@ impl Unit {
         }
     }
 
-    /// Writes a mean (a base-unit value with a fraction) in this unit.
-    pub fn format_mean(self, value: f64, out: &mut String) {
-        let _ = match self {
-            Unit::Ms => write!(out, "{:.6}", value / 1e6),
-            Unit::Percent => write!(out, "{:.4}", value / 1e4),
-            _ => write!(out, "{value:.3}"),
-        };
+    /// A mean (a base-unit value with a fraction) in this unit, rounded as the quantiles file
+    /// writes it: ms with 6 decimals, % with 4, the rest with 3. `None` for a negative or
+    /// non-finite mean.
+    pub fn mean(self, value: f64) -> Option<Decimal> {
+        match self {
+            Unit::Ms => Decimal::of_f64(value / 1e6, 6),
+            Unit::Percent => Decimal::of_f64(value / 1e4, 4),
+            _ => Decimal::of_f64(value, 3),
+        }
     }
 }
 

@@ -2,7 +2,6 @@
 //! statistics, and written as TSV files.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::IpAddr;
@@ -10,6 +9,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 use sonde_anon::Anonymizer;
+use sonde_types::table::{Cell, Column, Decimal, Kind, Table};
 
 use crate::apps::{App, AppTables};
 use crate::bins::Dist;
@@ -30,6 +30,143 @@ pub const TABLE_FILES: [&str; 8] = [
     "al_matrix.tsv",
     "protocol_dir.tsv",
     "al_top.tsv",
+];
+
+const fn col(name: &'static str, kind: Kind) -> Column {
+    Column::new(name, kind)
+}
+
+/// Each interval file's columns (docs/monitoring.md and docs/rmon2.md describe them).
+const INTERVALS: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("proto", Kind::Label),
+    col("net", Kind::Label),
+    col("packets", Kind::Count),
+    col("bytes", Kind::Count),
+    col("flows_opened", Kind::Count),
+    col("flows_closed", Kind::Count),
+    col("flows_active", Kind::Count),
+];
+const QUANTILES: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("metric", Kind::Label),
+    col("dir", Kind::Label),
+    col("net", Kind::Label),
+    col("unit", Kind::Label),
+    col("count", Kind::Count),
+    col("mean", Kind::Float),
+    col("min", Kind::Float),
+    col("p50", Kind::Float),
+    col("p95", Kind::Float),
+    col("p99", Kind::Float),
+    col("max", Kind::Float),
+];
+const HISTOGRAMS: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("metric", Kind::Label),
+    col("dir", Kind::Label),
+    col("net", Kind::Label),
+    col("bin_lo", Kind::Float),
+    col("bin_hi", Kind::Float),
+    col("count", Kind::Count),
+];
+/// Packets and bytes in and out, and flows, of a host.
+const HOST_COUNTS: [Column; 5] = [
+    col("pkts_in", Kind::Count),
+    col("bytes_in", Kind::Count),
+    col("pkts_out", Kind::Count),
+    col("bytes_out", Kind::Count),
+    col("flows", Kind::Count),
+];
+const HOSTS: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("addr", Kind::Address),
+    col("internal", Kind::Flag),
+    HOST_COUNTS[0],
+    HOST_COUNTS[1],
+    HOST_COUNTS[2],
+    HOST_COUNTS[3],
+    HOST_COUNTS[4],
+];
+const MATRIX: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("src", Kind::Address),
+    col("dst", Kind::Address),
+    col("packets", Kind::Count),
+    col("bytes", Kind::Count),
+];
+const PROTOCOLS: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("ip_proto", Kind::Count),
+    col("protocol", Kind::Label),
+    col("port", Kind::Count),
+    col("service", Kind::Label),
+    col("packets", Kind::Count),
+    col("bytes", Kind::Count),
+    col("flows", Kind::Count),
+];
+const TOP: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("by", Kind::Label),
+    col("rank", Kind::Count),
+    col("addr", Kind::Address),
+    col("value", Kind::Count),
+];
+const AL_HOSTS: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("addr", Kind::Address),
+    col("internal", Kind::Flag),
+    col("app", Kind::Label),
+    col("by_port", Kind::Flag),
+    HOST_COUNTS[0],
+    HOST_COUNTS[1],
+    HOST_COUNTS[2],
+    HOST_COUNTS[3],
+    HOST_COUNTS[4],
+];
+const AL_MATRIX: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("src", Kind::Address),
+    col("dst", Kind::Address),
+    col("app", Kind::Label),
+    col("by_port", Kind::Flag),
+    col("packets", Kind::Count),
+    col("bytes", Kind::Count),
+    col("flows", Kind::Count),
+];
+const PROTOCOL_DIR: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("path", Kind::Label),
+    col("by_port", Kind::Flag),
+    col("packets", Kind::Count),
+    col("bytes", Kind::Count),
+    col("flows", Kind::Count),
+    col("own_packets", Kind::Count),
+    col("own_bytes", Kind::Count),
+    col("own_flows", Kind::Count),
+];
+const AL_TOP: &[Column] = &[
+    col("start", Kind::Time),
+    col("end", Kind::Time),
+    col("table", Kind::Label),
+    col("rank", Kind::Count),
+    col("addr", Kind::Address),
+    col("peer", Kind::Address),
+    col("app", Kind::Label),
+    col("by_port", Kind::Flag),
+    col("packets", Kind::Count),
+    col("bytes", Kind::Count),
+    col("flows", Kind::Count),
 ];
 
 /// One interval, everything merged.
@@ -163,42 +300,47 @@ impl Report {
 
     /// The interval files' names and texts (the tables' only when the run kept them).
     pub fn render(&self) -> io::Result<Vec<(&'static str, String)>> {
-        type Body = fn(&Report, &mut String) -> io::Result<()>;
-        let mut bodies: Vec<(&'static str, Body)> = vec![
-            (FILES[0], Report::write_intervals),
-            (FILES[1], Report::write_quantiles),
-            (FILES[2], Report::write_histograms),
+        Ok(self.outputs().into_iter().map(|(name, table)| (name, table.tsv())).collect())
+    }
+
+    /// The interval outputs as typed tables, by file name, in the order written (the tables'
+    /// only when the run kept them): what every format renders.
+    pub fn outputs(&self) -> Vec<(&'static str, Table<'_>)> {
+        type Rows = fn(&Report, &mut dyn FnMut(&[Cell<'_>]));
+        let mut outputs: Vec<(&'static str, &'static [Column], Rows)> = vec![
+            (FILES[0], INTERVALS, Report::interval_rows),
+            (FILES[1], QUANTILES, Report::quantile_rows),
+            (FILES[2], HISTOGRAMS, Report::histogram_rows),
         ];
         if self
             .intervals
             .values()
             .any(|i| i.packets.as_ref().is_some_and(|p| p.tables.is_some()) || i.flows.apps.is_some())
         {
-            bodies.extend([
-                (TABLE_FILES[0], Report::write_hosts as Body),
-                (TABLE_FILES[1], Report::write_matrix),
-                (TABLE_FILES[2], Report::write_protocols),
-                (TABLE_FILES[3], Report::write_top),
-                (TABLE_FILES[4], Report::write_al_hosts),
-                (TABLE_FILES[5], Report::write_al_matrix),
-                (TABLE_FILES[6], Report::write_protocol_dir),
-                (TABLE_FILES[7], Report::write_al_top),
+            outputs.extend([
+                (TABLE_FILES[0], HOSTS, Report::host_rows as Rows),
+                (TABLE_FILES[1], MATRIX, Report::matrix_rows),
+                (TABLE_FILES[2], PROTOCOLS, Report::protocol_rows),
+                (TABLE_FILES[3], TOP, Report::top_rows),
+                (TABLE_FILES[4], AL_HOSTS, Report::al_host_rows),
+                (TABLE_FILES[5], AL_MATRIX, Report::al_matrix_rows),
+                (TABLE_FILES[6], PROTOCOL_DIR, Report::protocol_dir_rows),
+                (TABLE_FILES[7], AL_TOP, Report::al_top_rows),
             ]);
         }
-        bodies
+        outputs
             .into_iter()
-            .map(|(name, body)| {
-                let mut text = String::new();
-                body(self, &mut text)?;
-                Ok((name, text))
-            })
+            .map(|(name, columns, rows)| (name, Table::new(columns, move |row| rows(self, row))))
             .collect()
     }
 
-    /// "start\tend\t" of interval `i`.
-    fn span(&self, i: u64) -> String {
+    /// The start and end cells of interval `i`.
+    fn span(&self, i: u64) -> [Cell<'static>; 2] {
         let start = i * self.interval_ns;
-        format!("{}\t{}\t", seconds(start), seconds(start.saturating_add(self.interval_ns)))
+        [
+            Cell::Decimal(Decimal::seconds(start)),
+            Cell::Decimal(Decimal::seconds(start.saturating_add(self.interval_ns))),
+        ]
     }
 
     /// The rows of intervals.tsv, in interval order: per interval index, protocol and network,
@@ -242,62 +384,69 @@ impl Report {
         rows
     }
 
-    fn write_intervals(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tproto\tnet\tpackets\tbytes\tflows_opened\tflows_closed\tflows_active\n");
-        let mut span = (u64::MAX, String::new());
+    fn interval_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, r) in self.traffic_rows() {
-            if span.0 != i {
-                span = (i, self.span(i));
-            }
-            out.push_str(&span.1);
-            let _ = writeln!(
-                out,
-                "{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                r.proto, r.net, r.packets, r.bytes, r.flows_opened, r.flows_closed, r.flows_active
-            );
+            let [start, end] = self.span(i);
+            row(&[
+                start,
+                end,
+                Cell::text(&r.proto),
+                Cell::text(&r.net),
+                Cell::Count(r.packets),
+                Cell::Count(r.bytes),
+                Cell::Count(r.flows_opened),
+                Cell::Count(r.flows_closed),
+                Cell::Count(r.flows_active),
+            ]);
         }
-        Ok(())
     }
 
-    fn write_quantiles(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tmetric\tdir\tnet\tunit\tcount\tmean\tmin\tp50\tp95\tp99\tmax\n");
+    fn quantile_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (&i, interval) in &self.intervals {
-            let span = self.span(i);
             for ((metric, dir, net), d) in interval.dists() {
                 let unit = metric.unit();
-                out.push_str(&span);
-                let _ = write!(out, "{}\t{}\t{}\t{}\t{}", metric.name(), dir.name(), net.name(), unit.name(), d.count);
-                out.push('\t');
-                unit.format_mean(d.mean().unwrap_or(0.0), out);
-                let percentiles = [50, 95, 99].map(|p| d.percentile(p).unwrap_or(0));
-                for v in [d.min].into_iter().chain(percentiles).chain([d.max]) {
-                    out.push('\t');
-                    unit.format(v, out);
-                }
-                out.push('\n');
+                let [start, end] = self.span(i);
+                let value = |v: u64| Cell::Decimal(unit.decimal(v));
+                let percentile = |p| value(d.percentile(p).unwrap_or(0));
+                row(&[
+                    start,
+                    end,
+                    Cell::text(metric.name()),
+                    dir_cell(dir),
+                    Cell::text(net.name()),
+                    Cell::text(unit.name()),
+                    Cell::Count(d.count),
+                    unit.mean(d.mean().unwrap_or(0.0)).map_or(Cell::Null, Cell::Decimal),
+                    value(d.min),
+                    percentile(50),
+                    percentile(95),
+                    percentile(99),
+                    value(d.max),
+                ]);
             }
         }
-        Ok(())
     }
 
-    fn write_histograms(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tmetric\tdir\tnet\tbin_lo\tbin_hi\tcount\n");
+    fn histogram_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (&i, interval) in &self.intervals {
-            let span = self.span(i);
             for ((metric, dir, net), d) in interval.dists() {
                 let unit = metric.unit();
                 for (bin, n) in d.sorted_bins() {
                     let (lo, hi) = d.binning.range(bin);
-                    out.push_str(&span);
-                    let _ = write!(out, "{}\t{}\t{}\t", metric.name(), dir.name(), net.name());
-                    unit.format(lo, out);
-                    out.push('\t');
-                    unit.format(hi, out);
-                    let _ = writeln!(out, "\t{n}");
+                    let [start, end] = self.span(i);
+                    row(&[
+                        start,
+                        end,
+                        Cell::text(metric.name()),
+                        dir_cell(dir),
+                        Cell::text(net.name()),
+                        Cell::Decimal(unit.decimal(lo)),
+                        Cell::Decimal(unit.decimal(hi)),
+                        Cell::Count(n),
+                    ]);
                 }
             }
         }
-        Ok(())
     }
 
     /// Shows every address of the tables through `anon` (rows stay as counted: under `hash`
@@ -333,32 +482,27 @@ impl Report {
         self.intervals.iter().filter_map(|(i, x)| Some((*i, x.flows.apps.as_ref()?)))
     }
 
-    fn write_hosts(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\taddr\tinternal\tpkts_in\tbytes_in\tpkts_out\tbytes_out\tflows\n");
+    fn host_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.tables() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             // In the order of the addresses shown (the real ones' order would leak through).
             let mut rows: Vec<_> = t.hosts.rows.iter().map(|(addr, h)| (self.show(*addr), addr, h)).collect();
             rows.sort_unstable_by_key(|&(shown, addr, _)| (shown, *addr));
             for (shown, addr, h) in rows {
-                out.push_str(&span);
-                push_ip(out, shown);
-                out.push_str(if self.internal.contains(addr) { "\t1" } else { "\t0" });
-                host_counts(out, h);
+                let [a, b, c, d, e] = host_counts(h);
+                let internal = Cell::Flag(self.internal.contains(addr));
+                row(&[start.clone(), end.clone(), Cell::Address(shown), internal, a, b, c, d, e]);
             }
             if t.hosts.refused > 0 {
-                out.push_str(&span);
-                out.push_str("overflow\t-");
-                host_counts(out, &t.hosts.overflow);
+                let [a, b, c, d, e] = host_counts(&t.hosts.overflow);
+                row(&[start, end, Cell::text(OVERFLOW), Cell::Null, a, b, c, d, e]);
             }
         }
-        Ok(())
     }
 
-    fn write_matrix(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tsrc\tdst\tpackets\tbytes\n");
+    fn matrix_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.tables() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             let mut rows: Vec<_> = t
                 .pairs
                 .rows
@@ -367,53 +511,42 @@ impl Report {
                 .collect();
             rows.sort_unstable_by_key(|&(shown, pair, _)| (shown, pair));
             for ((src, dst), _, tr) in rows {
-                out.push_str(&span);
-                push_ip(out, src);
-                out.push('\t');
-                push_ip(out, dst);
-                push_numbers(out, &[tr.packets, tr.bytes]);
+                let (src, dst) = (Cell::Address(src), Cell::Address(dst));
+                row(&[start.clone(), end.clone(), src, dst, Cell::Count(tr.packets), Cell::Count(tr.bytes)]);
             }
             if t.pairs.refused > 0 {
-                out.push_str(&span);
-                let _ = writeln!(out, "overflow\toverflow\t{}\t{}", t.pairs.overflow.packets, t.pairs.overflow.bytes);
+                let o = &t.pairs.overflow;
+                let overflow = Cell::text(OVERFLOW);
+                row(&[start, end, overflow.clone(), overflow, Cell::Count(o.packets), Cell::Count(o.bytes)]);
             }
         }
-        Ok(())
     }
 
-    fn write_protocols(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tip_proto\tprotocol\tport\tservice\tpackets\tbytes\tflows\n");
+    fn protocol_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.tables() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             let mut rows: Vec<_> = t.protocols.rows.iter().collect();
             rows.sort_unstable_by_key(|(k, _)| **k);
             for (k, r) in rows {
-                out.push_str(&span);
-                let port = if k.port == 0 { "-".to_string() } else { k.port.to_string() };
-                let _ = writeln!(
-                    out,
-                    "{}\t{}\t{port}\t{}\t{}\t{}\t{}",
-                    k.ip_protocol,
-                    k.protocol_name(),
-                    k.service_name(),
-                    r.traffic.packets,
-                    r.traffic.bytes,
-                    r.flows
-                );
+                let [packets, bytes, flows] = proto_counts(r);
+                let port = if k.port == 0 { Cell::Null } else { Cell::Count(k.port.into()) };
+                let service = match k.service_name() {
+                    "-" => Cell::Null,
+                    name => Cell::text(name),
+                };
+                let (ip_protocol, protocol) = (Cell::Count(k.ip_protocol.into()), Cell::Text(k.protocol_name().into()));
+                row(&[start.clone(), end.clone(), ip_protocol, protocol, port, service, packets, bytes, flows]);
             }
             if t.protocols.refused > 0 {
-                out.push_str(&span);
-                let o = &t.protocols.overflow;
-                let _ = writeln!(out, "-\toverflow\t-\t-\t{}\t{}\t{}", o.traffic.packets, o.traffic.bytes, o.flows);
+                let [packets, bytes, flows] = proto_counts(&t.protocols.overflow);
+                row(&[start, end, Cell::Null, Cell::text(OVERFLOW), Cell::Null, Cell::Null, packets, bytes, flows]);
             }
         }
-        Ok(())
     }
 
-    fn write_top(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tby\trank\taddr\tvalue\n");
+    fn top_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.tables() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             let by_bytes = |h: &HostRow| h.sent.bytes + h.received.bytes;
             let by_flows = |h: &HostRow| h.flows;
             for (name, value) in [("bytes", &by_bytes as &dyn Fn(&HostRow) -> u64), ("flows", &by_flows)] {
@@ -422,46 +555,38 @@ impl Report {
                 // Largest first; equal values by address, so the order is the same in every run.
                 rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
                 for (rank, (v, addr)) in rows.iter().take(self.top_n).enumerate() {
-                    out.push_str(&span);
-                    let _ = write!(out, "{name}\t{}\t", rank + 1);
-                    push_ip(out, *addr);
-                    push_numbers(out, &[*v]);
+                    let rank = Cell::Count(rank as u64 + 1);
+                    row(&[start.clone(), end.clone(), Cell::text(name), rank, Cell::Address(*addr), Cell::Count(*v)]);
                 }
             }
         }
-        Ok(())
     }
 }
 
 /// The application layer's files (docs/rmon2.md).
 impl Report {
-    fn write_al_hosts(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\taddr\tinternal\tapp\tby_port\tpkts_in\tbytes_in\tpkts_out\tbytes_out\tflows\n");
+    fn al_host_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.apps() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             let mut rows: Vec<_> =
                 t.hosts.rows.iter().map(|(&(addr, app), h)| ((self.show(addr), addr, app), h)).collect();
             rows.sort_unstable_by_key(|&(key, _)| key);
             for ((shown, addr, app), h) in rows {
-                out.push_str(&span);
-                push_ip(out, shown);
-                out.push_str(if self.internal.contains(&addr) { "\t1\t" } else { "\t0\t" });
-                push_app(out, app);
-                host_counts(out, h);
+                let [a, b, c, d, e] = host_counts(h);
+                let internal = Cell::Flag(self.internal.contains(&addr));
+                let [name, by_port] = app_cells(app);
+                row(&[start.clone(), end.clone(), Cell::Address(shown), internal, name, by_port, a, b, c, d, e]);
             }
             if t.hosts.refused > 0 {
-                out.push_str(&span);
-                out.push_str("overflow\t-\t-\t-");
-                host_counts(out, &t.hosts.overflow);
+                let [a, b, c, d, e] = host_counts(&t.hosts.overflow);
+                row(&[start, end, Cell::text(OVERFLOW), Cell::Null, Cell::Null, Cell::Null, a, b, c, d, e]);
             }
         }
-        Ok(())
     }
 
-    fn write_al_matrix(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tsrc\tdst\tapp\tby_port\tpackets\tbytes\tflows\n");
+    fn al_matrix_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.apps() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             let mut rows: Vec<_> = t
                 .pairs
                 .rows
@@ -470,57 +595,48 @@ impl Report {
                 .collect();
             rows.sort_unstable_by_key(|&(key, _)| key);
             for ((src, dst, app, _, _), r) in rows {
-                out.push_str(&span);
-                push_ip(out, src);
-                out.push('\t');
-                push_ip(out, dst);
-                out.push('\t');
-                push_app(out, app);
-                push_numbers(out, &[r.traffic.packets, r.traffic.bytes, r.flows]);
+                let [packets, bytes, flows] = proto_counts(r);
+                let [name, by_port] = app_cells(app);
+                let (src, dst) = (Cell::Address(src), Cell::Address(dst));
+                row(&[start.clone(), end.clone(), src, dst, name, by_port, packets, bytes, flows]);
             }
             if t.pairs.refused > 0 {
-                out.push_str(&span);
-                out.push_str("overflow\toverflow\t-\t-");
-                let o = &t.pairs.overflow;
-                push_numbers(out, &[o.traffic.packets, o.traffic.bytes, o.flows]);
+                let [packets, bytes, flows] = proto_counts(&t.pairs.overflow);
+                let overflow = Cell::text(OVERFLOW);
+                row(&[start, end, overflow.clone(), overflow, Cell::Null, Cell::Null, packets, bytes, flows]);
             }
         }
-        Ok(())
     }
 
-    fn write_protocol_dir(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\tpath\tby_port\tpackets\tbytes\tflows\town_packets\town_bytes\town_flows\n");
+    fn protocol_dir_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         for (i, t) in self.apps() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             for node in t.directory() {
-                out.push_str(&span);
-                out.push_str(&node.path);
-                out.push_str(if node.by_port { "\t1" } else { "\t0" });
-                let (all, own) = (&node.total, &node.own);
-                push_numbers(
-                    out,
-                    &[
-                        all.traffic.packets,
-                        all.traffic.bytes,
-                        all.flows,
-                        own.traffic.packets,
-                        own.traffic.bytes,
-                        own.flows,
-                    ],
-                );
+                let [packets, bytes, flows] = proto_counts(&node.total);
+                let [own_packets, own_bytes, own_flows] = proto_counts(&node.own);
+                row(&[
+                    start.clone(),
+                    end.clone(),
+                    Cell::text(&node.path),
+                    Cell::Flag(node.by_port),
+                    packets,
+                    bytes,
+                    flows,
+                    own_packets,
+                    own_bytes,
+                    own_flows,
+                ]);
             }
         }
-        Ok(())
     }
 
     /// The `--top` largest by bytes of three kinds: alHost rows (`hosts`: a host and an
     /// application, bytes in and out), alMatrix rows (`matrix`) and applications over every
     /// network and transport (`apps`, `unknown` included). Overflow rows are not ranked.
-    fn write_al_top(&self, out: &mut String) -> io::Result<()> {
-        out.push_str("start\tend\ttable\trank\taddr\tpeer\tapp\tby_port\tpackets\tbytes\tflows\n");
+    fn al_top_rows(&self, row: &mut dyn FnMut(&[Cell<'_>])) {
         let unknown = App { name: App::UNKNOWN, by_port: false };
         for (i, t) in self.apps() {
-            let span = self.span(i);
+            let [start, end] = self.span(i);
             // (bytes, addr, peer, app, packets, flows), largest first, equal ones by the rest.
             type Ranked = (u64, Option<IpAddr>, Option<IpAddr>, App, u64, u64);
             let hosts: Vec<Ranked> = t
@@ -552,28 +668,41 @@ impl Report {
                 rows.retain(|r| r.0 > 0);
                 rows.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| (a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
                 for (rank, (bytes, addr, peer, app, packets, flows)) in rows.into_iter().take(self.top_n).enumerate() {
-                    out.push_str(&span);
-                    let _ = write!(out, "{table}\t{}\t", rank + 1);
-                    for ip in [addr, peer] {
-                        match ip {
-                            Some(ip) => push_ip(out, ip),
-                            None => out.push('-'),
-                        }
-                        out.push('\t');
-                    }
-                    push_app(out, app);
-                    push_numbers(out, &[packets, bytes, flows]);
+                    let [name, by_port] = app_cells(app);
+                    let ip = |ip: Option<IpAddr>| ip.map_or(Cell::Null, Cell::Address);
+                    row(&[
+                        start.clone(),
+                        end.clone(),
+                        Cell::text(table),
+                        Cell::Count(rank as u64 + 1),
+                        ip(addr),
+                        ip(peer),
+                        name,
+                        by_port,
+                        Cell::Count(packets),
+                        Cell::Count(bytes),
+                        Cell::Count(flows),
+                    ]);
                 }
             }
         }
-        Ok(())
     }
 }
 
-/// An application's name and whether its port alone told it, tab-separated.
-fn push_app(out: &mut String, app: App) {
-    out.push_str(app.name);
-    out.push_str(if app.by_port { "\t1" } else { "\t0" });
+/// What a table shows for the rows it could not hold.
+const OVERFLOW: &str = "overflow";
+
+/// A distribution's direction; none (`-`) for one over both.
+fn dir_cell(dir: Dir) -> Cell<'static> {
+    match dir {
+        Dir::Both => Cell::Null,
+        _ => Cell::text(dir.name()),
+    }
+}
+
+/// An application's name and whether its port alone told it.
+fn app_cells(app: App) -> [Cell<'static>; 2] {
+    [Cell::text(app.name), Cell::Flag(app.by_port)]
 }
 
 fn add_flows(t: &mut Tables, f: &FlowInterval) {
@@ -585,37 +714,14 @@ fn add_flows(t: &mut Tables, f: &FlowInterval) {
     }
 }
 
-/// A host row's counts, each after a tab, and the line's end.
-fn host_counts(out: &mut String, h: &HostRow) {
-    push_numbers(out, &[h.received.packets, h.received.bytes, h.sent.packets, h.sent.bytes, h.flows]);
+/// A host row's counts: packets and bytes in, out, and flows.
+fn host_counts(h: &HostRow) -> [Cell<'static>; 5] {
+    [h.received.packets, h.received.bytes, h.sent.packets, h.sent.bytes, h.flows].map(Cell::Count)
 }
 
-/// Each number after a tab, then the line's end (tables have ~10⁵ rows: no `fmt` machinery).
-fn push_numbers(out: &mut String, numbers: &[u64]) {
-    let mut digits = itoa::Buffer::new();
-    for &n in numbers {
-        out.push('\t');
-        out.push_str(digits.format(n));
-    }
-    out.push('\n');
-}
-
-/// An address as `Display` writes it; the dotted quad by hand (std's is slow).
-fn push_ip(out: &mut String, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mut digits = itoa::Buffer::new();
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                out.push_str(digits.format(octet));
-            }
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
-        }
-    }
+/// A protocol row's packets, bytes and flows.
+fn proto_counts(r: &ProtoRow) -> [Cell<'static>; 3] {
+    [r.traffic.packets, r.traffic.bytes, r.flows].map(Cell::Count)
 }
 
 /// Packet time in seconds with microseconds, as every interval file writes it (the old name of
@@ -721,20 +827,6 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses_and_numbers_are_written_as_display_writes_them() {
-        for text in ["0.0.0.0", "10.0.0.1", "192.168.100.255", "255.255.255.255", "::", "2001:db8::1", "::ffff:1.2.3.4"]
-        {
-            let ip: IpAddr = text.parse().unwrap();
-            let mut out = String::new();
-            push_ip(&mut out, ip);
-            assert_eq!(out, ip.to_string());
-        }
-        let mut out = String::new();
-        push_numbers(&mut out, &[0, 7, u64::MAX]);
-        assert_eq!(out, format!("\t0\t7\t{}\n", u64::MAX));
-    }
 
     /// A report of hand-made application tables: 2 s intervals, a cap of 2 rows and a top 2.
     fn app_report() -> Report {

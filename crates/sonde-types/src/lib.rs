@@ -1,7 +1,8 @@
 //! sonde-types: the words every sonde crate shares, each defined once. It sits below every other
-//! crate (it depends on none of them, only on serde), so a decoder, the statistics, the output
-//! writers, the figures and the HTTP API count, classify and write time with the same types and
-//! the same text.
+//! crate (it depends on none of them, only on serde and itoa), so a decoder, the statistics, the
+//! output writers, the figures and the HTTP API count, classify and write time with the same
+//! types and the same text, and the outputs that are tables are made once as typed rows
+//! ([`table`]) that every format renders.
 //!
 //! What it guarantees: plain data (no I/O, no clock, no allocation on the counting path), and
 //! text that round-trips: [`time::seconds_9`] is read back exactly by
@@ -20,6 +21,7 @@
 
 pub mod class;
 pub mod definition;
+pub mod table;
 pub mod time;
 pub mod traffic;
 
