@@ -13,7 +13,11 @@
 mod analysis;
 pub mod anon;
 pub mod config;
+pub mod config_file;
+mod controls;
 pub mod export;
+pub mod monitor;
+pub mod serve;
 mod store;
 mod write;
 

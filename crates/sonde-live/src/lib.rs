@@ -49,8 +49,10 @@ mod iface;
 mod libpcap;
 mod privileges;
 mod ring;
+mod until_stopped;
 
 pub use privileges::drop_to_user;
+pub use until_stopped::UntilStopped;
 
 /// How long a tick lags the wall clock: more than a ring block's timeout and libpcap's buffer
 /// timeout, so a frame captured before the tick but not handed over yet is not older than it.

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -74,15 +73,9 @@ impl TopicArgs {
         Ok(ControlConfig {
             brokers: self.kafka.clone(),
             options: self.kafka_option.clone(),
-            timeout: timeout(self.timeout, "--timeout")?,
+            timeout: sonde_analysis::monitor::timeout(self.timeout, "--timeout")?,
         })
     }
-}
-
-/// Seconds as a wait on the brokers: 0.1 to 3600.
-pub fn timeout(secs: f64, name: &str) -> Result<Duration> {
-    anyhow::ensure!(secs.is_finite() && (0.1..=3600.0).contains(&secs), "{name} is 0.1 to 3600 seconds");
-    Ok(Duration::from_secs_f64(secs))
 }
 
 pub fn run(cmd: &ControlCommand) -> Result<ExitCode> {

@@ -5,15 +5,10 @@
 mod analysis;
 mod anon_trace;
 mod compare;
-mod config;
 mod control;
-mod controls;
 mod flags;
-mod http;
-mod monitor;
 mod plot;
 mod serve;
-mod stop;
 mod thin;
 mod trace_out;
 mod ts;
@@ -31,7 +26,7 @@ pub(crate) const EXIT_INPUT_DAMAGED: u8 = 3;
 fn main() -> ExitCode {
     let command = Cli::command();
     // `--config FILE`'s options go in front of the command line's own (which win).
-    let argv = match config::expand(&command, std::env::args_os().collect()) {
+    let argv = match sonde_analysis::config_file::expand(&command, std::env::args_os().collect()) {
         Ok(argv) => argv,
         Err(e) => {
             eprintln!("sonde: {e}");
@@ -43,7 +38,7 @@ fn main() -> ExitCode {
     if let Some((name, sub)) = matches.subcommand().filter(|_| print_config(&cli)) {
         let command = Cli::command();
         let sub_command = command.find_subcommand(name).expect("the parsed subcommand");
-        print!("{}", config::print(sub_command, sub));
+        print!("{}", sonde_analysis::config_file::print(sub_command, sub));
         return ExitCode::SUCCESS;
     }
     if let Some((command, missing)) = missing_key(&cli) {
@@ -61,9 +56,9 @@ fn main() -> ExitCode {
         Command::Anon(args) => anon_trace::run(&args),
         Command::Thin(args) => thin::run(&args),
         Command::Control(cmd) => control::run(&cmd),
-        Command::Monitor(mut args) => {
-            args.analysis.live = true;
-            monitor::run(&args)
+        Command::Monitor(args) => {
+            let config = &args.monitor.analysis;
+            sonde_analysis::monitor::monitor(&args.monitor, analysis::progress(config), |f| analysis::finish(config, f))
         }
         Command::Serve(args) => serve::run(&args),
     };
@@ -91,7 +86,7 @@ fn missing_key(cli: &Cli) -> Option<(&'static str, String)> {
     let (command, mode, key) = match &cli.command {
         Command::Anon(args) => ("anon", Some(args.anonymize), &args.key),
         Command::Analyze(args) => ("analyze", args.analysis.anonymize, &args.analysis.key),
-        Command::Monitor(args) => ("monitor", args.analysis.anonymize, &args.analysis.key),
+        Command::Monitor(args) => ("monitor", args.monitor.analysis.anonymize, &args.monitor.analysis.key),
         _ => return None,
     };
     let mode = mode.filter(|m| m.needs_key() && key.is_none())?;
@@ -115,8 +110,10 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
         "--http serves every output of the run: it takes no --outputs"
     );
     // The address is checked and bound before anything is read or written.
-    let server =
-        args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
+    let server = args
+        .http
+        .map(|addr| sonde_analysis::serve::prepare(addr, args.http_token.as_deref(), &args.http_limits))
+        .transpose()?;
     // From here a signal ends the input where it is, and the outputs are written.
     let stop = sonde_live::stop_on_signals_and_hangup().context("installing the signal handlers")?;
     let open = || sonde_capture::open(&args.read).with_context(|| input_name.clone());
@@ -131,7 +128,7 @@ fn run_analyze(args: &AnalyzeArgs) -> Result<ExitCode> {
     } else {
         vec![source]
     };
-    let mut until_stopped: Vec<_> = sources.iter_mut().map(|s| stop::UntilStopped { inner: s, stop }).collect();
+    let mut until_stopped: Vec<_> = sources.iter_mut().map(|s| sonde_live::UntilStopped { inner: s, stop }).collect();
     let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
         until_stopped.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
     let mut finished = prepared.write(&mut readers, input, None, analysis::progress(&args.analysis))?;

@@ -11,8 +11,6 @@ use anyhow::{Context, Result};
 use sonde_http::RunState;
 use sonde_merged::{Limits, Source};
 
-use crate::flags::HttpLimitArgs;
-
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
     /// The merge job's output directory (`python -m sonde.spark merge … OUT`): its intervals/,
@@ -27,7 +25,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub http_token: Option<PathBuf>,
     #[command(flatten)]
-    pub http_limits: HttpLimitArgs,
+    pub http_limits: sonde_analysis::serve::HttpLimits,
     /// Seconds between two looks at the directory for new files (0.05 to 3600).
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub reload: f64,
@@ -56,7 +54,7 @@ pub fn run(args: &ServeArgs) -> Result<std::process::ExitCode> {
     let limits = Limits { max_intervals: args.max_intervals, max_probes: args.max_probes };
     let mut source =
         Source::open(&args.merged, limits).with_context(|| format!("--merged {}", args.merged.display()))?;
-    let server = crate::http::prepare(args.http, args.http_token.as_deref(), &args.http_limits)?;
+    let server = sonde_analysis::serve::prepare(args.http, args.http_token.as_deref(), &args.http_limits)?;
     let dir = args.merged.display().to_string();
     let started = server.started_unix_s();
     source.reload();

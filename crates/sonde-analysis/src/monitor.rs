@@ -2,32 +2,130 @@
 //! or SIGTERM, then every open flow and interval flushed and every output written.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use clap::ValueEnum;
+use sonde_engine::Progress;
 use sonde_live::{Backend, LiveSource};
 
-use crate::flags::{CaptureArg, MonitorArgs};
-use crate::{analysis, controls, http};
-use sonde_analysis::LiveOptions;
+use crate::serve::HttpLimits;
+use crate::{controls, serve, Analysis, AnalysisConfig, Finished, FlowLayout, LiveOptions};
 
 /// The capture's settings and counters, for summary.json.
 use sonde_output::summary::{CaptureSummary, InterfaceCounters};
 
-pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Capture {
+    /// Linux AF_PACKET with a TPACKET_V3 memory-mapped ring.
+    Afpacket,
+    /// libpcap.
+    Pcap,
+}
+
+/// What `monitor` is told beyond the analysis: the capture, the live views and the spool.
+#[derive(Debug, clap::Args)]
+pub struct MonitorConfig {
+    /// Interface to capture on; repeat for several (their frames are merged by timestamp).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", required = true)]
+    pub interfaces: Vec<String>,
+    /// Capture mechanism.
+    #[arg(long, value_enum, default_value = "afpacket")]
+    pub capture: Capture,
+    /// Per interface: the ring's size in MiB (afpacket), or libpcap's buffer (pcap).
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    pub ring_mb: usize,
+    /// Put the interfaces in promiscuous mode while capturing.
+    #[arg(long)]
+    pub promisc: bool,
+    /// Once the capture is open, become this user (and its group) before reading a packet.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Milliseconds without a packet after which packet time moves on by itself (the idle tick:
+    /// intervals close and flows time out on a quiet link).
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub tick_ms: u64,
+    /// Readers, each with its own AF_PACKET socket of a PACKET_FANOUT group per interface: the
+    /// kernel spreads the flows over them by a symmetric hash, and each reader analyses its share
+    /// with its own workers (--threads per reader; default 1, in the reader's thread). Not with
+    /// --definitions (counted in input order by one reader).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub readers: usize,
+    /// While capturing, serve the live run (JSON API, stream, Prometheus /metrics, dashboard;
+    /// docs/http.md) on ADDR, e.g. 127.0.0.1:8080 (port 0: any free one). Definitions can be
+    /// added, replaced and removed there while the capture runs.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;
+    /// default: the SONDE_HTTP_TOKEN environment variable).
+    #[arg(long, value_name = "FILE")]
+    pub http_token: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub http_limits: HttpLimits,
+    /// Write the outputs in chunks into this storage location, with an optional byte quota
+    /// (K, M, G, T: powers of 1024), e.g. /data1:500G; repeat for more: when one is at its quota
+    /// the chunks continue in the next. Each location's manifest.tsv lists the files complete
+    /// and safe to move (docs/spool.md).
+    #[arg(long, value_name = "PATH[:QUOTA]")]
+    pub spool: Vec<sonde_spool::Location>,
+    /// With --spool: seconds of packet time per chunk (aligned, as Tstat's hourly directories).
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
+    pub rotate: f64,
+    /// With --spool: also end a chunk when its flow logs reach this many bytes (K, M, G, T).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub rotate_size: Option<u64>,
+    #[command(flatten)]
+    pub control: KafkaControl,
+    #[command(flatten)]
+    pub analysis: AnalysisConfig,
+}
+
+/// `monitor --kafka-control`: the definitions follow the Kafka control topic (docs/kafka.md,
+/// "Control topic").
+#[derive(Debug, clap::Args)]
+pub struct KafkaControl {
+    /// With --kafka: start with the control topic's newest definitions (in place of
+    /// --definitions') and apply each new version published (`sonde control publish`) at the
+    /// next packet; report the version applied to --kafka-status-topic.
+    #[arg(long)]
+    pub kafka_control: bool,
+    /// The control topic (compacted, one partition; created so if missing).
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-control")]
+    pub kafka_control_topic: String,
+    /// The topic the probe reports the version it applies to (compacted, keyed by probe id).
+    #[arg(long, value_name = "TOPIC", default_value = "sonde-probes")]
+    pub kafka_status_topic: String,
+    /// Seconds the start may wait for the brokers (reading the control topic to its end).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub kafka_control_timeout: f64,
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    sonde_spool::parse_quota_bytes(text).map_err(|_| {
+        format!("'{text}': expected a number of bytes, optionally followed by K, M, G or T (powers of 1024)")
+    })
+}
+
+/// Captures on the interfaces of `args` until SIGINT or SIGTERM (the run's notes on stderr
+/// unless `-q`, as a service logs), `progress` seeing it go, then writes every output but the
+/// summary, which `finish` writes and says (its answer is the run's).
+pub fn monitor<T>(
+    args: &MonitorConfig,
+    progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    finish: impl FnOnce(&Finished) -> Result<T>,
+) -> Result<T> {
     anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
     anyhow::ensure!(args.tick_ms > 0, "--tick-ms must be at least 1");
     let stop = sonde_live::stop_on_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let reload = sonde_live::reload_on_sighup().context("installing the SIGHUP handler")?;
     // The address is checked and bound before the capture opens.
     let server =
-        args.http.map(|addr| http::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
+        args.http.map(|addr| serve::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
     let cfg = sonde_live::Config {
         interfaces: args.interfaces.clone(),
         backend: match args.capture {
-            CaptureArg::Afpacket => Backend::AfPacket,
-            CaptureArg::Pcap => Backend::Pcap,
+            Capture::Afpacket => Backend::AfPacket,
+            Capture::Pcap => Backend::Pcap,
         },
         buffer_bytes: args.ring_mb.saturating_mul(1 << 20),
         promisc: args.promisc,
@@ -37,7 +135,7 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let input_name = args.interfaces.join(",");
     anyhow::ensure!(args.readers >= 1, "--readers must be at least 1");
     anyhow::ensure!(
-        args.analysis.layout == sonde_analysis::FlowLayout::Sonde || (args.http.is_none() && args.spool.is_empty()),
+        args.analysis.layout == FlowLayout::Sonde || (args.http.is_none() && args.spool.is_empty()),
         "--http and --spool show and rotate sonde's flow logs: they take --layout sonde"
     );
     anyhow::ensure!(
@@ -72,12 +170,16 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         (true, Some(brokers)) => Some(ControlStart::read(args, brokers)?),
         _ => None,
     };
-    let (mut prepared, mut sources) = analysis::prepare(&args.analysis, || {
+    let analysis = AnalysisConfig { live: true, ..args.analysis.clone() };
+    let (mut prepared, mut sources) = Analysis::prepare(analysis, || {
         Ok(match args.readers {
             1 => vec![LiveSource::open(&cfg, stop)?],
             n => LiveSource::open_fanout(&cfg, n, stop)?,
         })
     })?;
+    if !args.analysis.quiet {
+        prepared.notes.drain(..).for_each(|note| eprintln!("sonde: {note}"));
+    }
     prepared.create_outputs()?;
     if args.readers > 1 {
         prepared.set_workers(args.analysis.threads.unwrap_or(1));
@@ -156,7 +258,6 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         sources.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
     let state = opts.state.clone();
     let started_unix_s = opts.started_unix_s;
-    let progress = analysis::progress(&args.analysis);
     let mut finished = prepared.write(&mut readers, (&input_name, None), Some(opts), progress)?;
     drop(readers);
     finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
@@ -172,8 +273,8 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
     let total = shown(counters.total());
     finished.report.capture = Some(CaptureSummary {
         backend: match args.capture {
-            CaptureArg::Afpacket => "afpacket",
-            CaptureArg::Pcap => "pcap",
+            Capture::Afpacket => "afpacket",
+            Capture::Pcap => "pcap",
         },
         buffer_bytes: cfg.buffer_bytes as u64,
         promisc: cfg.promisc,
@@ -205,15 +306,15 @@ pub fn run(args: &MonitorArgs) -> Result<ExitCode> {
         link.flush(std::time::Duration::from_secs_f64(args.control.kafka_control_timeout));
         finished.report.control = Some(link.summary());
     }
-    let code = analysis::finish(&args.analysis, &finished)?;
+    let done = finish(&finished)?;
     if let (Some(server), Some(state)) = (server, &state) {
         // The finished run, as `analyze --http` would serve it, then the server stops.
-        let mut last = http::finished_snapshot(&finished, started_unix_s)?;
+        let mut last = serve::finished_snapshot(&finished, started_unix_s)?;
         last.live = state.snapshot().live.clone();
         state.publish(last);
         server.stop().context("stopping the http server")?;
     }
-    Ok(code)
+    Ok(done)
 }
 
 /// `--kafka-control` at start: the control topic read to its end.
@@ -225,12 +326,12 @@ struct ControlStart {
 }
 
 impl ControlStart {
-    fn read(args: &MonitorArgs, brokers: &str) -> Result<ControlStart> {
+    fn read(args: &MonitorConfig, brokers: &str) -> Result<ControlStart> {
         let c = &args.control;
         let cfg = sonde_kafka::control::ControlConfig {
             brokers: brokers.to_string(),
             options: args.analysis.kafka_option.clone(),
-            timeout: crate::control::timeout(c.kafka_control_timeout, "--kafka-control-timeout")?,
+            timeout: timeout(c.kafka_control_timeout, "--kafka-control-timeout")?,
         };
         anyhow::ensure!(
             !c.kafka_control_topic.is_empty() && !c.kafka_status_topic.is_empty(),
@@ -248,14 +349,14 @@ impl ControlStart {
     /// and a thread follows the topic.
     fn follow(
         self,
-        args: &MonitorArgs,
-        prepared: &mut sonde_analysis::Analysis,
+        args: &MonitorConfig,
+        prepared: &mut Analysis,
     ) -> Result<(Arc<controls::ControlLink>, sonde_kafka::control::Follower)> {
         let c = &args.control;
         let status = sonde_kafka::control::StatusSender::connect(&self.cfg, &c.kafka_status_topic)
             .map_err(anyhow::Error::msg)?;
         let link = Arc::new(controls::ControlLink::new(
-            sonde_analysis::export::probe_id(&args.analysis)?,
+            crate::export::probe_id(&args.analysis)?,
             c.kafka_control_topic.clone(),
             c.kafka_status_topic.clone(),
             status,
@@ -293,6 +394,12 @@ impl ControlStart {
         .map_err(anyhow::Error::msg)?;
         Ok((link, follower))
     }
+}
+
+/// `secs` as the timeout `name` of the control topic's calls (0.1 to 3600 seconds).
+pub fn timeout(secs: f64, name: &str) -> Result<std::time::Duration> {
+    anyhow::ensure!(secs.is_finite() && (0.1..=3600.0).contains(&secs), "{name} is 0.1 to 3600 seconds");
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// The kernel's counters as the outputs show them.

@@ -26,7 +26,24 @@ const FILTER: &str = "filter";
 
 /// `argv` with the options of its `--config FILE` (if any) put in front of the command line's
 /// own, for the parser. Unchanged for other subcommands and without `--config`.
-pub fn expand(cli: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, String> {
+pub fn expand(cli: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, ConfigFileError> {
+    expand_argv(cli, argv).map_err(ConfigFileError)
+}
+
+/// A config file that cannot be read or holds what no option takes; the message names the file,
+/// the line and the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFileError(pub String);
+
+impl std::fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+fn expand_argv(cli: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(sub) = argv.get(1).and_then(|s| s.to_str()).filter(|s| CONFIGURED.contains(s)) else {
         return Ok(argv);
     };

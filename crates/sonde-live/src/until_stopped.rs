@@ -1,5 +1,6 @@
-//! `analyze` stopped by a signal: SIGINT, SIGTERM or SIGHUP end the input where it is, like the
-//! end of the trace, so every output is written and the summary says which signal came
+//! A trace stopped by a signal ([`crate::stop_on_signals_and_hangup`], `sonde analyze`):
+//! SIGINT, SIGTERM or SIGHUP end the input where it is, like the end of the trace, so every
+//! output is written and the summary says which signal came
 //! (`interrupted_by`). A second signal of the same kind ends the process at once (what it
 //! leaves on disk is whole or named `.part`: docs/faults.md).
 
