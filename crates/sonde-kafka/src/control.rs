@@ -19,6 +19,7 @@ use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::Error;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -56,11 +57,11 @@ impl ControlConfig {
         cc
     }
 
-    fn consumer(&self) -> Result<BaseConsumer, String> {
+    fn consumer(&self) -> Result<BaseConsumer, Error> {
         let mut cc = self.client();
         // Partitions are assigned by hand: the group is never joined nor committed to.
         cc.set("group.id", "sonde-control").set("enable.auto.commit", "false").set("enable.partition.eof", "false");
-        cc.create().map_err(|e| format!("kafka: bad configuration: {e}"))
+        cc.create().map_err(|e| error!("kafka: bad configuration: {e}"))
     }
 }
 
@@ -79,8 +80,8 @@ impl ControlMessage {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    pub fn from_json(bytes: &[u8]) -> Result<ControlMessage, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("not a control message: {e}"))
+    pub fn from_json(bytes: &[u8]) -> Result<ControlMessage, Error> {
+        serde_json::from_slice(bytes).map_err(|e| error!("not a control message: {e}"))
     }
 }
 
@@ -117,23 +118,23 @@ pub fn wall_s() -> f64 {
 
 /// Creates `topic` compacted with one partition (replication: the brokers' default) unless it
 /// exists.
-pub fn ensure_compacted_topic(cfg: &ControlConfig, topic: &str) -> Result<(), String> {
+pub fn ensure_compacted_topic(cfg: &ControlConfig, topic: &str) -> Result<(), Error> {
     let admin: AdminClient<DefaultClientContext> =
-        cfg.client().create().map_err(|e| format!("kafka: bad configuration: {e}"))?;
+        cfg.client().create().map_err(|e| error!("kafka: bad configuration: {e}"))?;
     admin
         .inner()
         .fetch_metadata(None, cfg.timeout)
-        .map_err(|e| format!("kafka: no broker answered at {} within {:?}: {e}", cfg.brokers, cfg.timeout))?;
+        .map_err(|e| error!("kafka: no broker answered at {} within {:?}: {e}", cfg.brokers, cfg.timeout))?;
     let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
     let opts = AdminOptions::new().request_timeout(Some(cfg.timeout)).operation_timeout(Some(cfg.timeout));
     let results = block_on(admin.create_topics([&new], &opts), cfg.timeout).ok_or_else(|| {
         format!("kafka: no broker answered at {} within {:?} (creating {topic})", cfg.brokers, cfg.timeout)
     })?;
     match results {
-        Err(e) => Err(format!("kafka: creating {topic}: {e}")),
+        Err(e) => Err(error!("kafka: creating {topic}: {e}")),
         Ok(rs) => match rs.into_iter().next() {
             Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) | Some(Ok(_)) | None => Ok(()),
-            Some(Err((_, code))) => Err(format!("kafka: creating {topic}: {code}")),
+            Some(Err((_, code))) => Err(error!("kafka: creating {topic}: {code}")),
         },
     }
 }
@@ -149,11 +150,11 @@ pub struct TopicContents {
 
 /// Every message of `topic` from its beginning to its end as it is now. A topic that does not
 /// exist reads as empty.
-pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, String> {
+pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, Error> {
     let consumer = cfg.consumer()?;
     let meta = consumer
         .fetch_metadata(Some(topic), cfg.timeout)
-        .map_err(|e| format!("kafka: no broker answered at {} within {:?}: {e}", cfg.brokers, cfg.timeout))?;
+        .map_err(|e| error!("kafka: no broker answered at {} within {:?}: {e}", cfg.brokers, cfg.timeout))?;
     let Some(t) = meta.topics().iter().find(|t| t.name() == topic) else { return Ok(TopicContents::default()) };
     if t.error().is_some() || t.partitions().is_empty() {
         return Ok(TopicContents::default());
@@ -163,17 +164,17 @@ pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, St
     for p in t.partitions() {
         let (low, high) = consumer
             .fetch_watermarks(topic, p.id(), cfg.timeout)
-            .map_err(|e| format!("kafka: reading {topic}'s offsets: {e}"))?;
+            .map_err(|e| error!("kafka: reading {topic}'s offsets: {e}"))?;
         ends.push((p.id(), high));
         if high > low {
-            tpl.add_partition_offset(topic, p.id(), Offset::Offset(low)).map_err(|e| e.to_string())?;
+            tpl.add_partition_offset(topic, p.id(), Offset::Offset(low)).map_err(|e| error!("{e}"))?;
         }
     }
     let mut got = Vec::new();
     if tpl.count() == 0 {
         return Ok(TopicContents { messages: got, ends });
     }
-    consumer.assign(&tpl).map_err(|e| format!("kafka: reading {topic}: {e}"))?;
+    consumer.assign(&tpl).map_err(|e| error!("kafka: reading {topic}: {e}"))?;
     let mut next: BTreeMap<i32, i64> = BTreeMap::new();
     let done = |next: &BTreeMap<i32, i64>| ends.iter().all(|&(p, high)| next.get(&p).copied().unwrap_or(0) >= high);
     let deadline = Instant::now() + cfg.timeout;
@@ -181,7 +182,7 @@ pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, St
     // at or after its last offset came, or its position passed it.
     while !done(&next) {
         if Instant::now() > deadline {
-            return Err(format!("kafka: reading {topic} to its end took longer than {:?}", cfg.timeout));
+            return Err(error!("kafka: reading {topic} to its end took longer than {:?}", cfg.timeout));
         }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
@@ -189,7 +190,7 @@ pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, St
                 let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
                 got.push((key, m.payload().unwrap_or_default().to_vec()));
             }
-            Some(Err(e)) => return Err(format!("kafka: reading {topic}: {e}")),
+            Some(Err(e)) => return Err(error!("kafka: reading {topic}: {e}")),
             None => {
                 if let Ok(pos) = consumer.position() {
                     for e in pos.elements() {
@@ -208,7 +209,7 @@ pub fn read_to_end(cfg: &ControlConfig, topic: &str) -> Result<TopicContents, St
 
 /// The control topic's newest version (`None`: nothing published yet) and the offset after
 /// it, where a follower starts. A value that is not a control message is skipped.
-pub fn latest(cfg: &ControlConfig, topic: &str) -> Result<(Option<ControlMessage>, i64), String> {
+pub fn latest(cfg: &ControlConfig, topic: &str) -> Result<(Option<ControlMessage>, i64), Error> {
     let TopicContents { messages, ends } = read_to_end(cfg, topic)?;
     // (Only partition 0 is written; on a topic made with more, `messages` holds the others too.)
     let newest = messages
@@ -221,7 +222,7 @@ pub fn latest(cfg: &ControlConfig, topic: &str) -> Result<(Option<ControlMessage
 }
 
 /// Each probe's newest report on the status topic, by probe id.
-pub fn statuses(cfg: &ControlConfig, topic: &str) -> Result<BTreeMap<String, StatusReport>, String> {
+pub fn statuses(cfg: &ControlConfig, topic: &str) -> Result<BTreeMap<String, StatusReport>, Error> {
     let messages = read_to_end(cfg, topic)?.messages;
     let mut by_probe = BTreeMap::new();
     for (_, value) in messages {
@@ -240,7 +241,7 @@ pub enum PublishError {
         expected: u64,
         latest: u64,
     },
-    Kafka(String),
+    Kafka(Error),
 }
 
 impl std::fmt::Display for PublishError {
@@ -250,7 +251,7 @@ impl std::fmt::Display for PublishError {
                 f,
                 "conflict: --expect-version {expected} but the control topic is at version {latest}; nothing published"
             ),
-            PublishError::Kafka(e) => f.write_str(e),
+            PublishError::Kafka(e) => e.fmt(f),
         }
     }
 }
@@ -277,18 +278,18 @@ pub fn publish(
 
 /// Sends one message to partition 0 (the one the probes follow, even on a topic someone made
 /// with more) and waits (within the timeout) for the broker's acknowledgement.
-fn send_acknowledged(cfg: &ControlConfig, topic: &str, key: &str, value: &str) -> Result<(), String> {
+fn send_acknowledged(cfg: &ControlConfig, topic: &str, key: &str, value: &str) -> Result<(), Error> {
     let producer: BaseProducer = cfg
         .client()
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("message.timeout.ms", cfg.timeout.as_millis().max(1).to_string())
         .create()
-        .map_err(|e| format!("kafka: bad configuration: {e}"))?;
+        .map_err(|e| error!("kafka: bad configuration: {e}"))?;
     producer
         .send(BaseRecord::to(topic).partition(0).key(key).payload(value))
-        .map_err(|(e, _)| format!("kafka: publishing to {topic}: {e}"))?;
-    producer.flush(cfg.timeout).map_err(|e| format!("kafka: publishing to {topic}: not acknowledged: {e}"))
+        .map_err(|(e, _)| error!("kafka: publishing to {topic}: {e}"))?;
+    producer.flush(cfg.timeout).map_err(|e| error!("kafka: publishing to {topic}: not acknowledged: {e}"))
 }
 
 /// A probe's status reports: enqueued (never waiting on the broker), delivered by librdkafka's
@@ -300,28 +301,28 @@ pub struct StatusSender {
 
 impl StatusSender {
     /// Creates the status topic if missing and the producer.
-    pub fn connect(cfg: &ControlConfig, topic: &str) -> Result<StatusSender, String> {
+    pub fn connect(cfg: &ControlConfig, topic: &str) -> Result<StatusSender, Error> {
         ensure_compacted_topic(cfg, topic)?;
         let producer: BaseProducer = cfg
             .client()
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .create()
-            .map_err(|e| format!("kafka: bad configuration: {e}"))?;
+            .map_err(|e| error!("kafka: bad configuration: {e}"))?;
         Ok(StatusSender { producer, topic: topic.to_string() })
     }
 
     /// Enqueues `report` keyed by its probe; an error says why it could not be.
-    pub fn send(&self, report: &StatusReport) -> Result<(), String> {
+    pub fn send(&self, report: &StatusReport) -> Result<(), Error> {
         let value = report.to_json();
         let sent = self.producer.send(BaseRecord::to(&self.topic).key(&report.probe).payload(&value));
         self.producer.poll(Duration::ZERO);
-        sent.map_err(|(e, _)| format!("kafka: status to {}: {e}", self.topic))
+        sent.map_err(|(e, _)| error!("kafka: status to {}: {e}", self.topic))
     }
 
     /// Waits up to `timeout` for the reports queued to be delivered.
-    pub fn flush(&self, timeout: Duration) -> Result<(), String> {
-        self.producer.flush(timeout).map_err(|e| format!("kafka: status to {}: {e}", self.topic))
+    pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
+        self.producer.flush(timeout).map_err(|e| error!("kafka: status to {}: {e}", self.topic))
     }
 }
 
@@ -348,11 +349,11 @@ impl Follower {
         offset: i64,
         mut on_message: impl FnMut(Followed) + Send + 'static,
         mut on_error: impl FnMut(String) + Send + 'static,
-    ) -> Result<Follower, String> {
+    ) -> Result<Follower, Error> {
         let consumer = cfg.consumer()?;
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Offset(offset)).map_err(|e| e.to_string())?;
-        consumer.assign(&tpl).map_err(|e| format!("kafka: following {topic}: {e}"))?;
+        tpl.add_partition_offset(topic, 0, Offset::Offset(offset)).map_err(|e| error!("{e}"))?;
+        consumer.assign(&tpl).map_err(|e| error!("kafka: following {topic}: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::Builder::new()
@@ -371,7 +372,7 @@ impl Follower {
                     }
                 }
             })
-            .map_err(|e| format!("starting the control topic's thread: {e}"))?;
+            .map_err(|e| error!("starting the control topic's thread: {e}"))?;
         Ok(Follower { stop, thread: Some(thread) })
     }
 }
@@ -445,7 +446,7 @@ mod tests {
         cfg.timeout = Duration::from_millis(1500);
         let t = Instant::now();
         let err = latest(&cfg, "sonde-control").err().unwrap();
-        assert!(err.starts_with("kafka: no broker answered at 127.0.0.1:1"), "{err}");
+        assert!(err.to_string().starts_with("kafka: no broker answered at 127.0.0.1:1"), "{err}");
         let err = publish(&cfg, "sonde-control", None, "a = tcp").err().unwrap();
         assert!(err.to_string().starts_with("kafka: no broker answered"), "{err}");
         assert!(t.elapsed() < Duration::from_secs(15));

@@ -14,7 +14,10 @@
 //! delivery reports. A message that finds the queue full is dropped and counted — analysis never
 //! waits for the broker.
 
+#[macro_use]
+mod error;
 pub mod control;
+pub use error::Error;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -79,10 +82,10 @@ pub fn valid_probe_id(id: &str) -> bool {
 }
 
 /// `KEY=VALUE` as a librdkafka property.
-pub fn parse_option(text: &str) -> Result<(String, String), String> {
+pub fn parse_option(text: &str) -> Result<(String, String), Error> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!("expected KEY=VALUE (a librdkafka property), got {text:?}")),
+        _ => Err(error!("expected KEY=VALUE (a librdkafka property), got {text:?}")),
     }
 }
 
@@ -160,7 +163,7 @@ pub struct Exporter {
 impl Exporter {
     /// Makes the producer and asks the brokers for metadata: a broker that does not answer
     /// within `connect_timeout`, or a bad property, is an error (one line) before any packet.
-    pub fn connect(config: Config) -> Result<Exporter, String> {
+    pub fn connect(config: Config) -> Result<Exporter, Error> {
         let mut cc = ClientConfig::new();
         cc.set("bootstrap.servers", &config.brokers)
             .set("enable.idempotence", "true")
@@ -172,7 +175,7 @@ impl Exporter {
         }
         let counters = Arc::new(Counters::default());
         let producer: ThreadedProducer<Context> =
-            cc.create_with_context(Context(counters.clone())).map_err(|e| format!("kafka: bad configuration: {e}"))?;
+            cc.create_with_context(Context(counters.clone())).map_err(|e| error!("kafka: bad configuration: {e}"))?;
         producer.client().fetch_metadata(None, config.connect_timeout).map_err(|e| {
             format!("kafka: no broker answered at {} within {:?}: {e}", config.brokers, config.connect_timeout)
         })?;
@@ -556,7 +559,7 @@ mod tests {
         let mut cfg = Config::new("127.0.0.1:1");
         cfg.options.push(("no.such.property".into(), "1".into()));
         let err = Exporter::connect(cfg).err().unwrap();
-        assert!(err.contains("no.such.property"), "{err}");
+        assert!(err.to_string().contains("no.such.property"), "{err}");
     }
 
     #[test]
@@ -565,8 +568,8 @@ mod tests {
         cfg.connect_timeout = Duration::from_millis(1500);
         let t = std::time::Instant::now();
         let err = Exporter::connect(cfg).err().unwrap();
-        assert!(err.starts_with("kafka: no broker answered at 127.0.0.1:1"), "{err}");
-        assert!(!err.contains('\n'));
+        assert!(err.to_string().starts_with("kafka: no broker answered at 127.0.0.1:1"), "{err}");
+        assert!(!err.to_string().contains('\n'));
         assert!(t.elapsed() < Duration::from_secs(10));
     }
 }

@@ -1,0 +1,27 @@
+//! The one error of the Kafka export and control topics.
+
+/// What went wrong talking to the brokers or reading what they hold: the message names the
+/// brokers, the topic and the call (`kafka: no broker answered at …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<String> for Error {
+    fn from(message: String) -> Error {
+        Error(message)
+    }
+}
+
+/// An [`Error`] of a message as `format!` makes it.
+macro_rules! error {
+    ($($message:tt)*) => {
+        $crate::Error::from(format!($($message)*))
+    };
+}
