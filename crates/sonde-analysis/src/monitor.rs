@@ -114,25 +114,94 @@ pub fn monitor<T>(
     progress: Option<Box<dyn FnMut(Progress) + Send>>,
     finish: impl FnOnce(&Finished) -> Result<T>,
 ) -> Result<T> {
-    anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
-    anyhow::ensure!(args.tick_ms > 0, "--tick-ms must be at least 1");
+    check(args)?;
     let stop = sonde_live::stop_on_signals().context("installing the SIGINT/SIGTERM handlers")?;
     let reload = sonde_live::reload_on_sighup().context("installing the SIGHUP handler")?;
     // The address is checked and bound before the capture opens.
     let server =
         args.http.map(|addr| serve::prepare(addr, args.http_token.as_deref(), &args.http_limits)).transpose()?;
-    let cfg = sonde_live::Config {
-        interfaces: args.interfaces.clone(),
-        backend: match args.capture {
-            Capture::Afpacket => Backend::AfPacket,
-            Capture::Pcap => Backend::Pcap,
-        },
-        buffer_bytes: args.ring_mb.saturating_mul(1 << 20),
-        promisc: args.promisc,
-        tick_ns: args.tick_ms.saturating_mul(1_000_000),
-        interval_ns: args.analysis.interval_ns()?,
-    };
+    let cfg = args.capture_config()?;
     let input_name = args.interfaces.join(",");
+    // The control topic read to its end before the capture opens: a broker that does not
+    // answer stops the run here.
+    let control_start = match (args.control.kafka_control, &args.analysis.kafka) {
+        (true, Some(brokers)) => Some(ControlStart::read(args, brokers)?),
+        _ => None,
+    };
+    let analysis = AnalysisConfig { live: true, ..args.analysis.clone() };
+    let (mut prepared, mut sources) = Analysis::prepare(analysis, || {
+        Ok(match args.readers {
+            1 => vec![LiveSource::open(&cfg, stop)?],
+            n => LiveSource::open_fanout(&cfg, n, stop)?,
+        })
+    })?;
+    if !args.analysis.quiet {
+        prepared.notes.drain(..).for_each(|note| eprintln!("sonde: {note}"));
+    }
+    prepared.create_outputs()?;
+    if args.readers > 1 {
+        prepared.set_workers(args.analysis.threads.unwrap_or(1));
+    }
+    let control = match control_start {
+        Some(start) => Some(start.follow(args, &mut prepared)?),
+        None => None,
+    };
+    let (edits_tx, edits) = crossbeam_channel::unbounded();
+    let mut opts = live_options(args, reload, edits, control.as_ref().map(|(link, _)| link), &input_name);
+    if !args.spool.is_empty() {
+        let every = sonde_spool::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
+        let shape = prepared.chunk_shape();
+        opts.rotation = Some(sonde_spool::Rotation::open(args.spool.clone(), every, shape, args.analysis.quiet).context("--spool")?);
+    }
+    let server = match server {
+        Some(server) => {
+            Some(serve_live(args, server, &mut prepared, &mut opts, edits_tx, control.as_ref(), &input_name)?)
+        }
+        None => None,
+    };
+    if let Some(user) = &args.user {
+        sonde_live::drop_to_user(user)?;
+        check_writable(&args.analysis.out, user)?;
+    }
+    if !args.analysis.quiet {
+        eprintln!(
+            "sonde: capturing on {input_name} ({}); SIGINT or SIGTERM ends and writes the outputs",
+            sonde_capture::PacketSource::format(&sources[0])
+        );
+    }
+    let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
+        sources.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
+    let state = opts.state.clone();
+    let started_unix_s = opts.started_unix_s;
+    let mut finished = prepared.write(&mut readers, (&input_name, None), Some(opts), progress)?;
+    drop(readers);
+    finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
+    capture_outputs(args, &cfg, &sources, &mut finished);
+    if let Some(rotation) = finished.rotation.take() {
+        // The outputs in the directory are the last chunk: into the spool with the others.
+        finished.report.spool = Some(rotation.finish(&args.analysis.out, &finished.report.outputs)?);
+    }
+    if let Some((link, follower)) = control {
+        drop(follower);
+        // Checked at start (ControlStart::read).
+        link.flush(std::time::Duration::from_secs_f64(args.control.kafka_control_timeout));
+        finished.report.control = Some(link.summary());
+    }
+    let done = finish(&finished)?;
+    if let (Some(server), Some(state)) = (server, &state) {
+        // The finished run, as `analyze --http` would serve it, then the server stops.
+        let mut last = serve::finished_snapshot(&finished, started_unix_s)?;
+        last.live = state.snapshot().live.clone();
+        state.publish(last);
+        server.stop().context("stopping the http server")?;
+    }
+    Ok(done)
+}
+
+/// The checks of `monitor`'s own settings (the analysis' are [`Analysis::prepare`]'s).
+fn check(args: &MonitorConfig) -> Result<()> {
+    anyhow::ensure!(args.ring_mb > 0, "--ring-mb must be at least 1");
+    anyhow::ensure!(args.tick_ms > 0, "--tick-ms must be at least 1");
     anyhow::ensure!(args.readers >= 1, "--readers must be at least 1");
     anyhow::ensure!(
         args.analysis.layout == FlowLayout::Sonde || (args.http.is_none() && args.spool.is_empty()),
@@ -164,33 +233,38 @@ pub fn monitor<T>(
         !args.control.kafka_control || args.analysis.definition_changes.is_none(),
         "--kafka-control takes the definitions' changes from the control topic, not --definition-changes"
     );
-    // The control topic read to its end before the capture opens: a broker that does not
-    // answer stops the run here.
-    let control_start = match (args.control.kafka_control, &args.analysis.kafka) {
-        (true, Some(brokers)) => Some(ControlStart::read(args, brokers)?),
-        _ => None,
-    };
-    let analysis = AnalysisConfig { live: true, ..args.analysis.clone() };
-    let (mut prepared, mut sources) = Analysis::prepare(analysis, || {
-        Ok(match args.readers {
-            1 => vec![LiveSource::open(&cfg, stop)?],
-            n => LiveSource::open_fanout(&cfg, n, stop)?,
+    Ok(())
+}
+
+impl MonitorConfig {
+    /// The capture's settings.
+    fn capture_config(&self) -> Result<sonde_live::Config> {
+        let args = self;
+        Ok(sonde_live::Config {
+            interfaces: args.interfaces.clone(),
+            backend: match args.capture {
+                Capture::Afpacket => Backend::AfPacket,
+                Capture::Pcap => Backend::Pcap,
+            },
+            buffer_bytes: args.ring_mb.saturating_mul(1 << 20),
+            promisc: args.promisc,
+            tick_ns: args.tick_ms.saturating_mul(1_000_000),
+            interval_ns: args.analysis.interval_ns()?,
         })
-    })?;
-    if !args.analysis.quiet {
-        prepared.notes.drain(..).for_each(|note| eprintln!("sonde: {note}"));
     }
-    prepared.create_outputs()?;
-    if args.readers > 1 {
-        prepared.set_workers(args.analysis.threads.unwrap_or(1));
-    }
-    let control = match control_start {
-        Some(start) => Some(start.follow(args, &mut prepared)?),
-        None => None,
-    };
+}
+
+/// Each reader's controls: the API's edits (`edits`), SIGHUP's reloads (definitions and the
+/// networks of a file), the control topic's versions (`control`, to the first reader).
+fn live_options(
+    args: &MonitorConfig,
+    reload: &'static std::sync::atomic::AtomicBool,
+    edits: crossbeam_channel::Receiver<sonde_engine::Edit>,
+    control: Option<&Arc<controls::ControlLink>>,
+    input_name: &str,
+) -> LiveOptions {
     // Always live: drains every half second feed the HTTP state (with --http) and let SIGHUP
     // reload the definitions at the packet it reaches.
-    let (edits_tx, edits) = crossbeam_channel::unbounded();
     let reloader = Arc::new(controls::Reloader::new(reload, args.analysis.definitions.clone(), {
         // Networks in a file are the configuration SIGHUP reloads.
         let (list, file) = (args.analysis.internal.clone(), args.analysis.internal_file.clone());
@@ -200,69 +274,60 @@ pub fn monitor<T>(
         })
     }));
     let quiet = args.analysis.quiet;
-    let mut opts = LiveOptions {
+    LiveOptions {
         state: None,
         controls: (0..args.readers)
             .map(|i| {
                 let hooks = controls::Hooks::new(edits.clone(), Some(reloader.clone()), quiet);
-                let hooks = match (&control, i) {
-                    (Some((link, _)), 0) => hooks.with_control(link.clone()),
+                let hooks = match (control, i) {
+                    (Some(link), 0) => hooks.with_control(link.clone()),
                     _ => hooks,
                 };
                 Box::new(hooks) as Box<dyn sonde_engine::Controls>
             })
             .collect(),
-        input: input_name.clone(),
+        input: input_name.to_string(),
         started_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
         rotation: None,
-    };
-    if !args.spool.is_empty() {
-        let every = sonde_spool::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
-        let shape = prepared.chunk_shape();
-        opts.rotation = Some(sonde_spool::Rotation::open(args.spool.clone(), every, shape, quiet).context("--spool")?);
     }
-    let server = match server {
-        Some(server) => {
-            if args.readers == 1 {
-                prepared.count_definitions()?;
-            }
-            let editor = Box::new(sonde_http::Editor { edits: edits_tx });
-            let state = sonde_http::RunState::with_editor(server.starting(&input_name), Some(editor));
-            opts.started_unix_s = server.started_unix_s();
-            if let Some((link, _)) = &control {
-                let link = link.clone();
-                state.set_control(Box::new(move || link.json()));
-            }
-            if let Some(store) = &args.analysis.store {
-                // Read at each request: the store as the last run left it until this one ends.
-                state.set_store(store.clone());
-            }
-            opts.state = Some(state.clone());
-            Some(server.serve_live(state, args.analysis.quiet)?)
-        }
-        None => None,
-    };
-    if let Some(user) = &args.user {
-        sonde_live::drop_to_user(user)?;
-        check_writable(&args.analysis.out, user)?;
+}
+
+/// `--http` while capturing: the live state (the API's editor, the control link's and the
+/// store's views) served in a thread of its own.
+fn serve_live(
+    args: &MonitorConfig,
+    server: serve::Prepared,
+    prepared: &mut Analysis,
+    opts: &mut LiveOptions,
+    edits: crossbeam_channel::Sender<sonde_engine::Edit>,
+    control: Option<&(Arc<controls::ControlLink>, sonde_kafka::control::Follower)>,
+    input_name: &str,
+) -> Result<sonde_http::Background> {
+    if args.readers == 1 {
+        prepared.count_definitions()?;
     }
-    if !args.analysis.quiet {
-        eprintln!(
-            "sonde: capturing on {input_name} ({}); SIGINT or SIGTERM ends and writes the outputs",
-            sonde_capture::PacketSource::format(&sources[0])
-        );
+    let editor = Box::new(sonde_http::Editor { edits });
+    let state = sonde_http::RunState::with_editor(server.starting(input_name), Some(editor));
+    opts.started_unix_s = server.started_unix_s();
+    if let Some((link, _)) = control {
+        let link = link.clone();
+        state.set_control(Box::new(move || link.json()));
     }
-    let mut readers: Vec<&mut (dyn sonde_capture::PacketSource + Send)> =
-        sources.iter_mut().map(|s| s as &mut (dyn sonde_capture::PacketSource + Send)).collect();
-    let state = opts.state.clone();
-    let started_unix_s = opts.started_unix_s;
-    let mut finished = prepared.write(&mut readers, (&input_name, None), Some(opts), progress)?;
-    drop(readers);
-    finished.report.interrupted_by = sonde_live::stopped_by().map(str::to_string);
+    if let Some(store) = &args.analysis.store {
+        // Read at each request: the store as the last run left it until this one ends.
+        state.set_store(store.clone());
+    }
+    opts.state = Some(state.clone());
+    server.serve_live(state, args.analysis.quiet)
+}
+
+/// `capture.tsv` (the kernel's counters per interval) and summary.json's `capture`, from the
+/// fanout sockets' counters added up per interval and per interface.
+fn capture_outputs(args: &MonitorConfig, cfg: &sonde_live::Config, sources: &[LiveSource], finished: &mut Finished) {
     // The fanout sockets' counters, added up per interval and per interface.
-    let counters = sonde_live::CaptureCounters::of(&sources);
+    let counters = sonde_live::CaptureCounters::of(sources);
     if let Some(interval_ns) = cfg.interval_ns {
         let per_interval: Vec<_> = counters.per_interval.iter().map(|&(start, c)| (start, shown(c))).collect();
         match finished.out().write_capture(&per_interval, interval_ns) {
@@ -296,25 +361,6 @@ pub fn monitor<T>(
             .collect(),
         readers_received_pkts: if sources.len() > 1 { counters.per_source_received } else { Vec::new() },
     });
-    if let Some(rotation) = finished.rotation.take() {
-        // The outputs in the directory are the last chunk: into the spool with the others.
-        finished.report.spool = Some(rotation.finish(&args.analysis.out, &finished.report.outputs)?);
-    }
-    if let Some((link, follower)) = control {
-        drop(follower);
-        // Checked at start (ControlStart::read).
-        link.flush(std::time::Duration::from_secs_f64(args.control.kafka_control_timeout));
-        finished.report.control = Some(link.summary());
-    }
-    let done = finish(&finished)?;
-    if let (Some(server), Some(state)) = (server, &state) {
-        // The finished run, as `analyze --http` would serve it, then the server stops.
-        let mut last = serve::finished_snapshot(&finished, started_unix_s)?;
-        last.live = state.snapshot().live.clone();
-        state.publish(last);
-        server.stop().context("stopping the http server")?;
-    }
-    Ok(done)
 }
 
 /// `--kafka-control` at start: the control topic read to its end.
