@@ -151,7 +151,9 @@ pub fn monitor<T>(
     if !args.spool.is_empty() {
         let every = sonde_spool::Every { span_ns: (args.rotate * 1e9).round() as u64, max_bytes: args.rotate_size };
         let shape = prepared.chunk_shape();
-        opts.rotation = Some(sonde_spool::Rotation::open(args.spool.clone(), every, shape, args.analysis.quiet).context("--spool")?);
+        opts.rotation = Some(
+            sonde_spool::Rotation::open(args.spool.clone(), every, shape, args.analysis.quiet).context("--spool")?,
+        );
     }
     let server = match server {
         Some(server) => {

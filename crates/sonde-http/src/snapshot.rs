@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
-use sonde_output::read::{self, JsonLines, TsvReader};
+use sonde_output::read::{self, TsvReader};
 use sonde_types::table::{Cell as TableCell, Rows};
 pub use sonde_types::{DefinitionSummary, TrafficRow};
 
@@ -185,8 +185,9 @@ pub struct HistogramRow {
 
 /// Rows of named columns. The run's own tables (intervals' RMON2 tables, definitions' counts)
 /// are kept typed, as sonde-stats and sonde-define made them, and written as JSON when served.
-/// A flow log is kept as its lines of text and read into JSON values (numbers stay numbers) only
-/// when served: a flow log held as values took about eight times the memory of its lines.
+/// A flow log is kept as its lines of text (read by sonde-output's reader, the one reader of what
+/// it writes) and read into JSON values (numbers stay numbers) only when served: a flow log held
+/// as values took about eight times the memory of its lines.
 #[derive(Debug, Clone, Default)]
 pub struct Table {
     pub columns: Vec<String>,
@@ -195,14 +196,16 @@ pub struct Table {
 
 #[derive(Debug, Clone)]
 enum Body {
-    /// A flow log's lines, tab-separated.
-    Lines(Vec<Box<str>>),
+    /// A flow log's TSV lines, as sonde-output's reader holds them.
+    Text(read::Table),
+    /// A flow log's JSON lines (`--format jsonl`), each an object whose keys are the columns.
+    Json(Vec<Box<str>>),
     Typed(Rows),
 }
 
 impl Default for Body {
     fn default() -> Body {
-        Body::Lines(Vec::new())
+        Body::Json(Vec::new())
     }
 }
 
@@ -218,8 +221,8 @@ impl Table {
     /// a line with the wrong number of fields is left out rather than failing the whole view.
     pub fn from_tsv(text: &str) -> Table {
         let Ok(tsv) = TsvReader::new(Path::new("-"), text.as_bytes()) else { return Table::default() };
-        let (columns, rows) = read::Table::from_tsv_lenient(tsv).into_parts();
-        Table { columns, rows: Body::Lines(rows) }
+        let table = read::Table::from_tsv_lenient(tsv);
+        Table { columns: table.columns.clone(), rows: Body::Text(table) }
     }
 
     /// Reads JSON lines (one object per line); the columns are the first object's keys. A line
@@ -227,15 +230,14 @@ impl Table {
     pub fn from_jsonl(text: &str) -> Table {
         let mut columns: Vec<String> = Vec::new();
         let mut rows = Vec::new();
-        for (_, map) in JsonLines::new(Path::new("-"), text.as_bytes()).flatten() {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let Ok(Value::Object(map)) = serde_json::from_str::<Value>(line) else { continue };
             if columns.is_empty() {
                 columns = map.keys().cloned().collect();
             }
-            let fields: Vec<String> =
-                columns.iter().map(|c| map.get(c).map_or_else(|| "-".into(), field_text)).collect();
-            rows.push(fields.join("\t").into());
+            rows.push(Box::from(line));
         }
-        Table { columns, rows: Body::Lines(rows) }
+        Table { columns, rows: Body::Json(rows) }
     }
 
     pub fn column(&self, name: &str) -> Option<usize> {
@@ -244,7 +246,8 @@ impl Table {
 
     pub fn len(&self) -> usize {
         match &self.rows {
-            Body::Lines(lines) => lines.len(),
+            Body::Text(table) => table.len(),
+            Body::Json(lines) => lines.len(),
             Body::Typed(rows) => rows.len(),
         }
     }
@@ -256,7 +259,8 @@ impl Table {
     /// Field `col` of row `row`, as a value.
     pub fn cell(&self, row: usize, col: usize) -> Value {
         match &self.rows {
-            Body::Lines(lines) => lines.get(row).and_then(|r| r.split('\t').nth(col)).map_or(Value::Null, cell),
+            Body::Text(table) => table.cell(row, col).map_or(Value::Null, cell),
+            Body::Json(lines) => self.json_row(lines, row).get(col).cloned().unwrap_or(Value::Null),
             Body::Typed(rows) => rows.row(row).and_then(|r| r.get(col)).map_or(Value::Null, json),
         }
     }
@@ -264,16 +268,26 @@ impl Table {
     /// Row `row` as values.
     pub fn row(&self, row: usize) -> Vec<Value> {
         match &self.rows {
-            Body::Lines(lines) => lines.get(row).map_or_else(Vec::new, |r| r.split('\t').map(cell).collect()),
+            Body::Text(table) => table.row(row).map_or_else(Vec::new, |r| r.map(cell).collect()),
+            Body::Json(lines) => self.json_row(lines, row),
             Body::Typed(rows) => rows.row(row).map_or_else(Vec::new, |r| r.iter().map(json).collect()),
         }
+    }
+
+    /// Row `row` of JSON lines as values in column order (a key a line lacks: null).
+    fn json_row(&self, lines: &[Box<str>], row: usize) -> Vec<Value> {
+        let Some(Ok(Value::Object(map))) = lines.get(row).map(|l| serde_json::from_str::<Value>(l)) else {
+            return Vec::new();
+        };
+        self.columns.iter().map(|c| map.get(c).cloned().unwrap_or(Value::Null)).collect()
     }
 
     /// The same columns with the rows `keep` says.
     pub fn filtered(&self, keep: impl Fn(&Table, usize) -> bool) -> Table {
         let mut kept = (0..self.len()).map(|i| keep(self, i));
         let rows = match &self.rows {
-            Body::Lines(lines) => Body::Lines(lines.iter().filter(|_| kept.next() == Some(true)).cloned().collect()),
+            Body::Text(table) => Body::Text(table.filtered(|_| kept.next() == Some(true))),
+            Body::Json(lines) => Body::Json(lines.iter().filter(|_| kept.next() == Some(true)).cloned().collect()),
             Body::Typed(rows) => Body::Typed(rows.filtered(|_| kept.next() == Some(true))),
         };
         Table { columns: self.columns.clone(), rows }
@@ -287,7 +301,7 @@ impl Serialize for Table {
         let mut st = s.serialize_struct("Table", 2)?;
         st.serialize_field("columns", &self.columns)?;
         match &self.rows {
-            Body::Lines(_) => {
+            Body::Text(_) | Body::Json(_) => {
                 let rows: Vec<Vec<Value>> = (0..self.len()).map(|i| self.row(i)).collect();
                 st.serialize_field("rows", &rows)?;
             }
@@ -347,14 +361,6 @@ fn json(c: &TableCell<'_>) -> Value {
 }
 
 /// A JSON value as a TSV field (the flow logs' values hold no tab).
-fn field_text(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn cell(text: &str) -> Value {
     match text {
         "" | "-" => return Value::Null,

@@ -297,8 +297,10 @@ impl Table {
     }
 
     /// The columns, and each row as its fields joined by tabs.
-    pub fn into_parts(self) -> (Vec<String>, Vec<Box<str>>) {
-        (self.columns, self.rows)
+    /// The same columns with the rows `keep` says (by index).
+    pub fn filtered(&self, mut keep: impl FnMut(usize) -> bool) -> Table {
+        let rows = self.rows.iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, r)| r.clone()).collect();
+        Table { columns: self.columns.clone(), rows }
     }
 
     /// The index of the column named `name`.
