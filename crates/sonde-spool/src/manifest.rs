@@ -12,6 +12,8 @@ pub const MANIFEST_NAME: &str = "manifest.tsv";
 /// The manifest is written under this name, then renamed over [`MANIFEST_NAME`].
 pub const MANIFEST_TMP_NAME: &str = "manifest.tsv.tmp";
 pub const HEADER: &str = "chunk\tfile\tbytes\tfirst_ts\tend_ts\tcompleted_unix_s";
+/// [`HEADER`]'s columns.
+const COLUMNS: [&str; 6] = ["chunk", "file", "bytes", "first_ts", "end_ts", "completed_unix_s"];
 /// Suffix of a file still being written.
 pub const PART_SUFFIX: &str = ".part";
 
@@ -71,7 +73,7 @@ pub fn read(text: &str) -> Result<Vec<Entry>, (usize, String)> {
         Err(ReadError { kind: ReadErrorKind::NoHeader, .. }) => return Ok(Vec::new()),
         other => other.map_err(problem)?,
     };
-    if !tsv.columns().iter().map(String::as_str).eq(HEADER.split('\t')) {
+    if !tsv.columns().iter().map(String::as_str).eq(COLUMNS) {
         return Err((1, format!("expected the header '{}'", HEADER.replace('\t', "\\t"))));
     }
     let mut entries: Vec<Entry> = Vec::new();
@@ -163,6 +165,7 @@ mod tests {
         let entries = vec![entry("c1", "intervals.tsv", 10), entry("c1", "tcp_flows.tsv", 0), entry("c2", "a", 1)];
         let text = render(&entries);
         assert!(text.starts_with(&format!("{HEADER}\n")));
+        assert_eq!(HEADER, COLUMNS.join("\t"));
         assert!(text.contains("c1\tintervals.tsv\t10\t1700000000.000000001\t1700000300.123456789\t1764000000\n"));
         assert_eq!(read(&text), Ok(entries));
         assert_eq!(read(""), Ok(vec![]));
