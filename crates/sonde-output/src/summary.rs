@@ -348,13 +348,14 @@ pub struct IpfixSummary {
     pub messages: u64,
     /// The bytes of those messages.
     pub bytes: u64,
-    /// Flow records in the messages sent.
+    /// Data records in the messages sent: one per TCP or UDP flow record (interim ones
+    /// included) and per ICMP entry (a line of icmp_flows).
     pub records: u64,
     /// Records dropped because the exporter's queue stayed full.
     pub dropped_records: u64,
     /// Messages that could not be sent (collector absent or refusing, a write error).
     pub failed_messages: u64,
-    /// The flow records those messages held.
+    /// The data records those messages held.
     pub failed_records: u64,
     /// The last send error, if any.
     pub last_error: Option<String>,
