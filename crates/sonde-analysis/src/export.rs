@@ -67,6 +67,9 @@ impl FlowSink for IpfixFeed {
     fn interim(&mut self, record: &FlowRecord) {
         self.flow(record);
     }
+    fn icmp(&mut self, record: &sonde_flow::IcmpRecord) {
+        self.sink.icmp(&sonde_output::shown_icmp(record, self.anon.as_mut()));
+    }
 }
 
 /// A live run's intervals to Kafka as additive contributions (docs/kafka.md, "Merging"): at

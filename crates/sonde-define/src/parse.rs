@@ -133,128 +133,13 @@ impl<'a> Parser<'a> {
             return self.association(name, start, earlier).map(Some);
         }
         let mut chain: Vec<Pattern> = Vec::new();
-        let mut last_condition = 0;
-        loop {
-            self.skip_space();
-            let cond_at = self.at;
-            let (needs, pattern) = self.condition()?;
-            for p in needs.patterns() {
-                push_unique(&mut chain, Some(p));
-            }
-            last_condition = push_unique(&mut chain, Some(pattern)).unwrap_or(last_condition);
-            if chain.len() > MAX_PATTERNS {
-                return Err(self.error_at(cond_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
-            }
-            if !self.eat_word("and") {
-                break;
-            }
-        }
-        let mut keys = vec![last_condition];
-        if self.eat_word("key") {
-            keys.clear();
-            let mut bits = 0;
-            loop {
-                self.skip_space();
-                let key_at = self.at;
-                let field = self.field_ref()?;
-                let field = match field.family_pending {
-                    Some(name) => {
-                        let Some(v) = chain_family(&chain) else {
-                            return Err(self.error_at(
-                                key_at,
-                                format!("`{name}` as a key needs the address family: write ip4.* or ip6.*, or add `ip.version == 4` (or 6)"),
-                            ));
-                        };
-                        resolve(name, v).expect("ip.src and ip.dst exist for both families")
-                    }
-                    None => field,
-                };
-                bits += field.bits;
-                if bits > MAX_BITS {
-                    return Err(
-                        self.error_at(key_at, format!("a key is at most {MAX_BITS} bits; these fields make {bits}"))
-                    );
-                }
-                for p in field.needs.patterns() {
-                    push_unique(&mut chain, Some(p));
-                }
-                let extract = Pattern {
-                    anchor: field.anchor,
-                    offset_bits: field.offset_bits,
-                    bits: field.bits,
-                    mask: Pattern::full_mask(field.bits),
-                    lo: 0,
-                    hi: Pattern::full_mask(field.bits),
-                };
-                keys.extend(push_unique(&mut chain, Some(extract)));
-                if chain.len() > MAX_PATTERNS {
-                    return Err(self.error_at(key_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
-                }
-                if !self.eat(",") {
-                    break;
-                }
-            }
-        }
-        let mut measures = Measures { count: true, gap: false, length: false };
-        let (mut every_ns, mut idle_ns) = (None, DEFAULT_IDLE_NS);
-        loop {
-            if self.eat_word("measure") {
-                measures = Measures { count: false, gap: false, length: false };
-                loop {
-                    self.skip_space();
-                    let at = self.at;
-                    match self.take(|c| c.is_ascii_alphabetic()) {
-                        "count" => measures.count = true,
-                        "gap" => measures.gap = true,
-                        "length" => measures.length = true,
-                        // Only an association's end: no output of its own.
-                        "none" => {}
-                        other => {
-                            return Err(self
-                                .error_at(at, format!("`{other}` is not a measurement: count, gap, length or none")))
-                        }
-                    }
-                    if !self.eat(",") {
-                        break;
-                    }
-                }
-            } else if self.eat_word("every") {
-                let ns = self.duration()?;
-                if ns < 1_000_000 {
-                    return Err(self.error("an interval is at least 1ms"));
-                }
-                every_ns = Some(ns);
-            } else if self.eat_word("idle") {
-                idle_ns = self.duration()?;
-            } else {
-                break;
-            }
-        }
+        let last_condition = self.conditions(&mut chain)?;
+        let keys = if self.eat_word("key") { self.keys(&mut chain)? } else { vec![last_condition] };
+        let (measures, every_ns, idle_ns) = self.options()?;
         if !self.at_end() {
             return Err(self.error("expected `and`, `key`, `measure`, `every`, `idle` or the end of the line"));
         }
-        // AND does not care about order, so the chain is put in one canonical order and chains
-        // with the same conditions share their whole prefix whatever order they were written
-        // in: the decoder's facts first, then the other tests by layer and offset, then the
-        // patterns that only read a key (they filter nothing, and keys differ most).
-        let key_patterns: Vec<Pattern> = keys.iter().map(|&k| chain[k]).collect();
-        // `ip.version == 4` (or 6) implies the packet is IP: the weaker check goes.
-        if chain_family(&chain).is_some() {
-            let ip = Needs::Ip.pattern();
-            chain.retain(|p| Some(*p) != ip || key_patterns.contains(p));
-        }
-        chain.sort_by_key(|p| {
-            let class = if p.anchor == Anchor::Meta {
-                0
-            } else if p.is_extraction() {
-                2
-            } else {
-                1
-            };
-            (class, p.anchor, p.offset_bits, p.bits, p.mask, p.lo, p.hi)
-        });
-        let keys: Vec<usize> =
-            key_patterns.iter().map(|k| chain.iter().position(|p| p == k).expect("a key is in the chain")).collect();
+        let (chain, keys) = canonical(chain, &keys);
         let text = self.line[start..self.at].trim_end().to_string();
         Ok(Some(Definition {
             name: name.to_string(),
@@ -266,6 +151,119 @@ impl<'a> Parser<'a> {
             idle_ns,
             assoc: None,
         }))
+    }
+
+    /// `CONDITION [and CONDITION]…` into `chain` (with the patterns each needs); the index of
+    /// the last condition's pattern, the key when the line names none.
+    fn conditions(&mut self, chain: &mut Vec<Pattern>) -> Result<usize, ParseError> {
+        let mut last_condition = 0;
+        loop {
+            self.skip_space();
+            let cond_at = self.at;
+            let (needs, pattern) = self.condition()?;
+            for p in needs.patterns() {
+                push_unique(chain, Some(p));
+            }
+            last_condition = push_unique(chain, Some(pattern)).unwrap_or(last_condition);
+            if chain.len() > MAX_PATTERNS {
+                return Err(self.error_at(cond_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
+            }
+            if !self.eat_word("and") {
+                return Ok(last_condition);
+            }
+        }
+    }
+
+    /// `FIELD[, FIELD]…` after `key`: each field an extraction pattern in `chain` (with the
+    /// patterns it needs); their indices in it.
+    fn keys(&mut self, chain: &mut Vec<Pattern>) -> Result<Vec<usize>, ParseError> {
+        let mut keys = Vec::new();
+        let mut bits = 0;
+        loop {
+            self.skip_space();
+            let key_at = self.at;
+            let field = self.field_ref()?;
+            let field = match field.family_pending {
+                Some(name) => {
+                    let Some(v) = chain_family(chain) else {
+                        return Err(self.error_at(
+                            key_at,
+                            format!("`{name}` as a key needs the address family: write ip4.* or ip6.*, or add `ip.version == 4` (or 6)"),
+                        ));
+                    };
+                    resolve(name, v).expect("ip.src and ip.dst exist for both families")
+                }
+                None => field,
+            };
+            bits += field.bits;
+            if bits > MAX_BITS {
+                return Err(
+                    self.error_at(key_at, format!("a key is at most {MAX_BITS} bits; these fields make {bits}"))
+                );
+            }
+            for p in field.needs.patterns() {
+                push_unique(chain, Some(p));
+            }
+            let extract = Pattern {
+                anchor: field.anchor,
+                offset_bits: field.offset_bits,
+                bits: field.bits,
+                mask: Pattern::full_mask(field.bits),
+                lo: 0,
+                hi: Pattern::full_mask(field.bits),
+            };
+            keys.extend(push_unique(chain, Some(extract)));
+            if chain.len() > MAX_PATTERNS {
+                return Err(self.error_at(key_at, format!("more than {MAX_PATTERNS} patterns in one definition")));
+            }
+            if !self.eat(",") {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// `measure …`, `every DURATION` and `idle DURATION`, in any order: what is measured, the
+    /// interval and the idle time.
+    fn options(&mut self) -> Result<(Measures, Option<u64>, u64), ParseError> {
+        let mut measures = Measures { count: true, gap: false, length: false };
+        let (mut every_ns, mut idle_ns) = (None, DEFAULT_IDLE_NS);
+        loop {
+            if self.eat_word("measure") {
+                measures = self.measures()?;
+            } else if self.eat_word("every") {
+                let ns = self.duration()?;
+                if ns < 1_000_000 {
+                    return Err(self.error("an interval is at least 1ms"));
+                }
+                every_ns = Some(ns);
+            } else if self.eat_word("idle") {
+                idle_ns = self.duration()?;
+            } else {
+                return Ok((measures, every_ns, idle_ns));
+            }
+        }
+    }
+
+    /// `count`, `gap`, `length` or `none`, comma-separated, after `measure`.
+    fn measures(&mut self) -> Result<Measures, ParseError> {
+        let mut measures = Measures { count: false, gap: false, length: false };
+        loop {
+            self.skip_space();
+            let at = self.at;
+            match self.take(|c| c.is_ascii_alphabetic()) {
+                "count" => measures.count = true,
+                "gap" => measures.gap = true,
+                "length" => measures.length = true,
+                // Only an association's end: no output of its own.
+                "none" => {}
+                other => {
+                    return Err(self.error_at(at, format!("`{other}` is not a measurement: count, gap, length or none")))
+                }
+            }
+            if !self.eat(",") {
+                return Ok(measures);
+            }
+        }
     }
 
     /// `assoc A -> B [within DURATION] [max N]`, after `name =`.
@@ -566,6 +564,31 @@ fn parse_value(text: &str, field: &FieldRef) -> Result<u128, String> {
         return Err(format!("{text} does not fit in the field's {} bits", field.bits));
     }
     Ok(v)
+}
+
+/// `chain` in one canonical order, and where the `keys` went in it. AND does not care about
+/// order, so chains with the same conditions share their whole prefix whatever order they were
+/// written in: the decoder's facts first, then the other tests by layer and offset, then the
+/// patterns that only read a key (they filter nothing, and keys differ most).
+fn canonical(mut chain: Vec<Pattern>, keys: &[usize]) -> (Vec<Pattern>, Vec<usize>) {
+    let key_patterns: Vec<Pattern> = keys.iter().map(|&k| chain[k]).collect();
+    // `ip.version == 4` (or 6) implies the packet is IP: the weaker check goes.
+    if chain_family(&chain).is_some() {
+        let ip = Needs::Ip.pattern();
+        chain.retain(|p| Some(*p) != ip || key_patterns.contains(p));
+    }
+    chain.sort_by_key(|p| {
+        let class = if p.anchor == Anchor::Meta {
+            0
+        } else if p.is_extraction() {
+            2
+        } else {
+            1
+        };
+        (class, p.anchor, p.offset_bits, p.bits, p.mask, p.lo, p.hi)
+    });
+    let keys = key_patterns.iter().map(|k| chain.iter().position(|p| p == k).expect("a key is in the chain")).collect();
+    (chain, keys)
 }
 
 /// Appends `p` unless the chain has it; returns its index.

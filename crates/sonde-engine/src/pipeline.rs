@@ -284,34 +284,13 @@ pub(crate) fn read_input<K: Sinks>(
 ) -> (Outcome, Vec<WorkerOutput<<K::Worker as WorkerSink>::Part>>) {
     let pipeline = setup.pipeline;
     let share = setup.share.unwrap_or(Share { reader: 0, readers: 1 });
-    let per_reader = pipeline.workers.max(1);
-    let shards = Shards::new(pipeline.flow.max_flows, per_reader.saturating_mul(share.readers));
-    let total = shards.workers as usize;
-    // A reader past the last shard's worker (more readers than shards) feeds one worker with
-    // no shard: it only reads.
-    let first = (share.reader * per_reader).min(total);
-    let mine = Mine { first, count: (first + per_reader).min(total) - first };
+    let (shards, mine) = shards_of(pipeline, share);
     let workers = mine.count.max(1);
     let flow_cfg = &pipeline.flow;
 
     let mut stats = RunStats::default();
     let (worker_drain, live) = match setup.drains {
-        Some(d) => (
-            Some(WorkerDrain {
-                reader: d.reader,
-                open_flows: d.open_flows,
-                recent_flows: d.recent_flows,
-                to_collector: d.to_collector.clone(),
-            }),
-            Some(ReaderLive {
-                reader: d.reader,
-                every_ns: d.every_ns.max(1),
-                seq: 0,
-                view: d.view,
-                to_collector: d.to_collector,
-                controls: d.controls,
-            }),
-        ),
+        Some(d) => split_drains(d),
         None => (None, None),
     };
     let new_worker = |worker: usize| {
@@ -363,7 +342,54 @@ pub(crate) fn read_input<K: Sinks>(
     // Readers that split the flows each read every DNS answer: the first counts them.
     let app_reader = reader.app.as_ref().map(|a| if share.reader == 0 { a.stats } else { a.stats.without_dns() });
 
-    let mut counts = FlowCounts { app: pipeline.flow.app_facts.then(AppCounts::default), ..FlowCounts::default() };
+    let (mut counts, table, outputs) = add_up(results, pipeline.flow.app_facts);
+    counts.icmp.errors_unquoted = reader_icmp_unquoted;
+    stats.flows = counts;
+    stats.thinning = thinning;
+    stats.finish();
+    stats.set_table(table);
+    if let Some(app) = app_reader {
+        stats.set_app_reader(app);
+    }
+    (Outcome { stats, input_error }, outputs)
+}
+
+/// The shards of a run and the workers of them that reader `share.reader` feeds. A reader past
+/// the last shard's worker (more readers than shards) feeds one worker with no shard: it only
+/// reads.
+fn shards_of(pipeline: &Pipeline, share: Share) -> (Shards, Mine) {
+    let per_reader = pipeline.workers.max(1);
+    let shards = Shards::new(pipeline.flow.max_flows, per_reader.saturating_mul(share.readers));
+    let total = shards.workers as usize;
+    let first = (share.reader * per_reader).min(total);
+    (shards, Mine { first, count: (first + per_reader).min(total) - first })
+}
+
+/// A live run's drains as its workers and its reader take them.
+fn split_drains<P>(d: ReaderDrains<P>) -> (Option<WorkerDrain<P>>, Option<ReaderLive<P>>) {
+    let worker = WorkerDrain {
+        reader: d.reader,
+        open_flows: d.open_flows,
+        recent_flows: d.recent_flows,
+        to_collector: d.to_collector.clone(),
+    };
+    let reader = ReaderLive {
+        reader: d.reader,
+        every_ns: d.every_ns.max(1),
+        seq: 0,
+        view: d.view,
+        to_collector: d.to_collector,
+        controls: d.controls,
+    };
+    (Some(worker), Some(reader))
+}
+
+/// The workers' counts added up, and each worker's output.
+fn add_up<S: WorkerSink>(
+    results: Vec<WorkerResult<WorkerOutputs<S>>>,
+    app_facts: bool,
+) -> (FlowCounts, TableStats, Vec<WorkerOutput<S::Part>>) {
+    let mut counts = FlowCounts { app: app_facts.then(AppCounts::default), ..FlowCounts::default() };
     let mut table = TableStats::default();
     let mut outputs = Vec::with_capacity(results.len());
     for r in results {
@@ -375,15 +401,7 @@ pub(crate) fn read_input<K: Sinks>(
         let WorkerOutputs { mut sink, flows, .. } = r.sink;
         outputs.push(WorkerOutput { part: sink.take(), flows });
     }
-    counts.icmp.errors_unquoted = reader_icmp_unquoted;
-    stats.flows = counts;
-    stats.thinning = thinning;
-    stats.finish();
-    stats.set_table(table);
-    if let Some(app) = app_reader {
-        stats.set_app_reader(app);
-    }
-    (Outcome { stats, input_error }, outputs)
+    (counts, table, outputs)
 }
 
 /// What the worker threads are made with.

@@ -277,31 +277,7 @@ impl Run {
         sinks: &K,
         observers: &mut [&mut (dyn DrainObserver<PartOf<K>> + Send)],
     ) -> Result<RunResult<PartOf<K>>, RunError> {
-        if sources.is_empty() {
-            return Err(RunError::NoInput);
-        }
-        if sources.len() > 1 && self.definitions.is_some() {
-            return Err(RunError::DefinitionsNeedOneReader { readers: sources.len() });
-        }
-        if self.split_flows && self.drains.is_some() {
-            return Err(RunError::SplitFlows("drain (a live run)"));
-        }
-        if self.order_dependent_anonymizer() {
-            // Its images depend on the order addresses are first seen: one reader gives the
-            // analysed packets' addresses theirs, in input order.
-            if sources.len() > 1 {
-                return Err(RunError::Anonymize(format!(
-                    "--anonymize tcpdpriv takes one reader ({} given): its images follow the order addresses are first seen",
-                    sources.len()
-                )));
-            }
-            if self.pipeline.flow.app_facts {
-                // The workers give images to the addresses of no packet header (DNS answers,
-                // address literals in names) when their flows end: one worker, in the reader's
-                // thread, does so in input order.
-                self.pipeline.workers = 1;
-            }
-        }
+        self.check_readers(sources.len())?;
         // Each reader its own compiled filter.
         let mut filters = Vec::with_capacity(sources.len());
         for _ in 0..sources.len() {
@@ -318,57 +294,20 @@ impl Run {
         let mut progress = self.progress.take();
         let mut definitions = self.definitions.take();
         let (to_collector, from_readers) = crossbeam_channel::unbounded();
-        let mut senders: Vec<_> = (0..readers).map(|_| to_collector.clone()).collect();
+        let senders: Vec<_> = (0..readers).map(|_| to_collector.clone()).collect();
         drop(to_collector);
-        let (pipeline, interval_cfg, drains) = (&self.pipeline, self.intervals.as_ref(), self.drains);
-        let split = self.split_flows && readers > 1;
-        let order = self.anonymizer.clone().filter(|a| a.mode().order_dependent());
-
-        // One reader's whole run: its outcome, its workers' outputs, its packet statistics.
-        let read = |index: usize,
-                    source: &mut (dyn PacketSource + Send),
-                    filter: Option<&mut Filter>,
-                    counter: Option<&mut Counter>,
-                    controls: Option<Box<dyn Controls>>,
-                    to_collector: crossbeam_channel::Sender<ToCollector<PartOf<K>>>,
-                    progress: &mut dyn FnMut(Progress)| {
-            // Split flows: each reader counts its own flows' packets, the first also the
-            // packets of no flow and the tables of every packet.
-            let mut intervals = interval_cfg.map(|cfg| {
-                let intervals = match split && index > 0 {
-                    true => PacketIntervals::new(&sonde_stats::Config { tables: false, ..cfg.clone() }),
-                    false => PacketIntervals::new(cfg),
-                };
-                match drains.filter(|d| d.view) {
-                    Some(d) => intervals.with_fine_bins(d.fine_bin_ns),
-                    None => intervals,
-                }
-            });
-            let setup = ReaderSetup {
-                pipeline,
-                sinks,
-                intervals: intervals.as_mut(),
-                flow_stats: interval_cfg,
-                definitions: counter,
-                drains: drains.map(|d| ReaderDrains {
-                    reader: index,
-                    every_ns: d.every_ns,
-                    open_flows: if d.view { d.open_flows } else { 0 },
-                    recent_flows: if d.view { d.recent_flows } else { 0 },
-                    view: d.view,
-                    to_collector,
-                    controls,
-                }),
-                share: split.then_some(Share { reader: index, readers }),
-                order: order.clone(),
-            };
-            let (outcome, outputs) = read_input(source, filter, setup, progress);
-            (outcome, outputs, intervals)
+        let plan = ReaderPlan {
+            pipeline: &self.pipeline,
+            sinks,
+            interval_cfg: self.intervals.as_ref(),
+            drains: self.drains,
+            split: self.split_flows && readers > 1,
+            readers,
+            order: self.anonymizer.clone().filter(|a| a.mode().order_dependent()),
         };
-
         let (readings, held) = std::thread::scope(|scope| {
-            let collector = drains.map(|_| {
-                let held = Held::new(interval_cfg.cloned());
+            let collector = plan.drains.map(|_| {
+                let held = Held::new(plan.interval_cfg.cloned());
                 let observers = &mut *observers;
                 std::thread::Builder::new()
                     .name("sonde-collect".into())
@@ -380,45 +319,11 @@ impl Run {
                     progress(p)
                 }
             };
-            let readings: Vec<_> = if let [source] = sources {
-                let controls = controls[0].take();
-                let (filter, sender) = (filters[0].as_mut(), senders.remove(0));
-                vec![read(0, &mut **source, filter, definitions.as_mut(), controls, sender, &mut report)]
-            } else {
-                // Readers that split the flows: the first in this thread (it reports progress),
-                // the others in theirs. A live capture's readers: each in its own.
-                let read = &read;
-                let mut readers: Vec<_> = sources
-                    .iter_mut()
-                    .zip(filters.iter_mut())
-                    .zip(controls.drain(..))
-                    .zip(senders.drain(..))
-                    .enumerate()
-                    .collect();
-                let first = split.then(|| readers.remove(0));
-                let handles: Vec<_> = readers
-                    .into_iter()
-                    .map(|(i, (((source, filter), controls), sender))| {
-                        let source: &mut (dyn PacketSource + Send) = &mut **source;
-                        std::thread::Builder::new()
-                            .name(format!("sonde-reader-{i}"))
-                            .spawn_scoped(scope, move || {
-                                read(i, source, filter.as_mut(), None, controls, sender, &mut |_| {})
-                            })
-                            .expect("spawn a reader thread")
-                    })
-                    .collect();
-                let mut readings = Vec::new();
-                if let Some((_, (((source, filter), controls), sender))) = first {
-                    readings.push(read(0, &mut **source, filter.as_mut(), None, controls, sender, &mut report));
-                }
-                readings.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
-                readings
-            };
-            drop(senders);
+            let inputs = ReaderInputs { sources, filters: &mut filters, controls, senders };
+            let readings = plan.read_all(scope, inputs, definitions.as_mut(), &mut report);
             let held = match collector {
                 Some(c) => c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                None => Held::new(interval_cfg.cloned()),
+                None => Held::new(plan.interval_cfg.cloned()),
             };
             (readings, held)
         });
@@ -440,6 +345,35 @@ impl Run {
         Ok(self.merge(readings, held, definitions, filters, timing, observers))
     }
 
+    /// Refuses what `readers` readers cannot do; with an order-dependent anonymizer and
+    /// application facts, one worker.
+    fn check_readers(&mut self, readers: usize) -> Result<(), RunError> {
+        if readers == 0 {
+            return Err(RunError::NoInput);
+        }
+        if readers > 1 && self.definitions.is_some() {
+            return Err(RunError::DefinitionsNeedOneReader { readers });
+        }
+        if self.split_flows && self.drains.is_some() {
+            return Err(RunError::SplitFlows("drain (a live run)"));
+        }
+        if self.order_dependent_anonymizer() {
+            // Its images depend on the order addresses are first seen: one reader gives the
+            // analysed packets' addresses theirs, in input order.
+            if readers > 1 {
+                return Err(RunError::Anonymize(format!(
+                    "--anonymize tcpdpriv takes one reader ({readers} given): its images follow the order addresses are first seen"
+                )));
+            }
+            if self.pipeline.flow.app_facts {
+                // The workers give images to the addresses of no packet header (DNS answers,
+                // address literals in names) when their flows end: one worker, in the reader's
+                // thread, does so in input order.
+                self.pipeline.workers = 1;
+            }
+        }
+        Ok(())
+    }
     /// The readers' results, with what the drains brought, as one run's.
     fn merge<P: Part>(
         &self,
@@ -508,6 +442,126 @@ impl Run {
 
 /// The part a run's worker sinks hand over.
 pub type PartOf<K> = <<K as Sinks>::Worker as WorkerSink>::Part;
+
+/// What one reader of a run reads, one per source.
+struct ReaderInputs<'s, 'd, K: Sinks> {
+    sources: &'s mut [&'d mut (dyn PacketSource + Send)],
+    filters: &'s mut [Option<Filter>],
+    controls: Vec<Option<Box<dyn Controls>>>,
+    senders: Vec<crossbeam_channel::Sender<ToCollector<PartOf<K>>>>,
+}
+
+/// How a run's readers are set up: the same for each but for its index.
+struct ReaderPlan<'r, K: Sinks> {
+    pipeline: &'r Pipeline,
+    sinks: &'r K,
+    interval_cfg: Option<&'r sonde_stats::Config>,
+    drains: Option<Drains>,
+    /// Readers that split the flows (more than one).
+    split: bool,
+    readers: usize,
+    order: Option<Anonymizer>,
+}
+
+/// A reader's outcome, its workers' outputs, its packet statistics.
+type Reading<P> = (Outcome, Vec<WorkerOutput<P>>, Option<PacketIntervals>);
+
+impl<K: Sinks> ReaderPlan<'_, K> {
+    /// Every reader's reading, in reader order. One source is read in this thread; readers that
+    /// split the flows read the first here (it reports progress), the others in threads of their
+    /// own; a live capture's readers each in its own.
+    fn read_all<'scope, 'env>(
+        &'scope self,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        inputs: ReaderInputs<'scope, '_, K>,
+        definitions: Option<&mut Counter>,
+        report: &mut dyn FnMut(Progress),
+    ) -> Vec<Reading<PartOf<K>>> {
+        let ReaderInputs { sources, filters, mut controls, mut senders } = inputs;
+        if let [source] = sources {
+            let controls = controls[0].take();
+            let (filter, sender) = (filters[0].as_mut(), senders.remove(0));
+            return vec![self.read(0, &mut **source, filter, definitions, controls, sender, report)];
+        }
+        let mut readers: Vec<_> = sources
+            .iter_mut()
+            .zip(filters.iter_mut())
+            .zip(controls.drain(..))
+            .zip(senders.drain(..))
+            .enumerate()
+            .collect();
+        let first = self.split.then(|| readers.remove(0));
+        let handles: Vec<_> = readers
+            .into_iter()
+            .map(|(i, (((source, filter), controls), sender))| {
+                let source: &mut (dyn PacketSource + Send) = &mut **source;
+                std::thread::Builder::new()
+                    .name(format!("sonde-reader-{i}"))
+                    .spawn_scoped(scope, move || {
+                        self.read(i, source, filter.as_mut(), None, controls, sender, &mut |_| {})
+                    })
+                    .expect("spawn a reader thread")
+            })
+            .collect();
+        let mut readings = Vec::new();
+        if let Some((_, (((source, filter), controls), sender))) = first {
+            readings.push(self.read(0, &mut **source, filter.as_mut(), None, controls, sender, report));
+        }
+        readings.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+        readings
+    }
+
+    /// Reader `index`'s whole run.
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        index: usize,
+        source: &mut (dyn PacketSource + Send),
+        filter: Option<&mut Filter>,
+        counter: Option<&mut Counter>,
+        controls: Option<Box<dyn Controls>>,
+        to_collector: crossbeam_channel::Sender<ToCollector<PartOf<K>>>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Reading<PartOf<K>> {
+        let mut intervals = self.intervals(index);
+        let drains = self.drains;
+        let setup = ReaderSetup {
+            pipeline: self.pipeline,
+            sinks: self.sinks,
+            intervals: intervals.as_mut(),
+            flow_stats: self.interval_cfg,
+            definitions: counter,
+            drains: drains.map(|d| ReaderDrains {
+                reader: index,
+                every_ns: d.every_ns,
+                open_flows: if d.view { d.open_flows } else { 0 },
+                recent_flows: if d.view { d.recent_flows } else { 0 },
+                view: d.view,
+                to_collector,
+                controls,
+            }),
+            share: self.split.then_some(Share { reader: index, readers: self.readers }),
+            order: self.order.clone(),
+        };
+        let (outcome, outputs) = read_input(source, filter, setup, progress);
+        (outcome, outputs, intervals)
+    }
+
+    /// Reader `index`'s packet statistics. Split flows: each reader counts its own flows'
+    /// packets, the first also the packets of no flow and the tables of every packet.
+    fn intervals(&self, index: usize) -> Option<PacketIntervals> {
+        self.interval_cfg.map(|cfg| {
+            let intervals = match self.split && index > 0 {
+                true => PacketIntervals::new(&sonde_stats::Config { tables: false, ..cfg.clone() }),
+                false => PacketIntervals::new(cfg),
+            };
+            match self.drains.filter(|d| d.view) {
+                Some(d) => intervals.with_fine_bins(d.fine_bin_ns),
+                None => intervals,
+            }
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {

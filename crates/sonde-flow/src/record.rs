@@ -275,7 +275,7 @@ pub trait FlowSink {
     fn internal_nets(&mut self, _nets: &[ipnet::IpNet]) {}
 
     /// An ICMP entry (an echo session, other messages) that ended. The flow logs (text and
-    /// typed) and Kafka take them; IPFIX does not yet. A wrapper must forward it.
+    /// typed), Kafka and IPFIX take them. A wrapper must forward it.
     fn icmp(&mut self, _record: &crate::IcmpRecord) {}
 }
 

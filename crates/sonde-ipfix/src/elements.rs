@@ -1,9 +1,10 @@
-//! The information elements sonde exports and the four templates built from them. Every element
-//! says where its value comes from (the flow log column it equals); docs/ipfix.md lists them.
+//! The information elements sonde exports and the six templates built from them: TCP, UDP and
+//! ICMP over IPv4 and IPv6. Every element says where its value comes from (the flow log column
+//! it equals); docs/ipfix.md lists them.
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use sonde_flow::{EndReason, FlowRecord, TcpDirStats, TcpRecord};
+use sonde_flow::{EndReason, FlowRecord, IcmpKind, IcmpRecord, TcpDirStats, TcpRecord};
 
 /// RFC 5103: the enterprise number that marks an IANA element as the reverse (server → client)
 /// direction of a biflow.
@@ -20,12 +21,62 @@ pub const TEMPLATE_TCP4: u16 = 256;
 pub const TEMPLATE_TCP6: u16 = 257;
 pub const TEMPLATE_UDP4: u16 = 258;
 pub const TEMPLATE_UDP6: u16 = 259;
+pub const TEMPLATE_ICMP4: u16 = 260;
+pub const TEMPLATE_ICMP6: u16 = 261;
+
+/// A record the exporter sends: a TCP or UDP flow's, or an ICMP entry's (icmp_flows.tsv's line).
+#[derive(Debug, Clone, Copy)]
+pub enum Record<'a> {
+    Flow(&'a FlowRecord),
+    Icmp(&'a IcmpRecord),
+}
+
+impl Record<'_> {
+    /// The first packet's time, ns.
+    pub fn first_ns(&self) -> u64 {
+        match self {
+            Record::Flow(r) => r.first_ns(),
+            Record::Icmp(r) => r.first_ns,
+        }
+    }
+
+    /// The last packet's time, ns.
+    pub fn last_ns(&self) -> u64 {
+        match self {
+            Record::Flow(FlowRecord::Tcp(t)) => t.last_ns,
+            Record::Flow(FlowRecord::Udp(u)) => u.last_ns,
+            Record::Icmp(r) => r.last_ns,
+        }
+    }
+
+    /// Both directions' packets and IP bytes, client → server first (an ICMP entry's
+    /// requests or messages, then its replies).
+    fn counts(&self) -> [u64; 4] {
+        match self {
+            Record::Flow(FlowRecord::Tcp(t)) => [t.client.ip_bytes, t.client.pkts, t.server.ip_bytes, t.server.pkts],
+            Record::Flow(FlowRecord::Udp(u)) => [u.client.ip_bytes, u.client.pkts, u.server.ip_bytes, u.server.pkts],
+            Record::Icmp(r) => [r.client.ip_bytes, r.client.pkts, r.server.ip_bytes, r.server.pkts],
+        }
+    }
+
+    fn end(&self) -> EndReason {
+        match self {
+            Record::Flow(r) => r.end(),
+            Record::Icmp(r) => r.end,
+        }
+    }
+}
 
 /// How a value is written.
 #[derive(Debug, Clone, Copy)]
 pub enum Encoding {
-    /// An unsigned integer, big-endian in the element's length (saturated to it).
-    Unsigned(fn(&FlowRecord) -> u64),
+    /// An unsigned integer, big-endian in the element's length (saturated to it), of any record
+    /// …
+    Unsigned(fn(Record<'_>) -> u64),
+    /// … of a TCP or UDP flow's only, or of an ICMP entry's only: templates() puts these in the
+    /// templates of that kind of record.
+    FlowUnsigned(fn(&FlowRecord) -> u64),
+    IcmpUnsigned(fn(&IcmpRecord) -> u64),
     /// The client's (biflow source) or server's address, 4 or 16 bytes.
     ClientAddr,
     ServerAddr,
@@ -89,21 +140,6 @@ pub fn end_reason_code(end: EndReason) -> u64 {
     }
 }
 
-/// Both directions' packets and IP bytes, client → server first.
-fn counts(r: &FlowRecord) -> [u64; 4] {
-    match r {
-        FlowRecord::Tcp(t) => [t.client.ip_bytes, t.client.pkts, t.server.ip_bytes, t.server.pkts],
-        FlowRecord::Udp(u) => [u.client.ip_bytes, u.client.pkts, u.server.ip_bytes, u.server.pkts],
-    }
-}
-
-fn last_ns(r: &FlowRecord) -> u64 {
-    match r {
-        FlowRecord::Tcp(t) => t.last_ns,
-        FlowRecord::Udp(u) => u.last_ns,
-    }
-}
-
 /// An RTT statistic in ns, 0 without a sample (the `*_rtt_cnt` element says how many).
 fn rtt_mean_ns(d: &TcpDirStats) -> u64 {
     let m = d.rtt.mean_ns();
@@ -129,8 +165,8 @@ macro_rules! el {
     };
 }
 
-/// The elements every template starts with, after the addresses.
-const COMMON: [Element; 11] = [
+/// A TCP or UDP flow's elements after the addresses: its ports and protocol.
+const PORTS: [Element; 3] = [
     el!(
         7,
         0,
@@ -139,7 +175,7 @@ const COMMON: [Element; 11] = [
         "unsigned16",
         "",
         "c_port",
-        Encoding::Unsigned(|r| u64::from(r.endpoints().client_port))
+        Encoding::FlowUnsigned(|r| u64::from(r.endpoints().client_port))
     ),
     el!(
         11,
@@ -149,7 +185,7 @@ const COMMON: [Element; 11] = [
         "unsigned16",
         "",
         "s_port",
-        Encoding::Unsigned(|r| u64::from(r.endpoints().server_port))
+        Encoding::FlowUnsigned(|r| u64::from(r.endpoints().server_port))
     ),
     el!(
         4,
@@ -159,8 +195,13 @@ const COMMON: [Element; 11] = [
         "unsigned8",
         "",
         "(6 TCP, 17 UDP)",
-        Encoding::Unsigned(|r| if tcp(r).is_some() { 6 } else { 17 })
+        Encoding::FlowUnsigned(|r| if tcp(r).is_some() { 6 } else { 17 })
     ),
+];
+
+/// The times and counts of a biflow, every template's, after the ports (ICMP: its type, code
+/// and protocol).
+const BIFLOW: [Element; 8] = [
     el!(
         152,
         0,
@@ -171,9 +212,18 @@ const COMMON: [Element; 11] = [
         "first",
         Encoding::Unsigned(|r| ms(r.first_ns()))
     ),
-    el!(153, 0, 8, "flowEndMilliseconds", "dateTimeMilliseconds", "ms", "last", Encoding::Unsigned(|r| ms(last_ns(r)))),
-    el!(1, 0, 8, "octetDeltaCount", "unsigned64", "octets", "c_bytes_ip", Encoding::Unsigned(|r| counts(r)[0])),
-    el!(2, 0, 8, "packetDeltaCount", "unsigned64", "packets", "c_pkts_all", Encoding::Unsigned(|r| counts(r)[1])),
+    el!(
+        153,
+        0,
+        8,
+        "flowEndMilliseconds",
+        "dateTimeMilliseconds",
+        "ms",
+        "last",
+        Encoding::Unsigned(|r| ms(r.last_ns()))
+    ),
+    el!(1, 0, 8, "octetDeltaCount", "unsigned64", "octets", "c_bytes_ip", Encoding::Unsigned(|r| r.counts()[0])),
+    el!(2, 0, 8, "packetDeltaCount", "unsigned64", "packets", "c_pkts_all", Encoding::Unsigned(|r| r.counts()[1])),
     el!(
         1,
         REVERSE_PEN,
@@ -182,7 +232,7 @@ const COMMON: [Element; 11] = [
         "unsigned64",
         "octets",
         "s_bytes_ip",
-        Encoding::Unsigned(|r| counts(r)[2])
+        Encoding::Unsigned(|r| r.counts()[2])
     ),
     el!(
         2,
@@ -192,7 +242,7 @@ const COMMON: [Element; 11] = [
         "unsigned64",
         "packets",
         "s_pkts_all",
-        Encoding::Unsigned(|r| counts(r)[3])
+        Encoding::Unsigned(|r| r.counts()[3])
     ),
     el!(136, 0, 1, "flowEndReason", "unsigned8", "", "end_reason", Encoding::Unsigned(|r| end_reason_code(r.end()))),
     // 1 = initiator: the biflow source is the flow's client (sonde's c_ side).
@@ -220,7 +270,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_syn_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.syn_cnt))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.syn_cnt))
     ),
     el!(
         219,
@@ -230,7 +280,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_fin_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.fin_cnt))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.fin_cnt))
     ),
     el!(
         220,
@@ -240,7 +290,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_rst_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.rst_cnt))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.rst_cnt))
     ),
     el!(
         218,
@@ -250,7 +300,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_syn_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.syn_cnt))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.syn_cnt))
     ),
     el!(
         219,
@@ -260,7 +310,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_fin_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.fin_cnt))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.fin_cnt))
     ),
     el!(
         220,
@@ -270,7 +320,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_rst_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.rst_cnt))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.rst_cnt))
     ),
     el!(
         1,
@@ -280,7 +330,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "c_hs_rtt (0: not seen)",
-        Encoding::Unsigned(|r| tcp(r).and_then(|t| t.hs_syn_synack_ns).unwrap_or(0))
+        Encoding::FlowUnsigned(|r| tcp(r).and_then(|t| t.hs_syn_synack_ns).unwrap_or(0))
     ),
     el!(
         2,
@@ -290,7 +340,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "s_hs_rtt (0: not seen)",
-        Encoding::Unsigned(|r| tcp(r).and_then(|t| t.hs_synack_ack_ns).unwrap_or(0))
+        Encoding::FlowUnsigned(|r| tcp(r).and_then(|t| t.hs_synack_ack_ns).unwrap_or(0))
     ),
     el!(
         10,
@@ -300,7 +350,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "c_rtt_min (0: no sample)",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| if d.rtt.count > 0 { d.rtt.min_ns } else { 0 }))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| if d.rtt.count > 0 { d.rtt.min_ns } else { 0 }))
     ),
     el!(
         11,
@@ -310,7 +360,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "s_rtt_min (0: no sample)",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| if d.rtt.count > 0 { d.rtt.min_ns } else { 0 }))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| if d.rtt.count > 0 { d.rtt.min_ns } else { 0 }))
     ),
     el!(
         12,
@@ -320,7 +370,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "c_rtt_avg (0: no sample)",
-        Encoding::Unsigned(|r| tcp_dir(r, false, rtt_mean_ns))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, rtt_mean_ns))
     ),
     el!(
         13,
@@ -330,7 +380,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "s_rtt_avg (0: no sample)",
-        Encoding::Unsigned(|r| tcp_dir(r, true, rtt_mean_ns))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, rtt_mean_ns))
     ),
     el!(
         14,
@@ -340,7 +390,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "c_rtt_max (0: no sample)",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.rtt.max_ns))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.rtt.max_ns))
     ),
     el!(
         15,
@@ -350,7 +400,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "ns",
         "s_rtt_max (0: no sample)",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.rtt.max_ns))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.rtt.max_ns))
     ),
     el!(
         16,
@@ -360,7 +410,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "samples",
         "c_rtt_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.rtt.count))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.rtt.count))
     ),
     el!(
         17,
@@ -370,7 +420,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "samples",
         "s_rtt_cnt",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.rtt.count))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.rtt.count))
     ),
     el!(
         20,
@@ -380,7 +430,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_pkts_retx",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.retx_pkts))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.retx_pkts))
     ),
     el!(
         21,
@@ -390,7 +440,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_pkts_retx",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.retx_pkts))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.retx_pkts))
     ),
     el!(
         22,
@@ -400,7 +450,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "octets",
         "c_bytes_retx",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.retx_bytes))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.retx_bytes))
     ),
     el!(
         23,
@@ -410,7 +460,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "octets",
         "s_bytes_retx",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.retx_bytes))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.retx_bytes))
     ),
     el!(
         24,
@@ -420,7 +470,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_pkts_ooo",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.ooo_pkts))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.ooo_pkts))
     ),
     el!(
         25,
@@ -430,7 +480,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_pkts_ooo",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.ooo_pkts))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.ooo_pkts))
     ),
     el!(
         26,
@@ -440,7 +490,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_pkts_rto",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.anomalies.rto))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.anomalies.rto))
     ),
     el!(
         27,
@@ -450,7 +500,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_pkts_rto",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.anomalies.rto))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.anomalies.rto))
     ),
     el!(
         28,
@@ -460,7 +510,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_pkts_fs",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.anomalies.fast_retx))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.anomalies.fast_retx))
     ),
     el!(
         29,
@@ -470,7 +520,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_pkts_fs",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.anomalies.fast_retx))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.anomalies.fast_retx))
     ),
     el!(
         30,
@@ -480,7 +530,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_pkts_reor",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.anomalies.reordering))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.anomalies.reordering))
     ),
     el!(
         31,
@@ -490,7 +540,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_pkts_reor",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.anomalies.reordering))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.anomalies.reordering))
     ),
     el!(
         32,
@@ -500,7 +550,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "c_pkts_dup",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.anomalies.net_dup))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.anomalies.net_dup))
     ),
     el!(
         33,
@@ -510,7 +560,7 @@ const TCP: [Element; 36] = [
         "unsigned64",
         "packets",
         "s_pkts_dup",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.anomalies.net_dup))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.anomalies.net_dup))
     ),
     el!(
         40,
@@ -520,7 +570,7 @@ const TCP: [Element; 36] = [
         "unsigned16",
         "octets",
         "c_mss (0: no option)",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| u64::from(d.mss_opt)))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| u64::from(d.mss_opt)))
     ),
     el!(
         41,
@@ -530,7 +580,7 @@ const TCP: [Element; 36] = [
         "unsigned16",
         "octets",
         "s_mss (0: no option)",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| u64::from(d.mss_opt)))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| u64::from(d.mss_opt)))
     ),
     el!(
         42,
@@ -540,7 +590,7 @@ const TCP: [Element; 36] = [
         "unsigned32",
         "octets",
         "c_win_max",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.win_max))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.win_max))
     ),
     el!(
         43,
@@ -550,7 +600,7 @@ const TCP: [Element; 36] = [
         "unsigned32",
         "octets",
         "s_win_max",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.win_max))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.win_max))
     ),
     el!(
         44,
@@ -560,7 +610,7 @@ const TCP: [Element; 36] = [
         "unsigned32",
         "octets",
         "c_win_min",
-        Encoding::Unsigned(|r| tcp_dir(r, false, |d| d.win_min))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.win_min))
     ),
     el!(
         45,
@@ -570,9 +620,54 @@ const TCP: [Element; 36] = [
         "unsigned32",
         "octets",
         "s_win_min",
-        Encoding::Unsigned(|r| tcp_dir(r, true, |d| d.win_min))
+        Encoding::FlowUnsigned(|r| tcp_dir(r, true, |d| d.win_min))
     ),
 ];
+
+/// RFC 7012 icmpTypeCodeIPv4/IPv6: type × 256 + code. An echo session's is its request's
+/// (ICMP 8, ICMPv6 128, code 0), as an exporter keying ICMP by type and code gives the session's
+/// first packet.
+pub fn icmp_type_code(r: &IcmpRecord) -> u64 {
+    match r.key.kind {
+        IcmpKind::Echo { .. } if r.key.client.is_ipv6() => 128 << 8,
+        IcmpKind::Echo { .. } => 8 << 8,
+        IcmpKind::Message { icmp_type, code } => u64::from(icmp_type) << 8 | u64::from(code),
+    }
+}
+
+const ICMP4_TYPE_CODE: [Element; 1] = [el!(
+    32,
+    0,
+    2,
+    "icmpTypeCodeIPv4",
+    "unsigned16",
+    "",
+    "icmp_type × 256 + icmp_code (echo: 8 × 256)",
+    Encoding::IcmpUnsigned(icmp_type_code)
+)];
+
+const ICMP6_TYPE_CODE: [Element; 1] = [el!(
+    139,
+    0,
+    2,
+    "icmpTypeCodeIPv6",
+    "unsigned16",
+    "",
+    "icmp_type × 256 + icmp_code (echo: 128 × 256)",
+    Encoding::IcmpUnsigned(icmp_type_code)
+)];
+
+/// An ICMP entry's protocol, after its type and code.
+const ICMP_PROTO: [Element; 1] = [el!(
+    4,
+    0,
+    1,
+    "protocolIdentifier",
+    "unsigned8",
+    "",
+    "proto (1 icmp, 58 icmpv6)",
+    Encoding::IcmpUnsigned(|r| if r.key.client.is_ipv6() { 58 } else { 1 })
+)];
 
 /// A template: its id and elements in record order.
 #[derive(Debug, Clone)]
@@ -596,24 +691,32 @@ impl Template {
     }
 }
 
-/// The four templates: TCP and UDP over IPv4 and IPv6.
+/// The six templates: TCP, UDP and ICMP over IPv4 and IPv6.
 pub fn templates() -> Vec<Template> {
     vec![
-        Template::new(TEMPLATE_TCP4, &[&V4, &COMMON, &TCP]),
-        Template::new(TEMPLATE_TCP6, &[&V6, &COMMON, &TCP]),
-        Template::new(TEMPLATE_UDP4, &[&V4, &COMMON]),
-        Template::new(TEMPLATE_UDP6, &[&V6, &COMMON]),
+        Template::new(TEMPLATE_TCP4, &[&V4, &PORTS, &BIFLOW, &TCP]),
+        Template::new(TEMPLATE_TCP6, &[&V6, &PORTS, &BIFLOW, &TCP]),
+        Template::new(TEMPLATE_UDP4, &[&V4, &PORTS, &BIFLOW]),
+        Template::new(TEMPLATE_UDP6, &[&V6, &PORTS, &BIFLOW]),
+        Template::new(TEMPLATE_ICMP4, &[&V4, &ICMP4_TYPE_CODE, &ICMP_PROTO, &BIFLOW]),
+        Template::new(TEMPLATE_ICMP6, &[&V6, &ICMP6_TYPE_CODE, &ICMP_PROTO, &BIFLOW]),
     ]
 }
 
 /// The template a record goes out in, and its addresses as that template writes them (a flow
 /// whose sides differ in family, which sonde does not make, would go as IPv4-mapped IPv6).
-pub fn template_for(r: &FlowRecord) -> (u16, [IpAddr; 2]) {
-    let e = r.endpoints();
-    let is_tcp = tcp(r).is_some();
-    match (e.client_ip, e.server_ip) {
-        (c @ IpAddr::V4(_), s @ IpAddr::V4(_)) => (if is_tcp { TEMPLATE_TCP4 } else { TEMPLATE_UDP4 }, [c, s]),
-        (c, s) => (if is_tcp { TEMPLATE_TCP6 } else { TEMPLATE_UDP6 }, [IpAddr::V6(v6(c)), IpAddr::V6(v6(s))]),
+pub fn template_for(r: Record<'_>) -> (u16, [IpAddr; 2]) {
+    let (client, server, [id4, id6]) = match r {
+        Record::Flow(f) => {
+            let e = f.endpoints();
+            let ids = if tcp(f).is_some() { [TEMPLATE_TCP4, TEMPLATE_TCP6] } else { [TEMPLATE_UDP4, TEMPLATE_UDP6] };
+            (e.client_ip, e.server_ip, ids)
+        }
+        Record::Icmp(i) => (i.key.client, i.key.server, [TEMPLATE_ICMP4, TEMPLATE_ICMP6]),
+    };
+    match (client, server) {
+        (c @ IpAddr::V4(_), s @ IpAddr::V4(_)) => (id4, [c, s]),
+        (c, s) => (id6, [IpAddr::V6(v6(c)), IpAddr::V6(v6(s))]),
     }
 }
 
@@ -625,7 +728,7 @@ fn v6(a: IpAddr) -> Ipv6Addr {
 }
 
 /// Appends `r`'s data record in `t` to `out`.
-pub fn write_record(t: &Template, r: &FlowRecord, addrs: [IpAddr; 2], out: &mut Vec<u8>) {
+pub fn write_record(t: &Template, r: Record<'_>, addrs: [IpAddr; 2], out: &mut Vec<u8>) {
     for e in &t.elements {
         match e.encoding {
             Encoding::ClientAddr | Encoding::ServerAddr => {
@@ -635,12 +738,18 @@ pub fn write_record(t: &Template, r: &FlowRecord, addrs: [IpAddr; 2], out: &mut 
                     IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
                 }
             }
-            Encoding::Unsigned(f) => {
+            Encoding::Unsigned(_) | Encoding::FlowUnsigned(_) | Encoding::IcmpUnsigned(_) => {
+                let v = match (e.encoding, r) {
+                    (Encoding::Unsigned(f), r) => f(r),
+                    (Encoding::FlowUnsigned(f), Record::Flow(r)) => f(r),
+                    (Encoding::IcmpUnsigned(f), Record::Icmp(r)) => f(r),
+                    // Not reached: templates() gives each kind of record its own elements.
+                    _ => 0,
+                };
                 let len = usize::from(e.len);
                 // Saturate rather than wrap: a window beyond 2^32 reads as the largest value.
                 let max = if len >= 8 { u64::MAX } else { (1u64 << (8 * len)) - 1 };
-                let v = f(r).min(max);
-                out.extend_from_slice(&v.to_be_bytes()[8 - len..]);
+                out.extend_from_slice(&v.min(max).to_be_bytes()[8 - len..]);
             }
         }
     }

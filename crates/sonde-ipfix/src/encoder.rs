@@ -3,9 +3,9 @@
 //! would take it past the MTU. Sonde's records have fixed lengths, so sets need no padding and
 //! none is added.
 
-use sonde_flow::FlowRecord;
+use sonde_flow::{FlowRecord, IcmpRecord};
 
-use crate::elements::{self, Template};
+use crate::elements::{self, Record, Template};
 
 pub const VERSION: u16 = 10;
 pub const HEADER_LEN: usize = 16;
@@ -84,11 +84,17 @@ impl Encoder {
 
     /// Adds `r`; messages it completes (templates first when due) are appended to `out`.
     pub fn push(&mut self, r: &FlowRecord, out: &mut Vec<Vec<u8>>) {
+        self.push_record(Record::Flow(r), out);
+    }
+
+    /// Adds an ICMP entry's record, as [`Encoder::push`] a flow's.
+    pub fn push_icmp(&mut self, r: &IcmpRecord, out: &mut Vec<Vec<u8>>) {
+        self.push_record(Record::Icmp(r), out);
+    }
+
+    fn push_record(&mut self, r: Record<'_>, out: &mut Vec<Vec<u8>>) {
         // The export time is packet time: the latest end seen, this record's included.
-        self.clock_ns = self.clock_ns.max(match r {
-            FlowRecord::Tcp(t) => t.last_ns,
-            FlowRecord::Udp(u) => u.last_ns,
-        });
+        self.clock_ns = self.clock_ns.max(r.last_ns());
         let (tid, addrs) = elements::template_for(r);
         let Some(t) = self.templates.iter().position(|t| t.id == tid) else { return };
         let len = self.templates[t].record_len;

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
-use sonde_flow::{FlowRecord, FlowSink, RttSample};
+use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample};
 
 use crate::encoder::{is_template_message, sequence_of, Encoder, EncoderConfig};
 
@@ -133,6 +133,7 @@ pub struct ExportStats {
 
 enum Msg {
     Flow(Box<FlowRecord>),
+    Icmp(Box<IcmpRecord>),
     Finish,
 }
 
@@ -146,7 +147,8 @@ pub struct Exporter {
     thread: Option<JoinHandle<ExportStats>>,
 }
 
-/// A worker's handle on the exporter: a [`FlowSink`] that queues each record.
+/// A worker's handle on the exporter: a [`FlowSink`] that queues each record, ICMP entries'
+/// included.
 #[derive(Clone)]
 pub struct ExportSink {
     tx: Sender<Msg>,
@@ -162,7 +164,16 @@ impl FlowSink for ExportSink {
         self.flow(record);
     }
     fn flow(&mut self, record: &FlowRecord) {
-        let msg = Msg::Flow(Box::new(record.clone()));
+        self.queue(Msg::Flow(Box::new(record.clone())));
+    }
+    fn icmp(&mut self, record: &IcmpRecord) {
+        self.queue(Msg::Icmp(Box::new(record.clone())));
+    }
+    fn rtt_sample(&mut self, _: &RttSample) {}
+}
+
+impl ExportSink {
+    fn queue(&mut self, msg: Msg) {
         let sent = match (self.full_queue, self.congested) {
             // Fails only once the exporter is gone.
             (FullQueue::Wait, _) => self.tx.send(msg).is_ok(),
@@ -174,7 +185,6 @@ impl FlowSink for ExportSink {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
-    fn rtt_sample(&mut self, _: &RttSample) {}
 }
 
 impl Exporter {
@@ -297,6 +307,7 @@ fn export_loop(
     loop {
         match rx.recv_timeout(IDLE_FLUSH) {
             Ok(Msg::Flow(r)) => encoder.push(&r, &mut out),
+            Ok(Msg::Icmp(r)) => encoder.push_icmp(&r, &mut out),
             Err(RecvTimeoutError::Timeout) => encoder.flush(&mut out),
             Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => break,
         }

@@ -6,10 +6,13 @@ use std::net::{TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 
 use sonde_flow::{
-    EndReason, Endpoints, FlowRecord, FlowSink, RttStats, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord,
+    EndReason, Endpoints, FlowRecord, FlowSink, IcmpDirStats, IcmpKey, IcmpKind, IcmpRecord, RttStats, TcpDirStats,
+    TcpRecord, UdpDirStats, UdpRecord,
 };
 use sonde_ipfix::decode::{split_stream, DataRecord, Decoder, Message};
-use sonde_ipfix::elements::{self, TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6};
+use sonde_ipfix::elements::{
+    self, TEMPLATE_ICMP4, TEMPLATE_ICMP6, TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6,
+};
 use sonde_ipfix::encoder::{is_template_message, HEADER_LEN, SET_HEADER_LEN};
 use sonde_ipfix::export::UDP_BURST;
 use sonde_ipfix::{Encoder, EncoderConfig, ExportOptions, Exporter, FullQueue, Target, REVERSE_PEN, SONDE_PEN};
@@ -80,6 +83,24 @@ fn udp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
     })
 }
 
+/// An echo session (`ident`) or a message (`kind`'s type and code) between two addresses.
+fn icmp(c: &str, s: &str, kind: IcmpKind, last_ns: u64) -> IcmpRecord {
+    let echo = matches!(kind, IcmpKind::Echo { .. });
+    IcmpRecord {
+        key: IcmpKey { client: c.parse().unwrap(), server: s.parse().unwrap(), kind },
+        client_internal: false,
+        server_internal: false,
+        tunnel: None,
+        end: if echo { EndReason::Eof } else { EndReason::Evicted },
+        first_ns: T0,
+        last_ns,
+        client: IcmpDirStats { pkts: 5, ip_bytes: 420 },
+        server: if echo { IcmpDirStats { pkts: 4, ip_bytes: 336 } } else { IcmpDirStats::default() },
+        rtt: RttStats::default(),
+        replies_unmatched: 0,
+    }
+}
+
 fn encode(cfg: EncoderConfig, records: &[FlowRecord]) -> Vec<Vec<u8>> {
     let mut enc = Encoder::new(cfg).unwrap();
     let mut out = Vec::new();
@@ -113,8 +134,11 @@ fn header_and_template_set() {
     }
     let templates = elements::templates();
     // The sizes docs/ipfix.md gives.
-    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [323, 347, 63, 87]);
-    assert_eq!(decoded[0].templates, vec![TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6]);
+    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [323, 347, 63, 87, 61, 85]);
+    assert_eq!(
+        decoded[0].templates,
+        vec![TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6, TEMPLATE_ICMP4, TEMPLATE_ICMP6]
+    );
     assert_eq!(decoded[0].set_lengths, vec![SET_HEADER_LEN + templates.iter().map(|t| t.spec_len()).sum::<usize>()]);
     // Field count and enterprise bit of the first template, read from the raw bytes.
     let t = &templates[0];
@@ -183,6 +207,66 @@ fn values_round_trip() {
     assert_eq!(decode_all(&msgs)[1].set_lengths.len(), 4);
 }
 
+/// ICMP entries: their own templates by family, protocol 1 or 58, type and code in
+/// icmpTypeCodeIPv4 (32) or icmpTypeCodeIPv6 (139) (an echo session's: its request's), counts
+/// both ways, times and end reason, and no port.
+#[test]
+fn icmp_values_round_trip() {
+    let records = [
+        icmp("10.0.0.1", "192.0.2.7", IcmpKind::Echo { ident: 715 }, T0 + 3_000_000_000),
+        icmp("2001:db8::1", "2001:db8::2", IcmpKind::Echo { ident: 9 }, T0 + 7),
+        icmp("192.0.2.7", "10.0.0.1", IcmpKind::Message { icmp_type: 3, code: 3 }, T0 + 1),
+        icmp("2001:db8::2", "2001:db8::1", IcmpKind::Message { icmp_type: 1, code: 4 }, T0 + 2),
+    ];
+    let mut enc = Encoder::new(no_refresh()).unwrap();
+    let mut msgs = Vec::new();
+    records.iter().for_each(|r| enc.push_icmp(r, &mut msgs));
+    // A flow after them: a set of its own in the same message.
+    enc.push(&udp(1, false, T0), &mut msgs);
+    enc.flush(&mut msgs);
+    let got: Vec<DataRecord> = decode_all(&msgs).into_iter().flat_map(|m| m.records).collect();
+    assert_eq!(got.len(), 5);
+    assert_eq!(
+        got.iter().map(|d| d.template).collect::<Vec<_>>()[..4],
+        [TEMPLATE_ICMP4, TEMPLATE_ICMP6, TEMPLATE_ICMP4, TEMPLATE_ICMP6]
+    );
+    let type_codes = [8 << 8, 128 << 8, 3 << 8 | 3, 1 << 8 | 4];
+    for ((r, d), type_code) in records.iter().zip(&got).zip(type_codes) {
+        let v6 = r.key.client.is_ipv6();
+        let (src, dst, type_code_id) = if v6 { (27, 28, 139) } else { (8, 12, 32) };
+        assert_eq!((d.addr(src), d.addr(dst)), (Some(r.key.client), Some(r.key.server)));
+        assert_eq!(d.uint(0, 4), Some(if v6 { 58 } else { 1 }));
+        assert_eq!(d.uint(0, type_code_id), Some(type_code), "{:?}", r.key);
+        assert_eq!(d.bytes(0, if v6 { 32 } else { 139 }), None, "one type-code element, the family's");
+        assert_eq!((d.uint(0, 152), d.uint(0, 153)), (Some(T0 / 1_000_000), Some(r.last_ns / 1_000_000)));
+        assert_eq!((d.uint(0, 2), d.uint(0, 1)), (Some(5), Some(420)));
+        assert_eq!((d.uint(REVERSE_PEN, 2), d.uint(REVERSE_PEN, 1)), (Some(r.server.pkts), Some(r.server.ip_bytes)));
+        assert_eq!(d.uint(0, 136), Some(if r.server.pkts > 0 { 4 } else { 5 }), "eof, evicted");
+        assert_eq!(d.uint(0, 239), Some(1));
+        assert_eq!((d.bytes(0, 7), d.bytes(0, 11)), (None, None), "no port");
+    }
+    assert_eq!(got[4].uint(0, 4), Some(17));
+    // The export time is the latest end, an ICMP entry's as a flow's.
+    assert_eq!(u64::from(decode_all(&msgs)[1].header.export_s), (T0 + 3_000_000_000) / 1_000_000_000);
+}
+
+/// The exporter's sink queues ICMP entries as it does flows: they reach the file and count.
+#[test]
+fn the_sink_exports_icmp_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("icmp.ipfix");
+    let exporter = Exporter::start(&Target::File(file.clone()), no_refresh()).unwrap();
+    let mut sink = exporter.sink();
+    sink.icmp(&icmp("10.0.0.1", "192.0.2.7", IcmpKind::Echo { ident: 1 }, T0));
+    sink.flow(&udp(1, false, T0));
+    let stats = exporter.finish();
+    assert_eq!(stats.records, 2, "{stats:?}");
+    let bytes = std::fs::read(&file).unwrap();
+    let msgs: Vec<Vec<u8>> = split_stream(&bytes).unwrap().into_iter().map(<[u8]>::to_vec).collect();
+    let templates: Vec<u16> = decode_all(&msgs).iter().flat_map(|m| m.records.iter().map(|r| r.template)).collect();
+    assert_eq!(templates, [TEMPLATE_ICMP4, TEMPLATE_UDP4]);
+}
+
 #[test]
 fn mtu_split_and_sequence_numbers() {
     let records: Vec<FlowRecord> = (0..300)
@@ -207,17 +291,17 @@ fn mtu_split_and_sequence_numbers() {
         assert_eq!(got, records.len(), "mtu {mtu}");
         // Templates once, at the start, in as many messages as the MTU needs.
         let n = Encoder::new(EncoderConfig { mtu, ..no_refresh() }).unwrap().template_messages(0).len();
-        assert_eq!(n, if mtu < 1000 { 2 } else { 1 }, "mtu {mtu}");
+        assert_eq!(n, if mtu < 1000 { 3 } else { 1 }, "mtu {mtu}");
         let kinds: Vec<bool> = msgs.iter().map(|m| is_template_message(m)).collect();
         assert!(kinds[..n].iter().all(|t| *t) && !kinds[n..].iter().any(|t| *t), "mtu {mtu}: {kinds:?}");
-        assert_eq!(decoded[..n].iter().map(|m| m.templates.len()).sum::<usize>(), 4);
+        assert_eq!(decoded[..n].iter().map(|m| m.templates.len()).sum::<usize>(), 6);
     }
 }
 
 #[test]
 fn templates_refresh_by_messages_and_packet_time() {
     let records: Vec<FlowRecord> = (0..40).map(|i| tcp(i, false, T0)).collect();
-    // At 512 bytes the templates take two messages.
+    // At 512 bytes the templates take three messages.
     let msgs = encode(
         EncoderConfig { mtu: 512, refresh_messages: Some(3), refresh_ns: None, ..EncoderConfig::default() },
         &records,
@@ -225,7 +309,7 @@ fn templates_refresh_by_messages_and_packet_time() {
     let kinds: Vec<bool> = msgs.iter().map(|m| is_template_message(m)).collect();
     // Templates, then three data messages, then templates again…
     for (i, t) in kinds.iter().enumerate() {
-        assert_eq!(*t, i % 5 < 2, "message {i}: {kinds:?}");
+        assert_eq!(*t, i % 6 < 3, "message {i}: {kinds:?}");
     }
     assert!(kinds.len() > 10);
     // Template messages carry the sequence number of the data message they precede.

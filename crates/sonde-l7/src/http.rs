@@ -23,7 +23,7 @@
 //! response's status may be an interim one (`100 Continue`), as tshark's first
 //! `http.response.code`.
 
-use crate::{Facts, HttpFacts, Segment, Verdict};
+use crate::{Facts, HttpFacts, Problems, Segment, Verdict};
 
 /// Bytes of one message head (start line and header fields) buffered per direction, at most.
 pub(crate) const HEAD_LIMIT_BYTES: usize = 8 * 1024;
@@ -182,122 +182,118 @@ impl HttpParser {
         }
     }
 
+    /// Takes a direction's bytes through its states until they are used up or it stops: each
+    /// state's step uses what it can and hands on the rest (None: the bytes are used, or held).
     fn feed(&mut self, dir: usize, ts_ns: u64, mut input: &[u8], facts: &mut Facts) {
         while !input.is_empty() {
             let d = &mut self.dirs[dir];
-            match d.state {
+            let rest = match d.state {
                 State::Stopped => return,
-                State::Fresh => {
-                    // The direction's first bytes say what it sends; a few may come alone.
-                    if d.head.is_empty() {
-                        d.start_ns = ts_ns;
-                    }
-                    let mut peek = [0u8; START_PEEK_BYTES];
-                    let have = d.head.len().min(START_PEEK_BYTES);
-                    peek[..have].copy_from_slice(&d.head[..have]);
-                    let add = input.len().min(START_PEEK_BYTES - have);
-                    peek[have..have + add].copy_from_slice(&input[..add]);
-                    match start_of(&peek[..have + add]) {
-                        Start::Role(role) => {
-                            // What was held is the head's beginning: the Head state goes on from it.
-                            d.role = Some(role);
-                            d.state = State::Head;
-                        }
-                        Start::NeedMore => {
-                            d.head.extend_from_slice(input);
-                            return;
-                        }
-                        Start::Other if self.pending.front() == Some(&Pending::Simple) => {
-                            // The answer to an HTTP/0.9 request: no head, a body to the close.
-                            d.role = Some(Role::Responses);
-                            d.head = Vec::new();
-                            let head = Head::simple_response();
-                            self.message(dir, head, ts_ns, facts);
-                            return;
-                        }
-                        Start::Other => {
-                            facts.problems.http_malformed += 1;
-                            d.state = State::Stopped;
-                            d.head = Vec::new();
-                        }
-                    }
-                }
-                State::Body(n) => {
-                    let k = usize::try_from(n).unwrap_or(usize::MAX).min(input.len());
-                    input = &input[k..];
-                    let left = n - k as u64;
-                    d.state = if left == 0 { State::Head } else { State::Body(left) };
-                }
-                State::Chunked(c) => {
-                    let (used, next) = chunked(c, input);
-                    input = input.get(used..).unwrap_or(&[]);
-                    d.state = match next {
-                        Ok(Some(c)) => State::Chunked(c),
-                        Ok(None) => State::Head,
-                        Err(HeadError::Malformed) => {
-                            facts.problems.http_malformed += 1;
-                            State::Stopped
-                        }
-                        Err(HeadError::OverLimit) => {
-                            facts.problems.over_limit += 1;
-                            State::Stopped
-                        }
-                    };
-                }
-                State::Head => {
-                    let role = d.role.unwrap_or(Role::Requests);
-                    if d.head.is_empty() {
-                        d.start_ns = ts_ns;
-                        // Blank lines between messages are tolerated (RFC 9112 §2.2).
-                        let skip = input.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
-                        input = &input[skip..];
-                        if input.is_empty() {
-                            return;
-                        }
-                    }
-                    let old = d.head.len();
-                    let parsed = if old == 0 {
-                        parse_head(role, input)
-                    } else {
-                        let take = input.len().min(HEAD_LIMIT_BYTES.saturating_sub(old) + 1);
-                        d.head.extend_from_slice(&input[..take]);
-                        parse_head(role, &d.head)
-                    };
-                    match parsed {
-                        Ok(Some((len, head))) => {
-                            // The head ends in this segment's bytes: what follows is the body.
-                            let used = len.saturating_sub(old);
-                            input = input.get(used..).unwrap_or(&[]);
-                            d.head.clear();
-                            let start_ns = d.start_ns;
-                            self.message(dir, head, start_ns, facts);
-                        }
-                        Ok(None) => {
-                            let have = if old == 0 { input.len() } else { d.head.len() };
-                            if have > HEAD_LIMIT_BYTES {
-                                facts.problems.over_limit += 1;
-                                d.state = State::Stopped;
-                                d.head = Vec::new();
-                            } else if old == 0 {
-                                d.head.extend_from_slice(input);
-                            }
-                            return;
-                        }
-                        Err(e) => {
-                            match e {
-                                HeadError::Malformed => facts.problems.http_malformed += 1,
-                                HeadError::OverLimit => facts.problems.over_limit += 1,
-                            }
-                            d.state = State::Stopped;
-                            d.head = Vec::new();
-                            return;
-                        }
-                    }
-                }
+                State::Fresh => self.fresh(dir, ts_ns, input, facts),
+                State::Body(n) => Some(body(d, n, input)),
+                State::Chunked(c) => Some(chunks(d, c, input, &mut facts.problems)),
+                State::Head => self.head(dir, ts_ns, input, facts),
+            };
+            match rest {
+                Some(rest) => input = rest,
+                None => return,
             }
         }
     }
 
+    /// A direction's first bytes say what it sends; a few may come alone (held in `head`).
+    #[inline(always)]
+    fn fresh<'i>(&mut self, dir: usize, ts_ns: u64, input: &'i [u8], facts: &mut Facts) -> Option<&'i [u8]> {
+        let d = &mut self.dirs[dir];
+        if d.head.is_empty() {
+            d.start_ns = ts_ns;
+        }
+        let mut peek = [0u8; START_PEEK_BYTES];
+        let have = d.head.len().min(START_PEEK_BYTES);
+        peek[..have].copy_from_slice(&d.head[..have]);
+        let add = input.len().min(START_PEEK_BYTES - have);
+        peek[have..have + add].copy_from_slice(&input[..add]);
+        match start_of(&peek[..have + add]) {
+            Start::Role(role) => {
+                // What was held is the head's beginning: the Head state goes on from it.
+                d.role = Some(role);
+                d.state = State::Head;
+            }
+            Start::NeedMore => {
+                d.head.extend_from_slice(input);
+                return None;
+            }
+            Start::Other if self.pending.front() == Some(&Pending::Simple) => {
+                // The answer to an HTTP/0.9 request: no head, a body to the close.
+                d.role = Some(Role::Responses);
+                d.head = Vec::new();
+                let head = Head::simple_response();
+                self.message(dir, head, ts_ns, facts);
+                return None;
+            }
+            Start::Other => {
+                facts.problems.http_malformed += 1;
+                d.state = State::Stopped;
+                d.head = Vec::new();
+            }
+        }
+        Some(input)
+    }
+
+    /// A message head: parsed from the segment's bytes, or from what was held of it with them;
+    /// one that ends here starts its message and hands on its body.
+    #[inline(always)]
+    fn head<'i>(&mut self, dir: usize, ts_ns: u64, mut input: &'i [u8], facts: &mut Facts) -> Option<&'i [u8]> {
+        let d = &mut self.dirs[dir];
+        let role = d.role.unwrap_or(Role::Requests);
+        if d.head.is_empty() {
+            d.start_ns = ts_ns;
+            // Blank lines between messages are tolerated (RFC 9112 §2.2).
+            let skip = input.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+            input = &input[skip..];
+            if input.is_empty() {
+                return None;
+            }
+        }
+        let old = d.head.len();
+        let parsed = if old == 0 {
+            parse_head(role, input)
+        } else {
+            let take = input.len().min(HEAD_LIMIT_BYTES.saturating_sub(old) + 1);
+            d.head.extend_from_slice(&input[..take]);
+            parse_head(role, &d.head)
+        };
+        match parsed {
+            Ok(Some((len, head))) => {
+                // The head ends in this segment's bytes: what follows is the body.
+                let used = len.saturating_sub(old);
+                d.head.clear();
+                let start_ns = d.start_ns;
+                self.message(dir, head, start_ns, facts);
+                Some(input.get(used..).unwrap_or(&[]))
+            }
+            Ok(None) => {
+                let have = if old == 0 { input.len() } else { d.head.len() };
+                if have > HEAD_LIMIT_BYTES {
+                    facts.problems.over_limit += 1;
+                    d.state = State::Stopped;
+                    d.head = Vec::new();
+                } else if old == 0 {
+                    d.head.extend_from_slice(input);
+                }
+                None
+            }
+            Err(e) => {
+                match e {
+                    HeadError::Malformed => facts.problems.http_malformed += 1,
+                    HeadError::OverLimit => facts.problems.over_limit += 1,
+                }
+                d.state = State::Stopped;
+                d.head = Vec::new();
+                None
+            }
+        }
+    }
     /// A complete head: counts it, keeps the first one's facts, decides how its body ends.
     fn message(&mut self, dir: usize, head: Head, start_ns: u64, facts: &mut Facts) {
         let http: &mut HttpFacts = facts.http.get_or_insert_with(Box::default);
@@ -361,6 +357,36 @@ impl HttpParser {
 
 /// Bytes of a direction's start enough to tell its role: the longest method and a space.
 const START_PEEK_BYTES: usize = 12;
+
+/// `n` bytes of a body with a length: what of them is in `input` is passed over, the rest is
+/// handed on.
+#[inline(always)]
+fn body<'i>(d: &mut Direction, n: u64, input: &'i [u8]) -> &'i [u8] {
+    let k = usize::try_from(n).unwrap_or(usize::MAX).min(input.len());
+    let left = n - k as u64;
+    d.state = if left == 0 { State::Head } else { State::Body(left) };
+    &input[k..]
+}
+
+/// A chunked body, from the chunk state `c`: its chunks are passed over, and what follows the
+/// last is handed on; a malformed or oversized chunk line stops the direction.
+#[inline(always)]
+fn chunks<'i>(d: &mut Direction, c: Chunk, input: &'i [u8], problems: &mut Problems) -> &'i [u8] {
+    let (used, next) = chunked(c, input);
+    d.state = match next {
+        Ok(Some(c)) => State::Chunked(c),
+        Ok(None) => State::Head,
+        Err(HeadError::Malformed) => {
+            problems.http_malformed += 1;
+            State::Stopped
+        }
+        Err(HeadError::OverLimit) => {
+            problems.over_limit += 1;
+            State::Stopped
+        }
+    };
+    input.get(used..).unwrap_or(&[])
+}
 
 /// What a direction's first bytes announce.
 enum Start {

@@ -348,13 +348,14 @@ pub struct IpfixSummary {
     pub messages: u64,
     /// The bytes of those messages.
     pub bytes: u64,
-    /// Flow records in the messages sent.
+    /// Data records in the messages sent: one per TCP or UDP flow record (interim ones
+    /// included) and per ICMP entry (a line of icmp_flows).
     pub records: u64,
     /// Records dropped because the exporter's queue stayed full.
     pub dropped_records: u64,
     /// Messages that could not be sent (collector absent or refusing, a write error).
     pub failed_messages: u64,
-    /// The flow records those messages held.
+    /// The data records those messages held.
     pub failed_records: u64,
     /// The last send error, if any.
     pub last_error: Option<String>,
@@ -567,12 +568,9 @@ impl Summary {
     }
 
     /// The short summary for a person (the binary prints it on stderr); `out_dir` is where the
-    /// outputs went.
+    /// outputs went: a line each for the input, the traffic, the time taken, the exports, the
+    /// outputs.
     pub fn human(&self, out_dir: &Path) -> String {
-        let s = &self.stats;
-        let p = &s.packets;
-        let pr = &s.protocols;
-        let f = &s.flows;
         let mut text = String::new();
         let mut line = |l: String| {
             text.push_str(&l);
@@ -588,6 +586,20 @@ impl Summary {
         if let Some(signal) = &self.interrupted_by {
             line(format!("  stopped   by {signal}: the outputs cover the input read until then"));
         }
+        self.traffic_lines(&mut line);
+        self.time_lines(&mut line);
+        self.export_lines(&mut line);
+        if let Some(e) = &self.input_error {
+            line(format!("  STOPPED   {}", e.message));
+        }
+        line(format!("  outputs   {}/{{{}}}", out_dir.display(), self.outputs.join(",")));
+        text
+    }
+
+    /// Packets, link types, protocols, decoding problems, flows.
+    fn traffic_lines(&self, line: &mut impl FnMut(String)) {
+        let s = &self.stats;
+        let (p, pr, f) = (&s.packets, &s.protocols, &s.flows);
         line(format!(
             "  packets   {} read ({}B on the wire), {} analysed, {} filtered out",
             p.read,
@@ -622,6 +634,11 @@ impl Summary {
             "  flows     TCP {} ({} complete, {} incomplete), UDP {}, evicted {}",
             f.tcp, f.tcp_complete, f.tcp_incomplete, f.udp, f.evicted
         ));
+    }
+
+    /// The time the run took, and its rates and memory.
+    fn time_lines(&self, line: &mut impl FnMut(String)) {
+        let s = &self.stats;
         // A live capture runs at the link's pace: how fast it would have read a trace says
         // nothing there, the share of a core it took does.
         line(match self.capture {
@@ -649,6 +666,11 @@ impl Summary {
             s.table.peak_live_flows,
             s.table.mean_probe_len
         ));
+    }
+
+    /// What the thinner, the capture and the exporters did, and the sorting's and spool's disk.
+    fn export_lines(&self, line: &mut impl FnMut(String)) {
+        let s = &self.stats;
         if let Some(t) = &s.thinning {
             line(format!("  thinning  {}", t.human()));
         }
@@ -688,11 +710,6 @@ impl Summary {
                 }
             ));
         }
-        if let Some(e) = &self.input_error {
-            line(format!("  STOPPED   {}", e.message));
-        }
-        line(format!("  outputs   {}/{{{}}}", out_dir.display(), self.outputs.join(",")));
-        text
     }
 }
 

@@ -210,19 +210,58 @@ const MAX_CURVE_POINTS: usize = 4000;
 /// A CCDF with no more points than this also marks each one (a single value is a single point).
 const MARKED_POINTS: usize = 50;
 
-fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-    let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
-    let positive = |pts: &[(f64, f64)]| pts.iter().copied().filter(|p| p.0 > 0.0).collect::<Vec<_>>();
+/// The points of a distribution right of a log axis' 0.
+fn positive(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    pts.iter().copied().filter(|p| p.0 > 0.0).collect()
+}
+
+/// The x range of a distribution figure's log axis: its positive values with a margin (a
+/// decade each side of a single value; 0.1 to 10 for none).
+fn dist_x_range(fig: &DistFigure) -> (f64, f64) {
     let xs: Vec<f64> = fig.series.iter().flat_map(|s| positive(&s.cdf)).map(|p| p.0).collect();
     let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = xs.iter().copied().fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo {
+    if lo.is_finite() && hi > lo {
         (lo / 1.5, hi * 1.5)
     } else if lo.is_finite() {
         (lo / 10.0, lo * 10.0)
     } else {
         (0.1, 10.0)
-    };
+    }
+}
+
+/// A CDF as a step curve up to `hi`: from the share of the values at 0 (left of the axis), a
+/// step up at each value.
+fn cdf_steps(cdf: &[(f64, f64)], hi: f64) -> Vec<(f64, f64)> {
+    let zero_share = cdf.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1);
+    let mut pts = Vec::new();
+    let mut prev = zero_share;
+    for (x, f) in crate::dist::thin(&positive(cdf), MAX_CURVE_POINTS) {
+        pts.push((x, prev));
+        pts.push((x, f));
+        prev = f;
+    }
+    pts.extend(pts.last().map(|&(_, f)| (hi, f)));
+    pts
+}
+
+/// A CCDF's (thinned) points as a step curve from `lo`: P(X ≥ x) is c_i at x_i and c_{i+1} just
+/// above it, a step down at each value; left of the smallest positive value it is that value's
+/// share, a flat start at the edge.
+fn ccdf_steps(pts_in: &[(f64, f64)], lo: f64) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = pts_in.first().map(|&(_, c)| (lo, c)).into_iter().collect();
+    for (k, &(x, c)) in pts_in.iter().enumerate() {
+        pts.push((x, c));
+        if let Some(&(_, next)) = pts_in.get(k + 1) {
+            pts.push((x, next));
+        }
+    }
+    pts
+}
+
+fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    let area = root.titled(&fig.title, (FONT, 20)).map_err(text)?;
+    let (lo, hi) = dist_x_range(fig);
     let x_fmt = move |v: &f64| match fig.quantity {
         Quantity::Duration => duration(*v),
         Quantity::Bytes => si(*v),
@@ -255,17 +294,7 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .map_err(text)?;
     for (i, s) in fig.series.iter().enumerate() {
         let color = series_color(i, &s.label);
-        // Start from the share of the values at 0 (left of the axis), then step up.
-        let zero_share = s.cdf.iter().take_while(|p| p.0 <= 0.0).last().map_or(0.0, |p| p.1);
-        let mut pts = Vec::new();
-        let mut prev = zero_share;
-        for (x, f) in crate::dist::thin(&positive(&s.cdf), MAX_CURVE_POINTS) {
-            pts.push((x, prev));
-            pts.push((x, f));
-            prev = f;
-        }
-        pts.extend(pts.last().map(|&(_, f)| (hi, f)));
-        cdf.draw_series(LineSeries::new(pts, color.stroke_width(2)))
+        cdf.draw_series(LineSeries::new(cdf_steps(&s.cdf, hi), color.stroke_width(2)))
             .map_err(text)?
             .label(s.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
@@ -294,20 +323,11 @@ fn draw_dist<DB: DrawingBackend>(fig: &DistFigure, root: &DrawingArea<DB, Shift>
         .map_err(text)?;
     for (i, s) in fig.series.iter().enumerate() {
         let color = series_color(i, &s.label);
-        // P(X ≥ x) is c_i at x_i and c_{i+1} just above it: a step down at each value.
         let pts_in = crate::dist::thin(&positive(&s.ccdf), MAX_CURVE_POINTS);
-        // Left of the smallest positive value, P(X ≥ x) is its share: a flat start at the edge.
-        let mut pts: Vec<(f64, f64)> = pts_in.first().map(|&(_, c)| (lo, c)).into_iter().collect();
         if pts_in.len() <= MARKED_POINTS {
             ccdf.draw_series(pts_in.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(text)?;
         }
-        for (k, &(x, c)) in pts_in.iter().enumerate() {
-            pts.push((x, c));
-            if let Some(&(_, next)) = pts_in.get(k + 1) {
-                pts.push((x, next));
-            }
-        }
-        ccdf.draw_series(LineSeries::new(pts, color.stroke_width(2)))
+        ccdf.draw_series(LineSeries::new(ccdf_steps(&pts_in, lo), color.stroke_width(2)))
             .map_err(text)?
             .label(s.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));

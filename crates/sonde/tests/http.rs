@@ -280,7 +280,8 @@ fn metrics_carry_the_ipfix_exporters_counters() {
     assert_eq!(sample("sonde_ipfix_records_total{outcome=\"dropped\"}"), 0);
     // The interim records are among those sent.
     let flows = &summary["flows"];
-    let ended = flows["tcp"].as_u64().unwrap() + flows["udp"].as_u64().unwrap();
+    let ended = ["tcp", "udp"].map(|k| flows[k].as_u64().unwrap()).iter().sum::<u64>()
+        + flows["icmp"]["flows"].as_u64().unwrap();
     assert_eq!(ipfix["records"].as_u64().unwrap(), ended + flows["interim_records"].as_u64().unwrap());
     assert!(server.interrupt().success());
 }

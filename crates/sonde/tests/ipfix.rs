@@ -1,7 +1,8 @@
 //! `--ipfix` against a real collector: nfcapd (Debian's nfdump, installed by `make deps`)
 //! started on 127.0.0.1 by the test receives sonde's export of the demo trace and a ground-truth
 //! capture; `nfdump -o csv` must show, per 5-tuple, the packets and IP bytes of each direction
-//! the flow logs show. GoFlow2 (`make goflow2` installs it; its absence fails the test) decodes
+//! the flow logs show, and per ICMP entry of icmp_flows.tsv its protocol, addresses, type and
+//! code. GoFlow2 (`make goflow2` installs it; its absence fails the test) decodes
 //! the same stream with docs/goflow2-mapping.yaml to JSON that must hold every exported field of
 //! the flow logs, sonde's enterprise metrics by name included. A file export is read back with
 //! sonde-ipfix's decoder. A collector that is absent or refuses never stops the run.
@@ -18,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use sonde_ipfix::decode::{split_stream, Decoder};
+use sonde_ipfix::decode::{split_stream, DataRecord, Decoder};
+use sonde_ipfix::elements::{TEMPLATE_ICMP4, TEMPLATE_ICMP6};
 use sonde_ipfix::{REVERSE_PEN, SONDE_PEN};
 
 fn demo() -> PathBuf {
@@ -149,12 +151,32 @@ fn parse_csv(text: &str) -> Vec<NfFlow> {
         .collect()
 }
 
-/// The flow logs' flows as nfdump should show them.
+/// An icmp_flows.tsv line's type and code as icmpTypeCodeIPv4/IPv6 carry them (type × 256 +
+/// code): a message's own, an echo session's request's (ICMP 8, ICMPv6 128; docs/ipfix.md).
+fn icmp_type_code(row: &HashMap<String, String>) -> u64 {
+    match (row["kind"].as_str(), row["proto"].as_str()) {
+        ("echo", "icmpv6") => 128 << 8,
+        ("echo", _) => 8 << 8,
+        _ => int(row, "icmp_type") << 8 | int(row, "icmp_code"),
+    }
+}
+
+/// The flow logs' flows as nfdump should show them: an ICMP entry with source port 0 and its
+/// type and code as the destination port (nfdump's place for icmpTypeCodeIPv4/IPv6).
 fn logged(out: &Path) -> Vec<NfFlow> {
     let mut flows = Vec::new();
-    for (file, proto) in [("tcp_flows.tsv", "TCP"), ("udp_flows.tsv", "UDP")] {
+    for (file, proto) in [("tcp_flows.tsv", "TCP"), ("udp_flows.tsv", "UDP"), ("icmp_flows.tsv", "")] {
         for r in read_tsv(&out.join(file)) {
-            let (c, cp, s, sp) = tuple(&r);
+            let (c, cp, s, sp, proto) = match proto {
+                "" => {
+                    let proto = if r["proto"] == "icmpv6" { "ICMP6" } else { "ICMP" };
+                    (r["c_ip"].clone(), 0, r["s_ip"].clone(), icmp_type_code(&r), proto)
+                }
+                _ => {
+                    let (c, cp, s, sp) = tuple(&r);
+                    (c, cp, s, sp, proto)
+                }
+            };
             flows.push(NfFlow {
                 tuple: (c.parse().unwrap(), cp, s.parse().unwrap(), sp, proto.to_string()),
                 counts: [int(&r, "c_pkts_all"), int(&r, "c_bytes_ip"), int(&r, "s_pkts_all"), int(&r, "s_bytes_ip")],
@@ -171,13 +193,15 @@ fn summary(out: &Path) -> Value {
 
 /// Exports `trace` to a fresh nfcapd and compares nfdump's flows with the flow logs.
 fn check_against_nfcapd(trace: &Path) {
-    check_against(Nfcapd::start(), trace);
+    check_against(Nfcapd::start(), trace, &[]);
 }
 
-fn check_against(nfcapd: Option<Nfcapd>, trace: &Path) {
-    let Some(nfcapd) = nfcapd else { return };
+/// Runs `analyze` with `extra` arguments exporting to `nfcapd`, compares nfdump's flows with
+/// the flow logs, and returns them (none without nfcapd).
+fn check_against(nfcapd: Option<Nfcapd>, trace: &Path, extra: &[&str]) -> Vec<NfFlow> {
+    let Some(nfcapd) = nfcapd else { return Vec::new() };
     let target = format!("udp://127.0.0.1:{}", nfcapd.port);
-    let (out, o) = analyze(trace, &["--ipfix", &target]);
+    let (out, o) = analyze(trace, &[&["--ipfix", &target][..], extra].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (mut got, log) = nfcapd.stop_and_read();
     got.sort();
@@ -195,6 +219,7 @@ fn check_against(nfcapd: Option<Nfcapd>, trace: &Path) {
     // nfcapd checks the sequence numbers: none missing, none repeated.
     assert!(log.contains("Sequence Errors: 0"), "{log}");
     assert!(log.contains(&format!("Flows: {}", want.len())), "{log}");
+    want
 }
 
 #[test]
@@ -241,7 +266,67 @@ fn nfcapd_receives_real_traces() {
 /// unpaced, nfcapd kept 366 to 1142 of its 1994 flows; paced (--ipfix-rate), all of them.
 #[test]
 fn issue_18_a_collector_with_the_default_socket_buffer_gets_every_record() {
-    each_shared_trace(&REAL_TRACES[..1], |trace| check_against(Nfcapd::start_with(&[]), trace));
+    each_shared_trace(&REAL_TRACES[..1], |trace| {
+        check_against(Nfcapd::start_with(&[]), trace, &[]);
+    });
+}
+
+/// Real captures with ICMP and ICMPv6: echo sessions answered, unanswered and replies without
+/// their requests (and the same pair with two entries), destination unreachable (3/0, 3/3,
+/// ICMPv6 1/4), neighbour discovery and MLD; entries that end idle and at the end.
+const ICMP_TRACES: [&str; 4] = [
+    "traces/realistic/CESNET+ipfixprobe/tests/functional/inputs/mixed.pcap",
+    "traces/realistic/arkime+arkime/tests/pcap/v6.pcap",
+    "traces/robustness/kbandla+dpkt/examples/data/dns_icmp.pcap",
+    "traces/realistic/appneta+tcpreplay/test/test.pcap",
+];
+
+/// Issue 35: nfdump users saw no ICMP. Each ICMP entry of icmp_flows.tsv reaches nfcapd as one
+/// record that nfdump shows with protocol ICMP or ICMP6, the entry's addresses, its type and code
+/// (nfdump's `dp`: type × 256 + code) and packets and bytes both ways, beside the TCP and UDP
+/// flows (check_against compares every record).
+#[test]
+fn issue_35_nfdump_shows_the_icmp_entries() {
+    let Some(shared) = shared_dir() else { return };
+    let mut seen = Vec::new();
+    for name in ICMP_TRACES {
+        let trace = shared.join(name);
+        assert!(trace.exists(), "no {}", trace.display());
+        seen.extend(check_against(Nfcapd::start(), &trace, &[]));
+    }
+    if seen.is_empty() {
+        return; // SKIPPED: no nfcapd
+    }
+    let icmp = |proto: &str, type_code: u64, replies: bool| {
+        seen.iter().any(|f| f.tuple.4 == proto && f.tuple.3 == type_code && (f.counts[2] > 0) == replies)
+    };
+    // What the traces hold, so that the comparison above covers it: v4 and v6 echo sessions
+    // answered and not, and errors of both families.
+    assert!(icmp("ICMP", 8 << 8, true) && icmp("ICMP", 8 << 8, false), "{seen:?}");
+    assert!(icmp("ICMP6", 128 << 8, true) && icmp("ICMP6", 128 << 8, false), "{seen:?}");
+    assert!(icmp("ICMP", 3 << 8 | 3, false) && icmp("ICMP6", 1 << 8 | 4, false), "{seen:?}");
+}
+
+/// Under `--anonymize`, an ICMP record's addresses are the anonymised ones of icmp_flows.tsv,
+/// as a TCP or UDP record's are of their logs (check_against compares them).
+#[test]
+fn anonymized_icmp_records_carry_the_logs_addresses() {
+    let Some(shared) = shared_dir() else { return };
+    let trace = shared.join(ICMP_TRACES[0]);
+    let (plain, _) = analyze(&trace, &[]);
+    let plain: Vec<NfFlow> = logged(plain.path()).into_iter().filter(|f| f.tuple.4.starts_with("ICMP")).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("site.key");
+    std::fs::write(&key, "0123456789abcdef".repeat(4)).unwrap();
+    let got = check_against(Nfcapd::start(), &trace, &["--anonymize", "cryptopan", "--key", key.to_str().unwrap()]);
+    if got.is_empty() {
+        return; // SKIPPED: no nfcapd
+    }
+    let anonymized: Vec<&NfFlow> = got.iter().filter(|f| f.tuple.4.starts_with("ICMP")).collect();
+    assert_eq!(anonymized.len(), plain.len());
+    for f in &anonymized {
+        assert!(!plain.iter().any(|p| p.tuple.0 == f.tuple.0 || p.tuple.2 == f.tuple.2), "not anonymised: {f:?}");
+    }
 }
 
 /// Milliseconds in the flow log (3 decimals) against nanoseconds in the export.
@@ -272,9 +357,12 @@ fn a_file_export_holds_the_flow_logs_metrics() {
     let msgs: Vec<_> = split_stream(&bytes).unwrap().iter().map(|m| d.message(m).unwrap()).collect();
     assert!(msgs.iter().all(|m| m.header.domain == 42));
     assert_eq!(summary(out.path())["ipfix"]["bytes"].as_u64(), Some(bytes.len() as u64));
+    let icmp = msgs.iter().flat_map(|m| m.records.iter()).filter(|r| is_icmp(r)).count();
+    assert_eq!(icmp, read_tsv(&out.path().join("icmp_flows.tsv")).len(), "one ICMP record per icmp_flows line");
     let records: HashMap<(IpAddr, u64, IpAddr, u64), _> = msgs
         .iter()
         .flat_map(|m| m.records.iter())
+        .filter(|r| !is_icmp(r))
         .map(|r| {
             let (c, s) = (r.addr(8).or(r.addr(27)).unwrap(), r.addr(12).or(r.addr(28)).unwrap());
             ((c, r.uint(0, 7).unwrap(), s, r.uint(0, 11).unwrap()), r.clone())
@@ -324,6 +412,64 @@ fn a_file_export_holds_the_flow_logs_metrics() {
         for (col, id) in [("c_mss", 40), ("s_mss", 41)] {
             let want = if row[col] == "-" { 0 } else { int(row, col) };
             assert_eq!(r.uint(SONDE_PEN, id), Some(want), "{what} {col}");
+        }
+    }
+}
+
+fn is_icmp(r: &DataRecord) -> bool {
+    [TEMPLATE_ICMP4, TEMPLATE_ICMP6].contains(&r.template)
+}
+
+/// Every element of an ICMP record against its icmp_flows.tsv line: template and protocol by
+/// family, icmpTypeCodeIPv4 (32) or icmpTypeCodeIPv6 (139), packets and bytes both ways, start
+/// and end, end reason; no port element.
+#[test]
+fn a_file_export_holds_the_icmp_log() {
+    let Some(shared) = shared_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    for name in &ICMP_TRACES[..2] {
+        let trace = shared.join(name);
+        let file = dir.path().join("icmp.ipfix");
+        let (out, o) = analyze(&trace, &["--ipfix", file.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let bytes = std::fs::read(&file).unwrap();
+        let mut d = Decoder::new();
+        let mut records: Vec<DataRecord> =
+            split_stream(&bytes).unwrap().iter().flat_map(|m| d.message(m).unwrap().records).filter(is_icmp).collect();
+        let rows = read_tsv(&out.path().join("icmp_flows.tsv"));
+        assert!(!rows.is_empty(), "{name}: no ICMP");
+        assert_eq!(records.len(), rows.len(), "{name}: one record per icmp_flows line");
+        for row in &rows {
+            let v6 = row["proto"] == "icmpv6";
+            let (c, s): (IpAddr, IpAddr) = (row["c_ip"].parse().unwrap(), row["s_ip"].parse().unwrap());
+            // flowStart/EndMilliseconds: the log's times (rounded to the µs) truncated to the ms.
+            let ms = |col: &str, r: &DataRecord, id: u16| {
+                let below = row[col].parse::<f64>().unwrap() - r.uint(0, id).unwrap_or(0) as f64;
+                (0.0..1.001).contains(&below)
+            };
+            let what = format!("{name}: {c} {s} {} {} {}", row["kind"], row["icmp_type"], row["echo_id"]);
+            // The entry's record: its addresses, type and code, and times (an echo session's
+            // identifier is not exported, so two sessions of a pair differ by their times).
+            let at = records
+                .iter()
+                .position(|r| {
+                    r.addr(if v6 { 27 } else { 8 }) == Some(c)
+                        && r.addr(if v6 { 28 } else { 12 }) == Some(s)
+                        && r.uint(0, if v6 { 139 } else { 32 }) == Some(icmp_type_code(row))
+                        && ms("first", r, 152)
+                        && ms("last", r, 153)
+                })
+                .unwrap_or_else(|| panic!("{what}: no record"));
+            let r = records.swap_remove(at);
+            assert_eq!(r.template, if v6 { TEMPLATE_ICMP6 } else { TEMPLATE_ICMP4 }, "{what}");
+            assert_eq!(r.uint(0, 4), Some(if v6 { 58 } else { 1 }), "{what}");
+            assert_eq!(r.uint(0, 2), Some(int(row, "c_pkts_all")), "{what}");
+            assert_eq!(r.uint(0, 1), Some(int(row, "c_bytes_ip")), "{what}");
+            assert_eq!(r.uint(REVERSE_PEN, 2), Some(int(row, "s_pkts_all")), "{what}");
+            assert_eq!(r.uint(REVERSE_PEN, 1), Some(int(row, "s_bytes_ip")), "{what}");
+            assert_eq!(r.uint(0, 136), Some(end_reason_code(&row["end_reason"], &what)), "{what}");
+            assert_eq!(r.uint(0, 239), Some(1), "{what}");
+            assert!(r.bytes(0, 7).is_none() && r.bytes(0, 11).is_none(), "{what}: ports in an ICMP record");
         }
     }
 }
@@ -408,7 +554,7 @@ fn tshark_decodes_every_message() {
     }
     let Some(shared) = shared_dir() else { return };
     let dir = tempfile::tempdir().unwrap();
-    for trace in [demo(), shared.join("groundtruth/mixed.pcap")] {
+    for trace in [demo(), shared.join("groundtruth/mixed.pcap"), shared.join(ICMP_TRACES[0])] {
         let file = dir.path().join("x.ipfix");
         // A small MTU: many messages, sets of every template split across them.
         let (out, o) = analyze(&trace, &["--ipfix", file.to_str().unwrap(), "--ipfix-mtu", "700"]);
@@ -437,10 +583,31 @@ fn tshark_decodes_every_message() {
             .filter(|p| !p.is_empty())
             .map(|p| p.parse().unwrap())
             .collect();
-        let mut want: Vec<u64> = logged(out.path()).iter().map(|f| f.tuple.1).collect();
+        let flows = logged(out.path());
+        let (icmp, flows): (Vec<_>, Vec<_>) = flows.iter().partition(|f| f.tuple.4.starts_with("ICMP"));
+        let mut want: Vec<u64> = flows.iter().map(|f| f.tuple.1).collect();
         ports.sort();
         want.sort();
         assert_eq!(ports, want, "{}", trace.display());
+        // … and every ICMP entry with its type and code: IE 32 as one hex number, IE 139 as a
+        // type and a code.
+        let values = |field: &str| -> Vec<u64> {
+            let text = fields("cflow", field);
+            let values = text.split([',', '\n']).filter(|p| !p.is_empty());
+            let value = |p: &str| match p.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => p.parse(),
+            };
+            values.map(|p| value(p).unwrap_or_else(|e| panic!("{field}: {p}: {e}"))).collect()
+        };
+        let v6 = values("cflow.icmp_ipv6_type").into_iter().zip(values("cflow.icmp_ipv6_code"));
+        let mut codes: Vec<(&str, u64)> =
+            values("cflow.icmp_type_code_ipv4").into_iter().map(|c| ("ICMP", c)).collect();
+        codes.extend(v6.map(|(t, c)| ("ICMP6", t << 8 | c)));
+        let mut want: Vec<(&str, u64)> = icmp.iter().map(|f| (f.tuple.4.as_str(), f.tuple.3)).collect();
+        codes.sort();
+        want.sort();
+        assert_eq!(codes, want, "{}", trace.display());
     }
 }
 
@@ -668,23 +835,33 @@ fn check_against_goflow2(trace: &Path, delivery: Delivery) {
     }
     let tcp = read_tsv(&out.path().join("tcp_flows.tsv"));
     let udp = read_tsv(&out.path().join("udp_flows.tsv"));
-    let n = tcp.len() + udp.len();
+    let icmp = read_tsv(&out.path().join("icmp_flows.tsv"));
+    let n = tcp.len() + udp.len() + icmp.len();
     let (flows, log) = goflow2.stop_and_read(n);
     let name = trace.display();
     assert_eq!(flows.len(), n, "{name}: GoFlow2 has {} flows, the logs {n}; its log: {log}", flows.len());
-    let mut by_tuple = HashMap::new();
-    for f in &flows {
+    let (icmp_flows, flows): (Vec<&Value>, Vec<&Value>) =
+        flows.iter().partition(|f| matches!(f["proto"].as_str(), Some("ICMP" | "IPv6-ICMP")));
+    check_icmp_against_goflow2(&icmp, icmp_flows, &name.to_string());
+    // A trace may reuse a tuple (CESNET's mixed.pcap: DHCP): the flows of a tuple, told apart
+    // by their start.
+    let mut by_tuple: HashMap<_, Vec<&Value>> = HashMap::new();
+    for f in flows {
         let text = |k: &str| f[k].as_str().unwrap_or_else(|| panic!("{name}: no {k} in {f}")).to_string();
         let port = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{name}: no {k} in {f}"));
         let key = (text("src_addr"), port("src_port"), text("dst_addr"), port("dst_port"), text("proto"));
-        assert!(by_tuple.insert(key, f).is_none(), "{name}: GoFlow2 has this flow twice: {f}");
+        by_tuple.entry(key).or_default().push(f);
     }
     for (row, is_tcp) in tcp.iter().map(|r| (r, true)).chain(udp.iter().map(|r| (r, false))) {
         let (c, cp, s, sp) = tuple(row);
         let what = format!("{name}: {c}:{cp} {s}:{sp}");
         let proto = if is_tcp { "TCP" } else { "UDP" };
-        let f = by_tuple
-            .get(&(c.clone(), cp, s.clone(), sp, proto.to_string()))
+        let same_tuple = by_tuple.get_mut(&(c.clone(), cp, s.clone(), sp, proto.to_string()));
+        let f = same_tuple
+            .and_then(|fs| {
+                let at = fs.iter().position(|f| starts_as_logged(&row["first"], &f["time_flow_start_ns"]))?;
+                Some(fs.swap_remove(at))
+            })
             .unwrap_or_else(|| panic!("{what}: not in GoFlow2's flows"));
         let u = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{what}: no {k} in {f}"));
         assert_eq!((f["type"].as_str(), u("observation_domain_id")), (Some("IPFIX"), 7), "{what}");
@@ -714,6 +891,43 @@ fn check_against_goflow2(trace: &Path, delivery: Delivery) {
     }
 }
 
+/// Whether a flow log's `first` (ms, rounded to the µs) is GoFlow2's start (whole ms, in ns).
+fn starts_as_logged(first: &str, start_ns: &Value) -> bool {
+    let below = first.parse::<f64>().unwrap() - (start_ns.as_u64().unwrap_or(0) / 1_000_000) as f64;
+    (0.0..1.001).contains(&below)
+}
+
+/// icmp_flows.tsv's lines against GoFlow2's ICMP flows: protocol, addresses, `icmp_type` and
+/// `icmp_code` (from icmpTypeCodeIPv4/IPv6), no ports, packets and bytes both ways, times, end
+/// reason.
+fn check_icmp_against_goflow2(rows: &[HashMap<String, String>], mut flows: Vec<&Value>, name: &str) {
+    assert_eq!(flows.len(), rows.len(), "{name}: GoFlow2's ICMP flows against icmp_flows.tsv");
+    let u = |f: &Value, k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{name}: no {k} in {f}"));
+    let addr = |f: &Value, k: &str| f[k].as_str().and_then(|a| a.parse::<IpAddr>().ok());
+    for row in rows {
+        let proto = if row["proto"] == "icmpv6" { "IPv6-ICMP" } else { "ICMP" };
+        let what = format!("{name}: {} {} {} {}", row["c_ip"], row["s_ip"], row["kind"], row["icmp_type"]);
+        let at = flows
+            .iter()
+            .position(|f| {
+                f["proto"].as_str() == Some(proto)
+                    && addr(f, "src_addr") == row["c_ip"].parse().ok()
+                    && addr(f, "dst_addr") == row["s_ip"].parse().ok()
+                    && u(f, "icmp_type") << 8 | u(f, "icmp_code") == icmp_type_code(row)
+                    && starts_as_logged(&row["first"], &f["time_flow_start_ns"])
+            })
+            .unwrap_or_else(|| panic!("{what}: not in GoFlow2's flows"));
+        let f = flows.swap_remove(at);
+        assert_eq!((u(f, "src_port"), u(f, "dst_port")), (0, 0), "{what}");
+        assert_eq!(u(f, "packets"), int(row, "c_pkts_all"), "{what}: packets");
+        assert_eq!(u(f, "bytes"), int(row, "c_bytes_ip"), "{what}: bytes");
+        assert_eq!(u(f, "reverse_packets"), int(row, "s_pkts_all"), "{what}: reverse_packets");
+        assert_eq!(u(f, "reverse_bytes"), int(row, "s_bytes_ip"), "{what}: reverse_bytes");
+        same_ms_truncated(&row["last"], u(f, "time_flow_end_ns"), &format!("{what} last"));
+        assert_eq!(u(f, "flow_end_reason"), end_reason_code(&row["end_reason"], &what), "{what}");
+    }
+}
+
 #[test]
 fn goflow2_decodes_the_demo() {
     check_against_goflow2(&demo(), Delivery::Direct);
@@ -727,4 +941,9 @@ fn goflow2_decodes_a_ground_truth_capture() {
 #[test]
 fn goflow2_decodes_real_traces() {
     each_shared_trace(&REAL_TRACES, |trace| check_against_goflow2(trace, Delivery::Paced));
+}
+
+#[test]
+fn goflow2_decodes_icmp_entries() {
+    each_shared_trace(&ICMP_TRACES[..2], |trace| check_against_goflow2(trace, Delivery::Paced));
 }

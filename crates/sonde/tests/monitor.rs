@@ -473,8 +473,10 @@ fn a_monitor_exports_every_flow_as_ipfix() {
         return; // SKIPPED above
     }
     let (offline, _) = analyze(&demo(), &[]);
-    let flows =
-        read_tsv(&offline.path().join("tcp_flows.tsv")).len() + read_tsv(&offline.path().join("udp_flows.tsv")).len();
+    let flows = ["tcp_flows.tsv", "udp_flows.tsv", "icmp_flows.tsv"]
+        .map(|f| read_tsv(&offline.path().join(f)).len())
+        .iter()
+        .sum::<usize>();
     let (finals, interim) = exported(&file);
     assert_eq!(finals.len(), flows, "the live export holds every flow once");
     assert!(!interim.is_empty(), "no interim record");
@@ -483,8 +485,9 @@ fn a_monitor_exports_every_flow_as_ipfix() {
 
 type FlowId = (std::net::IpAddr, u64, std::net::IpAddr, u64, u64);
 
-/// The final and the interim records of an IPFIX file, by flow (tuple and start), with their
-/// client packet counts.
+/// The final and the interim records of an IPFIX file, by flow (tuple and start; an ICMP entry's
+/// type × 256 + code in the server port's place, 0 in the client's), with their client packet
+/// counts.
 fn exported(file: &Path) -> (HashMap<FlowId, u64>, Vec<(FlowId, u64)>) {
     let bytes = std::fs::read(file).unwrap();
     let mut decoder = sonde_ipfix::decode::Decoder::new();
@@ -492,7 +495,11 @@ fn exported(file: &Path) -> (HashMap<FlowId, u64>, Vec<(FlowId, u64)>) {
     for m in sonde_ipfix::decode::split_stream(&bytes).unwrap() {
         for r in decoder.message(m).unwrap().records {
             let (c, s) = (r.addr(8).or(r.addr(27)).unwrap(), r.addr(12).or(r.addr(28)).unwrap());
-            let id = (c, r.uint(0, 7).unwrap(), s, r.uint(0, 11).unwrap(), r.uint(0, 152).unwrap());
+            let (c_port, s_port) = match r.uint(0, 32).or(r.uint(0, 139)) {
+                Some(icmp_type_code) => (0, icmp_type_code),
+                None => (r.uint(0, 7).unwrap(), r.uint(0, 11).unwrap()),
+            };
+            let id = (c, c_port, s, s_port, r.uint(0, 152).unwrap());
             let pkts = r.uint(0, 2).unwrap();
             // flowEndReason 2: activeTimeout.
             if r.uint(0, 136) == Some(2) {
@@ -524,7 +531,9 @@ fn an_active_timeout_sends_interim_records_the_same_at_any_thread_count() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let s = summary(out.path());
         let (finals, interim) = exported(&file);
-        assert_eq!(finals.len() as u64, s["flows"]["tcp"].as_u64().unwrap() + s["flows"]["udp"].as_u64().unwrap());
+        let ended = ["tcp", "udp"].map(|k| s["flows"][k].as_u64().unwrap()).iter().sum::<u64>()
+            + s["flows"]["icmp"]["flows"].as_u64().unwrap();
+        assert_eq!(finals.len() as u64, ended);
         assert_eq!(Some(interim.len() as u64), s["flows"]["interim_records"].as_u64());
         assert!(!interim.is_empty());
         check_interim(&finals, &interim);

@@ -58,10 +58,10 @@ fn demo_summaries_match_the_schema() {
     check(&v, &demo, &["--anonymize", "zero"], 0);
     let file = dir.path().join("demo.ipfix");
     let exported = check(&v, &demo, &["--ipfix", file.to_str().unwrap()], 0);
-    assert_eq!(
-        exported["ipfix"]["records"],
-        plain["flows"]["tcp"].as_u64().unwrap() + plain["flows"]["udp"].as_u64().unwrap()
-    );
+    // One record per TCP and UDP flow and per ICMP entry.
+    let flows = &plain["flows"];
+    let ended = ["tcp", "udp"].map(|k| flows[k].as_u64().unwrap()).iter().sum::<u64>();
+    assert_eq!(exported["ipfix"]["records"], ended + flows["icmp"]["flows"].as_u64().unwrap());
     assert!(exported["ipfix"]["last_error"].is_null());
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let refused = check(&v, &demo, &["--ipfix", &format!("tcp://127.0.0.1:{port}")], 0);
