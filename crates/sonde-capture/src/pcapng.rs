@@ -152,6 +152,13 @@ impl<I: Input> PcapngReader<I> {
     }
 }
 
+/// Ends the input (`done`) at damage found at byte `at`. Cold: damage ends an input once.
+#[cold]
+fn fail<T>(done: &mut bool, at: u64, why: &'static str) -> Result<T, CaptureError> {
+    *done = true;
+    Err(corrupt(at, why))
+}
+
 impl<I: Input> PacketSource for PcapngReader<I> {
     fn next_frame(&mut self) -> Result<Option<Frame<'_>>, CaptureError> {
         if self.done {
@@ -176,10 +183,7 @@ impl<I: Input> PacketSource for PcapngReader<I> {
             if is_shb {
                 match section_endian(h) {
                     Some(e) => self.endian = e,
-                    None => {
-                        self.done = true;
-                        return Err(corrupt(at + 8, "pcapng: bad byte-order magic"));
-                    }
+                    None => return fail(&mut self.done, at + 8, "pcapng: bad byte-order magic"),
                 }
             }
             let e = self.endian;
@@ -187,13 +191,11 @@ impl<I: Input> PacketSource for PcapngReader<I> {
             let len = e.u32(h, 4) as usize;
             // §3.1: a block is at least 12 bytes and a multiple of 4 long.
             if len < 12 || !len.is_multiple_of(4) || len > MAX_RECORD {
-                self.done = true;
-                return Err(corrupt(at, "pcapng: bad block total length"));
+                return fail(&mut self.done, at, "pcapng: bad block total length");
             }
             let b = self.input.fill_exact(len, at).inspect_err(|_| self.done = true)?;
             if e.u32(b, len - 4) as usize != len {
-                self.done = true;
-                return Err(corrupt(at, "pcapng: trailing block length mismatch"));
+                return fail(&mut self.done, at, "pcapng: trailing block length mismatch");
             }
             let body = &b[8..len - 4];
             self.pending = len;
@@ -201,48 +203,39 @@ impl<I: Input> PacketSource for PcapngReader<I> {
                 SHB => {
                     // §4.1: interfaces are numbered per section.
                     if body.len() < 16 {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: SHB too short"));
+                        return fail(&mut self.done, at, "pcapng: SHB too short");
                     }
                     self.ifaces.clear();
                 }
                 IDB => match parse_idb(e, body) {
                     Some(i) => self.ifaces.push(i),
-                    None => {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: IDB too short"));
-                    }
+                    None => return fail(&mut self.done, at, "pcapng: IDB too short"),
                 },
                 EPB | OPB => {
                     // §4.3 EPB: if_id(4) ts_hi(4) ts_lo(4) caplen(4) origlen(4) data.
                     // Appendix A OPB: if_id(2) drops(2) ts_hi ts_lo caplen origlen data.
                     if body.len() < 20 {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: packet block too short"));
+                        return fail(&mut self.done, at, "pcapng: packet block too short");
                     }
                     let if_id = if btype == EPB { e.u32(body, 0) as usize } else { usize::from(e.u16(body, 0)) };
                     let Some(iface) = self.ifaces.get(if_id) else {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: packet for an undeclared interface"));
+                        return fail(&mut self.done, at, "pcapng: packet for an undeclared interface");
                     };
                     let ts = (u64::from(e.u32(body, 4)) << 32) | u64::from(e.u32(body, 8));
                     let caplen = e.u32(body, 12) as usize;
                     let wire_len = e.u32(body, 16);
                     if caplen > body.len() - 20 {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: captured length exceeds block"));
+                        return fail(&mut self.done, at, "pcapng: captured length exceeds block");
                     }
                     break (iface.ts_ns(ts), wire_len, iface.link_type, 8 + 20, caplen);
                 }
                 SPB => {
                     // §4.4: interface 0, no timestamp; caplen = min(origlen, snaplen, space).
                     if body.len() < 4 {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: SPB too short"));
+                        return fail(&mut self.done, at, "pcapng: SPB too short");
                     }
                     let Some(iface) = self.ifaces.first() else {
-                        self.done = true;
-                        return Err(corrupt(at, "pcapng: packet for an undeclared interface"));
+                        return fail(&mut self.done, at, "pcapng: packet for an undeclared interface");
                     };
                     let wire_len = e.u32(body, 0);
                     let mut caplen = (wire_len as usize).min(body.len() - 4);
