@@ -64,10 +64,11 @@ fn main() {
         }
         let mut out = String::new();
         counter.write_tsv(&mut out);
-        counter.write_gaps(&mut out);
-        counter.write_gap_histogram(&mut out);
-        counter.write_flows(&mut out);
-        counter.write_associations(&mut out);
+        counter.gaps_table().write_tsv(&mut out);
+        counter.gap_histogram_table().write_tsv(&mut out);
+        counter.flows_table().write_tsv(&mut out);
+        counter.associations_table().write_tsv(&mut out);
+        counter.association_samples_table().write_tsv(&mut out);
         let _ = (counter.association_totals(), counter.recent_samples());
     });
 }

@@ -97,9 +97,9 @@ fn main() {
         assert_eq!(counter.version(), 1 + ok, "version != 1 + changes accepted");
         let mut out = String::new();
         counter.write_tsv(&mut out);
-        counter.write_gaps(&mut out);
-        counter.write_flows(&mut out);
-        counter.write_associations(&mut out);
+        counter.gaps_table().write_tsv(&mut out);
+        counter.flows_table().write_tsv(&mut out);
+        counter.associations_table().write_tsv(&mut out);
     });
 }
 
