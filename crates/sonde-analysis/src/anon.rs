@@ -71,6 +71,6 @@ pub fn table_warning(table: &TcpdprivSummary) -> Option<String> {
 }
 
 /// Parses `--anonymize`'s value.
-pub fn parse_mode(text: &str) -> Result<Mode, String> {
-    text.parse().map_err(|e: sonde_anon::UnknownMode| e.to_string())
+pub fn parse_mode(text: &str) -> Result<Mode, sonde_anon::UnknownMode> {
+    text.parse()
 }

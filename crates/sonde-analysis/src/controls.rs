@@ -318,7 +318,7 @@ impl ControlLink {
     }
 
     /// A version's file: it parses, and holds at most `max_definitions`.
-    pub fn check(&self, definitions: &str) -> Result<Vec<sonde_define::Definition>, String> {
+    pub(crate) fn check(&self, definitions: &str) -> Result<Vec<sonde_define::Definition>, String> {
         let defs = sonde_define::parse_definitions(definitions).map_err(|e| e.to_string())?;
         if defs.len() > self.max_definitions {
             return Err(format!(

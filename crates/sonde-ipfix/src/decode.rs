@@ -70,8 +70,25 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
         .ok_or_else(|| format!("truncated at byte {at}"))
 }
 
+/// A message that does not read as IPFIX (or as what this reader handles): the message says
+/// where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
 /// Splits a stream of messages (a file, a TCP stream) by their length fields.
-pub fn split_stream(mut bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
+pub fn split_stream(bytes: &[u8]) -> Result<Vec<&[u8]>, DecodeError> {
+    split(bytes).map_err(DecodeError)
+}
+
+fn split(mut bytes: &[u8]) -> Result<Vec<&[u8]>, String> {
     let mut msgs = Vec::new();
     while !bytes.is_empty() {
         let len = usize::from(u16_at(bytes, 2)?);
@@ -90,7 +107,11 @@ impl Decoder {
     }
 
     /// Reads one whole message.
-    pub fn message(&mut self, b: &[u8]) -> Result<Message, String> {
+    pub fn message(&mut self, b: &[u8]) -> Result<Message, DecodeError> {
+        self.read(b).map_err(DecodeError)
+    }
+
+    fn read(&mut self, b: &[u8]) -> Result<Message, String> {
         if u16_at(b, 0)? != VERSION {
             return Err(format!("version {} is not IPFIX", u16_at(b, 0)?));
         }

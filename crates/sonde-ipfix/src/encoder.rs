@@ -54,12 +54,13 @@ pub struct Encoder {
 
 impl Encoder {
     /// Fails when the MTU cannot hold a template or a single data record.
-    pub fn new(cfg: EncoderConfig) -> Result<Encoder, String> {
+    pub fn new(cfg: EncoderConfig) -> Result<Encoder, crate::Error> {
         let templates = elements::templates();
         let need =
             templates.iter().map(|t| t.spec_len().max(t.record_len)).max().unwrap_or(0) + HEADER_LEN + SET_HEADER_LEN;
         if cfg.mtu < need || cfg.mtu > usize::from(u16::MAX) {
-            return Err(format!("the IPFIX message size must be from {need} to 65535 bytes, not {}", cfg.mtu));
+            let refused = format!("the IPFIX message size must be from {need} to 65535 bytes, not {}", cfg.mtu);
+            return Err(crate::Error::Settings(refused));
         }
         Ok(Encoder {
             cfg,

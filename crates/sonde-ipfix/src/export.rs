@@ -53,9 +53,34 @@ pub enum Target {
     File(PathBuf),
 }
 
+/// Why an export cannot start; the message names the target or the setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Not `udp://HOST:PORT`, `tcp://HOST:PORT` or a file path.
+    Target(String),
+    /// A setting the encoder or the exporter refuses (the message size, the UDP rate).
+    Settings(String),
+    /// The file or socket could not be opened, or the exporter's thread started.
+    Start(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Target(m) | Error::Settings(m) | Error::Start(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
 impl Target {
     /// `udp://HOST:PORT`, `tcp://HOST:PORT` or a file path.
-    pub fn parse(s: &str) -> Result<Target, String> {
+    pub fn parse(s: &str) -> Result<Target, Error> {
+        Target::read(s).map_err(Error::Target)
+    }
+
+    fn read(s: &str) -> Result<Target, String> {
         let addr = |rest: &str| -> Result<SocketAddr, String> {
             let mut addrs = rest.to_socket_addrs().map_err(|e| format!("--ipfix {s}: {e} (want HOST:PORT)"))?;
             addrs.next().ok_or_else(|| format!("--ipfix {s}: no address"))
@@ -189,14 +214,14 @@ impl ExportSink {
 
 impl Exporter {
     /// [`Exporter::start_with`] the default [`ExportOptions`]: paced UDP, a full queue drops.
-    pub fn start(target: &Target, cfg: EncoderConfig) -> Result<Exporter, String> {
+    pub fn start(target: &Target, cfg: EncoderConfig) -> Result<Exporter, Error> {
         Exporter::start_with(target, cfg, ExportOptions::default())
     }
 
     /// Opens the file or socket and starts the thread. Only what makes the target unusable from
     /// the start is an error (a file that cannot be created, a UDP socket that cannot be made, a
     /// rate of 0); a TCP collector that refuses is retried and counted.
-    pub fn start_with(target: &Target, cfg: EncoderConfig, options: ExportOptions) -> Result<Exporter, String> {
+    pub fn start_with(target: &Target, cfg: EncoderConfig, options: ExportOptions) -> Result<Exporter, Error> {
         let mut cfg = cfg;
         if !matches!(target, Target::Udp(_)) {
             // A stream keeps the templates: once at the start (and on each new connection).
@@ -204,9 +229,9 @@ impl Exporter {
         }
         let encoder = Encoder::new(cfg)?;
         if options.udp_rate == Some(0) {
-            return Err("the IPFIX UDP rate must be at least 1 message a second".into());
+            return Err(Error::Settings("the IPFIX UDP rate must be at least 1 message a second".into()));
         }
-        let transport = Transport::open(target, options.udp_rate.map(Pacer::new))?;
+        let transport = Transport::open(target, options.udp_rate.map(Pacer::new)).map_err(Error::Start)?;
         let (tx, rx) = bounded(QUEUE_RECORDS);
         let dropped = Arc::new(AtomicU64::new(0));
         let live = Arc::new(Mutex::new(ExportStats::default()));
@@ -214,7 +239,7 @@ impl Exporter {
         let thread = std::thread::Builder::new()
             .name("sonde-ipfix".into())
             .spawn(move || export_loop(rx, encoder, transport, &shared))
-            .map_err(|e| format!("starting the IPFIX exporter: {e}"))?;
+            .map_err(|e| Error::Start(format!("starting the IPFIX exporter: {e}")))?;
         Ok(Exporter { tx, dropped, live, full_queue: options.full_queue, thread: Some(thread) })
     }
 

@@ -8,6 +8,7 @@ pub mod elements;
 pub mod encoder;
 pub mod export;
 
+pub use decode::DecodeError;
 pub use elements::{REVERSE_PEN, SONDE_PEN};
 pub use encoder::{Encoder, EncoderConfig};
-pub use export::{ExportOptions, ExportSink, ExportStats, Exporter, FullQueue, LiveStats, Target};
+pub use export::{Error, ExportOptions, ExportSink, ExportStats, Exporter, FullQueue, LiveStats, Target};
