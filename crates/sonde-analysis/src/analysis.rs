@@ -142,11 +142,6 @@ impl Analysis {
         Ok(())
     }
 
-    /// The config the run was prepared from.
-    pub fn config(&self) -> &AnalysisConfig {
-        &self.config
-    }
-
     /// The anonymizer every output's addresses go through, if any (a clone sharing tcpdpriv's
     /// table), for the caller's sinks.
     pub fn anonymizer(&self) -> Option<sonde_anon::Anonymizer> {

@@ -23,4 +23,4 @@ mod write;
 
 pub use analysis::{Analysis, Analyzed};
 pub use config::{AnalysisConfig, FlowLayout, Names, OutputFormat, ThinMode, ThinParams};
-pub use write::{Finished, LiveOptions, BIN_NS};
+pub use write::{Finished, LiveOptions};

@@ -241,17 +241,16 @@ fn check(args: &MonitorConfig) -> Result<()> {
 impl MonitorConfig {
     /// The capture's settings.
     fn capture_config(&self) -> Result<sonde_live::Config> {
-        let args = self;
         Ok(sonde_live::Config {
-            interfaces: args.interfaces.clone(),
-            backend: match args.capture {
+            interfaces: self.interfaces.clone(),
+            backend: match self.capture {
                 Capture::Afpacket => Backend::AfPacket,
                 Capture::Pcap => Backend::Pcap,
             },
-            buffer_bytes: args.ring_mb.saturating_mul(1 << 20),
-            promisc: args.promisc,
-            tick_ns: args.tick_ms.saturating_mul(1_000_000),
-            interval_ns: args.analysis.interval_ns()?,
+            buffer_bytes: self.ring_mb.saturating_mul(1 << 20),
+            promisc: self.promisc,
+            tick_ns: self.tick_ms.saturating_mul(1_000_000),
+            interval_ns: self.analysis.interval_ns()?,
         })
     }
 }

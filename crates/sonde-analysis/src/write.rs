@@ -21,7 +21,7 @@ use crate::{export, store};
 /// Packet time between two drains of a live run.
 const DRAIN_NS: u64 = 500_000_000;
 /// The live throughput's bin: the finest resolution the dashboard offers.
-pub const BIN_NS: u64 = 10_000_000;
+const BIN_NS: u64 = 10_000_000;
 /// Open flows each worker shows at a drain, at most.
 const OPEN_FLOWS: usize = 2_000;
 
