@@ -26,7 +26,7 @@ pub fn from_report(report: &Report) -> Intervals {
         let mut histograms = IntervalHistograms { index, start_s, histograms: Vec::new() };
         for ((metric, dir, net), d) in interval.dists() {
             let unit = metric.unit();
-            let pct = |p| unit.scaled(d.percentile(p).unwrap_or(0) as f64);
+            let [p50, p95, p99] = d.percentiles([50, 95, 99]).unwrap_or_default().map(|p| unit.scaled(p as f64));
             data.quantiles.push(QuantileRow {
                 metric: metric.name().into(),
                 dir: dir.name().into(),
@@ -35,9 +35,9 @@ pub fn from_report(report: &Report) -> Intervals {
                 count: d.count,
                 mean: unit.scaled(d.mean().unwrap_or(0.0)),
                 min: unit.scaled(d.min as f64),
-                p50: pct(50),
-                p95: pct(95),
-                p99: pct(99),
+                p50,
+                p95,
+                p99,
                 max: unit.scaled(d.max as f64),
             });
             let bins = d

@@ -407,7 +407,7 @@ impl Report {
                 let unit = metric.unit();
                 let [start, end] = self.span(i);
                 let value = |v: u64| Cell::Decimal(unit.decimal(v));
-                let percentile = |p| value(d.percentile(p).unwrap_or(0));
+                let [p50, p95, p99] = d.percentiles([50, 95, 99]).unwrap_or_default();
                 row(&[
                     start,
                     end,
@@ -418,9 +418,9 @@ impl Report {
                     Cell::Count(d.count),
                     unit.mean(d.mean().unwrap_or(0.0)).map_or(Cell::Null, Cell::Decimal),
                     value(d.min),
-                    percentile(50),
-                    percentile(95),
-                    percentile(99),
+                    value(p50),
+                    value(p95),
+                    value(p99),
                     value(d.max),
                 ]);
             }
@@ -811,9 +811,8 @@ impl Report {
                     x.dists().into_iter().filter(|((m, _, _), _)| *m == metric).for_each(|(_, d)| all.merge(d));
                 }
                 let unit = metric.unit();
-                let stats = [all.mean(), all.percentile(50).map(|v| v as f64)]
-                    .into_iter()
-                    .chain([95, 99].map(|p| all.percentile(p).map(|v| v as f64)));
+                let percentiles = all.percentiles([50, 95, 99]).map(|p| p.map(|v| v as f64));
+                let stats = [all.mean()].into_iter().chain((0..3).map(|i| percentiles.map(|p| p[i])));
                 values.extend(stats.map(|v| v.map_or(f64::NAN, |v| unit.scaled(v))));
             }
             if i >= from_index {

@@ -124,12 +124,23 @@ impl Decimal {
     /// Writes the digits (`12.500`, `7`).
     pub fn write(self, out: &mut String) {
         let d = usize::from(self.decimals.min(9));
-        let mut digits = itoa::Buffer::new();
-        out.push_str(digits.format(self.units / POW10[d]));
-        if d > 0 {
-            out.push('.');
-            let fraction = digits.format(self.units % POW10[d] + POW10[d]);
-            out.push_str(&fraction[1..]);
+        // The units' digits once, the point put in among them: no division by a power of ten.
+        let mut buffer = itoa::Buffer::new();
+        let digits = buffer.format(self.units);
+        if d == 0 {
+            return out.push_str(digits);
+        }
+        match digits.len().checked_sub(d) {
+            Some(whole @ 1..) => {
+                out.push_str(&digits[..whole]);
+                out.push('.');
+                out.push_str(&digits[whole..]);
+            }
+            _ => {
+                out.push_str("0.");
+                out.push_str(&"000000000"[..d - digits.len()]);
+                out.push_str(digits);
+            }
         }
     }
 }
