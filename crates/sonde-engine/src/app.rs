@@ -19,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use ahash::RandomState;
 use sonde_flow::key::KeyOrder;
 use sonde_flow::PacketKey;
 use sonde_l7::Resolved;
@@ -180,14 +181,15 @@ impl AppReader {
 struct DnsCache {
     capacity: usize,
     /// Each entry with the insertion number its place in `order` has.
-    entries: HashMap<(IpAddr, IpAddr), (Arc<Resolved>, u64)>,
+    /// Keyed by the traffic's addresses: a keyed hash (random keys per run).
+    entries: HashMap<(IpAddr, IpAddr), (Arc<Resolved>, u64), RandomState>,
     order: VecDeque<((IpAddr, IpAddr), u64)>,
     inserted: u64,
 }
 
 impl DnsCache {
     fn new(capacity: usize) -> DnsCache {
-        DnsCache { capacity, entries: HashMap::new(), order: VecDeque::new(), inserted: 0 }
+        DnsCache { capacity, entries: HashMap::default(), order: VecDeque::new(), inserted: 0 }
     }
 
     fn lookup(&self, client: IpAddr, server: IpAddr) -> Option<Arc<Resolved>> {

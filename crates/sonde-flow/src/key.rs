@@ -54,6 +54,8 @@ pub struct PacketKey {
     pub(crate) key: FlowKey,
     pub(crate) order: KeyOrder,
     pub(crate) hash: u64,
+    /// Where the flow table looks for the key: [`FlowKey::place`].
+    pub(crate) place: u64,
 }
 
 impl PacketKey {
@@ -69,17 +71,18 @@ impl PacketKey {
         },
         order: KeyOrder::LoToHi,
         hash: 0,
+        place: 0,
     };
 
     pub fn new(protocol: u8, src: (IpAddr, u16), dst: (IpAddr, u16)) -> PacketKey {
         let (key, order) = FlowKey::new(protocol, src, dst);
-        PacketKey { key, order, hash: key.hash64() }
+        PacketKey { key, order, hash: key.hash64(), place: key.place() }
     }
 
     /// As [`PacketKey::new`], from addresses given as integers (IPv4 in the low 32 bits).
     pub fn of_integers(protocol: u8, v6: bool, src: (u128, u16), dst: (u128, u16)) -> PacketKey {
         let (key, order) = FlowKey::of_integers(protocol, v6, src, dst);
-        PacketKey { key, order, hash: key.hash64() }
+        PacketKey { key, order, hash: key.hash64(), place: key.place() }
     }
 
     pub fn hash(&self) -> u64 {
@@ -143,6 +146,34 @@ impl FlowKey {
         let ports = u64::from(self.lo_port) << 32 | u64::from(self.hi_port) << 16 | u64::from(self.protocol);
         mix(mix(lo, hi), ports)
     }
+}
+
+impl FlowKey {
+    /// The key's position hash in the flow tables: keyed by a secret drawn once per run, over
+    /// every half of both addresses, so that a flood cannot be crafted to share a probe
+    /// sequence (with [`FlowKey::hash64`], which folds each address's halves together and is
+    /// the same in every run, any IPv6 addresses with equal folds collide). Where a flow sits
+    /// in a table never shows in an output; the workers, which do (their order of work), are
+    /// picked by `hash64`.
+    #[inline]
+    pub fn place(&self) -> u64 {
+        let seed = run_seed();
+        let ports = u64::from(self.lo_port) << 32 | u64::from(self.hi_port) << 16 | u64::from(self.protocol);
+        let lo = mix(self.lo_ip.high ^ seed[0], self.lo_ip.low ^ seed[1]);
+        let hi = mix(self.hi_ip.high ^ seed[2], self.hi_ip.low ^ seed[3]);
+        mix(lo ^ ports, hi ^ u64::from(self.v6))
+    }
+}
+
+/// This run's secret for [`FlowKey::place`], from the operating system's random source (std's
+/// `RandomState`, which SipHash's keys come from too).
+fn run_seed() -> &'static [u64; 4] {
+    use std::hash::BuildHasher as _;
+    static SEED: std::sync::OnceLock<[u64; 4]> = std::sync::OnceLock::new();
+    SEED.get_or_init(|| {
+        let random = std::hash::RandomState::new();
+        [0u64, 1, 2, 3].map(|i| random.hash_one(i))
+    })
 }
 
 /// wyhash's folded multiply: the 128-bit product's halves xored.

@@ -131,7 +131,7 @@ pub struct FlowTracker {
     /// ICMP and ICMPv6 entries (echo sessions, other messages).
     icmp: icmp::IcmpTable,
     /// The ICMP errors counted on open flows, by table slot (few flows have any).
-    icmp_errors: std::collections::HashMap<u32, IcmpErrors>,
+    icmp_errors: rustc_hash::FxHashMap<u32, IcmpErrors>,
     /// Flows opened so far, by protocol (TCP, UDP) and direction ([`Net`], by the internal
     /// networks set when each opened): counted as each starts, for a live run's counters (the
     /// interval statistics count a flow when it ends).
@@ -232,7 +232,7 @@ impl FlowTracker {
             interim,
             apps: Vec::new(),
             icmp: icmp::IcmpTable::new(max_flows),
-            icmp_errors: std::collections::HashMap::new(),
+            icmp_errors: rustc_hash::FxHashMap::default(),
             opened: [[0; 4]; 2],
         }
     }
@@ -286,7 +286,7 @@ impl FlowTracker {
         sink: &mut impl FlowSink,
     ) -> bool {
         self.advance(ts_ns, clock_ns, sink);
-        let Some(slot) = self.table.find(&quoted.key, quoted.hash) else {
+        let Some(slot) = self.table.find(&quoted.key, quoted.place) else {
             self.icmp.stats.errors_unmatched += 1;
             return false;
         };
@@ -350,19 +350,19 @@ impl FlowTracker {
     /// Starts loading the index entry of `k`'s flow into the cache, for a packet a few ahead
     /// of the one being analysed (the first of three prefetch stages; they only save time).
     pub fn prefetch_index(&self, k: &PacketKey) {
-        self.table.prefetch_index(k.hash);
+        self.table.prefetch_index(k.place);
     }
 
     /// The second stage: the flow's table slot (its index entry should be cached by now).
     pub fn prefetch_slot(&self, k: &PacketKey) {
-        if let Some(slot) = self.table.peek(k.hash) {
+        if let Some(slot) = self.table.peek(k.place) {
             self.table.prefetch_slot(slot);
         }
     }
 
     /// The third stage: the flow's TCP or UDP state (its slot should be cached by now).
     pub fn prefetch_state(&self, k: &PacketKey) {
-        if let Some(slot) = self.table.peek(k.hash) {
+        if let Some(slot) = self.table.peek(k.place) {
             self.prefetch_conn(slot);
         }
     }
@@ -406,7 +406,7 @@ impl FlowTracker {
         sink: &mut impl FlowSink,
     ) -> Disposition {
         self.advance(ts_ns, clock_ns, sink);
-        let PacketKey { key, order, hash } = *k;
+        let PacketKey { key, order, place, .. } = *k;
         let protocol = key.protocol;
         let (Some(ip), Some(transport @ (Transport::Tcp(_) | Transport::Udp(_)))) = (p.ip, p.transport) else {
             return Disposition::NotTcpUdp;
@@ -416,7 +416,7 @@ impl FlowTracker {
         }
         let from_lo = order == key::KeyOrder::LoToHi;
 
-        let mut slot = self.table.find(&key, hash);
+        let mut slot = self.table.find(&key, place);
         if let (Some(s), Transport::Tcp(t)) = (slot, &transport) {
             let flow = *self.table.value(s);
             let dir = usize::from(from_lo != flow.client_is_lo);
@@ -448,7 +448,7 @@ impl FlowTracker {
                 };
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
                 let flow = Flow { client_is_lo: from_lo == sender_is_client, tunnel: p.tunnel, conn };
-                let slot = self.table.insert(key, hash, self.clock_ns, lane, flow);
+                let slot = self.table.insert(key, place, self.clock_ns, lane, flow);
                 self.count_opened(&key, flow.client_is_lo);
                 if let Some(interim) = self.interim.as_mut() {
                     interim.schedule(slot, self.table.stats.inserted, self.clock_ns);
@@ -660,7 +660,7 @@ impl FlowTracker {
             *self.udp.get(flow.conn) = UdpConn::default();
             self.udp.free(flow.conn);
         }
-        self.table.remove(slot, key.hash64());
+        self.table.remove(slot, key.place());
         if !self.icmp_errors.is_empty() {
             self.icmp_errors.remove(&slot);
         }

@@ -2,7 +2,7 @@
 //! direction of a flow holds a singly linked list of pool nodes in sequence order, so memory
 //! follows the segments actually in flight and freed nodes are reused without allocating.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -49,7 +49,7 @@ pub(crate) struct SentPool {
     free: u32,
     in_use: usize,
     /// When each retransmitted node in use was last sent, by node.
-    resent_ns: HashMap<u32, u64>,
+    resent_ns: FxHashMap<u32, u64>,
 }
 
 impl Default for SentPool {
@@ -61,7 +61,7 @@ impl Default for SentPool {
 impl SentPool {
     /// A pool with room for `n` nodes reserved (address space until written; more grow it).
     pub fn with_capacity(n: usize) -> Self {
-        SentPool { nodes: Vec::with_capacity(n), free: NIL, in_use: 0, resent_ns: HashMap::new() }
+        SentPool { nodes: Vec::with_capacity(n), free: NIL, in_use: 0, resent_ns: FxHashMap::default() }
     }
 
     /// Reserved bytes never written.

@@ -7,13 +7,13 @@
 
 use crate::key::FlowKey;
 
-/// An index entry: the low 32 bits of the flow's hash (its home position and a tag that spares
+/// An index entry: the low 32 bits of the flow's place ([`FlowKey::place`]: its home position and a tag that spares
 /// most key comparisons) above its slot number.
 const EMPTY: u64 = u64::MAX;
 const NIL: u32 = u32::MAX;
 
-fn entry(hash: u64, slot: u32) -> u64 {
-    (hash & 0xffff_ffff) << 32 | u64::from(slot)
+fn entry(place: u64, slot: u32) -> u64 {
+    (place & 0xffff_ffff) << 32 | u64::from(slot)
 }
 
 fn entry_slot(e: u64) -> u32 {
@@ -127,9 +127,9 @@ impl<V> FlowTable<V> {
     }
 
     #[inline]
-    pub fn find(&mut self, key: &FlowKey, hash: u64) -> Option<u32> {
+    pub fn find(&mut self, key: &FlowKey, place: u64) -> Option<u32> {
         let mask = self.index.len() - 1;
-        let mut pos = hash as usize & mask;
+        let mut pos = place as usize & mask;
         self.stats.lookups += 1;
         loop {
             self.stats.probes += 1;
@@ -137,23 +137,23 @@ impl<V> FlowTable<V> {
             if e == EMPTY {
                 return None;
             }
-            if e >> 32 == hash & 0xffff_ffff && self.links[entry_slot(e) as usize].key == *key {
+            if e >> 32 == place & 0xffff_ffff && self.links[entry_slot(e) as usize].key == *key {
                 return Some(entry_slot(e));
             }
             pos = (pos + 1) & mask;
         }
     }
 
-    /// Starts loading the index entry where a lookup of `hash` begins.
-    pub fn prefetch_index(&self, hash: u64) {
-        crate::prefetch(&self.index[hash as usize & (self.index.len() - 1)]);
+    /// Starts loading the index entry where a lookup of `place` begins.
+    pub fn prefetch_index(&self, place: u64) {
+        crate::prefetch(&self.index[place as usize & (self.index.len() - 1)]);
     }
 
-    /// The slot of the first entry at `hash`'s home position whose tag matches, without
+    /// The slot of the first entry at `place`'s home position whose tag matches, without
     /// comparing keys: a guess, good enough to prefetch by.
-    pub fn peek(&self, hash: u64) -> Option<u32> {
-        let e = self.index[hash as usize & (self.index.len() - 1)];
-        (e != EMPTY && e >> 32 == hash & 0xffff_ffff).then_some(entry_slot(e))
+    pub fn peek(&self, place: u64) -> Option<u32> {
+        let e = self.index[place as usize & (self.index.len() - 1)];
+        (e != EMPTY && e >> 32 == place & 0xffff_ffff).then_some(entry_slot(e))
     }
 
     pub fn prefetch_slot(&self, slot: u32) {
@@ -169,7 +169,7 @@ impl<V> FlowTable<V> {
 
     /// Inserts a new flow (the caller checked it is absent and the table is not full) and
     /// returns its slot, whose value is `value`.
-    pub fn insert(&mut self, key: FlowKey, hash: u64, now_ns: u64, lane: Lane, value: V) -> u32 {
+    pub fn insert(&mut self, key: FlowKey, place: u64, now_ns: u64, lane: Lane, value: V) -> u32 {
         if (self.live + 1) * 2 > self.index.len() {
             self.grow_index();
         }
@@ -188,11 +188,11 @@ impl<V> FlowTable<V> {
             }
         };
         let mask = self.index.len() - 1;
-        let mut pos = hash as usize & mask;
+        let mut pos = place as usize & mask;
         while self.index[pos] != EMPTY {
             pos = (pos + 1) & mask;
         }
-        self.index[pos] = entry(hash, slot);
+        self.index[pos] = entry(place, slot);
         self.push_tail(slot, lane);
         self.live += 1;
         self.stats.inserted += 1;
@@ -200,8 +200,8 @@ impl<V> FlowTable<V> {
         slot
     }
 
-    /// Removes a flow with the given hash; its value stays in the slab until the slot is reused.
-    pub fn remove(&mut self, slot: u32, hash: u64) {
+    /// Removes a flow with the given place; its value stays in the slab until the slot is reused.
+    pub fn remove(&mut self, slot: u32, place: u64) {
         let lane = {
             let l = &self.links[slot as usize];
             debug_assert!(l.live);
@@ -209,7 +209,7 @@ impl<V> FlowTable<V> {
         };
         self.unlink(slot, lane);
         let mask = self.index.len() - 1;
-        let mut pos = hash as usize & mask;
+        let mut pos = place as usize & mask;
         while entry_slot(self.index[pos]) != slot {
             pos = (pos + 1) & mask;
         }
@@ -345,15 +345,15 @@ mod tests {
         let mut slots = Vec::new();
         for i in 0..5000 {
             let k = key(i);
-            assert_eq!(t.find(&k, k.hash64()), None);
-            slots.push(t.insert(k, k.hash64(), u64::from(i), Lane::Udp, i));
+            assert_eq!(t.find(&k, k.place()), None);
+            slots.push(t.insert(k, k.place(), u64::from(i), Lane::Udp, i));
         }
         for i in (0..5000).step_by(2) {
-            t.remove(slots[i as usize], key(i).hash64());
+            t.remove(slots[i as usize], key(i).place());
         }
         for i in 0..5000 {
             let k = key(i);
-            let found = t.find(&k, k.hash64());
+            let found = t.find(&k, k.place());
             assert_eq!(found.is_some(), i % 2 == 1, "flow {i}");
         }
         assert_eq!(t.len(), 2500);
@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn lanes_keep_recency_order() {
         let mut t: FlowTable<u32> = FlowTable::new(10, 10);
-        let s: Vec<u32> = (0..3).map(|i| t.insert(key(i), key(i).hash64(), u64::from(i), Lane::TcpOpen, i)).collect();
+        let s: Vec<u32> = (0..3).map(|i| t.insert(key(i), key(i).place(), u64::from(i), Lane::TcpOpen, i)).collect();
         assert_eq!(t.oldest(Lane::TcpOpen), Some((s[0], 0)));
         t.touch(s[0], 10, Lane::TcpOpen);
         assert_eq!(t.oldest(Lane::TcpOpen), Some((s[1], 1)));
@@ -371,7 +371,27 @@ mod tests {
         assert_eq!(t.oldest(Lane::TcpOpen), Some((s[2], 2)));
         assert_eq!(t.oldest(Lane::TcpClosed), Some((s[1], 11)));
         assert_eq!(t.oldest_any(), Some(s[2]));
-        t.remove(s[2], key(2).hash64());
+        t.remove(s[2], key(2).place());
         assert_eq!(t.oldest_any(), Some(s[0]));
+    }
+
+    /// IPv6 sources whose halves xor to one value: one run-independent hash for all of them
+    /// (a flood aimed at the table), yet spread over the index by the run's secret.
+    #[test]
+    fn a_flood_of_equal_folds_does_not_share_a_probe_sequence() {
+        let server: IpAddr = "2001:db8::1".parse().unwrap();
+        let keys: Vec<FlowKey> = (0..4096u128)
+            .map(|i| {
+                let halves = (i << 64) | i; // high ^ low == 0 for every one
+                FlowKey::new(6, (std::net::Ipv6Addr::from(halves).into(), 40_000), (server, 443)).0
+            })
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0].hash64() == w[1].hash64()), "the fold collides by design");
+        let mut t: FlowTable<u32> = FlowTable::new(8192, 8192);
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(t.find(k, k.place()), None);
+            t.insert(*k, k.place(), 0, Lane::TcpOpen, i as u32);
+        }
+        assert!(t.stats.mean_probe_len() < 2.0, "mean probe length {}", t.stats.mean_probe_len());
     }
 }
