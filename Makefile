@@ -7,7 +7,7 @@ DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpre
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test test-deps format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
+.PHONY: demo test bench test-deps format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
 
 VENV := .venv
 PYTHON ?= python3
@@ -34,6 +34,16 @@ python-env: deps
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-dev >/dev/null; }
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r python/requirements-test.txt
+
+# The speed figures of docs/performance.md: the peers the harness runs against (valgrind for the
+# instruction counts, softflowd, nfdump's nfpcapd), then the side-by-side table of the two bench
+# traces and the reference mix's instructions per packet (issue 33's figure).
+BENCH_PACKAGES := valgrind softflowd nfdump
+bench: build
+	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	SONDE=$(abspath target/release/sonde) bench/compare-traces.sh
+	SONDE=$(abspath target/release/sonde) bench/instructions.sh
 
 # The package, optimised, installed into the environment (`import sonde`).
 python: build python-env
