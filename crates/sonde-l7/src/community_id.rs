@@ -139,19 +139,30 @@ impl AddrBytes {
 }
 
 fn hash(seed: u16, a: IpAddr, b: IpAddr, protocol: u8, ports: Option<(u16, u16)>) -> String {
-    let mut h = Sha1::new();
-    h.update(seed.to_be_bytes());
-    h.update(addr_octets(a).as_slice());
-    h.update(addr_octets(b).as_slice());
-    h.update([protocol, 0]);
+    // The hashed bytes laid out once (at most 2 + 16 + 16 + 2 + 4) and hashed in one call: a
+    // digest update per field cost ~400 instructions a flow more.
+    let mut input = [0u8; 40];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        input[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
+    put(&seed.to_be_bytes());
+    put(addr_octets(a).as_slice());
+    put(addr_octets(b).as_slice());
+    put(&[protocol, 0]);
     if let Some((sp, dp)) = ports {
-        h.update(sp.to_be_bytes());
-        h.update(dp.to_be_bytes());
+        put(&sp.to_be_bytes());
+        put(&dp.to_be_bytes());
     }
-    let digest = h.finalize();
-    let mut out = String::with_capacity(30);
+    let digest = Sha1::digest(&input[..len]);
+    let mut text = [0u8; 28];
+    let written = base64::engine::general_purpose::STANDARD
+        .encode_slice(digest, &mut text)
+        .expect("a SHA-1 digest's base64 is 28 bytes");
+    let mut out = String::with_capacity(2 + written);
     out.push_str("1:");
-    base64::engine::general_purpose::STANDARD.encode_string(digest, &mut out);
+    out.push_str(std::str::from_utf8(&text[..written]).expect("base64 is ASCII"));
     out
 }
 
