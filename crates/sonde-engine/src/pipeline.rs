@@ -60,9 +60,9 @@ pub struct Progress {
 
 /// `frame` decoded into `packet` as the run needs: with the layers the definitions match, or the
 /// payload's offset the application facts read, and the transport header's when either was
-/// wanted (`Ok((layers, payload_at, transport_at))`: an ICMP message is read from it). A macro, not a
-/// function, so that the reader's loop keeps its code: the same as a function, even inlined,
-/// cost 36 instructions a packet (callgrind, the reference mix).
+/// wanted (`Ok((layers, payload_at, transport_at))`: an ICMP message is read from it). A macro,
+/// not a function, so that the reader's loop keeps its code: the same as a function, even
+/// inlined, cost 36 instructions a packet (callgrind, the reference mix).
 macro_rules! decode {
     ($reader:ident, $link:expr, $frame:expr, $packet:expr) => {
         match (&$reader.definitions, &$reader.app) {

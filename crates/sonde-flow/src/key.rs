@@ -146,9 +146,7 @@ impl FlowKey {
         let ports = u64::from(self.lo_port) << 32 | u64::from(self.hi_port) << 16 | u64::from(self.protocol);
         mix(mix(lo, hi), ports)
     }
-}
 
-impl FlowKey {
     /// The key's position hash in the flow tables: keyed by a secret drawn once per run, over
     /// every half of both addresses, so that a flood cannot be crafted to share a probe
     /// sequence (with [`FlowKey::hash64`], which folds each address's halves together and is

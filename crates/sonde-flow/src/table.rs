@@ -7,8 +7,8 @@
 
 use crate::key::FlowKey;
 
-/// An index entry: the low 32 bits of the flow's place ([`FlowKey::place`]: its home position and a tag that spares
-/// most key comparisons) above its slot number.
+/// An index entry: the low 32 bits of the flow's place ([`FlowKey::place`]: its home position
+/// and a tag that spares most key comparisons) above its slot number.
 const EMPTY: u64 = u64::MAX;
 const NIL: u32 = u32::MAX;
 
