@@ -135,6 +135,7 @@ impl Dist {
         }
         let rank = |percent: u32| (u128::from(self.count) * u128::from(percent.clamp(1, 100))).div_ceil(100) as u64;
         let ranks = percents.map(rank);
+        let last = ranks.iter().copied().max().unwrap_or(0);
         let mut found = [self.max; N];
         let mut seen = 0;
         for (bin, n) in self.sorted_bins() {
@@ -145,7 +146,7 @@ impl Dist {
                     *found = value();
                 }
             }
-            if seen >= ranks.iter().copied().max().unwrap_or(0) {
+            if seen >= last {
                 break;
             }
         }
