@@ -22,6 +22,7 @@
 pub mod class;
 pub mod definition;
 pub mod table;
+pub mod text;
 pub mod time;
 pub mod traffic;
 

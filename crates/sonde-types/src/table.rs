@@ -17,8 +17,8 @@
 //! assert_eq!(table.tsv(), "start\tpackets\n1500000000.123456\t7\n-\t0\n");
 //! ```
 
+use crate::text::{self, Line, SHARE};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::net::IpAddr;
 
 /// What a column holds: one Arrow type each in the typed outputs (the flow logs' columns use
@@ -123,25 +123,16 @@ impl Decimal {
 
     /// Writes the digits (`12.500`, `7`).
     pub fn write(self, out: &mut String) {
-        let d = usize::from(self.decimals.min(9));
-        // The units' digits once, the point put in among them: no division by a power of ten.
-        let mut buffer = itoa::Buffer::new();
-        let digits = buffer.format(self.units);
-        if d == 0 {
-            return out.push_str(digits);
-        }
-        match digits.len().checked_sub(d) {
-            Some(whole @ 1..) => {
-                out.push_str(&digits[..whole]);
-                out.push('.');
-                out.push_str(&digits[whole..]);
-            }
-            _ => {
-                out.push_str("0.");
-                out.push_str(&"000000000"[..d - digits.len()]);
-                out.push_str(digits);
-            }
-        }
+        let mut digits = [0; text::DECIMAL_MAX];
+        let len = self.write_bytes(&mut digits);
+        out.push_str(std::str::from_utf8(&digits[..len]).expect("digits are ASCII"));
+    }
+
+    /// Writes the digits at the start of `out` (room for [`text::DECIMAL_MAX`] bytes); returns
+    /// how many.
+    #[inline]
+    fn write_bytes(self, out: &mut [u8]) -> usize {
+        text::decimal(out, self.units, usize::from(self.decimals.min(9)))
     }
 }
 
@@ -178,32 +169,21 @@ impl<'a> Cell<'a> {
     /// Writes the cell as a TSV field: flags as `1`/`0`, addresses as `Display` writes them.
     /// Texts are written as they are (the tables' names and keys hold no tab or newline).
     pub fn write_tsv(&self, out: &mut String) {
-        match self {
-            Cell::Null => out.push('-'),
-            Cell::Count(n) => out.push_str(itoa::Buffer::new().format(*n)),
-            Cell::Flag(b) => out.push(if *b { '1' } else { '0' }),
-            Cell::Decimal(d) => d.write(out),
-            Cell::Address(ip) => push_ip(out, *ip),
-            Cell::Text(t) => out.push_str(t),
-        }
+        let mut buf = Vec::new();
+        let mut line = Line::new(&mut buf, SHARE);
+        self.put_tsv(&mut line);
+        out.push_str(std::str::from_utf8(line.done()).expect("a cell's text is UTF-8"));
     }
-}
 
-/// An address as `Display` writes it; the dotted quad by hand (std's is slow, and the tables
-/// have ~10⁵ rows).
-fn push_ip(out: &mut String, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mut digits = itoa::Buffer::new();
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    out.push('.');
-                }
-                out.push_str(digits.format(octet));
-            }
-        }
-        IpAddr::V6(v6) => {
-            let _ = write!(out, "{v6}");
+    #[inline]
+    fn put_tsv(&self, line: &mut Line) {
+        match self {
+            Cell::Null => line.put_byte(b'-'),
+            Cell::Count(n) => line.put_u64(*n),
+            Cell::Flag(b) => line.put_byte(if *b { b'1' } else { b'0' }),
+            Cell::Decimal(d) => line.put_with(|out| d.write_bytes(out)),
+            Cell::Address(ip) => line.put_with(|out| text::ip(out, *ip)),
+            Cell::Text(t) => line.put_text(b"", t),
         }
     }
 }
@@ -237,24 +217,47 @@ impl<'a> Table<'a> {
     }
 
     pub fn write_tsv(&self, out: &mut String) {
+        // The rows are written as bytes, each in a scratch line with room for every cell, and
+        // the whole text is made a `String` once (every cell writes UTF-8).
+        let mut bytes = std::mem::take(out).into_bytes();
         for (i, c) in self.columns.iter().enumerate() {
             if i > 0 {
-                out.push('\t');
+                bytes.push(b'\t');
             }
-            out.push_str(c.name);
+            bytes.extend_from_slice(c.name.as_bytes());
         }
-        out.push('\n');
+        bytes.push(b'\n');
         let width = self.columns.len();
+        let room = width * (SHARE + 1);
+        // The line being written and the one before it, and where each of that one's cells
+        // was with the decimal it showed: a decimal equal to the one above it (an interval's
+        // start and end, on every row of that interval) is copied, not written again.
+        let mut lines = [Vec::new(), Vec::new()];
+        let mut above: Vec<(Option<Decimal>, usize, usize)> = vec![(None, 0, 0); width];
         self.rows(&mut |cells| {
             debug_assert_eq!(cells.len(), width, "a row of {width} columns");
+            let [current, previous] = &mut lines;
+            let mut line = Line::new(current, room);
             for (i, cell) in cells.iter().enumerate() {
                 if i > 0 {
-                    out.push('\t');
+                    line.put_byte(b'\t');
                 }
-                cell.write_tsv(out);
+                let start = line.len();
+                let decimal = match cell {
+                    Cell::Decimal(d) => Some(*d),
+                    _ => None,
+                };
+                match above[i] {
+                    (Some(d), from, to) if decimal == Some(d) => line.put(&previous[from..to]),
+                    _ => cell.put_tsv(&mut line),
+                }
+                above[i] = (decimal, start, line.len());
             }
-            out.push('\n');
+            line.put_byte(b'\n');
+            bytes.extend_from_slice(line.done());
+            lines.swap(0, 1);
         });
+        *out = String::from_utf8(bytes).expect("every cell writes UTF-8");
     }
 }
 
