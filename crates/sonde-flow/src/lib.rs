@@ -165,11 +165,11 @@ struct Interim {
 
 /// The flow key of a packet the tracker counts in a flow, or what else it is.
 pub fn flow_key(p: &PacketSummary) -> Result<PacketKey, Disposition> {
-    let Some(ip) = p.ip else { return Err(Disposition::NotTcpUdp) };
+    let Some(ip) = &p.ip else { return Err(Disposition::NotTcpUdp) };
     if ip.fragment == Fragment::Later {
         return Err(Disposition::LaterFragment);
     }
-    let (protocol, sport, dport) = match p.transport {
+    let (protocol, sport, dport) = match &p.transport {
         Some(Transport::Tcp(t)) => (6, t.src_port, t.dst_port),
         Some(Transport::Udp(u)) => (17, u.src_port, u.dst_port),
         Some(Transport::Truncated { protocol: 6 | 17 }) => return Err(Disposition::TruncatedTransport),

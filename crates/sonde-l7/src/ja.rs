@@ -45,12 +45,8 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Lower-case hex, without the formatting machinery (a fingerprint is built per flow).
 fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 0x0f)]));
-    }
-    s
+    let text: Vec<u8> = bytes.iter().flat_map(|&b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0x0f)]]).collect();
+    String::from_utf8(text).expect("hex digits are ASCII")
 }
 
 /// The JA3 string: `version,ciphers,extensions,groups,point_formats`.
@@ -75,7 +71,11 @@ pub(crate) fn ja3(h: &ClientHello<'_>) -> String {
 
 /// JA3S: the MD5 hex of `version,cipher,extensions`.
 pub(crate) fn ja3s(h: &ServerHello<'_>) -> String {
-    let mut s = format!("{},{},", h.legacy_version, h.cipher);
+    let mut s = String::with_capacity(64);
+    push_decimal(&mut s, h.legacy_version);
+    s.push(',');
+    push_decimal(&mut s, h.cipher);
+    s.push(',');
     dashed(&h.extensions, &mut s);
     hex(&Md5::digest(s.as_bytes()))
 }
@@ -109,21 +109,19 @@ pub(crate) fn ja4_alpn(first: Option<&[u8]>) -> [char; 2] {
 }
 
 /// Four-hex-digit values joined by commas.
-fn hex_list(values: &[u16], out: &mut String) {
+fn hex_list(values: &[u16], out: &mut Vec<u8>) {
     out.reserve(values.len() * 5);
     for (i, v) in values.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.extend([12, 8, 4, 0].map(|shift| char::from(HEX[usize::from(v >> shift & 0xf)])));
+        out.extend_from_slice(&[12, 8, 4, 0].map(|shift| HEX[usize::from(v >> shift & 0xf)]));
     }
 }
 
-/// The first 12 hex characters of the SHA-256 of `s`.
-fn sha256_12(s: &str) -> String {
-    let mut h = hex(&Sha256::digest(s.as_bytes()));
-    h.truncate(12);
-    h
+/// The first 12 hex characters of the SHA-256 of `text`.
+fn sha256_12(text: &[u8]) -> String {
+    hex(&Sha256::digest(text)[..6])
 }
 
 /// JA4 of a ClientHello, over TCP (`t`) or in a QUIC Initial (`q`).
@@ -140,7 +138,7 @@ pub(crate) fn ja4(h: &ClientHello<'_>, quic: bool) -> String {
     if ciphers.is_empty() {
         s.push_str("000000000000");
     } else {
-        let mut list = String::new();
+        let mut list = Vec::new();
         hex_list(&ciphers, &mut list);
         s.push_str(&sha256_12(&list));
     }
@@ -150,11 +148,11 @@ pub(crate) fn ja4(h: &ClientHello<'_>, quic: bool) -> String {
     if sorted.is_empty() {
         s.push_str("000000000000");
     } else {
-        let mut list = String::new();
+        let mut list = Vec::new();
         hex_list(&sorted, &mut list);
         let sigs: Vec<u16> = h.sig_algs.iter().copied().filter(|v| !is_grease(*v)).collect();
         if !sigs.is_empty() {
-            list.push('_');
+            list.push(b'_');
             hex_list(&sigs, &mut list);
         }
         s.push_str(&sha256_12(&list));
