@@ -131,7 +131,7 @@ impl AppReader {
         shard: u32,
         payload: &'f [u8],
     ) -> Attach<'f> {
-        let (Some(ip), Some(transport)) = (&p.ip, &p.transport) else { return Attach::default() };
+        let (Some(ip), Some(transport)) = (p.ip, p.transport) else { return Attach::default() };
         let (udp, opening) = match transport {
             Transport::Tcp(t) => (false, t.flags.syn() && !t.flags.ack()),
             Transport::Udp(_) => (true, false),

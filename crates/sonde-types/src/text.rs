@@ -1,6 +1,6 @@
 //! Text written into a byte buffer without the `fmt` machinery: the one writer of integers,
 //! fixed-point numbers and addresses that the flow lines and the tables share. A number is
-//! written four digits at a time from its last, straight into room the caller has made; a
+//! written two digits at a time from its last, straight into room the caller has made; a
 //! [`Line`] is a line being written into such room.
 
 use std::io::Write as _;
@@ -42,37 +42,53 @@ pub fn count(n: u64) -> usize {
 /// returns how many bytes it wrote.
 #[inline]
 pub fn write(out: &mut [u8], n: u64) -> usize {
-    let mut buffer = itoa::Buffer::new();
-    let digits = buffer.format(n).as_bytes();
-    out[..digits.len()].copy_from_slice(digits);
-    digits.len()
+    if n < 10 {
+        out[0] = b'0' + n as u8;
+        return 1;
+    }
+    let digits = count(n);
+    fixed(&mut out[..digits], n);
+    digits
 }
+
+/// Writes the last `out.len()` digits of `n` into `out`, zeros first where `n` has fewer: two
+/// at a time from the last.
+#[inline]
+pub fn fixed(out: &mut [u8], mut n: u64) {
+    let (first, pairs) = out.split_at_mut(out.len() % 2);
+    for pair in pairs.rchunks_exact_mut(2) {
+        pair.copy_from_slice(&PAIRS[(n % 100) as usize]);
+        n /= 100;
+    }
+    if let [digit] = first {
+        *digit = b'0' + (n % 10) as u8;
+    }
+}
+
+/// 10^0 to 10^19.
+const POW10: [u64; 20] = {
+    let mut pow = [1; 20];
+    let mut i = 1;
+    while i < 20 {
+        pow[i] = pow[i - 1] * 10;
+        i += 1;
+    }
+    pow
+};
 
 /// Writes `units` × 10^-`decimals` at the start of `out` (room for [`DECIMAL_MAX`] bytes) with
 /// exactly `decimals` decimals and at least one digit before the point (`0.005`, `12.500`, `7`
 /// without decimals); returns how many bytes it wrote. `decimals` ≤ 19.
 #[inline]
 pub fn decimal(out: &mut [u8], units: u64, decimals: usize) -> usize {
-    // The units' digits once (itoa: four at a time), the point put in among them.
-    let mut buffer = itoa::Buffer::new();
-    let digits = buffer.format(units).as_bytes();
     if decimals == 0 {
-        out[..digits.len()].copy_from_slice(digits);
-        return digits.len();
+        return write(out, units);
     }
-    if digits.len() > decimals {
-        let whole = digits.len() - decimals;
-        out[..whole].copy_from_slice(&digits[..whole]);
-        out[whole] = b'.';
-        out[whole + 1..whole + 1 + decimals].copy_from_slice(&digits[whole..]);
-        return whole + 1 + decimals;
-    }
-    // `0.` and the zeros the units lack.
-    let zeros = decimals - digits.len();
-    out[..2 + zeros].fill(b'0');
-    out[1] = b'.';
-    out[2 + zeros..2 + decimals].copy_from_slice(digits);
-    2 + decimals
+    let pow = POW10[decimals];
+    let len = write(out, units / pow);
+    out[len] = b'.';
+    fixed(&mut out[len + 1..len + 1 + decimals], units % pow);
+    len + 1 + decimals
 }
 
 /// Each octet's decimal text and its length, padded to four bytes so that it is copied whole.
@@ -97,6 +113,7 @@ pub const IP_MAX: usize = 45;
 
 /// Writes `ip` at the start of `out` (room for [`IP_MAX`] bytes) as `Display` writes it: a
 /// dotted quad by hand (the common case, and std's is slow), IPv6 by std's rules.
+#[inline]
 pub fn ip(out: &mut [u8], ip: IpAddr) -> usize {
     match ip {
         IpAddr::V4(v4) => {
