@@ -35,13 +35,7 @@ pub fn expand(cli: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, Confi
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigFileError(pub String);
 
-impl std::fmt::Display for ConfigFileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ConfigFileError {}
+sonde_types::message_error!(ConfigFileError);
 
 fn expand_argv(cli: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, String> {
     let Some(sub) = argv.get(1).and_then(|s| s.to_str()).filter(|s| CONFIGURED.contains(s)) else {

@@ -29,13 +29,7 @@ impl SettingsError {
     }
 }
 
-impl std::fmt::Display for SettingsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SettingsError {}
+sonde_types::message_error!(SettingsError);
 
 /// A network as `--internal` takes it: `a.b.c.d/len`, `a.b.c.d/m.m.m.m` (Tstat's net.conf), an
 /// IPv6 prefix, or a bare address (a /32 or /128); host bits are cleared.

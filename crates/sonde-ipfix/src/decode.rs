@@ -75,13 +75,7 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodeError(pub String);
 
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for DecodeError {}
+sonde_types::message_error!(DecodeError);
 
 /// Splits a stream of messages (a file, a TCP stream) by their length fields.
 pub fn split_stream(bytes: &[u8]) -> Result<Vec<&[u8]>, DecodeError> {

@@ -5,13 +5,7 @@
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error(String);
 
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
+sonde_types::message_error!(Error);
 
 impl From<String> for Error {
     fn from(message: String) -> Error {

@@ -137,13 +137,7 @@ pub struct FileRows {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadError(pub String);
 
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ReadError {}
+sonde_types::message_error!(ReadError);
 
 fn err(e: impl std::fmt::Display) -> ReadError {
     ReadError(e.to_string())

@@ -29,3 +29,19 @@ pub mod traffic;
 pub use class::{Net, Proto};
 pub use definition::{DefinitionEntry, DefinitionSummary};
 pub use traffic::{Traffic, TrafficRow};
+
+/// Makes a newtype over a message (`struct E(String)`) an error: `Display` writes the message
+/// as it is, and it is a `std::error::Error`. The errors whose whole content is a sentence for
+/// the user (a config file's line, a setting, an undecodable message) share this shape.
+#[macro_export]
+macro_rules! message_error {
+    ($name:ident) => {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl ::std::error::Error for $name {}
+    };
+}
