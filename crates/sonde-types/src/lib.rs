@@ -1,5 +1,5 @@
 //! sonde-types: the words every sonde crate shares, each defined once. It sits below every other
-//! crate (it depends on none of them, only on serde and itoa), so a decoder, the statistics, the
+//! crate (it depends on none of them, only on serde), so a decoder, the statistics, the
 //! output writers, the figures and the HTTP API count, classify and write time with the same
 //! types and the same text, and the outputs that are tables are made once as typed rows
 //! ([`table`]) that every format renders.

@@ -168,13 +168,6 @@ impl<'a> Cell<'a> {
 
     /// Writes the cell as a TSV field: flags as `1`/`0`, addresses as `Display` writes them.
     /// Texts are written as they are (the tables' names and keys hold no tab or newline).
-    pub fn write_tsv(&self, out: &mut String) {
-        let mut buf = Vec::new();
-        let mut line = Line::new(&mut buf, SHARE);
-        self.put_tsv(&mut line);
-        out.push_str(std::str::from_utf8(line.done()).expect("a cell's text is UTF-8"));
-    }
-
     #[inline]
     fn put_tsv(&self, line: &mut Line) {
         match self {
@@ -320,9 +313,10 @@ mod tests {
     use super::*;
 
     fn tsv(cell: Cell<'_>) -> String {
-        let mut out = String::new();
-        cell.write_tsv(&mut out);
-        out
+        let mut buf = Vec::new();
+        let mut line = Line::new(&mut buf, SHARE);
+        cell.put_tsv(&mut line);
+        String::from_utf8(line.done().to_vec()).unwrap()
     }
 
     #[test]
@@ -367,11 +361,7 @@ mod tests {
         for v in values {
             for d in [0, 3, 4, 6, 9] {
                 let want = format!("{v:.*}", usize::from(d));
-                let got = Decimal::of_f64(v, d).map(|dec| {
-                    let mut s = String::new();
-                    dec.write(&mut s);
-                    s
-                });
+                let got = Decimal::of_f64(v, d).map(|dec| tsv(Cell::Decimal(dec)));
                 match got {
                     Some(got) => assert_eq!(got, want, "{v:e} with {d} decimals"),
                     // Only past u64 units.
