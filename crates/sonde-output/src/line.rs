@@ -142,8 +142,8 @@ fn write_ms(out: &mut [u8], ns: u64) -> usize {
     text::decimal(out, ns / 1000 + u64::from(ns % 1000 >= 500), 3)
 }
 
-/// Room for an address's text (and the spare bytes the dotted-quad writer copies).
-pub type IpBuf = [u8; SHARE + 1];
+/// Room for an address's text (the spare bytes the dotted-quad writer copies included).
+pub type IpBuf = [u8; text::IP_MAX];
 
 /// `ip` as the logs spell it, written in `buf` (for the typed outputs: the same text, as fast).
 pub fn ip_text(ip: IpAddr, buf: &mut IpBuf) -> &str {

@@ -42,6 +42,7 @@ pub fn count(n: u64) -> usize {
 /// returns how many bytes it wrote.
 #[inline]
 pub fn write(out: &mut [u8], n: u64) -> usize {
+    // Most integers are a single digit (73% of those in bench.pcap's logs).
     if n < 10 {
         out[0] = b'0' + n as u8;
         return 1;
@@ -217,13 +218,9 @@ impl<'b> Line<'b> {
         self.put(quote);
     }
 
-    /// Most integers are a single digit (73% of those in bench.pcap's logs).
     #[inline(always)]
     pub fn put_u64(&mut self, n: u64) {
-        match n {
-            0..=9 => self.put_byte(b'0' + n as u8),
-            _ => self.put_with(|out| write(out, n)),
-        }
+        self.put_with(|out| write(out, n));
     }
 }
 
