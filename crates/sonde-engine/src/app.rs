@@ -15,14 +15,12 @@
 //! the first packets of each flow direction look up (sender, receiver), so a flow is labelled
 //! with the last name its client resolved to the server's address before the flow began.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use ahash::RandomState;
 use sonde_flow::key::KeyOrder;
 use sonde_flow::PacketKey;
-use sonde_l7::Resolved;
+use sonde_l7::{DnsCache, Resolved};
 use sonde_wire::{PacketSummary, Transport};
 
 /// Bytes of a UDP payload sent after a flow's first packets: an RTP header and its first CSRC.
@@ -169,69 +167,17 @@ impl AppReader {
     fn dns_answer(&mut self, ts_ns: u64, resolver: IpAddr, client: IpAddr, payload: &[u8]) {
         let Some((name, addresses)) = sonde_l7::dns_response_addresses(payload) else { return };
         self.stats.dns_answers += 1;
-        let resolved = Arc::new(Resolved { name, resolver, answer_ns: ts_ns });
+        let resolved = Arc::new(Resolved { name: name.into_boxed_str(), resolver, answer_ns: ts_ns });
         for address in addresses {
             self.stats.dns_entries += 1;
-            self.stats.dns_evicted += self.dns.insert((client, address), Arc::clone(&resolved));
+            self.stats.dns_evicted += u64::from(self.dns.insert(client, address, Arc::clone(&resolved)));
         }
-    }
-}
-
-/// (client, address) → the answer, holding at most `capacity`; the oldest answer goes first.
-struct DnsCache {
-    capacity: usize,
-    /// Each entry with the insertion number its place in `order` has.
-    /// Keyed by the traffic's addresses: a keyed hash (random keys per run).
-    entries: HashMap<(IpAddr, IpAddr), (Arc<Resolved>, u64), RandomState>,
-    order: VecDeque<((IpAddr, IpAddr), u64)>,
-    inserted: u64,
-}
-
-impl DnsCache {
-    fn new(capacity: usize) -> DnsCache {
-        DnsCache { capacity, entries: HashMap::default(), order: VecDeque::new(), inserted: 0 }
-    }
-
-    fn lookup(&self, client: IpAddr, server: IpAddr) -> Option<Arc<Resolved>> {
-        if self.entries.is_empty() {
-            return None;
-        }
-        self.entries.get(&(client, server)).map(|(r, _)| Arc::clone(r))
-    }
-
-    /// Inserts (or renews) an entry; returns the entries evicted (0 or 1).
-    fn insert(&mut self, key: (IpAddr, IpAddr), resolved: Arc<Resolved>) -> u64 {
-        if self.capacity == 0 {
-            return 0;
-        }
-        self.inserted += 1;
-        self.entries.insert(key, (resolved, self.inserted));
-        self.order.push_back((key, self.inserted));
-        let mut evicted = 0;
-        while self.entries.len() > self.capacity {
-            let Some((old, at)) = self.order.pop_front() else { break };
-            // A renewed entry's older place in the queue is stale: skip it.
-            if self.entries.get(&old).is_some_and(|(_, n)| *n == at) {
-                self.entries.remove(&old);
-                evicted += 1;
-            }
-        }
-        // Renewals leave stale places behind: drop them before they outgrow the entries.
-        if self.order.len() > 2 * self.capacity.max(16) {
-            let entries = &self.entries;
-            self.order.retain(|(k, at)| entries.get(k).is_some_and(|(_, n)| n == at));
-        }
-        evicted
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn resolved(name: &str) -> Arc<Resolved> {
-        Arc::new(Resolved { name: name.into(), resolver: "9.9.9.9".parse().unwrap(), answer_ns: 1 })
-    }
 
     #[test]
     fn a_udp_direction_idle_past_the_timeout_counts_again() {
@@ -256,30 +202,5 @@ mod tests {
         assert_eq!([sent(&mut r, 10), sent(&mut r, 20), sent(&mut r, 30)], [32, 32, UDP_HEAD_BYTES]);
         assert_eq!(sent(&mut r, 500), UDP_HEAD_BYTES, "within the timeout: the same flow");
         assert_eq!(sent(&mut r, 2_000), 32, "idle past the timeout: a new flow, whole again");
-    }
-
-    #[test]
-    fn the_dns_cache_keeps_the_newest_answers_within_its_capacity() {
-        let mut c = DnsCache::new(2);
-        let (a, b, x, y, z): (IpAddr, IpAddr, IpAddr, IpAddr, IpAddr) = (
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.2".parse().unwrap(),
-            "1.1.1.1".parse().unwrap(),
-            "2.2.2.2".parse().unwrap(),
-            "3.3.3.3".parse().unwrap(),
-        );
-        assert_eq!(c.insert((a, x), resolved("x.example")), 0);
-        assert_eq!(c.insert((a, y), resolved("y.example")), 0);
-        // Renewing x makes y the oldest.
-        assert_eq!(c.insert((a, x), resolved("x2.example")), 0);
-        assert_eq!(c.insert((b, z), resolved("z.example")), 1);
-        assert!(c.lookup(a, y).is_none());
-        assert_eq!(c.lookup(a, x).unwrap().name, "x2.example");
-        assert_eq!(c.lookup(b, z).unwrap().name, "z.example");
-        assert!(c.lookup(b, x).is_none(), "answers belong to the client that asked");
-        for i in 0..1000u32 {
-            c.insert((a, x), resolved(&i.to_string()));
-        }
-        assert!(c.order.len() <= 2 * 16 + 1, "stale places are dropped: {}", c.order.len());
     }
 }

@@ -6,8 +6,6 @@
 //! own tools (ja4 0.18, python/ja4.py) print `99` there instead; the integration test names the
 //! one capture where they differ. GREASE is ignored everywhere, signature algorithms included.
 
-use std::fmt::Write;
-
 use md5::{Digest, Md5};
 use sha2::Sha256;
 
@@ -43,10 +41,68 @@ fn push_decimal(out: &mut String, v: u16) {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Lower-case hex, without the formatting machinery (a fingerprint is built per flow).
-fn hex(bytes: &[u8]) -> String {
-    let text: Vec<u8> = bytes.iter().flat_map(|&b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0x0f)]]).collect();
-    String::from_utf8(text).expect("hex digits are ASCII")
+/// A fingerprint's text, held inline in the flow's facts (no allocation, no length): JA3 and
+/// JA3S are 32 hex digits ([`Ja3`]), JA4 is 36 characters ([`Ja4`]). ASCII by construction.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint<const N: usize>([u8; N]);
+
+/// JA3 and JA3S: an MD5 in hex.
+pub type Ja3 = Fingerprint<32>;
+/// JA4: `t13d1516h2_8daaf6152771_02713d6af862`.
+pub type Ja4 = Fingerprint<36>;
+
+impl<const N: usize> Fingerprint<N> {
+    /// `text` if it is N bytes of ASCII.
+    pub fn new(text: &str) -> Option<Self> {
+        let bytes: [u8; N] = text.as_bytes().try_into().ok()?;
+        bytes.is_ascii().then_some(Fingerprint(bytes))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // ASCII by construction (`new` and the fingerprints' own writers).
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl<const N: usize> std::ops::Deref for Fingerprint<N> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Fingerprint<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl<const N: usize> std::fmt::Display for Fingerprint<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<const N: usize> PartialEq<&str> for Fingerprint<N> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// Lower-case hex of `bytes` into `out` (twice their length), without the formatting
+/// machinery (a fingerprint is built per flow).
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0x0f)];
+    }
+}
+
+/// The MD5 hex of `text`.
+fn md5_hex(text: &[u8]) -> Ja3 {
+    let mut out = [0u8; 32];
+    hex_into(&Md5::digest(text), &mut out);
+    Fingerprint(out)
 }
 
 /// The JA3 string: `version,ciphers,extensions,groups,point_formats`.
@@ -65,19 +121,19 @@ pub(crate) fn ja3_string(h: &ClientHello<'_>) -> String {
 }
 
 /// JA3: the MD5 hex of [`ja3_string`].
-pub(crate) fn ja3(h: &ClientHello<'_>) -> String {
-    hex(&Md5::digest(ja3_string(h).as_bytes()))
+pub(crate) fn ja3(h: &ClientHello<'_>) -> Ja3 {
+    md5_hex(ja3_string(h).as_bytes())
 }
 
 /// JA3S: the MD5 hex of `version,cipher,extensions`.
-pub(crate) fn ja3s(h: &ServerHello<'_>) -> String {
+pub(crate) fn ja3s(h: &ServerHello<'_>) -> Ja3 {
     let mut s = String::with_capacity(64);
     push_decimal(&mut s, h.legacy_version);
     s.push(',');
     push_decimal(&mut s, h.cipher);
     s.push(',');
     dashed(&h.extensions, &mut s);
-    hex(&Md5::digest(s.as_bytes()))
+    md5_hex(s.as_bytes())
 }
 
 /// JA4's two-character version.
@@ -119,45 +175,47 @@ fn hex_list(values: &[u16], out: &mut Vec<u8>) {
     }
 }
 
-/// The first 12 hex characters of the SHA-256 of `text`.
-fn sha256_12(text: &[u8]) -> String {
-    hex(&Sha256::digest(text)[..6])
+/// The first 12 hex characters of the SHA-256 of `text` into `out`; twelve zeros for no text.
+fn sha256_12(text: &[u8], out: &mut [u8]) {
+    if text.is_empty() {
+        out.fill(b'0');
+    } else {
+        hex_into(&Sha256::digest(text)[..6], out);
+    }
 }
 
-/// JA4 of a ClientHello, over TCP (`t`) or in a QUIC Initial (`q`).
-pub(crate) fn ja4(h: &ClientHello<'_>, quic: bool) -> String {
+/// JA4 of a ClientHello, over TCP (`t`) or in a QUIC Initial (`q`): `a_b_c`, 10 + 1 + 12 + 1 + 12
+/// characters.
+pub(crate) fn ja4(h: &ClientHello<'_>, quic: bool) -> Ja4 {
     let mut ciphers: Vec<u16> = h.ciphers.iter().copied().filter(|v| !is_grease(*v)).collect();
     let exts: Vec<u16> = h.extensions.iter().copied().filter(|v| !is_grease(*v)).collect();
     let alpn = ja4_alpn(h.alpn.first().copied());
-    let mut s = String::with_capacity(40);
-    s.push(if quic { 'q' } else { 't' });
-    s.push_str(ja4_version(h.max_version()));
-    s.push(if h.extensions.contains(&ext::SERVER_NAME) { 'd' } else { 'i' });
-    let _ = write!(s, "{:02}{:02}{}{}_", ciphers.len().min(99), exts.len().min(99), alpn[0], alpn[1]);
+    let mut out = [b'_'; 36];
+    let version = ja4_version(h.max_version()).as_bytes();
+    let two = |n: usize| [b'0' + (n.min(99) / 10) as u8, b'0' + (n.min(99) % 10) as u8];
+    let [c0, c1] = two(ciphers.len());
+    let [e0, e1] = two(exts.len());
+    let sni = if h.extensions.contains(&ext::SERVER_NAME) { b'd' } else { b'i' };
+    // ja4_alpn gives ASCII letters, digits or hex digits.
+    let [a0, a1] = alpn.map(|c| u8::try_from(c).unwrap_or(b'0'));
+    out[..10].copy_from_slice(&[if quic { b'q' } else { b't' }, version[0], version[1], sni, c0, c1, e0, e1, a0, a1]);
     ciphers.sort_unstable();
-    if ciphers.is_empty() {
-        s.push_str("000000000000");
-    } else {
-        let mut list = Vec::new();
-        hex_list(&ciphers, &mut list);
-        s.push_str(&sha256_12(&list));
-    }
-    s.push('_');
+    let mut list = Vec::new();
+    hex_list(&ciphers, &mut list);
+    sha256_12(&list, &mut out[11..23]);
     let mut sorted: Vec<u16> = exts.into_iter().filter(|&e| e != ext::SERVER_NAME && e != ext::ALPN).collect();
     sorted.sort_unstable();
-    if sorted.is_empty() {
-        s.push_str("000000000000");
-    } else {
-        let mut list = Vec::new();
+    list.clear();
+    if !sorted.is_empty() {
         hex_list(&sorted, &mut list);
         let sigs: Vec<u16> = h.sig_algs.iter().copied().filter(|v| !is_grease(*v)).collect();
         if !sigs.is_empty() {
             list.push(b'_');
             hex_list(&sigs, &mut list);
         }
-        s.push_str(&sha256_12(&list));
     }
-    s
+    sha256_12(&list, &mut out[24..]);
+    Fingerprint(out)
 }
 
 #[cfg(test)]

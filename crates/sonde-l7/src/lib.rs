@@ -18,6 +18,7 @@
 
 mod cert;
 mod community_id;
+mod dn_hunter;
 mod dns;
 mod hello;
 mod http;
@@ -29,7 +30,9 @@ mod stream;
 mod tls;
 
 pub use community_id::{community_id, community_id_icmp};
+pub use dn_hunter::DnsCache;
 pub use dns::dns_response_addresses;
+pub use ja::{Fingerprint, Ja3, Ja4};
 pub use label::{label, ndpi_name};
 pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
@@ -55,7 +58,8 @@ pub struct Facts {
     pub dns: Option<Box<DnsFacts>>,
     pub rtp: Option<Box<RtpFacts>>,
     /// DN-Hunter: the name the client resolved to the server's address before the flow began.
-    pub resolved: Option<Box<Resolved>>,
+    /// Shared with DN-Hunter's cache and every flow it labels.
+    pub resolved: Option<std::sync::Arc<Resolved>>,
     /// What went wrong reading this flow's payload.
     pub problems: Problems,
 }
@@ -64,7 +68,7 @@ pub struct Facts {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolved {
     /// The name asked for (lower case, no trailing dot).
-    pub name: String,
+    pub name: Box<str>,
     /// The DNS server that answered.
     pub resolver: std::net::IpAddr,
     /// Packet time of the answer.
@@ -75,25 +79,25 @@ pub struct Resolved {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TlsFacts {
     /// The ClientHello's server_name.
-    pub sni: Option<String>,
+    pub sni: Option<Box<str>>,
     /// ALPN protocols the client offered, in its order.
-    pub alpn_offered: Vec<String>,
+    pub alpn_offered: Box<[Box<str>]>,
     /// The ALPN protocol the server selected (ServerHello, or EncryptedExtensions: unseen).
-    pub alpn: Option<String>,
+    pub alpn: Option<Box<str>>,
     /// The ClientHello's legacy_version (0x0303 for TLS 1.2 and 1.3).
     pub client_version: Option<u16>,
     /// The versions the client offered (supported_versions), GREASE removed.
-    pub versions_offered: Vec<u16>,
+    pub versions_offered: Box<[u16]>,
     /// The version the server chose (supported_versions, else the ServerHello's version).
     pub version: Option<u16>,
     /// JA3 (Salesforce): the MD5 hex of the ClientHello's fields.
-    pub ja3: Option<String>,
+    pub ja3: Option<Ja3>,
     /// JA3S: the MD5 hex of the ServerHello's fields.
-    pub ja3s: Option<String>,
+    pub ja3s: Option<Ja3>,
     /// JA4 (FoxIO), e.g. `t13d1516h2_8daaf6152771_02713d6af862`.
-    pub ja4: Option<String>,
+    pub ja4: Option<Ja4>,
     /// The server certificate's subject common name (clear only up to TLS 1.2).
-    pub cert_subject: Option<String>,
+    pub cert_subject: Option<Box<str>>,
     /// Packet time of each side's last handshake record (Tstat's `c_last_handshakeT`).
     pub last_handshake_ns: [Option<u64>; 2],
     /// Packet time of each side's first application-data record (Tstat's `c_appdataT`).
@@ -291,7 +295,8 @@ enum App {
     },
     Tls(tls::TlsParser),
     Quic(quic::QuicParser),
-    Http(http::HttpParser),
+    /// Boxed: the largest reader (144 bytes), which the others would pay for in every session.
+    Http(Box<http::HttpParser>),
     Dns(dns::DnsParser),
     Rtp(rtp::RtpParser),
     /// Recognised as nothing we read, or done: no more payload is wanted.
@@ -386,7 +391,7 @@ impl Session {
                     .or_else(|| {
                         let mut http = http::HttpParser::new();
                         let v = http.segment(segment, facts);
-                        take(App::Http(http), v)
+                        (v != Verdict::NotMine).then(|| (App::Http(Box::new(http)), v))
                     })
                     .or_else(|| {
                         let mut dns = dns::DnsParser::new(Transport::Tcp, ports);
@@ -420,7 +425,7 @@ impl Session {
     /// client sent nothing of the kind).
     pub fn resolved(&mut self, dir: Dir, resolved: &std::sync::Arc<Resolved>) {
         if self.facts.resolved.is_none() || (dir == CLIENT && !self.resolved_by_client) {
-            self.facts.resolved = Some(Box::new(Resolved::clone(resolved)));
+            self.facts.resolved = Some(std::sync::Arc::clone(resolved));
             self.resolved_by_client = dir == CLIENT;
         }
     }

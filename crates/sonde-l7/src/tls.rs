@@ -137,9 +137,24 @@ impl TlsParser {
                     if dir.handshake.len() + body.len() > HANDSHAKE_LIMIT_BYTES {
                         facts.problems.over_limit += 1;
                         close_handshake(dir);
+                    } else if dir.handshake.is_empty() {
+                        // The common case: whole messages read in place, only a message's
+                        // incomplete start kept.
+                        let used = self.read_messages(d, body, tls, &mut facts.problems);
+                        let dir = &mut self.dirs[d];
+                        if !dir.handshake_closed {
+                            dir.handshake.extend_from_slice(&body[used..]);
+                        }
                     } else {
                         dir.handshake.extend_from_slice(body);
-                        self.read_messages(d, tls, &mut facts.problems);
+                        let mut buf = std::mem::take(&mut dir.handshake);
+                        let used = self.read_messages(d, &buf, tls, &mut facts.problems);
+                        let dir = &mut self.dirs[d];
+                        // Emptied, the buffer goes: an open flow keeps no ClientHello's room.
+                        if !dir.handshake_closed && used < buf.len() {
+                            buf.drain(..used);
+                            dir.handshake = buf;
+                        }
                     }
                 }
                 _ => {}
@@ -152,27 +167,30 @@ impl TlsParser {
         }
     }
 
-    /// Reads the complete handshake messages at the start of `dir`'s buffer.
-    fn read_messages(&mut self, d: Dir, tls: &mut TlsFacts, problems: &mut crate::Problems) {
+    /// Reads the complete handshake messages at the start of `all` (direction `d`'s handshake
+    /// bytes not yet consumed); returns the bytes they took. The direction's handshake may close
+    /// meanwhile (its buffer is then dropped, and what is left of `all` with it).
+    fn read_messages(&mut self, d: Dir, all: &[u8], tls: &mut TlsFacts, problems: &mut crate::Problems) -> usize {
+        let mut used = 0;
         loop {
             let dir = &mut self.dirs[d];
-            let buf = &dir.handshake;
-            let [ty, a, b, c, ..] = buf[..] else { return };
+            let buf = &all[used..];
+            let [ty, a, b, c, ..] = buf[..] else { return used };
             let len = u32::from_be_bytes([0, a, b, c]) as usize;
             if len > HANDSHAKE_LIMIT_BYTES - 4 {
                 problems.over_limit += 1;
                 close_handshake(dir);
-                return;
+                return used;
             }
             let Some(body) = buf.get(4..4 + len) else {
                 // Incomplete: the first certificate may already be whole.
                 if ty == handshake::CERTIFICATE && d == SERVER && !self.certificate_seen {
                     if let Some(cn) = first_certificate(&buf[4..]).and_then(cert::subject_common_name) {
-                        tls.cert_subject = Some(cn);
+                        tls.cert_subject = Some(cn.into());
                         self.certificate_seen = true;
                     }
                 }
-                return;
+                return used;
             };
             let malformed = match (d, ty) {
                 (CLIENT, handshake::CLIENT_HELLO) if !self.client_hello_seen => {
@@ -197,7 +215,7 @@ impl TlsParser {
                     self.certificate_seen = true;
                     // TLS 1.3's Certificate is encrypted; a clear one has TLS ≤ 1.2's layout.
                     if let Some(cn) = first_certificate(body).and_then(cert::subject_common_name) {
-                        tls.cert_subject = Some(cn);
+                        tls.cert_subject = Some(cn.into());
                     }
                     false
                 }
@@ -207,13 +225,13 @@ impl TlsParser {
             if malformed {
                 problems.tls_malformed += 1;
                 close_handshake(dir);
-                return;
+                return used;
             }
-            dir.handshake.drain(..4 + len);
+            used += 4 + len;
             // RFC 8446 §2: after a TLS 1.3 ServerHello the server's handshake is encrypted.
             if d == SERVER && ty == handshake::SERVER_HELLO && self.server_hello_seen && tls.version == Some(TLS13) {
                 close_handshake(dir);
-                return;
+                return used;
             }
         }
     }
@@ -251,18 +269,23 @@ fn first_certificate(body: &[u8]) -> Option<&[u8]> {
 
 /// Fills the facts a ClientHello gives (over TCP, or in a QUIC Initial).
 pub(crate) fn fill_client_hello(h: &ClientHello<'_>, tls: &mut TlsFacts, quic: bool) {
-    tls.sni = h.sni.map(|s| String::from_utf8_lossy(s).into_owned());
-    tls.alpn_offered = h.alpn.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    tls.sni = h.sni.map(text);
+    tls.alpn_offered = h.alpn.iter().map(|a| text(a)).collect();
     tls.client_version = Some(h.legacy_version);
-    tls.versions_offered = h.versions_offered();
+    tls.versions_offered = h.versions_offered().into_boxed_slice();
     tls.resumption_offered = h.resumption_offered();
     tls.ja3 = Some(ja::ja3(h));
     tls.ja4 = Some(ja::ja4(h, quic));
 }
 
+/// A name from the wire as text (invalid UTF-8 replaced), no larger than it is.
+fn text(bytes: &[u8]) -> Box<str> {
+    String::from_utf8_lossy(bytes).into()
+}
+
 fn fill_server_hello(h: &ServerHello<'_>, tls: &mut TlsFacts) {
     tls.version = Some(h.version());
-    tls.alpn = h.alpn.map(|a| String::from_utf8_lossy(a).into_owned());
+    tls.alpn = h.alpn.map(text);
     tls.ja3s = Some(ja::ja3s(h));
 }
 

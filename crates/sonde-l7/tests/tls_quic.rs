@@ -442,8 +442,8 @@ fn check(root: &Path, rel: &str) -> Outcome {
         let flow = flows.get(key);
         let ours = flow.and_then(|f| hello_of(f.session.facts()));
         let got = (
-            ours.and_then(|t| t.sni.clone()).unwrap_or_default(),
-            ours.and_then(|t| t.ja3.clone()).unwrap_or_default(),
+            ours.and_then(|t| t.sni.as_deref()).unwrap_or_default().to_string(),
+            ours.and_then(|t| t.ja3).map(|j| j.to_string()).unwrap_or_default(),
             ours.map(|t| t.alpn_offered.join(",")).unwrap_or_default(),
         );
         // tshark shows a non-UTF-8 ALPN with replacement characters, as the facts do.
@@ -455,8 +455,8 @@ fn check(root: &Path, rel: &str) -> Outcome {
         }
         let ja4_ok = match (&want.ja4, ours.and_then(|t| t.ja4.as_ref())) {
             (Some(w), Some(g)) => {
-                o.ja4_tshark += u32::from(w == g);
-                w == g
+                o.ja4_tshark += u32::from(**w == **g);
+                **w == **g
             }
             (None, _) => true, // tshark's fields cannot give it: FoxIO's json checks these
             (Some(_), None) => false,
@@ -500,7 +500,7 @@ fn check(root: &Path, rel: &str) -> Outcome {
     for (key, cert) in &shark.certificates {
         let flow = flows.get(key);
         let tls = flow.and_then(|f| f.session.facts().tls.as_deref());
-        let got = tls.and_then(|t| t.cert_subject.clone());
+        let got = tls.and_then(|t| t.cert_subject.as_deref().map(String::from));
         let want = openssl_subject_cn(cert);
         if got == want {
             o.certificates += 1;

@@ -374,7 +374,7 @@ fn offered_version(t: &TlsFacts) -> Option<u16> {
 }
 
 /// Names joined by commas (ALPN lists); missing when none.
-fn joined(names: &[String]) -> Value<'static> {
+fn joined(names: &[Box<str>]) -> Value<'static> {
     if names.is_empty() {
         Value::Missing
     } else {
@@ -421,7 +421,7 @@ macro_rules! app_columns {
             Column {
                 name: "fqdn",
                 kind: Kind::Label,
-                value: |r| text(r.app.as_ref().and_then(|a| a.resolved.as_ref()).map(|d| d.name.as_str())),
+                value: |r| text(r.app.as_ref().and_then(|a| a.resolved.as_ref()).map(|d| &*d.name)),
             },
             Column {
                 name: "dns_rslv",

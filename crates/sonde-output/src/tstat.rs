@@ -179,7 +179,7 @@ fn put(buf: &mut Vec<u8>, field: Field<'_>, anonymized: bool) {
         Field::Hex16(Some(v)) => write!(buf, "{v:04x}"),
         Field::Hex16(None) => write!(buf, "-"),
         Field::ClientVersions(None) => write!(buf, "-"),
-        Field::ClientVersions(Some(tls)) => match (tls.versions_offered.as_slice(), tls.client_version) {
+        Field::ClientVersions(Some(tls)) => match (&tls.versions_offered[..], tls.client_version) {
             ([], None) => write!(buf, "-"),
             ([], Some(v)) => write!(buf, "{v:04x}"),
             (list, _) => {
@@ -559,7 +559,7 @@ fn tcp_layer7_columns() -> Vec<TstatColumn<TcpRecord>> {
         // another quantity: Tstat's nothing, 0, until sonde-l7 keeps that offset.
         TstatColumn { name: "c_appdataB", value: |_| Field::Int(0) },
         TstatColumn { name: "s_appdataB", value: |_| Field::Int(0) },
-        TstatColumn { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| d.name.as_str())) },
+        TstatColumn { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| &*d.name)) },
         TstatColumn {
             name: "dns_rslv",
             value: |r| resolved(&r.app).map_or(Field::Text("-"), |d| Field::Ip(d.resolver)),
@@ -689,7 +689,7 @@ pub fn udp_complete_columns() -> Vec<TstatColumn<UdpRecord>> {
     cols.extend(udp_dir!("c", client, client_ip, client_port, client_internal, true));
     cols.extend(udp_dir!("s", server, server_ip, server_port, server_internal, false));
     cols.extend([
-        TstatColumn::<UdpRecord> { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| d.name.as_str())) },
+        TstatColumn::<UdpRecord> { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| &*d.name)) },
         TstatColumn { name: "quic_SNI", value: |r| Field::Name(quic(r).and_then(|q| q.tls.sni.as_deref())) },
         TstatColumn { name: "quic_UA", value: |r| Field::Name(quic(r).and_then(|q| q.user_agent.as_deref())) },
         TstatColumn {

@@ -883,10 +883,11 @@ pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowReco
         FlowRecord::Udp(u) => u.app.as_deref_mut(),
     };
     if let Some(app) = app {
-        if let Some(r) = app.resolved.as_deref_mut() {
+        // Shared with the cache and other flows: the shown record gets its own copy.
+        if let Some(r) = app.resolved.as_mut().map(std::sync::Arc::make_mut) {
             r.resolver = anon.ip(r.resolver);
             if let Some(name) = anon.host(&r.name) {
-                r.name = name;
+                r.name = name.into();
             }
         }
         if let Some(d) = app.dns.as_deref_mut() {
@@ -909,9 +910,9 @@ pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowReco
     shown
 }
 
-fn host_text(text: &mut Option<String>, anon: &mut Anonymizer) {
+fn host_text<S: std::ops::Deref<Target = str> + From<String>>(text: &mut Option<S>, anon: &mut Anonymizer) {
     if let Some(mapped) = text.as_deref().and_then(|t| anon.host(t)) {
-        *text = Some(mapped);
+        *text = Some(mapped.into());
     }
 }
 

@@ -124,8 +124,8 @@ fn the_parser_reads_the_rfc_client_hello() {
         let quic = s.facts().quic.as_deref().expect("recognised as QUIC");
         assert_eq!(quic.client_version, Some(version));
         assert_eq!(quic.tls.sni.as_deref(), Some("example.com"));
-        assert_eq!(quic.tls.alpn_offered, ["alpn"]);
-        assert_eq!(quic.tls.versions_offered, [0x0304]);
+        assert_eq!(quic.tls.alpn_offered, ["alpn".into()].into());
+        assert_eq!(*quic.tls.versions_offered, [0x0304]);
         let ja4 = quic.tls.ja4.as_deref().unwrap();
         // 2 ciphers; extensions 0, ff01, a, 10, 5, 33, 2b, d, 2d, 1c, 39: 11; ALPN "alpn": "an".
         assert!(ja4.starts_with("q13d0211an_"), "{ja4}");

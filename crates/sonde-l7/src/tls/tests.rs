@@ -100,7 +100,7 @@ fn a_tls12_handshake_split_anywhere() {
     let whole = run(&client, &server, usize::MAX);
     let tls = whole.tls.as_deref().expect("TLS");
     assert_eq!(tls.sni.as_deref(), Some("example.org"));
-    assert_eq!(tls.alpn_offered, ["h2"]);
+    assert_eq!(tls.alpn_offered, ["h2".into()].into());
     assert_eq!(tls.alpn.as_deref(), Some("h2"));
     assert_eq!((tls.client_version, tls.version), (Some(0x0303), Some(0x0303)));
     assert!(tls.versions_offered.is_empty());
@@ -141,7 +141,7 @@ fn tls13_server_handshake_is_not_read_after_its_hello() {
     let f = run(&client, &server, usize::MAX);
     let tls = f.tls.as_deref().unwrap();
     assert_eq!(tls.version, Some(0x0304));
-    assert_eq!(tls.versions_offered, [0x0304]);
+    assert_eq!(*tls.versions_offered, [0x0304]);
     assert!(!tls.resumption_offered, "a TLS 1.3 compatibility session id");
     assert_eq!(tls.cert_subject, None);
     assert!(tls.ja4.as_deref().unwrap().starts_with("t13i0101"));
