@@ -125,8 +125,10 @@ fn client_hello(host: &str) -> Vec<u8> {
     b.extend_from_slice(&[0x11; 32]);
     b.push(32);
     b.extend_from_slice(&[0x22; 32]);
-    let suites: [u16; 16] =
-        [0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014, 0x009c, 0x009d, 0x002f, 0x0035, 0x000a];
+    let suites: [u16; 16] = [
+        0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014, 0x009c, 0x009d, 0x002f,
+        0x0035, 0x000a,
+    ];
     b.extend_from_slice(&32u16.to_be_bytes());
     suites.iter().for_each(|s| b.extend_from_slice(&s.to_be_bytes()));
     b.extend_from_slice(&[1, 0]);
@@ -246,7 +248,9 @@ fn bytes_per_tcp_flow_stay_under_the_bound() {
     let v4 = bytes_per_flow(flows, false, false);
     let v6 = bytes_per_flow(flows, true, false);
     let tls = bytes_per_flow(flows, false, true);
-    println!("{flows} concurrent TCP flows: {v4:.0} B/flow (IPv4), {v6:.0} B/flow (IPv6), {tls:.0} B/flow with TLS facts");
+    println!(
+        "{flows} concurrent TCP flows: {v4:.0} B/flow (IPv4), {v6:.0} B/flow (IPv6), {tls:.0} B/flow with TLS facts"
+    );
     assert!(v4 <= 730.0, "IPv4: {v4:.0} bytes per flow");
     assert!(v6 <= 730.0, "IPv6: {v6:.0} bytes per flow");
     assert!(tls <= 1_300.0, "TLS facts: {tls:.0} bytes per flow");

@@ -74,9 +74,7 @@ impl DnsCache {
         let hasher = &self.hasher;
         let hash = hasher.hash_one((client, address));
         // A renewal: its old slot empties, and its index entry comes out (put back below).
-        if let Ok(old) =
-            self.index.find_entry(hash, |&s| slot_holds(&slots[s as usize], client, address))
-        {
+        if let Ok(old) = self.index.find_entry(hash, |&s| slot_holds(&slots[s as usize], client, address)) {
             let (s, _) = old.remove();
             slots[s as usize].resolved = None;
         }

@@ -175,7 +175,8 @@ mod tests {
         assert_eq!(label(&f, Transport::Tcp, 51000, 443), Label { name: "http", by_port: false }, "the payload wins");
         f.tls = Some(Box::new(TlsFacts::default()));
         assert_eq!(label(&f, Transport::Tcp, 51000, 80).name, "http", "a record header alone is no hello");
-        f.tls = Some(Box::new(TlsFacts { ja3: crate::Ja3::new("0123456789abcdef0123456789abcdef"), ..Default::default() }));
+        f.tls =
+            Some(Box::new(TlsFacts { ja3: crate::Ja3::new("0123456789abcdef0123456789abcdef"), ..Default::default() }));
         assert_eq!(label(&f, Transport::Tcp, 51000, 80), Label { name: "tls", by_port: false });
         let f = Facts { dns: Some(Box::new(DnsFacts::default())), ..Default::default() };
         assert_eq!(label(&f, Transport::Udp, 5353, 5353).name, "mdns");
