@@ -4,38 +4,14 @@
 //! the host and matrix tables, the flow logs written — per run, per interval and per flow. One
 //! test function, so that no other test allocates while the counter is read.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sonde_analysis::{Analysis, AnalysisConfig};
 use sonde_engine::{Pipeline, Run, ThinConfig, Thinner};
 use sonde_flow::FlowRecord;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: sonde_heap::Counting = sonde_heap::Counting;
 
 struct Counted {
     allocations: u64,
@@ -52,9 +28,9 @@ fn count(trace: &Path, threads: usize) -> Counted {
     let open = || sonde_capture::open(trace).map_err(anyhow::Error::from);
     let (mut analysis, mut source) = Analysis::prepare(config, open).expect("prepare");
     analysis.create_outputs().expect("output directory");
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = sonde_heap::allocations();
     let finished = analysis.write(&mut [source.as_mut()], ("trace", None), None, None).expect("run");
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocations = sonde_heap::allocations() - before;
     let s = &finished.report.stats;
     let counted = Counted {
         allocations,
@@ -75,9 +51,9 @@ fn count_pipeline(trace: &Path, workers: usize, thin: bool) -> (u64, u64, u64) {
     let pipeline = Pipeline { workers, thin, ..Pipeline::default() };
     let run = Run::new().pipeline(pipeline);
     let new_sink = || Vec::<FlowRecord>::with_capacity(1 << 16);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = sonde_heap::allocations();
     let result = run.analyze(&mut [source.as_mut()], &new_sink).expect("run");
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocations = sonde_heap::allocations() - before;
     let s = result.stats;
     (allocations, s.packets.read, s.flows.tcp + s.flows.udp)
 }

@@ -12,38 +12,13 @@
 //! `SONDE_MEMORY_FLOWS=1000000 cargo test -p sonde-flow --release --test memory -- --nocapture`
 //! measures other sizes.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicIsize, Ordering};
 
 use sonde_flow::{AppInput, FlowConfig, FlowRecord, FlowTracker};
 use sonde_wire::{Fragment, IpSummary, PacketSummary, TcpFlags, TcpOptions, TcpSummary, Transport};
 
-struct Counting;
-
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: sonde_heap::Counting = sonde_heap::Counting;
 
 const MS: u64 = 1_000_000;
 const SYN: u16 = TcpFlags::SYN;
@@ -177,10 +152,13 @@ fn server_flight() -> Vec<u8> {
     f
 }
 
+/// One segment of the typical flow: from the client?, flags, seq, ack, length, payload.
+type Step<'a> = (bool, u16, u32, u32, u32, &'a [u8]);
+
 /// Heap bytes per live flow after `flows` typical flows are in the table; with `tls`, the
 /// application facts on and the request a ClientHello, the response a server's first flight.
 fn bytes_per_flow(flows: u32, v6: bool, tls: bool) -> f64 {
-    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let before = sonde_heap::live_bytes();
     let cfg = FlowConfig { max_flows: 2 * flows as usize, app_facts: tls, ..FlowConfig::default() };
     let mut tracker = FlowTracker::new(cfg);
     let mut out: Vec<FlowRecord> = Vec::new();
@@ -189,7 +167,7 @@ fn bytes_per_flow(flows: u32, v6: bool, tls: bool) -> f64 {
     let hello = client_hello("www.example-host.org");
     let (flight, appdata) = (server_flight(), record(23, &[0x77; 1395]));
     let req = if tls { hello.len() as u32 } else { 300 };
-    let steps: [(bool, u16, u32, u32, u32, &[u8]); 6] = [
+    let steps: [Step; 6] = [
         (true, SYN, c_isn, 0, 0, &[]),
         (false, SYNACK, s_isn, c_isn + 1, 0, &[]),
         (true, ACK, c_isn + 1, s_isn + 1, 0, &[]),
@@ -211,7 +189,7 @@ fn bytes_per_flow(flows: u32, v6: bool, tls: bool) -> f64 {
     }
     assert!(out.is_empty(), "no flow may end while measuring");
     assert_eq!(tracker.live_flows(), flows as usize);
-    let held = LIVE_BYTES.load(Ordering::Relaxed) - before - tracker.untouched_bytes() as isize;
+    let held = sonde_heap::live_bytes() - before - tracker.untouched_bytes() as isize;
     let per_flow = held as f64 / f64::from(flows);
     tracker.finish(&mut out);
     assert_eq!(out.len(), flows as usize);

@@ -7,38 +7,13 @@
 //! `SONDE_MEMORY_ENTRIES=1000000 cargo test -p sonde-l7 --release --test memory -- --nocapture`
 //! measures other sizes.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::sync::Arc;
 
 use sonde_l7::{dns_response_addresses, DnsCache, Resolved};
 
-struct Counting;
-
-static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: sonde_heap::Counting = sonde_heap::Counting;
 
 /// A response for `host-NNNNN.example.com` A with one address.
 fn response(i: u32, buf: &mut Vec<u8>) {
@@ -55,7 +30,7 @@ fn response(i: u32, buf: &mut Vec<u8>) {
 /// Heap bytes per entry of a cache of `entries` filled with as many answers, and the entries
 /// it held.
 fn bytes_per_entry(entries: u32) -> (f64, usize) {
-    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let before = sonde_heap::live_bytes();
     let mut cache = DnsCache::new(entries as usize);
     let resolver: IpAddr = "192.0.2.53".parse().unwrap();
     let mut buf = Vec::with_capacity(128);
@@ -71,7 +46,7 @@ fn bytes_per_entry(entries: u32) -> (f64, usize) {
     }
     drop(buf);
     assert_eq!(evicted, 0);
-    let held = LIVE_BYTES.load(Ordering::Relaxed) - before;
+    let held = sonde_heap::live_bytes() - before;
     let live = cache.len();
     let last = IpAddr::from((0x0a00_0000 | (entries - 1)).to_be_bytes());
     let address = IpAddr::from((0x5db8_0000 | (entries - 1)).to_be_bytes());

@@ -1,0 +1,52 @@
+//! A counting global allocator for sonde's memory and allocation tests: it forwards every call
+//! to the system allocator unchanged and counts the calls that hand out memory (`alloc`,
+//! `realloc`) and the bytes live. A test binary installs it once:
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static ALLOC: sonde_heap::Counting = sonde_heap::Counting;
+//! ```
+//!
+//! and reads [`allocations`] or [`live_bytes`] before and after what it measures. Counters are
+//! process-wide: a test that reads them runs as the only test function of its binary.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
+
+/// The system allocator, counted.
+pub struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static LIVE_BYTES: AtomicIsize = AtomicIsize::new(0);
+
+/// Calls that handed out memory (`alloc` and `realloc`) since the process started.
+pub fn allocations() -> u64 {
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// Bytes allocated and not yet freed (as the layouts asked for them, without the allocator's
+/// own rounding and headers).
+pub fn live_bytes() -> isize {
+    LIVE_BYTES.load(Ordering::Relaxed)
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls and bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        LIVE_BYTES.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller's contract for this call is the one GlobalAlloc gives System.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
