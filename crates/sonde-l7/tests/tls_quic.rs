@@ -468,7 +468,7 @@ fn check(root: &Path, rel: &str) -> Outcome {
         }
         // Hello fields equal and JA4 not: the fingerprint's own rules disagree, never explained.
         let why = if got == want_t { None } else { explained(flow, &want.quic_version) };
-        let got = (got, ours.and_then(|t| t.ja4.clone()));
+        let got = (got, ours.and_then(|t| t.ja4));
         let want_t = (want_t, want.ja4.clone());
         match why {
             Some(why) => *o.explained.entry(why).or_default() += 1,
@@ -478,8 +478,7 @@ fn check(root: &Path, rel: &str) -> Outcome {
     // The flow layer's budget of packets gives the same hello facts as the whole flow.
     for (key, flow) in &flows {
         let (full, budget) = (hello_of(flow.session.facts()), hello_of(flow.budget.facts()));
-        let pick =
-            |t: Option<&TlsFacts>| t.map(|t| (t.sni.clone(), t.alpn_offered.clone(), t.ja3.clone(), t.ja4.clone()));
+        let pick = |t: Option<&TlsFacts>| t.map(|t| (t.sni.clone(), t.alpn_offered.clone(), t.ja3, t.ja4));
         if pick(full) != pick(budget) && flow.hello_at.is_some_and(|n| n > FLOW_LAYER_PACKETS) {
             *o.explained.entry("hello beyond the flow layer's packets").or_default() += 1;
         } else if pick(full) != pick(budget) {
@@ -521,7 +520,7 @@ fn check(root: &Path, rel: &str) -> Outcome {
     if let Some(name) = rel.strip_prefix("realistic/FoxIO-LLC+ja4/pcap/") {
         let expected = root.join(format!("realistic/FoxIO-LLC+ja4/expected/{name}.json"));
         for (key, want) in foxio_expected(&expected) {
-            let got = flows.get(&key).and_then(|f| hello_of(f.session.facts())).and_then(|t| t.ja4.clone());
+            let got = flows.get(&key).and_then(|f| hello_of(f.session.facts())).and_then(|t| t.ja4);
             if got.as_deref() == Some(want.as_str()) {
                 o.ja4 += 1;
                 continue;
