@@ -202,8 +202,9 @@ mod tests {
             let address = IpAddr::from([1, 1, (x >> 8) as u8 % 13, 1]);
             let name = n.to_string();
             // The model: a ring of 50 slots in write order.
-            if let Some((_, at)) = model.get(&(client, address)) {
-                ring[*at] = None;
+            // A name written again leaves its old slot empty (and the model, until re-added).
+            if let Some((_, at)) = model.remove(&(client, address)) {
+                ring[at] = None;
             }
             let mut evicted = false;
             if ring.len() == 50 {
