@@ -1079,13 +1079,14 @@ enum Skim {
 #[inline]
 fn skim_frame(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> Skim {
     let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return Skim::Unknown };
-    let key = PacketKey::of_integers(t.protocol, t.v6, (t.src, t.src_port), (t.dst, t.dst_port));
-    let shard = shards.of(key.hash());
+    let (key, order) = sonde_flow::FlowKey::of_integers(t.protocol, t.v6, (t.src, t.src_port), (t.dst, t.dst_port));
+    let hash = key.hash64();
+    let shard = shards.of(hash);
     let dns_answer = dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT;
     if mine.local(shards.worker(shard)).is_none() && !dns_answer {
         return Skim::Other;
     }
-    Skim::Known(key, shard)
+    Skim::Known(PacketKey::of_hashed(key, order, hash), shard)
 }
 
 impl<P> Reader<'_, '_, P> {

@@ -85,6 +85,14 @@ impl PacketKey {
         PacketKey { key, order, hash: key.hash64(), place: key.place() }
     }
 
+    /// As [`PacketKey::of_integers`], given the key its [`FlowKey::of_integers`] and the
+    /// [`FlowKey::hash64`] already found (a reader that splits the flows hashes every packet's
+    /// key to tell whose it is, and places only its own).
+    pub fn of_hashed(key: FlowKey, order: KeyOrder, hash: u64) -> PacketKey {
+        debug_assert_eq!(hash, key.hash64());
+        PacketKey { key, order, hash, place: key.place() }
+    }
+
     pub fn hash(&self) -> u64 {
         self.hash
     }

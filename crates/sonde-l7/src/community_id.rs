@@ -33,7 +33,7 @@ const SCTP: u8 = 132;
 /// port and its code as the destination port**: the spec's type/code mapping is applied here
 /// (as [`community_id_icmp`] does). An IPv4 source with an IPv6 destination (no real packet has
 /// that) is hashed as given.
-pub fn community_id(protocol: u8, src: (IpAddr, u16), dst: (IpAddr, u16), seed: u16) -> String {
+pub fn community_id(protocol: u8, src: (IpAddr, u16), dst: (IpAddr, u16), seed: u16) -> CommunityId {
     match protocol {
         ICMP | ICMPV6 => community_id_icmp(protocol == ICMPV6, src.0, dst.0, src.1 as u8, dst.1 as u8, seed),
         TCP | UDP | SCTP => {
@@ -56,7 +56,7 @@ pub fn community_id(protocol: u8, src: (IpAddr, u16), dst: (IpAddr, u16), seed: 
 /// ports (type, counterpart) and is ordered like TCP, so both directions share an ID; any other
 /// type is one-way: ports (type, code), never reordered. As in the reference implementation,
 /// an ICMPv4 router advertisement (9) has no counterpart.
-pub fn community_id_icmp(v6: bool, src: IpAddr, dst: IpAddr, icmp_type: u8, code: u8, seed: u16) -> String {
+pub fn community_id_icmp(v6: bool, src: IpAddr, dst: IpAddr, icmp_type: u8, code: u8, seed: u16) -> CommunityId {
     let (protocol, counterpart) =
         if v6 { (ICMPV6, icmp6_counterpart(icmp_type)) } else { (ICMP, icmp4_counterpart(icmp_type)) };
     let (sport, dport, one_way) = match counterpart {
@@ -138,7 +138,7 @@ impl AddrBytes {
     }
 }
 
-fn hash(seed: u16, a: IpAddr, b: IpAddr, protocol: u8, ports: Option<(u16, u16)>) -> String {
+fn hash(seed: u16, a: IpAddr, b: IpAddr, protocol: u8, ports: Option<(u16, u16)>) -> CommunityId {
     // The hashed bytes laid out once (at most 2 + 16 + 16 + 2 + 4) and hashed in one call: a
     // digest update per field cost ~400 instructions a flow more.
     let mut input = [0u8; 40];
@@ -156,14 +156,56 @@ fn hash(seed: u16, a: IpAddr, b: IpAddr, protocol: u8, ports: Option<(u16, u16)>
         put(&dp.to_be_bytes());
     }
     let digest = Sha1::digest(&input[..len]);
-    let mut text = [0u8; 28];
-    let written = base64::engine::general_purpose::STANDARD
-        .encode_slice(digest, &mut text)
+    let mut text = [0u8; CommunityId::LEN];
+    text[..2].copy_from_slice(b"1:");
+    base64::engine::general_purpose::STANDARD
+        .encode_slice(digest, &mut text[2..])
         .expect("a SHA-1 digest's base64 is 28 bytes");
-    let mut out = String::with_capacity(2 + written);
-    out.push_str("1:");
-    out.push_str(std::str::from_utf8(&text[..written]).expect("base64 is ASCII"));
-    out
+    CommunityId(text)
+}
+
+/// A Community ID v1: `1:` and the 28 characters of a SHA-1's base64, kept inline (a flow's is
+/// made without allocating, and copied as a value).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CommunityId([u8; CommunityId::LEN]);
+
+impl CommunityId {
+    /// Its length in bytes: every v1 ID has 30.
+    pub const LEN: usize = 30;
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("`1:` and base64 are ASCII")
+    }
+}
+
+impl std::fmt::Display for CommunityId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Debug for CommunityId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq<str> for CommunityId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for CommunityId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for CommunityId {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
 }
 
 #[cfg(test)]
@@ -364,6 +406,6 @@ mod tests {
         let a = community_id(6, (ip("127.0.0.1"), 5000), (ip("127.0.0.1"), 80), 0);
         let b = community_id(6, (ip("127.0.0.1"), 80), (ip("127.0.0.1"), 5000), 0);
         assert_eq!(a, b);
-        assert_eq!(a.len(), 30);
+        assert_eq!(a.as_str().len(), CommunityId::LEN);
     }
 }

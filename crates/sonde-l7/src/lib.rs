@@ -29,7 +29,7 @@ mod rtp;
 mod stream;
 mod tls;
 
-pub use community_id::{community_id, community_id_icmp};
+pub use community_id::{community_id, community_id_icmp, CommunityId};
 pub use dn_hunter::DnsCache;
 pub use dns::dns_response_addresses;
 pub use ja::{Fingerprint, Ja3, Ja4};

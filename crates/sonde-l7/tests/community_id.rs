@@ -23,11 +23,11 @@ fn ours(d: &Decoded<'_>) -> Option<(&'static str, String)> {
         return None;
     }
     Some(match d.summary.transport? {
-        Wire::Tcp(t) => ("tcp", community_id(6, (ip.src, t.src_port), (ip.dst, t.dst_port), 0)),
-        Wire::Udp(u) => ("udp", community_id(17, (ip.src, u.src_port), (ip.dst, u.dst_port), 0)),
+        Wire::Tcp(t) => ("tcp", community_id(6, (ip.src, t.src_port), (ip.dst, t.dst_port), 0).to_string()),
+        Wire::Udp(u) => ("udp", community_id(17, (ip.src, u.src_port), (ip.dst, u.dst_port), 0).to_string()),
         Wire::Icmp { icmp_type, code } => {
             let v6 = ip.protocol == 58;
-            (if v6 { "icmpv6" } else { "icmp" }, community_id_icmp(v6, ip.src, ip.dst, icmp_type, code, 0))
+            (if v6 { "icmpv6" } else { "icmp" }, community_id_icmp(v6, ip.src, ip.dst, icmp_type, code, 0).to_string())
         }
         _ => return None,
     })

@@ -19,8 +19,10 @@ pub enum Value<'a> {
     /// A text read from the traffic (a server name, a host header): escaped where the format
     /// needs it (TSV: backslash, tab, newline and carriage return as `\\`, `\t`, `\n`, `\r`).
     Str(&'a str),
-    /// A text made from the record (a Community ID, a list): escaped as `Str`.
+    /// A text made from the record (a list): escaped as `Str`.
     Owned(String),
+    /// The flow's Community ID (plain ASCII: never escaped).
+    Id(sonde_l7::CommunityId),
     Bool(bool),
     /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
     Missing,
@@ -398,8 +400,23 @@ fn app_label(facts: Option<&Facts>, transport: sonde_l7::Transport, e: &sonde_fl
     sonde_l7::label(facts, transport, e.client_port, e.server_port)
 }
 
+/// The Community ID of a flow: the last one worked out in this thread is kept, so that every
+/// sink showing the same record (the flow logs, Kafka, Parquet) hashes it once.
 fn community_id(protocol: u8, e: &sonde_flow::Endpoints) -> Value<'static> {
-    Value::Owned(sonde_l7::community_id(protocol, (e.client_ip, e.client_port), (e.server_ip, e.server_port), 0))
+    type Flow = (u8, (IpAddr, u16), (IpAddr, u16));
+    thread_local! {
+        static LAST: std::cell::Cell<Option<(Flow, sonde_l7::CommunityId)>> = const { std::cell::Cell::new(None) };
+    }
+    let flow = (protocol, (e.client_ip, e.client_port), (e.server_ip, e.server_port));
+    let id = LAST.with(|last| match last.get() {
+        Some((seen, id)) if seen == flow => id,
+        _ => {
+            let id = sonde_l7::community_id(protocol, flow.1, flow.2, 0);
+            last.set(Some((flow, id)));
+            id
+        }
+    });
+    Value::Id(id)
 }
 
 /// Columns both flow logs end with: the application, its Community ID, DN-Hunter's name and

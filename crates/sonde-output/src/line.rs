@@ -90,6 +90,7 @@ impl<R> LineFormat<R> {
                 Value::Text(s) => line.put_text(self.quote, s),
                 Value::Str(s) => put_escaped(&mut line, self.format, s),
                 Value::Owned(s) => put_escaped(&mut line, self.format, &s),
+                Value::Id(id) => line.put_text(self.quote, id.as_str()),
                 Value::Bool(b) => line.put(self.bools[usize::from(b)]),
                 Value::Missing => line.put(self.missing),
                 Value::NoSample => line.put(field.no_sample),

@@ -61,7 +61,7 @@ fn mapped(row: &Row, columns: &[&str], anon: &mut Anonymizer) -> Row {
         let end = |ip: &str, port: &str| (ip.parse::<IpAddr>().unwrap(), port.parse::<u16>().unwrap());
         let id =
             sonde_l7::community_id(protocol, end(&row["c_ip"], &row["c_port"]), end(&row["s_ip"], &row["s_port"]), 0);
-        row.insert("community_id".into(), id);
+        row.insert("community_id".into(), id.to_string());
     }
     row
 }
