@@ -194,6 +194,12 @@ impl<'b> Line<'b> {
         self.len += bytes.len();
     }
 
+    /// Replaces the last byte written (a separator that turns out to end the line).
+    #[inline(always)]
+    pub fn set_last(&mut self, byte: u8) {
+        self.buf[self.len - 1] = byte;
+    }
+
     #[inline(always)]
     pub fn put_byte(&mut self, byte: u8) {
         self.buf[self.len] = byte;
