@@ -126,7 +126,10 @@ impl<'a> ClientHello<'a> {
         if r.is_empty() {
             return Ok(h);
         }
-        let mut exts = Reader::new(r.vec16()?);
+        let block = r.vec16()?;
+        // Each extension takes at least its 4-byte header: one allocation, not one per doubling.
+        h.extensions.reserve(block.len() / 4);
+        let mut exts = Reader::new(block);
         while !exts.is_empty() {
             let ty = exts.u16()?;
             let data = exts.vec16()?;
@@ -174,13 +177,18 @@ impl<'a> ClientHello<'a> {
 
     /// The versions offered, GREASE removed.
     pub(crate) fn versions_offered(&self) -> Vec<u16> {
-        self.versions.iter().flatten().copied().filter(|v| !is_grease(*v)).collect()
+        self.offered().collect()
+    }
+
+    /// The versions offered, GREASE removed, as they come (no vector made).
+    fn offered(&self) -> impl Iterator<Item = u16> + '_ {
+        self.versions.iter().flatten().copied().filter(|v| !is_grease(*v))
     }
 
     /// The highest version offered: supported_versions' highest non-GREASE value, else the
     /// legacy version (the rule JA4 uses).
     pub(crate) fn max_version(&self) -> u16 {
-        self.versions_offered().into_iter().max().unwrap_or(self.legacy_version)
+        self.offered().max().unwrap_or(self.legacy_version)
     }
 
     /// Whether the client offered to resume a session. TLS 1.3 resumes with a pre-shared key
@@ -190,7 +198,7 @@ impl<'a> ClientHello<'a> {
         if self.psk {
             return true;
         }
-        let tls13 = self.versions_offered().contains(&TLS13);
+        let tls13 = self.offered().any(|v| v == TLS13);
         !tls13 && (!self.session_id.is_empty() || self.ticket)
     }
 }
@@ -232,7 +240,10 @@ impl<'a> ServerHello<'a> {
         if r.is_empty() {
             return Ok(h);
         }
-        let mut exts = Reader::new(r.vec16()?);
+        let block = r.vec16()?;
+        // Each extension takes at least its 4-byte header: one allocation, not one per doubling.
+        h.extensions.reserve(block.len() / 4);
+        let mut exts = Reader::new(block);
         while !exts.is_empty() {
             let ty = exts.u16()?;
             let data = exts.vec16()?;
