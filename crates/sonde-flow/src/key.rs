@@ -79,13 +79,7 @@ impl PacketKey {
         PacketKey { key, order, hash: key.hash64(), place: key.place() }
     }
 
-    /// As [`PacketKey::new`], from addresses given as integers (IPv4 in the low 32 bits).
-    pub fn of_integers(protocol: u8, v6: bool, src: (u128, u16), dst: (u128, u16)) -> PacketKey {
-        let (key, order) = FlowKey::of_integers(protocol, v6, src, dst);
-        PacketKey { key, order, hash: key.hash64(), place: key.place() }
-    }
-
-    /// As [`PacketKey::of_integers`], given the key its [`FlowKey::of_integers`] and the
+    /// As [`PacketKey::new`], given the key and order ([`FlowKey::of_integers`]) and the
     /// [`FlowKey::hash64`] already found (a reader that splits the flows hashes every packet's
     /// key to tell whose it is, and places only its own).
     pub fn of_hashed(key: FlowKey, order: KeyOrder, hash: u64) -> PacketKey {

@@ -190,21 +190,9 @@ impl std::fmt::Debug for CommunityId {
     }
 }
 
-impl PartialEq<str> for CommunityId {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
 impl PartialEq<&str> for CommunityId {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-impl PartialEq<String> for CommunityId {
-    fn eq(&self, other: &String) -> bool {
-        self.as_str() == other
     }
 }
 
