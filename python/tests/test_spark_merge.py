@@ -226,19 +226,20 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
 
     first, status = statuses
     assert first["messages"] + status["messages"] == sent, statuses
-    assert status["replayed_through"] == first["latest_batch"]["batch"], status
+    # The restart resumed from Spark's checkpoint: its batches follow the first run's.
+    assert status["recent"][0]["batch"] > first["latest_batch"]["batch"], status
     assert first["malformed"] == 3 and first["_errors"] == 3, first["malformed_by_reason"]
     assert status["malformed"] == 0, status["malformed_by_reason"]
     assert status["late"] == len(p3), status  # days behind the others: past --max-age, not merged
     print("\nbatch  messages  latency s: min / median / max (Kafka arrival -> merged rows in Parquet);"
-          " collect s, merge s; Spark's batch ms")
+          " Spark's batch ms; state rows")
     for run, st in enumerate(statuses):
         print(f"run {run + 1}:")
         for i, b in enumerate(st["recent"]):
             lat = b.get("latency_s")
             if lat:
                 print(f"{b['batch']:5d}  {b['messages']:8d}  {lat['min']:.3f} / {lat['median']:.3f} / {lat['max']:.3f};"
-                      f" {b['collect_s']:.3f}, {b['merge_s']:.3f}; {b.get('spark_ms', {}).get('triggerExecution')}"
+                      f" {b.get('spark_ms', {}).get('triggerExecution')}; {b.get('state_rows')}"
                       + ("  (the first batch: warming up)" if i == 0 or run == 0 and b["messages"] == 3 else ""))
 
     # Intervals: the whole capture's intervals.tsv, counter for counter; `probes` as published.
@@ -302,155 +303,187 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
         assert abs(r["lag_s"] - (r["seen_at"] - r["last_end"])) < 1e-6
 
 
-def _rows(kind: str, msgs: List[dict]) -> List[dict]:
-    return [{"kind": kind, "msg": m, "ts": None} for m in msgs]
+# --- the merge itself on Spark, fed from files instead of Kafka (no broker: each file one batch) ---
+
+IV = {"probe": "p1", "start": 100.0, "end": 101.0, "proto": "tcp", "net": "in", "packets": 3,
+      "bytes": 300, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}
+H = {"probe": "p1", "start": 100.0, "end": 101.0, "metric": "tcp_rtt_avg", "dir": "c2s", "net": "in",
+     "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
+     "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
 
 
-def test_the_merge_state_survives_a_restart(tmp_path):
-    """A restarted job replays its logged contributions: a contribution after the restart adds to
-    what came before, and a batch Spark runs again (not yet committed) is not added twice."""
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    iv = {"probe": "p1", "start": 100.0, "end": 101.0, "proto": "tcp", "net": "in", "packets": 3,
-          "bytes": 300, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}
-    h = {"probe": "p1", "start": 100.0, "end": 101.0, "metric": "tcp_rtt_avg", "dir": "c2s", "net": "in",
-         "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
-         "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
-    other_unit = {**h, "unit": "bytes", "sum": 20, "min": 1, "max": 1000, "bins": [[1, 2, 1], [1000, 1008, 1]]}
-    # And a probe days behind the two others: gone from the state and the probe table once the
-    # batch is over.
-    behind = {**iv, "probe": "p0", "start": iv["start"] - 86400, "end": iv["end"] - 86400}
-    udp = {**iv, "probe": "p2", "proto": "udp"}
-    job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)
-    job.run_batch(_rows("interval", [iv, behind, udp]) + _rows("histogram", [h, other_unit]), 0)
-    assert job.merger.stats["conflicts"] == 1 and job.merger.stats["expired_keys"] == 1
-    assert set(job.merger.probes) == {"p1", "p2"}
-    job = merge.Job(out, ckpt, max_age_s=600, probe_window_s=60)  # restart
-    assert job.replayed == 0
-    # Batch 0 again: no change. Its log holds a contribution in another unit than the key's
-    # (not merged then) and one of a probe gone since: its rows are written again without them.
-    job.run_batch(_rows("interval", [iv, behind, udp]) + _rows("histogram", [h, other_unit]), 0)
-    job.run_batch(_rows("interval", [{**iv, "probe": "p2"}]) + _rows("histogram", [{**h, "probe": "p2"}]), 1)
-    got = newest(out / "intervals", ("start", "proto", "net"))[(100.0, "tcp", "in")]
-    assert (got["packets"], got["bytes"], got["probes"], got["batch"]) == (6, 600, 2, 1)
-    q = newest(out / "quantiles", ("start", "metric", "dir", "net"))[(100.0, "tcp_rtt_avg", "c2s", "in")]
-    assert (q["count"], q["mean"], q["min"], q["max"]) == (4, 40.25, 40.0, 40.5)
+@pytest.fixture(scope="module")
+def spark():
+    session = merge.spark_session("local[2]", None, 2)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+class FileRun:
+    """The merge job's query (`merge.start`) on a file source holding Kafka-shaped records
+    (topic, value, timestamp), one file per batch, run to the end of the files
+    (`availableNow`); run again on the same checkpoint, it is a restart."""
+
+    def __init__(self, spark, tmp: Path, *options: str):
+        from sonde.spark.__main__ import parser
+
+        self.spark, self.src, self.out, self.ckpt = spark, tmp / "src", tmp / "out", tmp / "ckpt"
+        self.src.mkdir(parents=True)
+        self.args = parser().parse_args(["merge", "--kafka", "unused", str(self.out), *options])
+        self.files = 0
+
+    def send(self, intervals=(), histograms=()) -> None:
+        """One batch's messages (dicts, or text sent as it is)."""
+        now = time.time()
+        lines = [json.dumps({"topic": topic, "value": m if isinstance(m, str) else json.dumps(m), "timestamp": now})
+                 for topic, msgs in (("sonde-intervals", intervals), ("sonde-histograms", histograms)) for m in msgs]
+        path = self.src / f"{self.files:06d}.json"
+        tmp = self.src / f".{path.name}"
+        tmp.write_text("\n".join(lines) + "\n")
+        os.utime(tmp, (1e9 + self.files, 1e9 + self.files))  # the source takes files oldest first
+        tmp.rename(path)
+        self.files += 1
+
+    def run(self) -> dict:
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        schema = T.StructType([T.StructField("topic", T.StringType()), T.StructField("value", T.StringType()),
+                               T.StructField("timestamp", T.DoubleType())])
+        raw = (self.spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(self.src))
+               .withColumn("timestamp", F.timestamp_seconds("timestamp")))
+        status = merge.Status(self.out, self.args.max_age)
+        query, listener = merge.start(self.spark, raw, self.args, self.out, self.ckpt, status, availableNow=True)
+        query.awaitTermination()
+        assert query.exception() is None, query.exception()
+        deadline = time.monotonic() + 30
+        while status.totals["batches"] < len(query.recentProgress) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the listener's reports come after the batches
+        self.spark.streams.removeListener(listener)
+        status.write()
+        return json.loads((self.out / "_job.json").read_text())
+
+    def view(self, table: str) -> Dict[tuple, dict]:
+        return newest(self.out / table, merge.KEYS[table])
+
+
+def test_restart_resumes_from_the_checkpoint_and_conflicts_are_counted(spark, tmp_path):
+    """A restarted job resumes from Spark's checkpoint (offsets and the state store): what comes
+    after the restart adds to what came before; a contribution in another unit than its key's is
+    counted as a conflict and not merged."""
+    run = FileRun(spark, tmp_path)
+    other_unit = {**H, "unit": "bytes", "sum": 20, "min": 1, "max": 1000, "bins": [[1, 2, 1], [1000, 1008, 1]]}
+    run.send([IV, {**IV, "probe": "p2", "proto": "udp"}], [H])
+    run.send([], [other_unit])
+    first = run.run()
+    assert first["conflicts"] == 1 and first["malformed"] == 1, first
+    assert first["malformed_by_reason"] == {merge.CONFLICT: 1}
+    run.send([{**IV, "probe": "p2"}], [{**H, "probe": "p2"}])
+    second = run.run()  # restart
+    assert second["messages"] == 2 and second["recent"][0]["batch"] == 2, second
+    got = run.view("intervals")[(100.0, "tcp", "in")]
+    assert (got["packets"], got["bytes"], got["probes"], got["batch"]) == (6, 600, 2, 2)
+    q = run.view("quantiles")[(100.0, "tcp_rtt_avg", "c2s", "in")]
+    assert (q["count"], q["mean"], q["min"], q["max"], q["unit"], q["probes"]) == (4, 40.25, 40.0, 40.5, "ms", 2)
     # Nearest rank 2 of 4 is in the lower bin: its middle (40.108032), within [min, max].
     assert q["p50"] == 40.108032 and q["p99"] == 40.5
+    bins = run.view("histograms")
+    assert {k[4]: r["count"] for k, r in bins.items()} == {39.845888: 2, 40.370176: 2}
+    assert set(run.view("probes")) == {("p1",), ("p2",)}
 
 
-def test_percentile_is_sonde_stats(tmp_path):
-    """The reading of `Dist::percentile`: nearest rank, the bin's middle rounded down in base
-    units, clamped to min and max (bins/values of sonde-stats' own unit test shape)."""
-    bins = [(128, 130, 3), (130, 132, 1), (1024, 1040, 6)]
-    assert merge.percentile(10, 128, 1039, bins, 30) == 129
-    assert merge.percentile(10, 128, 1039, bins, 40) == 131
-    assert merge.percentile(10, 128, 1035, bins, 99) == 1032
-    assert merge.percentile(10, 128, 1030, bins, 99) == 1030  # kept within max
-    assert merge.percentile(1, 5, 5, [(5, 6, 1)], 50) == 5
-
-
-def test_state_is_bounded_by_max_age_of_packet_time(tmp_path):
-    """Intervals older than --max-age behind the probes' median newest end leave the state (and
-    their logged contributions the checkpoint); a contribution that comes for one later is
-    counted as late and not merged (a half row would replace the whole one in the view)."""
-    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
-    job = merge.Job(out, ckpt, max_age_s=10, probe_window_s=60)
+def test_state_is_bounded_by_the_watermark_and_late_contributions_are_counted(spark, tmp_path):
+    """With --max-age 10 an interval's key leaves Spark's state once the newest start read is
+    more than 10 s later; a contribution that comes for it later is counted as late and not
+    merged (a half row would replace the whole one in the view)."""
+    run = FileRun(spark, tmp_path, "--max-age", "10")
 
     def iv(probe: str, start: float) -> dict:
         return {"probe": probe, "start": start, "end": start + 1, "proto": "udp", "net": "ext", "packets": 1,
                 "bytes": 60, "flows_opened": 0, "flows_closed": 0, "flows_active": 1}
-    for b, start in enumerate(range(100, 130)):
-        job.run_batch(_rows("interval", [iv("p1", start), iv("p2", start)]), b)
-        assert len(job.merger.intervals) <= 10  # starts within 10 s before the newest end
-    assert min(k[0] for k in job.merger.intervals) == 120.0  # the newest end, 130, less 10
-    assert len(list((ckpt / "sonde-merge").glob("batch-*.json"))) <= 11
-    job.run_batch(_rows("interval", [iv("p1", 105)]), 30)
-    assert job.merger.stats["late"] == 1 and (105.0, "udp", "ext") not in job.merger.intervals
-    view = newest(out / "intervals", ("start", "proto", "net"))
-    assert view[(105.0, "udp", "ext")]["packets"] == 2  # the merged row stands
-    status = json.loads((out / "_job.json").read_text())
-    assert status["late"] == 1 and status["expired_keys"] == 20 and status["state"]["intervals"] == 10
+    for first in (100, 110, 120):
+        run.send([iv(p, s) for s in range(first, first + 10) for p in ("p1", "p2")])
+    run.send([iv("p1", 105)])
+    status = run.run()
+    assert status["late"] == 1, status
+    assert status["watermark"].startswith("1970-01-01T00:01:59"), status  # 129 - 10 s
+    # The state: the ten intervals the watermark has not passed (120…129) and the probes' group.
+    assert status["state"]["rows"] == 11, status["state"]
+    assert [b["state_rows"] for b in status["recent"]][:4] == [11, 21, 21, 11], status["recent"]
+    view = run.view("intervals")
+    assert view[(105.0, "udp", "ext")]["packets"] == 2 and len(view) == 30  # the merged row stands
 
 
-def test_compaction_keeps_the_view_and_bounds_the_files(tmp_path):
-    """Every `compact_every` batches a directory's single-batch files become one file of their
-    newest rows: the same view (newest row per key), a bounded number of files."""
+def test_compaction_keeps_the_view_and_bounds_the_files(spark, tmp_path):
+    """Every `--compact-every` files a changelog's single-batch files become one set of files of
+    their newest rows (Spark jobs): the same view (newest row per key), fewer files."""
     views = []
     for every in (0, 4):
-        out = tmp_path / f"out{every}"
-        job = merge.Job(out, tmp_path / f"ckpt{every}", max_age_s=600, probe_window_s=60, compact_every=every)
+        run = FileRun(spark, tmp_path / f"run{every}", "--compact-every", str(every))
         for b in range(10):
             start = 100.0 + b // 3  # three batches add to each interval
-            ivs = [{"probe": f"p{b % 2}", "start": start, "end": start + 1, "proto": "tcp", "net": "in",
-                    "packets": b + 1, "bytes": 100, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}]
-            hs = [{"probe": f"p{b % 2}", "start": start, "end": start + 1, "metric": "ip_len", "dir": "-",
-                   "net": "in", "unit": "bytes", "count": 2, "sum": 100 + b, "min": 40, "max": 60 + b,
-                   "bins": [[40, 41, 1], [60 + b, 61 + b, 1]]}]
-            job.run_batch(_rows("interval", ivs) + _rows("histogram", hs), b)
-        view = {name: newest(out / name, key) for name, key in merge.KEYS.items()}
+            run.send([{**IV, "probe": f"p{b % 2}", "start": start, "end": start + 1, "packets": b + 1}],
+                     [{"probe": f"p{b % 2}", "start": start, "end": start + 1, "metric": "ip_len", "dir": "-",
+                       "net": "in", "unit": "bytes", "count": 2, "sum": 100 + b, "min": 40, "max": 60 + b,
+                       "bins": [[40, 41, 1], [60 + b, 61 + b, 1]]}])
+        status = run.run()
+        view = {name: run.view(name) for name in merge.KEYS}
         for r in view["probes"].values():  # the job's wall clock: differs between the two runs
-            for wall in ("seen_at", "lag_s", "offset_s"):
+            for wall in ("seen_at", "lag_s", "offset_s", "clock_off"):
                 del r[wall]
         views.append(view)
-        files = sorted(p.name for p in (out / "histograms").glob("*.parquet"))
+        files = sorted(p.name for p in (run.out / "histograms").glob("*.parquet"))
         if every:
-            assert files == ["part-00000003-compact.parquet", "part-00000007-compact.parquet",
-                             "part-00000008-sonde.parquet", "part-00000009-sonde.parquet"]
-            assert job.compacted_files >= 3 * 2 * 4  # two compactions of four files (probes: fewer files)
+            assert files == ["part-00000003-compact-000.parquet", "part-00000007-compact-000.parquet",
+                             "part-00000008-000.parquet", "part-00000009-000.parquet"], files
+            assert 3 * 8 <= status["compacted_files"] <= 4 * 8, status  # twice four of each table (probes: fewer)
         else:
-            assert len(files) == 10
+            assert len(files) == 10 and status["compacted_files"] == 0
     assert views[0] == views[1]
     assert views[0]["intervals"][(101.0, "tcp", "in")]["packets"] == 4 + 5 + 6
 
 
-def test_malformed_messages_are_counted_and_skipped(tmp_path):
-    """Every way a message can break contract 1 is counted under its reason, and nothing of it
-    reaches the view; the good message beside them does."""
-    iv = {"probe": "p1", "start": 100.0, "end": 101.0, "proto": "tcp", "net": "in", "packets": 3,
-          "bytes": 300, "flows_opened": 1, "flows_closed": 0, "flows_active": 1}
-    h = {"probe": "p1", "start": 100.0, "end": 101.0, "metric": "tcp_rtt_avg", "dir": "c2s", "net": "in",
-         "unit": "ms", "count": 2, "sum": 80.5, "min": 40.0, "max": 40.5,
-         "bins": [[39.845888, 40.370176, 1], [40.370176, 40.894464, 1]]}
-    bad_iv = [None, {**iv, "probe": "no spaces"}, {**iv, "probe": "x" * 65}, {**iv, "start": None},
-              {**iv, "end": 100.0}, {**iv, "packets": -1}, {**iv, "bytes": float("nan")}, {**iv, "proto": ""},
-              {**iv, "flows_active": True}, {**iv, "start": float("inf")}]
-    bad_h = [{**h, "count": 3}, {**h, "bins": []}, {**h, "bins": [[40.0, 39.0, 2]]}, {**h, "bins": [[1, 2]]},
-             {**h, "bins": [[39.845888, 40.370176, 0], [40.370176, 40.894464, 2]]}, {**h, "min": 41.0},
-             {**h, "sum": 80.0000001}, {**h, "unit": None}, {**h, "count": 0, "bins": []},
-             {**h, "unit": "bytes", "bins": [[39, 40, 1], [40, 41, 1]], "min": 39, "max": 40, "sum": 79}]
-    job = merge.Job(tmp_path / "out", tmp_path / "ckpt", max_age_s=600, probe_window_s=60)
-    job.run_batch(_rows("interval", bad_iv + [iv]) + _rows("histogram", [h] + bad_h), 0)
-    m = job.merger
-    # The last of bad_h is well formed, but in another unit than the key already has: a conflict.
-    assert m.stats["malformed"] == len(bad_iv) + len(bad_h) and m.stats["conflicts"] == 1, m.malformed_by_reason
-    assert m.stats["messages"] == len(bad_iv) + len(bad_h) + 2
-    got = newest(tmp_path / "out" / "intervals", ("start", "proto", "net"))
-    assert [r["packets"] for r in got.values()] == [3]
-    q = newest(tmp_path / "out" / "quantiles", ("start", "metric", "dir", "net"))
-    assert [(r["count"], r["unit"]) for r in q.values()] == [(2, "ms")]
-    status = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert status["_errors"] == m.stats["malformed"] and sum(status["malformed_by_reason"].values()) == status["_errors"]
+def test_malformed_messages_are_counted_by_reason_and_skipped(spark, tmp_path):
+    """Every way a message can break contract 1 is found by the checks (SQL on the executors)
+    under its reason; none reaches the view and the good messages beside them do."""
+    bad_iv = {"not JSON of the contract": ["not json", "{}"],
+              "probe id missing or invalid": [{**IV, "probe": "no spaces"}, {**IV, "probe": "x" * 65}],
+              "start or end missing or not a number": [{**IV, "start": None}, {**IV, "start": "1"}],
+              "end not after start": [{**IV, "end": 100.0}],
+              "interval ends after the job's clock + --max-ahead": [{**IV, "start": 4e9, "end": 4e9 + 1}],
+              "proto missing": [{**IV, "proto": ""}],
+              "counter missing or not a count": [{**IV, "packets": -1}, {**IV, "bytes": 1.5}, {**IV, "flows_active": None}]}
+    bad_h = {"metric, dir or unit missing": [{**H, "unit": None}],
+             "no values": [{**H, "count": 0, "bins": []}],
+             "bin not [lo, hi, count]": [{**H, "bins": [[1, 2]]}],
+             "bin bounds not whole base units": [{**H, "bins": [[39.8458885, 40.370176, 2]]}],
+             "bin count not a count": [{**H, "bins": [[39.845888, 40.370176, 1.5], [40.370176, 40.894464, 0.5]]}],
+             "empty or inverted bin": [{**H, "bins": [[40.370176, 39.845888, 2]]},
+                                       {**H, "bins": [[39.845888, 40.370176, 0], [40.370176, 40.894464, 2]]}],
+             "bins do not add up to count": [{**H, "count": 3}],
+             "sum, min or max not whole base units": [{**H, "sum": 80.5000001}],
+             "min above max": [{**H, "min": 41.0}]}
+    run = FileRun(spark, tmp_path)
+    run.send([m for ms in bad_iv.values() for m in ms] + [IV], [m for ms in bad_h.values() for m in ms] + [H])
+    status = run.run()
+    want = {r: len(ms) for r, ms in {**bad_iv, **bad_h}.items()}
+    assert status["malformed_by_reason"] == want
+    assert status["malformed"] == status["_errors"] == sum(want.values())
+    assert status["messages"] == sum(want.values()) + 2
+    assert [r["packets"] for r in run.view("intervals").values()] == [3]
+    assert [(r["count"], r["unit"]) for r in run.view("quantiles").values()] == [(2, "ms")]
 
 
-def test_state_past_max_rows_drops_the_oldest_intervals(tmp_path):
-    """--max-state-rows: past it, whole intervals leave the state oldest first (counted), and a
-    contribution for one of them is then late; the state never stays above the cap."""
-    job = merge.Job(tmp_path / "out", tmp_path / "ckpt", max_age_s=10**6, probe_window_s=60, max_rows=25)
-    for b in range(8):
-        start = 100.0 + b
-        ivs = [{"probe": "p1", "start": start, "end": start + 1, "proto": "tcp", "net": net, "packets": 1,
-                "bytes": 60, "flows_opened": 0, "flows_closed": 0, "flows_active": 1} for net in ("in", "out")]
-        hs = [{"probe": "p1", "start": start, "end": start + 1, "metric": "ip_len", "dir": "-", "net": "in",
-               "unit": "bytes", "count": 3, "sum": 150, "min": 40, "max": 60,
-               "bins": [[40, 41, 1], [50, 51, 1], [60, 61, 1]]}]
-        job.run_batch(_rows("interval", ivs) + _rows("histogram", hs), b)
-        assert job.merger.rows_held() <= 25
-    m = job.merger
-    assert m.rows_held() == 25 and min(k[0] for k in m.intervals) == 103.0  # 5 intervals of 5 rows
-    assert m.stats["evicted_keys"] == 3 * 3 and m.stats["expired_keys"] == 0
-    job.run_batch(_rows("interval", [{"probe": "p1", "start": 102.0, "end": 103.0, "proto": "tcp", "net": "in",
-                                      "packets": 1, "bytes": 60, "flows_opened": 0, "flows_closed": 0,
-                                      "flows_active": 0}]), 8)
-    assert m.stats["late"] == 1
-    status = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert status["state"]["rows"] == 25 and status["evicted_keys"] == 9
+def test_percentiles_are_sonde_stats_rule():
+    """The binding's percentiles are sonde-stats' rule: nearest rank, the bin's middle rounded
+    down in base units, kept within min and max."""
+    from sonde import _sonde
+
+    los, his, ns = [128, 130, 1024], [130, 132, 1040], [3, 1, 6]
+    assert _sonde.percentiles(10, 128, 1039, los, his, ns) == (1032, 1032, 1032)
+    assert _sonde.percentiles(4, 128, 1039, [128, 130], [130, 132], [3, 1]) == (129, 131, 131)
+    assert _sonde.percentiles(10, 128, 1030, los, his, ns)[2] == 1030  # kept within max
+    assert _sonde.percentiles(1, 5, 5, [5], [6], [1]) == (5, 5, 5)
+    with pytest.raises(ValueError):
+        _sonde.percentiles(1, 5, 5, [5], [6, 7], [1])

@@ -101,6 +101,28 @@ fn schemas(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Bound<'_, PyAny>)> {
     Ok((sonde_arrow::tcp_schema().to_pyarrow(py)?, sonde_arrow::udp_schema().to_pyarrow(py)?))
 }
 
+/// sonde's percentile rule (`sonde_stats::percentiles`, the one definition): the 50th, 95th and
+/// 99th percentiles by nearest rank of `count` values with exact `min` and `max`, from their bins
+/// `[lo, hi)` holding `n` each (`los`, `his`, `ns`: one entry per bin, sorted by `lo`), each
+/// the middle of the bin holding its rank, kept within `min` and `max`. Integers in the
+/// metric's base unit (ns, ppm…), as the merge of many probes adds them.
+#[pyfunction]
+fn percentiles(
+    count: u64,
+    min: u64,
+    max: u64,
+    los: Vec<u64>,
+    his: Vec<u64>,
+    ns: Vec<u64>,
+) -> PyResult<(u64, u64, u64)> {
+    if los.len() != his.len() || los.len() != ns.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("los, his and ns differ in length"));
+    }
+    let bins = los.into_iter().zip(his).zip(ns).map(|((lo, hi), n)| (lo, hi, n));
+    let [p50, p95, p99] = sonde_stats::percentiles(count, min, max, bins, [50, 95, 99]);
+    Ok((p50, p95, p99))
+}
+
 #[pymodule]
 fn _sonde(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -109,6 +131,7 @@ fn _sonde(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream::stream, m)?)?;
     m.add_function(wrap_pyfunction!(stream::monitor, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
+    m.add_function(wrap_pyfunction!(percentiles, m)?)?;
     m.add_class::<stream::FlowStream>()?;
     Ok(())
 }

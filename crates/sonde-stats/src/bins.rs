@@ -59,12 +59,6 @@ impl Binning {
             }
         }
     }
-
-    /// The value a percentile falling in bin `i` is reported as: the bin's middle.
-    fn representative(self, i: u32) -> u64 {
-        let (lo, hi) = self.range(i);
-        lo + (hi - lo) / 2
-    }
 }
 
 /// A distribution of one metric over one interval: exact count, sum, minimum and maximum, and
@@ -133,25 +127,44 @@ impl Dist {
         if self.count == 0 {
             return None;
         }
-        let rank = |percent: u32| (u128::from(self.count) * u128::from(percent.clamp(1, 100))).div_ceil(100) as u64;
-        let ranks = percents.map(rank);
-        let last = ranks.iter().copied().max().unwrap_or(0);
-        let mut found = [self.max; N];
-        let mut seen = 0;
-        for (bin, n) in self.sorted_bins() {
-            seen += n;
-            let value = || self.binning.representative(bin).clamp(self.min, self.max);
-            for (rank, found) in ranks.iter().zip(&mut found) {
-                if seen >= *rank && seen - n < *rank {
-                    *found = value();
-                }
-            }
-            if seen >= last {
-                break;
+        let bins = self.sorted_bins().into_iter().map(|(bin, n)| {
+            let (lo, hi) = self.binning.range(bin);
+            (lo, hi, n)
+        });
+        Some(percentiles(self.count, self.min, self.max, bins, percents))
+    }
+}
+
+/// sonde's percentile rule, the one definition (the merge of many probes calls it through the
+/// Python binding): nearest rank (the smallest value with at least `percent` % of the `count`
+/// values at or below it, `percent` taken within 1..=100) over `bins` — `(lo, hi, n)`, the bin
+/// `[lo, hi)` holding `n` values, sorted by `lo` — reported as the middle of the bin holding that
+/// rank, kept within the exact `min` and `max`; `max` when the bins hold fewer than the rank.
+pub fn percentiles<const N: usize>(
+    count: u64,
+    min: u64,
+    max: u64,
+    bins: impl IntoIterator<Item = (u64, u64, u64)>,
+    percents: [u32; N],
+) -> [u64; N] {
+    let rank = |percent: u32| (u128::from(count) * u128::from(percent.clamp(1, 100))).div_ceil(100) as u64;
+    let ranks = percents.map(rank);
+    let last = ranks.iter().copied().max().unwrap_or(0);
+    let mut found = [max; N];
+    let mut seen = 0u64;
+    for (lo, hi, n) in bins {
+        seen = seen.saturating_add(n);
+        let value = || (lo + (hi.saturating_sub(lo)) / 2).clamp(min, max.max(min));
+        for (rank, found) in ranks.iter().zip(&mut found) {
+            if seen >= *rank && seen - n < *rank {
+                *found = value();
             }
         }
-        Some(found)
+        if seen >= last {
+            break;
+        }
     }
+    found
 }
 
 /// A per-packet distribution of small values (`Linear(1)` bins below `size`) counted in a dense
@@ -192,6 +205,27 @@ impl DenseDist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_over_explicit_bins_are_the_distributions_rule() {
+        // Nearest rank over the bins, the bin's middle (rounded down), kept within min and max.
+        let bins = [(128, 130, 3), (130, 132, 1), (1024, 1040, 6)];
+        assert_eq!(percentiles(10, 128, 1039, bins, [30, 40, 99]), [129, 131, 1032]);
+        assert_eq!(percentiles(10, 128, 1030, bins, [99]), [1030]);
+        assert_eq!(percentiles(1, 5, 5, [(5, 6, 1)], [50]), [5]);
+        // And a distribution's own percentiles are the same rule over its bins.
+        let mut d = Dist::new(Binning::Log);
+        for v in [3, 90, 1_000, 1_000, 52_000, 7_000_000] {
+            d.add(v);
+        }
+        let ranges = d.sorted_bins().into_iter().map(|(bin, n)| {
+            let (lo, hi) = d.binning.range(bin);
+            (lo, hi, n)
+        });
+        let explicit = percentiles(d.count, d.min, d.max, ranges, [1, 50, 95, 99]);
+        assert_eq!(d.percentiles([1, 50, 95, 99]), Some(explicit));
+        assert_eq!(explicit[0], 3);
+    }
 
     #[test]
     fn log_bins_cover_every_value_once_and_in_order() {

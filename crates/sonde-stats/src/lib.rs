@@ -29,7 +29,7 @@ pub mod tables;
 use ipnet::IpNet;
 
 pub use apps::{App, AppTables, DirNode};
-pub use bins::{Binning, Dist};
+pub use bins::{percentiles, Binning, Dist};
 pub use class::{Dir, Metric, Net, Proto, Unit, ANOMALY_CLASSES};
 pub use flows::{FlowInterval, FlowIntervals};
 pub use packets::{FineBin, FineBins, PacketInterval, PacketIntervals};

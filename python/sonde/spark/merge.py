@@ -4,23 +4,25 @@
 Input (contract 1): the interval topic's counters and the histogram topic's distributions, each
 message an *additive contribution* of one probe to one interval. Output (contract 3): four
 append-only Parquet changelogs under OUTPUT_DIR (`intervals/`, `quantiles/`, `histograms/`,
-`probes/`); after each micro-batch, the new merged state of every key the batch changed is
+`probes/`); after each micro-batch the new merged state of every key the batch changed is
 appended with `batch` = the micro-batch id, so the row with the highest `batch` per key is the
 merged view.
 
-How: Spark's Kafka source reads both topics as one stream and parses each message with an
-explicit schema; `foreachBatch` hands the batch (bounded by --max-messages-per-batch) to the
-driver, which adds the contributions into the state it keeps per key (Python integers: counts and
-sums are exact, sums in the metric's base unit — ns, ppm — as sonde adds them) and writes the
-touched keys' rows with pyarrow. Why not `applyInPandasWithState`: the merged state is small (a
-few hundred keys per interval), every output needs the whole of a key (percentiles read all of
-its bins), and one driver-side step per batch writes the four tables with one batch id and no
-Python-worker round trip, which keeps the latency to about a trigger. State is bounded by packet
-time: an interval older than --max-age before the probes' median newest interval end is dropped
-(a contribution that comes for it later is counted as `late` and skipped, never half-merged).
-State survives a restart: each batch's accepted contributions are logged in the checkpoint
-directory before they are applied (pruned as their intervals expire), and replayed at start;
-a batch that Spark runs again after a crash is not added twice.
+How, all on Spark's machinery: the Kafka source reads both topics; each message is parsed
+(`from_json` with the contract's schema) and checked by SQL expressions on the executors (a
+malformed one is counted by reason in the query's observed metrics and dropped); event time is
+the interval's start, with a watermark `--max-age` behind the newest; the contributions are
+grouped by their key — (start, proto, net) for counters, (start, metric, dir, net) for
+distributions — and merged by `applyInPandasWithState`, whose state lives in Spark's state store
+(the RocksDB provider) and is checkpointed with the offsets, so a restart resumes exactly where
+the last committed batch left it. Each key's state is the exact integer sums in the metric's
+base unit (ns, ppm) and its bins; percentiles come from sonde's own rule through the Python
+binding (`sonde._sonde.percentiles`, sonde-stats' `percentiles`). A key leaves the state when
+the watermark passes its start (an event-time timeout); a contribution for a key the watermark
+has passed is counted as `late` and not merged. One more group of the same operator keeps the
+probes' table (their newest interval, lag and clock offset). `foreachBatch` writes each table's
+rows with Spark's Parquet writer (sonde.spark.changelog). The driver only plans the batches,
+renames files, and writes `_job.json` from Spark's progress reports.
 """
 
 from __future__ import annotations
@@ -28,245 +30,337 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from sonde.spark import changelog
 from sonde.spark.files import atomic_write
 
 # Values are integers in a base unit, written in the unit (docs/monitoring.md, "Bins"): ms of
 # ns, % of ppm. Other units are their base unit.
 UNIT_SCALE: Dict[str, int] = {"ms": 1_000_000, "%": 10_000}
-PROBE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+PROBE_ID = r"^[A-Za-z0-9._-]{1,64}$"
 PERCENTS = (50, 95, 99)
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 # Where tests/spark/fetch.sh puts the Kafka source's jars in a checkout.
 DEFAULT_JARS = Path(__file__).resolve().parents[3] / "target" / "tmp" / "spark-kafka-4.2.0" / "lib"
 RECENT_BATCHES = 100
-
-INTERVALS = pa.schema([
-    ("start", pa.float64()), ("end", pa.float64()), ("proto", pa.string()), ("net", pa.string()),
-    ("packets", pa.int64()), ("bytes", pa.int64()), ("flows_opened", pa.int64()),
-    ("flows_closed", pa.int64()), ("flows_active", pa.int64()), ("probes", pa.int32()), ("batch", pa.int64()),
-])
-QUANTILES = pa.schema([
-    ("start", pa.float64()), ("end", pa.float64()), ("metric", pa.string()), ("dir", pa.string()),
-    ("net", pa.string()), ("unit", pa.string()), ("count", pa.int64()), ("mean", pa.float64()),
-    ("min", pa.float64()), ("p50", pa.float64()), ("p95", pa.float64()), ("p99", pa.float64()),
-    ("max", pa.float64()), ("probes", pa.int32()), ("batch", pa.int64()),
-])
-HISTOGRAMS = pa.schema([
-    ("start", pa.float64()), ("end", pa.float64()), ("metric", pa.string()), ("dir", pa.string()),
-    ("net", pa.string()), ("bin_lo", pa.float64()), ("bin_hi", pa.float64()), ("count", pa.int64()),
-    ("batch", pa.int64()),
-])
-PROBES = pa.schema([
-    ("probe", pa.string()), ("last_start", pa.float64()), ("last_end", pa.float64()),
-    ("seen_at", pa.float64()), ("interval_s", pa.float64()), ("lag_s", pa.float64()),
-    ("offset_s", pa.float64()), ("clock_off", pa.bool_()), ("batch", pa.int64()),
-])
 COUNTERS = ("packets", "bytes", "flows_opened", "flows_closed", "flows_active")
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+# The checks every message passes, in order; the first it fails is its reason (docs/spark.md,
+# "How contributions merge"). Counted per reason in `_job.json`.
+REASONS = (
+    "not JSON of the contract", "probe id missing or invalid", "start or end missing or not a number",
+    "end not after start", "interval ends after the job's clock + --max-ahead", "proto missing", "net missing",
+    "counter missing or not a count", "metric, dir or unit missing", "count not a count", "no values",
+    "bin not [lo, hi, count]", "bin bounds not whole base units", "bin count not a count",
+    "empty or inverted bin", "bins do not add up to count", "sum, min or max not whole base units",
+    "min above max",
+)
+CONFLICT = "unit or bins differ from the key's"
+
+# The four tables' columns (contract 3, docs/spark.md "The output"), after `batch`'s addition.
+TABLES: Dict[str, Tuple[str, ...]] = {
+    "intervals": ("start", "end", "proto", "net", *COUNTERS, "probes"),
+    "quantiles": ("start", "end", "metric", "dir", "net", "unit", "count", "mean", "min", "p50", "p95",
+                  "p99", "max", "probes"),
+    "histograms": ("start", "end", "metric", "dir", "net", "bin_lo", "bin_hi", "count"),
+    "probes": ("probe", "last_start", "last_end", "seen_at", "interval_s", "lag_s", "offset_s", "clock_off"),
+}
+KEYS: Dict[str, Tuple[str, ...]] = {
+    "intervals": ("start", "proto", "net"), "quantiles": ("start", "metric", "dir", "net"),
+    "histograms": ("start", "metric", "dir", "net", "bin_lo"), "probes": ("probe",),
+}
 
 
-class Malformed(ValueError):
-    """A message that breaks contract 1: counted by reason and skipped."""
+def _schemas():
+    """The operator's input, output and state schemas (Spark types)."""
+    from pyspark.sql import types as T
+
+    D, L, S, I, B = T.DoubleType(), T.LongType(), T.StringType(), T.IntegerType(), T.BooleanType()
+    f = T.StructField
+    key = [f("kind", S), f("start", D), f("name", S), f("dir", S), f("net", S)]
+    # What the merge emits: one row per changed key of every table (and a row per late or
+    # conflicting group of contributions, counted then dropped); `name` is proto or metric.
+    out = T.StructType([f("table", S), f("start", D), f("end", D), f("name", S), f("dir", S), f("net", S),
+                        f("unit", S)] + [f(c, L) for c in COUNTERS]
+                       + [f("count", L), f("mean", D), f("min", D), f("p50", D), f("p95", D), f("p99", D),
+                          f("max", D), f("probes", I), f("bin_lo", D), f("bin_hi", D), f("probe", S),
+                          f("last_start", D), f("last_end", D), f("seen_at", D), f("interval_s", D),
+                          f("lag_s", D), f("offset_s", D), f("clock_off", B)])
+    # A key's state: its sums (counters, or count/sum/min/max in base units), its bins as three
+    # int64 arrays' bytes (lo, hi, n; sorted by lo), and its probes, one name per line. The
+    # probes group keeps its table as JSON in `doc`.
+    state = T.StructType([f("end", D), f("unit", S)] + [f(c, L) for c in COUNTERS]
+                         + [f("count", L), f("sum", L), f("min", L), f("max", L), f("los", T.BinaryType()),
+                            f("his", T.BinaryType()), f("ns", T.BinaryType()), f("probes", S), f("doc", S)])
+    return key, out, state
 
 
-def _finite(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise Malformed(f"{name} missing or not a number")
-    return float(value)
+def _whole(x, tolerance_floor: float = 1e-3):
+    """A value in base units (a Column) that is a whole number up to a double's rounding."""
+    from pyspark.sql import functions as F
+
+    return F.abs(x - F.round(x)) <= F.greatest(F.lit(tolerance_floor), F.abs(x) * F.lit(1e-14))
 
 
-def _count(value: Any, name: str) -> int:
-    """A non-negative integer (a float with no fraction too: JSON has one number type)."""
-    v = _finite(value, name)
-    if v < 0 or v != int(v) or v >= 2**63:
-        raise Malformed(f"{name} not a count")
-    return int(v)
+def kafka(spark, args):
+    """Both topics as one stream of Kafka records (topic, value, timestamp…)."""
+    topics = [args.interval_topic] + ([args.histogram_topic] if args.histogram_topic else [])
+    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.kafka)
+            .option("subscribe", ",".join(topics)).option("startingOffsets", args.starting_offsets)
+            .option("failOnDataLoss", "false").option("maxOffsetsPerTrigger", str(args.max_messages_per_batch))
+            .load())
 
 
-def _text(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 64:
-        raise Malformed(f"{name} missing")
-    return value
+def contributions(raw, interval_topic: str, max_ahead_s: float):
+    """Kafka records (`topic`, `value`, `timestamp`) as checked contributions, a `reason` for each
+    malformed one: `from_json` with contract 1's schemas, and the checks as SQL expressions (on
+    the executors). Values in base units (`sum`, `min`, `max`, the bins' `los`, `his`, `ns`)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    D, L, S = T.DoubleType(), T.LongType(), T.StringType()
+    f = T.StructField
+    span = [f("probe", S), f("start", D), f("end", D)]
+    interval = T.StructType(span + [f("proto", S), f("net", S)] + [f(c, L) for c in COUNTERS])
+    histogram = T.StructType(span + [f(n, S) for n in ("metric", "dir", "net", "unit")] + [f("count", L)]
+                             + [f(n, D) for n in ("sum", "min", "max")] + [f("bins", T.ArrayType(T.ArrayType(D)))])
+    value = F.col("value").cast("string")
+    is_iv = F.col("topic") == F.lit(interval_topic)
+    iv = F.from_json(value, interval)
+    hs = F.from_json(value, histogram)
+    m = F.when(is_iv, F.struct(*[iv[n].alias(n) for n in ("probe", "start", "end")],
+                               iv["proto"].alias("name"), F.lit("-").alias("dir"), iv["net"].alias("net"),
+                               F.lit(None).cast(S).alias("unit"), *[iv[c].alias(c) for c in COUNTERS],
+                               *[F.lit(None).cast(L).alias(c) for c in ("count",)],
+                               *[F.lit(None).cast(D).alias(c) for c in ("sum", "min", "max")],
+                               F.lit(None).cast(T.ArrayType(T.ArrayType(D))).alias("bins"),
+                               (iv.isNull() | ~F.greatest(*[iv[n].isNotNull() for n in interval.names])).alias("empty")))
+    m = m.otherwise(F.struct(*[hs[n].alias(n) for n in ("probe", "start", "end")],
+                             hs["metric"].alias("name"), hs["dir"].alias("dir"), hs["net"].alias("net"),
+                             hs["unit"].alias("unit"), *[F.lit(None).cast(L).alias(c) for c in COUNTERS],
+                             hs["count"].alias("count"), *[hs[c].alias(c) for c in ("sum", "min", "max")],
+                             hs["bins"].alias("bins"),
+                             (hs.isNull() | ~F.greatest(*[hs[n].isNotNull() for n in histogram.names])).alias("empty")))
+    c = raw.select(F.when(is_iv, F.lit("i")).otherwise(F.lit("d")).alias("kind"), m.alias("m"),
+                   (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts")).select("kind", "m.*", "ts")
+
+    col, lit = F.col, F.lit
+    finite = lambda x: x.isNotNull() & ~F.isnan(x) & (F.abs(x) < lit(float("inf")))  # noqa: E731
+    text = lambda x: x.isNotNull() & (F.length(x) >= 1) & (F.length(x) <= 64)  # noqa: E731
+    scale = F.when(col("unit") == "ms", lit(float(UNIT_SCALE["ms"]))).when(col("unit") == "%", lit(float(UNIT_SCALE["%"]))).otherwise(lit(1.0))
+    is_d = col("kind") == "d"
+    bin_shape = F.forall("bins", lambda b: (F.size(b) == 3) & finite(F.get(b, lit(0))) & finite(F.get(b, lit(1))) & finite(F.get(b, lit(2))))
+    bin_whole = F.forall("bins", lambda b: _whole(F.get(b, lit(0)) * scale) & _whole(F.get(b, lit(1)) * scale))
+    bin_count = F.forall("bins", lambda b: (F.get(b, lit(2)) >= 0) & (F.get(b, lit(2)) == F.floor(F.get(b, lit(2)))) & (F.get(b, lit(2)) < 2.0**62))
+    bin_order = F.forall("bins", lambda b: (F.round(F.get(b, lit(0)) * scale) < F.round(F.get(b, lit(1)) * scale)) & (F.get(b, lit(2)) > 0))
+    bin_total = F.aggregate("bins", lit(0).try_cast(L), lambda acc, b: acc + F.get(b, lit(2)).try_cast(L))
+    checks = [
+        col("empty"),
+        ~F.coalesce(col("probe").rlike(PROBE_ID), lit(False)),
+        ~(finite(col("start")) & finite(col("end"))),
+        ~(col("end") > col("start")),
+        col("end") > F.unix_micros(F.current_timestamp()) / 1e6 + lit(float(max_ahead_s)),
+        ~is_d & ~text(col("name")),
+        ~text(col("net")),
+        ~is_d & F.greatest(*[F.coalesce(col(x) < 0, lit(True)) for x in COUNTERS]),
+        is_d & ~(text(col("name")) & text(col("dir")) & text(col("unit"))),
+        is_d & ~F.coalesce(col("count") >= 0, lit(False)),
+        is_d & ((col("count") == 0) | col("bins").isNull() | (F.size(col("bins")) == 0)),
+        is_d & ~bin_shape,
+        is_d & ~bin_whole,
+        is_d & ~bin_count,
+        is_d & ~bin_order,
+        is_d & (bin_total != col("count")),
+        is_d & ~(finite(col("sum")) & finite(col("min")) & finite(col("max"))
+                 & _whole(col("sum") * scale) & _whole(col("min") * scale) & _whole(col("max") * scale)),
+        is_d & (col("min") > col("max")),
+    ]
+    reason = F.lit(None).cast(S)
+    for r, failed in reversed(list(zip(REASONS, checks))):
+        reason = F.when(F.coalesce(failed, lit(True)), lit(r)).otherwise(reason)
+    c = c.withColumn("reason", reason)
+    base = lambda x: F.round(x * scale).try_cast(L)  # noqa: E731
+    return c.select(
+        "kind", "probe", "start", "end", "name", "dir", "net", "unit", *COUNTERS, "count",
+        base(col("sum")).alias("sum"), base(col("min")).alias("min"), base(col("max")).alias("max"),
+        F.transform("bins", lambda b: F.round(F.get(b, lit(0)) * scale).try_cast(L)).alias("los"),
+        F.transform("bins", lambda b: F.round(F.get(b, lit(1)) * scale).try_cast(L)).alias("his"),
+        F.transform("bins", lambda b: F.get(b, lit(2)).try_cast(L)).alias("ns"),
+        "ts", "reason")
 
 
-def _base(value: float, scale: int, name: str) -> int:
-    """A value written in its unit (ms to the ns) back to its integer base unit. Exact below
-    2**53 base units (a double's integers: 104 days of ns); a value whose fraction is not a
-    double's rounding is no sonde value."""
-    v = value * scale
-    r = round(v)
-    if abs(v - r) > max(1e-3, abs(v) * 1e-14) or abs(r) >= 2**63:
-        raise Malformed(f"{name} is not a whole number of base units")
-    return r
+# --- the merge of one key (runs in Spark's Python workers, on the executors) ---
+
+class Held(NamedTuple):
+    """A key's state row (the operator's state schema, in order)."""
+    end: Optional[float]
+    unit: Optional[str]
+    packets: Optional[int]
+    bytes: Optional[int]
+    flows_opened: Optional[int]
+    flows_closed: Optional[int]
+    flows_active: Optional[int]
+    count: Optional[int]
+    sum: Optional[int]
+    min: Optional[int]
+    max: Optional[int]
+    los: Optional[bytes]
+    his: Optional[bytes]
+    ns: Optional[bytes]
+    probes: Optional[str]
+    doc: Optional[str]
 
 
-def _span(msg: Dict[str, Any]) -> Tuple[str, float, float]:
-    probe = msg.get("probe")
-    if not isinstance(probe, str) or not PROBE_ID.match(probe):
-        raise Malformed("probe id missing or invalid")
-    start, end = _finite(msg.get("start"), "start"), _finite(msg.get("end"), "end")
-    if not end > start:
-        raise Malformed("end not after start")
-    return probe, start, end
+def _held(state) -> Optional[Held]:
+    return Held(*state.get) if state.exists else None
 
 
-def parse_interval(msg: Dict[str, Any]) -> Dict[str, Any]:
-    """A checked interval contribution (raises Malformed)."""
-    probe, start, end = _span(msg)
-    out = {"probe": probe, "start": start, "end": end,
-           "proto": _text(msg.get("proto"), "proto"), "net": _text(msg.get("net"), "net")}
-    for c in COUNTERS:
-        out[c] = _count(msg.get(c), c)
+def _scale(unit: Optional[str]) -> int:
+    return UNIT_SCALE.get(unit or "", 1)
+
+
+def _row(table: str, **values: Any) -> Dict[str, Any]:
+    return {"table": table, **values}
+
+
+def merge_group(key: Tuple, pdfs: Iterator, state, max_age_s: float, probe_window_s: float,
+                max_probes: int) -> Iterator:
+    """`applyInPandasWithState`'s function: adds one key's new contributions to its state and
+    yields its new rows (pandas). Keys are (kind, start, name, dir, net); kind `i` counters,
+    `d` a distribution, `p` the probes' table (one group)."""
+    import pandas as pd
+
+    kind = key[0]
+    if state.hasTimedOut:
+        state.remove()
+        return
+    frames = [pdf for pdf in pdfs if len(pdf)]
+    if not frames:
+        return
+    rows = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if kind == "p":
+        out = merge_probes(rows, state, max_age_s, probe_window_s, max_probes)
+    else:
+        start = float(key[1])
+        if start * 1000.0 <= state.getCurrentWatermarkMs():
+            # The watermark has passed this interval: its key has left (or is leaving) the
+            # state, so merging would replace the whole row with a part. Counted, not merged.
+            yield _frame([_row("late", count=len(rows))])
+            return
+        out = merge_counters(key, rows, state) if kind == "i" else merge_distribution(key, rows, state)
+        # The key leaves the state once the watermark reaches its start (the newest interval
+        # start read is then --max-age later): from then on Spark drops its contributions as
+        # late (event time at or before the watermark), and the timeout fires (watermark past
+        # the timestamp).
+        state.setTimeoutTimestamp(int(math.ceil(start * 1000.0)) - 1)
+    if out:
+        yield _frame(out)
+
+
+def _frame(rows: List[Dict[str, Any]]):
+    """Rows as the operator's output (every column; Python values kept exact: object columns)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=_schemas()[1].fieldNames(), dtype=object)
+
+
+def merge_counters(key: Tuple, rows, state) -> List[Dict[str, Any]]:
+    _, start, proto, _, net = key
+    s = _held(state)
+    if s is not None:
+        end, sums, probes = s.end, [getattr(s, c) for c in COUNTERS], set(s.probes.split("\n"))
+    else:
+        end, sums, probes = -math.inf, [0] * len(COUNTERS), set()
+    end = max(end, float(rows["end"].max()))
+    sums = [a + int(rows[c].sum()) for a, c in zip(sums, COUNTERS)]
+    probes.update(rows["probe"])
+    state.update(Held(end, None, *sums, None, None, None, None, None, None, None, "\n".join(sorted(probes)), None))
+    return [_row("intervals", start=start, end=end, name=proto, dir="-", net=net,
+                 **dict(zip(COUNTERS, sums)), probes=len(probes))]
+
+
+def merge_distribution(key: Tuple, rows, state) -> List[Dict[str, Any]]:
+    """Counts, sums and bins (matched by their lower edge) add; min and max by min and max; a
+    contribution of another unit or binning than the key's is a conflict, counted, not merged."""
+    import numpy as np
+
+    from sonde import _sonde
+
+    _, start, metric, dir_, net = key
+    s = _held(state)
+    if s is not None:
+        end, unit, count, total, lo_v, hi_v = s.end, s.unit, s.count, s.sum, s.min, s.max
+        bins = dict(zip(np.frombuffer(s.los, np.int64).tolist(),
+                        zip(np.frombuffer(s.his, np.int64).tolist(), np.frombuffer(s.ns, np.int64).tolist())))
+        probes = set(s.probes.split("\n"))
+    else:
+        end, unit, count, total, lo_v, hi_v, bins, probes = -math.inf, None, 0, 0, None, None, {}, set()
+    touched = set()
+    conflicts = 0
+    for r in rows.itertuples(index=False):
+        los, his, ns = r.los.tolist(), r.his.tolist(), r.ns.tolist()
+        if unit is None:
+            unit = r.unit
+        if r.unit != unit or any(lo in bins and bins[lo][0] != hi for lo, hi in zip(los, his)):
+            conflicts += 1
+            continue
+        end = max(end, r.end)
+        count += int(r.count)
+        total += int(r.sum)
+        lo_v = int(r.min) if lo_v is None else min(lo_v, int(r.min))
+        hi_v = int(r.max) if hi_v is None else max(hi_v, int(r.max))
+        for lo, hi, n in zip(los, his, ns):
+            old = bins.get(lo)
+            bins[lo] = (hi, n + (old[1] if old else 0))
+            touched.add(lo)
+        probes.add(r.probe)
+    out = [_row("conflict", count=conflicts)] if conflicts else []
+    if not touched:
+        return out
+    order = sorted(bins)
+    los = np.array(order, np.int64)
+    his = np.array([bins[lo][0] for lo in order], np.int64)
+    ns = np.array([bins[lo][1] for lo in order], np.int64)
+    state.update(Held(end, unit, None, None, None, None, None, count, total, lo_v, hi_v, los.tobytes(),
+                      his.tobytes(), ns.tobytes(), "\n".join(sorted(probes)), None))
+    scale = _scale(unit)
+    p50, p95, p99 = _sonde.percentiles(count, lo_v, hi_v, los.tolist(), his.tolist(), ns.tolist())
+    out.append(_row("quantiles", start=start, end=end, name=metric, dir=dir_, net=net, unit=unit, count=count,
+                    mean=total / count / scale, min=lo_v / scale, p50=p50 / scale, p95=p95 / scale,
+                    p99=p99 / scale, max=hi_v / scale, probes=len(probes)))
+    out += [_row("histograms", start=start, end=end, name=metric, dir=dir_, net=net, bin_lo=lo / scale,
+                 bin_hi=bins[lo][0] / scale, count=bins[lo][1]) for lo in sorted(touched)]
     return out
 
 
-def parse_histogram(msg: Dict[str, Any]) -> Dict[str, Any]:
-    """A checked histogram contribution, values in base units (raises Malformed)."""
-    probe, start, end = _span(msg)
-    unit = _text(msg.get("unit"), "unit")
-    scale = UNIT_SCALE.get(unit, 1)
-    count = _count(msg.get("count"), "count")
-    bins = msg.get("bins")
-    if count == 0 or not isinstance(bins, list) or not bins:
-        raise Malformed("no values")
-    lo_hi_n = []
-    for b in bins:
-        if not isinstance(b, (list, tuple)) or len(b) != 3:
-            raise Malformed("bin not [lo, hi, count]")
-        lo, hi = _base(_finite(b[0], "bin_lo"), scale, "bin_lo"), _base(_finite(b[1], "bin_hi"), scale, "bin_hi")
-        n = _count(b[2], "bin count")
-        if not lo < hi or n == 0:
-            raise Malformed("empty or inverted bin")
-        lo_hi_n.append((lo, hi, n))
-    if sum(n for _, _, n in lo_hi_n) != count:
-        raise Malformed("bins do not add up to count")
-    lo_v = _base(_finite(msg.get("min"), "min"), scale, "min")
-    hi_v = _base(_finite(msg.get("max"), "max"), scale, "max")
-    if lo_v > hi_v:
-        raise Malformed("min above max")
-    return {"probe": probe, "start": start, "end": end, "metric": _text(msg.get("metric"), "metric"),
-            "dir": _text(msg.get("dir"), "dir"), "net": _text(msg.get("net"), "net"), "unit": unit,
-            "count": count, "sum": _base(_finite(msg.get("sum"), "sum"), scale, "sum"),
-            "min": lo_v, "max": hi_v, "bins": lo_hi_n}
-
-
-def percentile(count: int, lo_v: int, hi_v: int, bins: List[Tuple[int, int, int]], percent: int) -> int:
-    """sonde-stats' `Dist::percentile`: nearest rank over the bins (sorted by lower edge), the
-    middle of the bin holding that rank (integer, rounded down), kept within min and max."""
-    rank = (count * max(1, min(100, percent)) + 99) // 100
-    seen = 0
-    for lo, hi, n in bins:
-        seen += n
-        if seen >= rank:
-            return min(max(lo + (hi - lo) // 2, lo_v), hi_v)
-    return hi_v
-
-
-class Merger:
-    """The merged state: contributions added per key, expired by packet time, and the rows of
-    the keys a batch touched. No Spark here: the job feeds it, tests may too."""
-
-    def __init__(self, max_age_s: float, probe_window_s: float = 60.0, max_rows: int = 1_000_000):
-        self.max_age_s = max_age_s
-        self.probe_window_s = probe_window_s
-        self.max_rows = max_rows
-        self.bins_held = 0
-        # (start, proto, net) -> {"end", counters…, "probes": set}
-        self.intervals: Dict[Tuple[float, str, str], Dict[str, Any]] = {}
-        # (start, metric, dir, net) -> {"end", "unit", "count", "sum", "min", "max", "bins": {lo: [hi, n]}, "probes"}
-        self.dists: Dict[Tuple[float, str, str, str], Dict[str, Any]] = {}
-        # probe -> {"last_start", "last_end", "seen_at", "interval_s", "lag_s", "offset_s", "clock_off"}
-        self.probes: Dict[str, Dict[str, Any]] = {}
-        self.stats = {"messages": 0, "malformed": 0, "late": 0, "conflicts": 0, "expired_keys": 0,
-                      "expired_probes": 0, "evicted_keys": 0}
-        self.malformed_by_reason: Dict[str, int] = {}
-        self.horizon = -math.inf
-
-    def malformed(self, reason: str) -> None:
-        self.stats["malformed"] += 1
-        self.malformed_by_reason[reason] = self.malformed_by_reason.get(reason, 0) + 1
-
-    def see_probe(self, probe: str, start: float, end: float, seen_at: float, touched: Set[str]) -> None:
-        p = self.probes.get(probe)
-        if p is None or start > p["last_start"]:
-            self.probes[probe] = {"last_start": start, "last_end": end, "seen_at": seen_at,
-                                  "interval_s": end - start, "lag_s": seen_at - end, "offset_s": 0.0,
-                                  "clock_off": False}
-            touched.add(probe)
-
-    def add_interval(self, c: Dict[str, Any], touched: Set) -> None:
-        if c["start"] < self.horizon:
-            self.stats["late"] += 1
-            return
-        key = (c["start"], c["proto"], c["net"])
-        row = self.intervals.get(key)
-        if row is None:
-            row = self.intervals[key] = {"end": c["end"], "probes": set(), **{k: 0 for k in COUNTERS}}
-        row["end"] = max(row["end"], c["end"])
-        for k in COUNTERS:
-            row[k] += c[k]
-        row["probes"].add(c["probe"])
-        touched.add(key)
-
-    def add_histogram(self, c: Dict[str, Any], touched: Set, touched_bins: Set) -> None:
-        if c["start"] < self.horizon:
-            self.stats["late"] += 1
-            return
-        key = (c["start"], c["metric"], c["dir"], c["net"])
-        d = self.dists.get(key)
-        if d is not None and (d["unit"] != c["unit"] or any(
-                lo in d["bins"] and d["bins"][lo][0] != hi for lo, hi, _ in c["bins"])):
-            self.stats["conflicts"] += 1  # another unit or binning for the same key: not mergeable
-            self.malformed("unit or bins differ from the key's")
-            return
-        if d is None:
-            d = self.dists[key] = {"end": c["end"], "unit": c["unit"], "count": 0, "sum": 0,
-                                   "min": c["min"], "max": c["max"], "bins": {}, "probes": set()}
-        d["end"] = max(d["end"], c["end"])
-        d["count"] += c["count"]
-        d["sum"] += c["sum"]
-        d["min"] = min(d["min"], c["min"])
-        d["max"] = max(d["max"], c["max"])
-        for lo, hi, n in c["bins"]:
-            if lo not in d["bins"]:
-                self.bins_held += 1
-            b = d["bins"].setdefault(lo, [hi, 0])
-            b[1] += n
-            touched_bins.add(key + (lo,))
-        d["probes"].add(c["probe"])
-        touched.add(key)
-
-    def apply(self, intervals: Iterable[Dict[str, Any]], histograms: Iterable[Dict[str, Any]],
-              seen_at: float) -> Tuple[Set, Set, Set, Set]:
-        """Adds checked contributions; returns the touched keys (intervals, dists, bins, probes)."""
-        ti: Set = set()
-        td: Set = set()
-        tb: Set = set()
-        tp: Set[str] = set()
-        for c in intervals:
-            self.see_probe(c["probe"], c["start"], c["end"], seen_at, tp)
-            self.add_interval(c, ti)
-        for c in histograms:
-            self.see_probe(c["probe"], c["start"], c["end"], seen_at, tp)
-            self.add_histogram(c, td, tb)
-        return ti, td, tb, tp
-
-    def update_clocks(self, now: float, touched: Set[str]) -> None:
-        """Each recent probe's offset from the others: its lag less the median lag of the probes
-        seen in the last `probe_window_s`; `clock_off` past one interval. A probe whose flag or
-        offset changed joins `touched`."""
-        recent = {k: p for k, p in self.probes.items() if now - p["seen_at"] <= self.probe_window_s}
-        if not recent:
-            return
+def merge_probes(rows, state, max_age_s: float, probe_window_s: float, max_probes: int) -> List[Dict[str, Any]]:
+    """The probes' table: each probe's newest interval, when the job read it (the batch's
+    processing time), its lag, and its offset from the median lag of the probes seen in the last
+    `probe_window_s` (`clock_off` past one interval). Probes whose newest interval is `max_age_s`
+    older than the recent probes' lower median newest end leave the table (after their row is
+    written); past `max_probes`, those seen longest ago."""
+    now = state.getCurrentProcessingTimeMs() / 1000.0
+    s = _held(state)
+    doc = json.loads(s.doc) if s is not None else {"probes": {}, "expired": 0, "dropped": 0}
+    probes: Dict[str, Dict[str, Any]] = doc["probes"]
+    touched = set()
+    newest = rows.sort_values("p_start").groupby("probe", sort=False).tail(1)
+    for r in newest.itertuples(index=False):
+        p = probes.get(r.probe)
+        if p is None or r.p_start > p["last_start"]:
+            probes[r.probe] = {"last_start": float(r.p_start), "last_end": float(r.end), "seen_at": now,
+                               "interval_s": float(r.end - r.p_start), "lag_s": now - float(r.end),
+                               "offset_s": 0.0, "clock_off": False}
+            touched.add(r.probe)
+    recent = {k: p for k, p in probes.items() if now - p["seen_at"] <= probe_window_s}
+    if recent:
         median = statistics.median(p["lag_s"] for p in recent.values())
         for k, p in recent.items():
             offset = p["lag_s"] - median
@@ -274,271 +368,36 @@ class Merger:
             if offset != p["offset_s"] or clock_off != p["clock_off"]:
                 p["offset_s"], p["clock_off"] = offset, clock_off
                 touched.add(k)
-
-    def expire(self, now: float) -> None:
-        """Drops the intervals older than max_age before the median newest interval end of the
-        recent probes (one probe's clock, ahead or behind, moves nothing)."""
-        recent = [p["last_end"] for p in self.probes.values() if now - p["seen_at"] <= self.probe_window_s]
-        if not recent:
-            self.evict()
-            return
-        # The lower median: of two probes, one behind keeps state longer (bounded by max_rows)
-        # rather than one ahead dropping the other's intervals as late.
-        self.horizon = max(self.horizon, statistics.median_low(recent) - self.max_age_s)
-        self.stats["expired_keys"] += self.drop_before(self.horizon)
-        self.evict()
-        gone = [k for k, p in self.probes.items() if p["last_end"] < self.horizon]
+    out = [_row("probes", probe=k, **probes[k]) for k in sorted(touched)]
+    if recent:
+        horizon = statistics.median_low(p["last_end"] for p in recent.values()) - max_age_s
+        gone = [k for k, p in probes.items() if p["last_end"] < horizon]
         for k in gone:
-            del self.probes[k]
-        self.stats["expired_probes"] += len(gone)
-
-    def rows_held(self) -> int:
-        """The state's size: interval rows and histogram bins."""
-        return len(self.intervals) + self.bins_held
-
-    def drop_before(self, horizon: float) -> int:
-        """Drops the intervals that start before `horizon`; how many keys went."""
-        dropped = 0
-        for table in (self.intervals, self.dists):
-            old = [k for k in table if k[0] < horizon]
-            for k in old:
-                if table is self.dists:
-                    self.bins_held -= len(table[k]["bins"])
-                del table[k]
-            dropped += len(old)
-        return dropped
-
-    def evict(self) -> None:
-        """Past `max_rows`, drops whole intervals, oldest first, until the state fits again; the
-        horizon moves past them, so that what comes for them later is late, not half-merged."""
-        if self.rows_held() <= self.max_rows:
-            return
-        per_start: Dict[float, int] = {}
-        for k in self.intervals:
-            per_start[k[0]] = per_start.get(k[0], 0) + 1
-        for k, d in self.dists.items():
-            per_start[k[0]] = per_start.get(k[0], 0) + len(d["bins"])
-        held = self.rows_held()
-        for start in sorted(per_start):
-            if held <= self.max_rows:
-                break
-            held -= per_start[start]
-            self.horizon = max(self.horizon, math.nextafter(start, math.inf))
-        self.stats["evicted_keys"] += self.drop_before(self.horizon)
-
-    def rows(self, batch: int, ti: Set, td: Set, tb: Set, tp: Set[str]) -> Dict[str, pa.Table]:
-        """The touched keys' merged rows, as the four tables of contract 3."""
-        iv = [{"start": k[0], "end": r["end"], "proto": k[1], "net": k[2], **{c: r[c] for c in COUNTERS},
-               "probes": len(r["probes"]), "batch": batch}
-              for k, r in ((k, self.intervals.get(k)) for k in sorted(ti)) if r is not None]
-        qs = []
-        for k in sorted(td):
-            d = self.dists.get(k)
-            if d is None:
-                continue
-            scale = UNIT_SCALE.get(d["unit"], 1)
-            bins = sorted((lo, hi, n) for lo, (hi, n) in d["bins"].items())
-            ps = [percentile(d["count"], d["min"], d["max"], bins, p) / scale for p in PERCENTS]
-            qs.append({"start": k[0], "end": d["end"], "metric": k[1], "dir": k[2], "net": k[3],
-                       "unit": d["unit"], "count": d["count"], "mean": d["sum"] / d["count"] / scale,
-                       "min": d["min"] / scale, "p50": ps[0], "p95": ps[1], "p99": ps[2],
-                       "max": d["max"] / scale, "probes": len(d["probes"]), "batch": batch})
-        hs = []
-        for k in sorted(tb):
-            d = self.dists.get(k[:4])
-            if d is None or k[4] not in d["bins"]:
-                continue  # gone (expired), or a logged contribution that was not merged
-            scale = UNIT_SCALE.get(d["unit"], 1)
-            hi, n = d["bins"][k[4]]
-            hs.append({"start": k[0], "end": d["end"], "metric": k[1], "dir": k[2], "net": k[3],
-                       "bin_lo": k[4] / scale, "bin_hi": hi / scale, "count": n, "batch": batch})
-        ps_rows = [{"probe": k, **{f: self.probes[k][f] for f in (
-            "last_start", "last_end", "seen_at", "interval_s", "lag_s", "offset_s", "clock_off")}, "batch": batch}
-            for k in sorted(tp) if k in self.probes]  # a probe gone with its intervals: no row
-        return {"intervals": pa.Table.from_pylist(iv, INTERVALS), "quantiles": pa.Table.from_pylist(qs, QUANTILES),
-                "histograms": pa.Table.from_pylist(hs, HISTOGRAMS), "probes": pa.Table.from_pylist(ps_rows, PROBES)}
+            del probes[k]
+        doc["expired"] += len(gone)
+    if len(probes) > max_probes:
+        for k in sorted(probes, key=lambda k: probes[k]["seen_at"])[:len(probes) - max_probes]:
+            del probes[k]
+            doc["dropped"] += 1
+    state.update(Held(*(None,) * 15, json.dumps(doc)))
+    return out
 
 
-def write_changelog(out: Path, batch: int, tables: Dict[str, pa.Table]) -> None:
-    """Appends a batch's rows to the four directories, one file each, named by the batch (a
-    batch written again after a crash replaces its own file)."""
-    for name, table in tables.items():
-        if table.num_rows == 0:
-            continue
-        d = out / name
-        d.mkdir(parents=True, exist_ok=True)
-        atomic_write(d / f"part-{batch:08d}-sonde.parquet", lambda p, t=table: pq.write_table(t, p))
+# --- the job (driver) ---
 
-
-KEYS: Dict[str, Tuple[str, ...]] = {
-    "intervals": ("start", "proto", "net"), "quantiles": ("start", "metric", "dir", "net"),
-    "histograms": ("start", "metric", "dir", "net", "bin_lo"), "probes": ("probe",),
-}
-
-
-def compact(out: Path, every: int) -> int:
-    """Bounds the number of files: once a directory holds `every` single-batch files, they are
-    replaced by one file of their newest row per key (the batch numbers kept, so the view is
-    the same), written before they are deleted. Older compacted files are left as they are, so
-    a compaction costs what those batches wrote. Returns the files removed."""
-    removed = 0
-    for name, key in KEYS.items():
-        d = out / name
-        files = sorted(d.glob("part-*-sonde.parquet")) if d.is_dir() else []
-        if every <= 0 or len(files) < every:
-            continue
-        table = pa.concat_tables([pq.read_table(f) for f in files])
-        newest = table.group_by(list(key)).aggregate([("batch", "max")]).rename_columns(list(key) + ["batch"])
-        kept = table.join(newest, list(key) + ["batch"], join_type="inner").select(table.schema.names)
-        kept = kept.sort_by([("batch", "ascending")] + [(k, "ascending") for k in key])
-        last = files[-1].name.split("-")[1]
-        atomic_write(d / f"part-{last}-compact.parquet", lambda p, t=kept: pq.write_table(t, p))
-        for f in files:
-            f.unlink(missing_ok=True)
-        removed += len(files)
-    return removed
-
-
-class ContributionLog:
-    """The accepted contributions of each batch, in the checkpoint directory, so that a restarted
-    job rebuilds its state: one JSON file per batch, written before the batch is applied, and
-    deleted when all of its intervals have expired."""
-
-    def __init__(self, directory: Path):
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.max_start: Dict[int, float] = {}
-
-    def path(self, batch: int) -> Path:
-        return self.dir / f"batch-{batch:012d}.json"
-
-    def write(self, batch: int, seen_at: float, intervals: List[Dict], histograms: List[Dict]) -> None:
-        record = {"batch": batch, "seen_at": seen_at, "intervals": intervals, "histograms": histograms}
-        atomic_write(self.path(batch), lambda p: p.write_text(json.dumps(record)))
-        self.max_start[batch] = max((c["start"] for c in intervals + histograms), default=-math.inf)
-
-    def replay(self, merger: Merger) -> int:
-        """Applies every logged batch in order; the last batch id (-1 if none)."""
-        last = -1
-        for path in sorted(self.dir.glob("batch-*.json")):
-            try:
-                record = json.loads(path.read_text())
-                batch = int(record["batch"])
-            except (ValueError, KeyError, OSError):
-                continue  # a file cut short by a crash: its batch is run again by Spark
-            hs = [{**c, "bins": [tuple(b) for b in c["bins"]]} for c in record["histograms"]]
-            merger.apply(record["intervals"], hs, record["seen_at"])
-            merger.expire(record["seen_at"])
-            self.max_start[batch] = max((c["start"] for c in record["intervals"] + hs), default=-math.inf)
-            last = batch
-        return last
-
-    def prune(self, horizon: float) -> None:
-        for batch, start in list(self.max_start.items()):
-            if start < horizon:
-                self.path(batch).unlink(missing_ok=True)
-                del self.max_start[batch]
-
-
-class Job:
-    """One run of the merge: the Merger, its log, and the status file."""
-
-    def __init__(self, out: Path, checkpoint: Path, max_age_s: float, probe_window_s: float,
-                 compact_every: int = 300, max_rows: int = 1_000_000):
-        self.out = out
-        self.compact_every = compact_every
-        self.compacted_files = 0
-        self.merger = Merger(max_age_s, probe_window_s, max_rows)
-        self.log = ContributionLog(checkpoint / "sonde-merge")
-        self.replayed = self.log.replay(self.merger)
-        self.batches = 0
-        self.last_message_at = time.time()
-        self.recent: List[Dict[str, Any]] = []
-        self.latest: Optional[Dict[str, Any]] = None
-        self.write_status(None)
-
-    def run_batch(self, rows: List[Dict[str, Any]], batch: int, collect_s: float = 0.0) -> None:
-        """One micro-batch: `rows` are the parsed messages ({"kind", "msg", "ts"}), which took
-        `collect_s` to read from Kafka and parse."""
-        seen_at = time.time()
-        m = self.merger
-        intervals, histograms = [], []
-        if batch > self.replayed:
-            for r in rows:
-                m.stats["messages"] += 1
-                try:
-                    if r["msg"] is None:
-                        raise Malformed("not JSON of the contract")
-                    if r["kind"] == "interval":
-                        intervals.append(parse_interval(r["msg"]))
-                    else:
-                        histograms.append(parse_histogram(r["msg"]))
-                except Malformed as e:
-                    m.malformed(str(e))
-            if intervals or histograms:
-                self.log.write(batch, seen_at, intervals, histograms)
-            ti, td, tb, tp = m.apply(intervals, histograms, seen_at)
-        else:
-            # Spark runs the batch again (a crash before it committed it): already replayed from
-            # the log, so only its rows are written again, from the log's copy.
-            path = self.log.path(batch)
-            record = json.loads(path.read_text()) if path.exists() else {"intervals": [], "histograms": []}
-            intervals, histograms = record["intervals"], record["histograms"]
-            ti = {(c["start"], c["proto"], c["net"]) for c in intervals}
-            td = {(c["start"], c["metric"], c["dir"], c["net"]) for c in histograms}
-            tb = {(c["start"], c["metric"], c["dir"], c["net"], b[0]) for c in histograms for b in c["bins"]}
-            tp = {c["probe"] for c in intervals + histograms}
-        m.update_clocks(seen_at, tp)
-        write_changelog(self.out, batch, m.rows(batch, ti, td, tb, tp))
-        self.compacted_files += compact(self.out, self.compact_every)
-        m.expire(seen_at)
-        self.log.prune(m.horizon)
-        written = time.time()
-        self.batches += 1
-        if rows:
-            self.last_message_at = written
-        ts = sorted(r["ts"] for r in rows if r.get("ts") is not None)
-        info = {"batch": batch, "messages": len(rows), "seen_at": seen_at, "written_at": written,
-                "collect_s": collect_s, "merge_s": written - seen_at,
-                "rows": {"intervals": len(ti), "quantiles": len(td), "histograms": len(tb), "probes": len(tp)}}
-        if ts:
-            # From a message's arrival in Kafka (its timestamp) to its merged rows on disk.
-            info["latency_s"] = {"min": written - ts[-1], "median": written - statistics.median(ts),
-                                 "max": written - ts[0]}
-        self.recent = (self.recent + [info])[-RECENT_BATCHES:]
-        self.latest = info
-        self.write_status(info)
-
-    def note_progress(self, progress: Optional[Dict[str, Any]]) -> None:
-        """Adds Spark's own timings of a finished batch (its `durationMs`) to its entry."""
-        if not progress:
-            return
-        for info in reversed(self.recent):
-            if info["batch"] == progress.get("batchId") and "spark_ms" not in info:
-                info["spark_ms"] = progress.get("durationMs", {})
-                self.write_status(self.latest)
-                return
-
-    def write_status(self, info: Optional[Dict[str, Any]]) -> None:
-        m = self.merger
-        status = {"batches": self.batches, "latest_batch": info, "latest_batch_wall": info and info["written_at"],
-                  **m.stats, "_errors": m.stats["malformed"], "malformed_by_reason": m.malformed_by_reason,
-                  "state": {"intervals": len(m.intervals), "distributions": len(m.dists),
-                            "bins": m.bins_held, "probes": len(m.probes),
-                            "rows": m.rows_held(), "max_rows": m.max_rows},
-                  "horizon": m.horizon if math.isfinite(m.horizon) else None,
-                  "compacted_files": self.compacted_files, "replayed_through": self.replayed,
-                  "recent": self.recent}
-        self.out.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.out / "_job.json", lambda p: p.write_text(json.dumps(status, indent=1)))
-
-
-def spark_session(master: str, jars: Optional[str]):
-    """The jobs' session (sonde.spark.session) with Spark's Kafka source: the jars of `jars` (a
-    directory or a comma-separated list), else Maven coordinates Spark resolves."""
+def spark_session(master: str, jars: Optional[str], partitions: int):
+    """The jobs' session (sonde.spark.session) with Spark's Kafka source — the jars of `jars` (a
+    directory or a comma-separated list), else Maven coordinates Spark resolves — and the RocksDB
+    state store."""
     from sonde.spark.session import spark_session as session
 
-    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"}
+    conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+            # The state's partitions: fixed by the checkpoint at its first start.
+            "spark.sql.shuffle.partitions": str(partitions),
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            # Batches are small and frequent: Arrow batches of any size, no adaptive re-planning.
+            "spark.sql.adaptive.enabled": "false"}
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if jars is None and DEFAULT_JARS.is_dir():
@@ -552,75 +411,205 @@ def spark_session(master: str, jars: Optional[str]):
     return session("sonde-merge", master, conf)
 
 
-def stream(spark, args):
-    """Both topics as one stream of (kind, parsed message, Kafka timestamp)."""
+def merged(raw, args):
+    """The streaming DataFrame of merged rows from Kafka records `raw`: checked contributions
+    (malformed ones counted in the observed metrics `input` and dropped), the watermark, and the
+    stateful merge (its late and conflicting contributions counted in `output`)."""
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql.streaming.state import GroupStateTimeout
 
-    D, L, S = T.DoubleType(), T.LongType(), T.StringType()
-    span = [T.StructField("probe", S), T.StructField("start", D), T.StructField("end", D)]
-    interval = T.StructType(span + [T.StructField(n, S) for n in ("proto", "net")]
-                            + [T.StructField(c, L) for c in COUNTERS])
-    histogram = T.StructType(span + [T.StructField(n, S) for n in ("metric", "dir", "net", "unit")]
-                             + [T.StructField("count", L)] + [T.StructField(n, D) for n in ("sum", "min", "max")]
-                             + [T.StructField("bins", T.ArrayType(T.ArrayType(D)))])
-    topics = [args.interval_topic] + ([args.histogram_topic] if args.histogram_topic else [])
-    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.kafka)
-           .option("subscribe", ",".join(topics)).option("startingOffsets", args.starting_offsets)
-           .option("failOnDataLoss", "false").option("maxOffsetsPerTrigger", str(args.max_messages_per_batch))
-           .load())
-    value = F.col("value").cast("string")
-    is_interval = F.col("topic") == F.lit(args.interval_topic)
-    return raw.select(
-        F.when(is_interval, F.lit("interval")).otherwise(F.lit("histogram")).alias("kind"),
-        F.when(is_interval, F.from_json(value, interval)).alias("interval"),
-        F.when(~is_interval, F.from_json(value, histogram)).alias("histogram"),
-        (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts"),
-    )
+    col = F.col
+    c = contributions(raw, args.interval_topic, args.max_ahead)
+    c = c.observe("input", F.count(F.lit(1)).alias("messages"), F.min("ts").alias("ts_min"),
+                  F.percentile_approx("ts", 0.5).alias("ts_median"), F.max("ts").alias("ts_max"),
+                  *[F.count_if(col("reason") == r).alias(f"reason_{i}") for i, r in enumerate(REASONS)])
+    good = c.where(col("reason").isNull()).drop("reason", "ts")
+    # Every contribution goes to its key's group, and its probe, start and end to the probes' group
+    # (one scan of the source: each row made into both).
+    data = good.select("kind", "start", "name", "dir", "net", "probe", col("start").alias("p_start"), "end", "unit",
+                       *COUNTERS, "count", "sum", "min", "max", "los", "his", "ns")
+    shown = {"kind": F.lit("p"), "start": F.lit(0.0), "name": F.lit(""), "dir": F.lit(""), "net": F.lit(""),
+             "probe": col("probe"), "p_start": col("start"), "end": col("end")}
+    as_data = F.struct(*[col(f.name) if f.name != "p_start" else col("start").alias("p_start") for f in data.schema])
+    as_probe = F.struct(*[shown.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in data.schema])
+    rows = good.select(F.explode(F.array(as_data, as_probe)).alias("r")).select("r.*")
+    # Event time: the interval's start. The probes' group's rows have none, so that Spark never
+    # drops them as late: a probe whose clock is behind still shows in the probes' table.
+    event_time = F.when(col("kind") != "p", F.timestamp_seconds(col("p_start")))
+    rows = rows.withColumn("t", event_time).withWatermark("t", f"{args.max_age} seconds")
+    key, out, state = _schemas()
+    max_age, window, max_probes = float(args.max_age), float(args.probe_window), int(args.max_probes)
+
+    def fn(k, pdfs, st):
+        return merge_group(k, pdfs, st, max_age, window, max_probes)
+
+    m = rows.groupBy("kind", "start", "name", "dir", "net").applyInPandasWithState(
+        fn, out, state, "Update", GroupStateTimeout.EventTimeTimeout)
+    return m.observe("output", *[F.sum(F.when(col("table") == t, F.coalesce(col("count"), F.lit(1)) if t in ("late", "conflict") else F.lit(1)).otherwise(0)).alias(t)
+                                 for t in ("intervals", "quantiles", "histograms", "probes", "late", "conflict")])
 
 
-def _rows(df) -> List[Dict[str, Any]]:
-    """The batch's messages on the driver: each parsed struct as a dict (None when the message
-    was not JSON of the contract's shape: Spark gives no struct, or one of nulls)."""
-    out = []
-    for r in df.collect():
-        parsed = r["interval"] if r["kind"] == "interval" else r["histogram"]
-        msg = parsed.asDict(recursive=True) if parsed is not None else None
-        if msg is not None and all(v is None for v in msg.values()):
-            msg = None
-        out.append({"kind": r["kind"], "msg": msg, "ts": r["ts"]})
-    return out
+class Status:
+    """`_job.json`: what the job has read, merged and written since it started, from Spark's
+    progress reports (a StreamingQueryListener) and the batch writer."""
+
+    def __init__(self, out: Path, max_age_s: float):
+        self.out = out
+        self.lock = threading.Lock()
+        self.totals = {"batches": 0, "messages": 0, "malformed": 0, "late": 0, "conflicts": 0,
+                       "compacted_files": 0}
+        self.by_reason: Dict[str, int] = {}
+        self.written: Dict[int, Tuple[float, Dict[str, int]]] = {}  # batch -> (written at, rows)
+        self.recent: List[Dict[str, Any]] = []
+        self.state: Dict[str, Any] = {}
+        self.watermark: Optional[str] = None
+        self.max_age_s = max_age_s
+        self.last_message_at = time.time()
+        self.write()
+
+    def batch_written(self, batch: int, compacted: int) -> None:
+        with self.lock:
+            self.written[batch] = (time.time(), {})
+            self.totals["compacted_files"] += compacted
+
+    def progress(self, p: Dict[str, Any]) -> None:
+        """One finished batch's progress report (`StreamingQueryProgress` as JSON)."""
+        metrics = p.get("observedMetrics") or {}
+        inp, outp = metrics.get("input") or {}, metrics.get("output") or {}
+        n = int(inp.get("messages") or 0)
+        with self.lock:
+            batch = int(p["batchId"])
+            written_at, _ = self.written.pop(batch, (time.time(), {}))
+            self.totals["batches"] += 1
+            self.totals["messages"] += n
+            bad = 0
+            for i, r in enumerate(REASONS):
+                k = int(inp.get(f"reason_{i}") or 0)
+                if k:
+                    self.by_reason[r] = self.by_reason.get(r, 0) + k
+                    bad += k
+            conflicts = int(outp.get("conflict") or 0)
+            if conflicts:
+                self.by_reason[CONFLICT] = self.by_reason.get(CONFLICT, 0) + conflicts
+            self.totals["malformed"] += bad + conflicts
+            self.totals["conflicts"] += conflicts
+            ops = p.get("stateOperators") or []
+            # Late: dropped by Spark before the merge (past the previous batch's watermark), or
+            # found by the merge (past this batch's).
+            dropped = int(ops[0].get("numRowsDroppedByWatermark") or 0) if ops else 0
+            self.totals["late"] += int(outp.get("late") or 0) + dropped
+            if ops:
+                op = ops[0]
+                self.state = {"rows": op.get("numRowsTotal"), "memory_bytes": op.get("memoryUsedBytes"),
+                              "removed": op.get("numRowsRemoved"), "updated": op.get("numRowsUpdated"),
+                              "custom": op.get("customMetrics", {})}
+            self.watermark = (p.get("eventTime") or {}).get("watermark")
+            info = {"batch": batch, "messages": n, "written_at": written_at,
+                    "rows": {t: int(outp.get(t) or 0) for t in ("intervals", "quantiles", "histograms", "probes")},
+                    "late": int(outp.get("late") or 0) + dropped, "watermark": (p.get("eventTime") or {}).get("watermark"),
+                    "spark_ms": p.get("durationMs", {}), "state_rows": self.state.get("rows")}
+            if n and inp.get("ts_min") is not None:
+                # From a message's arrival in Kafka (its timestamp) to its merged rows in Parquet.
+                info["latency_s"] = {"min": written_at - float(inp["ts_max"]),
+                                     "median": written_at - float(inp["ts_median"]),
+                                     "max": written_at - float(inp["ts_min"])}
+                self.last_message_at = time.time()
+            self.recent = (self.recent + [info])[-RECENT_BATCHES:]
+        self.write()
+
+    def write(self) -> None:
+        with self.lock:
+            status = {**self.totals, "_errors": self.totals["malformed"], "malformed_by_reason": self.by_reason,
+                      "latest_batch": self.recent[-1] if self.recent else None,
+                      "latest_batch_wall": self.recent[-1]["written_at"] if self.recent else None,
+                      "state": self.state, "watermark": self.watermark, "max_age_s": self.max_age_s,
+                      "recent": self.recent}
+        self.out.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.out / "_job.json", lambda p: p.write_text(json.dumps(status, indent=1)))
+
+
+def writer(spark, out: Path, status: Status, compact_every: int):
+    """The `foreachBatch` function: each table's rows of the batch written by Spark's Parquet
+    writer into its changelog (sonde.spark.changelog); compaction every `compact_every` files."""
+    from pyspark.sql import functions as F
+
+    files = changelog.Files(spark, str(out))
+    names = {"intervals": {"name": "proto"}, "quantiles": {"name": "metric"}, "histograms": {"name": "metric"},
+             "probes": {}}
+
+    def on_batch(df, batch: int) -> None:
+        df = df.where(F.col("table").isin(*TABLES)).persist()
+        try:
+            for table, columns in TABLES.items():
+                rename = names[table]
+                back = {v: k for k, v in rename.items()}
+                rows = df.where(F.col("table") == table).select(
+                    *[F.col(back.get(c, c)).alias(c) for c in columns], F.lit(batch).cast("long").alias("batch"))
+                if table in ("intervals", "quantiles"):
+                    rows = rows.withColumn("probes", F.col("probes").cast("int"))
+                changelog.write(files, rows, table, batch)
+        finally:
+            df.unpersist()
+        compacted = sum(changelog.compact(spark, files, t, KEYS[t], compact_every) for t in TABLES)
+        status.batch_written(batch, compacted)
+
+    return on_batch
+
+
+def start(spark, raw, args, out: Path, checkpoint: Path, status: Status, **trigger):
+    """Starts the merge of Kafka records `raw` (a streaming DataFrame) into `out`, reporting to
+    `status`: Spark's streaming query. `trigger`: DataStreamWriter.trigger's (default: every
+    --trigger seconds)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            if str(event.progress.id) == query_id[0]:
+                status.progress(json.loads(event.progress.json))
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    query_id = [""]
+    listener = Listener()
+    spark.streams.addListener(listener)
+    query = (merged(raw, args).writeStream.outputMode("update")
+             .foreachBatch(writer(spark, out, status, args.compact_every))
+             .option("checkpointLocation", str(checkpoint / "spark"))
+             .trigger(**(trigger or {"processingTime": f"{args.trigger} seconds"})).start())
+    query_id[0] = str(query.id)
+    return query, listener
 
 
 def main(args) -> int:
-    out = Path(args.output_dir)
-    checkpoint = Path(args.checkpoint) if args.checkpoint else out / "_checkpoint"
+    out = Path(args.output_dir).absolute()
+    checkpoint = Path(args.checkpoint).absolute() if args.checkpoint else out / "_checkpoint"
     out.mkdir(parents=True, exist_ok=True)
-    job = Job(out, checkpoint, args.max_age, args.probe_window, args.compact_every, args.max_state_rows)
-    spark = spark_session(args.master, args.jars)
+    status = Status(out, args.max_age)
+    spark = spark_session(args.master, args.jars, args.partitions)
     spark.sparkContext.setLogLevel("WARN")
-    def on_batch(df, batch: int) -> None:
-        t = time.time()
-        rows = _rows(df)
-        job.run_batch(rows, batch, time.time() - t)
-
-    query = (stream(spark, args).writeStream.foreachBatch(on_batch)
-             .option("checkpointLocation", str(checkpoint / "spark"))
-             .trigger(processingTime=f"{args.trigger} seconds").start())
+    query, _ = start(spark, kafka(spark, args), args, out, checkpoint, status)
     print(f"sonde merge: {args.kafka} -> {out} (checkpoint {checkpoint})", file=sys.stderr)
-    job.last_message_at = time.time()  # idle from now: the session's start is not idleness
+    status.last_message_at = time.time()  # idle from now: the session's start is not idleness
     try:
         while query.isActive:
             if query.awaitTermination(0.5):
                 break
-            job.note_progress(query.lastProgress)
             busy = query.status.get("isTriggerActive", False)
-            if args.until_idle is not None and not busy and time.time() - job.last_message_at > args.until_idle:
+            if args.until_idle is not None and not busy and time.time() - status.last_message_at > args.until_idle:
                 query.stop()
                 break
     except KeyboardInterrupt:
         query.stop()
     error = query.exception()
+    time.sleep(0.2)  # the listener's last report
+    status.write()
     spark.stop()
     if error is not None:
         print(f"sonde merge: the stream failed: {error}", file=sys.stderr)
@@ -634,17 +623,22 @@ def add_arguments(p) -> None:
     p.add_argument("output_dir", metavar="OUTPUT_DIR")
     p.add_argument("--interval-topic", default="sonde-intervals")
     p.add_argument("--histogram-topic", default="sonde-histograms", help='"" to read no histograms')
-    p.add_argument("--checkpoint", metavar="DIR", help="Spark's offsets and the merge state (default OUTPUT_DIR/_checkpoint)")
+    p.add_argument("--checkpoint", metavar="DIR", help="Spark's offsets and state (default OUTPUT_DIR/_checkpoint)")
     p.add_argument("--trigger", type=float, default=1.0, metavar="SECS", help="micro-batch period (default 1)")
     p.add_argument("--starting-offsets", choices=("earliest", "latest"), default="earliest",
                    help="where a new checkpoint starts reading (default earliest: what the topics retain)")
     p.add_argument("--max-age", type=float, default=600.0, metavar="SECS",
-                   help="packet time an interval's state is kept, behind the probes' median newest end (default 600)")
-    p.add_argument("--max-state-rows", type=int, default=1_000_000, metavar="N",
-                   help="interval rows and histogram bins the state holds at most; past it the oldest "
-                   "intervals leave it early, counted as evicted_keys (default 1000000)")
+                   help="the watermark's delay: an interval's state is kept until the newest interval start "
+                   "read is SECS later (default 600)")
+    p.add_argument("--max-ahead", type=float, default=300.0, metavar="SECS",
+                   help="a contribution whose interval ends more than SECS after the job's clock is refused "
+                   "(counted): it would move the watermark for every probe (default 300)")
+    p.add_argument("--max-probes", type=int, default=10_000, metavar="N",
+                   help="probes the probe table keeps at most; past it, those seen longest ago leave it (default 10000)")
     p.add_argument("--max-messages-per-batch", type=int, default=200_000, metavar="N",
                    help="messages read per micro-batch at most (default 200000)")
+    p.add_argument("--partitions", type=int, default=4, metavar="N",
+                   help="the state's partitions (tasks per batch; fixed at a checkpoint's first start; default 4)")
     p.add_argument("--probe-window", type=float, default=60.0, metavar="SECS",
                    help="probes seen this recently make the median lag of the clock check (default 60)")
     p.add_argument("--compact-every", type=int, default=300, metavar="N",
