@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
@@ -534,20 +535,27 @@ def writer(spark, out: Path, status: Status, compact_every: int):
     from pyspark.sql import functions as F
 
     files = changelog.Files(spark, str(out))
-    names = {"intervals": {"name": "proto"}, "quantiles": {"name": "metric"}, "histograms": {"name": "metric"},
+    # The operator's `name` column is the table's proto or metric.
+    names = {"intervals": {"proto": "name"}, "quantiles": {"metric": "name"}, "histograms": {"metric": "name"},
              "probes": {}}
+    pool = ThreadPoolExecutor(len(TABLES) - 1)
 
     def on_batch(df, batch: int) -> None:
         df = df.where(F.col("table").isin(*TABLES)).persist()
+
+        def write(table: str) -> None:
+            columns = [F.col(names[table].get(c, c)).alias(c) for c in TABLES[table]]
+            rows = df.where(F.col("table") == table).select(*columns, F.lit(batch).cast("long").alias("batch"))
+            if table in ("intervals", "quantiles"):
+                rows = rows.withColumn("probes", F.col("probes").cast("int"))
+            changelog.write(files, rows, table, batch)
+
         try:
-            for table, columns in TABLES.items():
-                rename = names[table]
-                back = {v: k for k, v in rename.items()}
-                rows = df.where(F.col("table") == table).select(
-                    *[F.col(back.get(c, c)).alias(c) for c in columns], F.lit(batch).cast("long").alias("batch"))
-                if table in ("intervals", "quantiles"):
-                    rows = rows.withColumn("probes", F.col("probes").cast("int"))
-                changelog.write(files, rows, table, batch)
+            # The first write computes the batch (the merge, into the cache); the other three
+            # read the cache, as concurrent Spark jobs (their fixed costs overlap).
+            first, *rest = TABLES
+            write(first)
+            list(pool.map(write, rest))
         finally:
             df.unpersist()
         compacted = sum(changelog.compact(spark, files, t, KEYS[t], compact_every) for t in TABLES)
