@@ -180,11 +180,13 @@ def flatten(value: Any, prefix: str, out: Dict[str, float]) -> None:
 
 def state_size(state: Dict[str, float]) -> Tuple[Optional[float], Optional[float]]:
     """(rows, bytes) of a flattened `state`: Spark's stateOperators' numRowsTotal and
-    memoryUsedBytes summed, else the driver-side merge's `rows`."""
+    memoryUsedBytes summed, else `rows` (and `memory_bytes`) as the job names them."""
     rows = [v for k, v in state.items() if k.endswith("numRowsTotal")]
     mem = [v for k, v in state.items() if k.endswith("memoryUsedBytes")]
     if rows:
         return sum(rows), (sum(mem) if mem else None)
+    if not mem and "state.memory_bytes" in state:
+        mem = [state["state.memory_bytes"]]
     return state.get("state.rows", state.get("rows")), (sum(mem) if mem else None)
 
 
@@ -663,8 +665,12 @@ def main() -> int:
     commit = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h %s"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "python/sonde/spark"], capture_output=True,
                            text=True).stdout.strip()
-    result: Dict[str, Any] = {"commit": commit[:100] + (" (python/sonde/spark modified in the tree)" if dirty else ""),
-                              "machine": f"{os.cpu_count()} cores", "load_start": loadavg(), "args": vars(a)}
+    if PYTHON_DIR[0] != (REPO / "python").resolve():
+        label = f"the job from {PYTHON_DIR[0]} (--python-path); this checkout at {commit[:100]}"
+    else:
+        label = commit[:100] + (" (python/sonde/spark modified in the tree)" if dirty else "")
+    result: Dict[str, Any] = {"commit": label,
+                              "machine": f"{os.cpu_count()} cores", "load_start": loadavg(), "args": dict(vars(a))}
     result["args"]["out"] = str(a.out)
 
     sys.path.insert(0, str(REPO / "python" / "tests"))
