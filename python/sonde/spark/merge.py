@@ -645,8 +645,8 @@ def add_arguments(p) -> None:
                    help="probes the probe table keeps at most; past it, those seen longest ago leave it (default 10000)")
     p.add_argument("--max-messages-per-batch", type=int, default=200_000, metavar="N",
                    help="messages read per micro-batch at most (default 200000)")
-    p.add_argument("--partitions", type=int, default=4, metavar="N",
-                   help="the state's partitions (tasks per batch; fixed at a checkpoint's first start; default 4)")
+    p.add_argument("--partitions", type=int, default=2, metavar="N",
+                   help="the state's partitions (tasks per batch; fixed at a checkpoint's first start; default 2)")
     p.add_argument("--probe-window", type=float, default=60.0, metavar="SECS",
                    help="probes seen this recently make the median lag of the clock check (default 60)")
     p.add_argument("--compact-every", type=int, default=300, metavar="N",
