@@ -45,7 +45,6 @@ from sonde.spark.files import atomic_write
 # ns, % of ppm. Other units are their base unit.
 UNIT_SCALE: Dict[str, int] = {"ms": 1_000_000, "%": 10_000}
 PROBE_ID = r"^[A-Za-z0-9._-]{1,64}$"
-PERCENTS = (50, 95, 99)
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 # Where tests/spark/fetch.sh puts the Kafka source's jars in a checkout.
 DEFAULT_JARS = Path(__file__).resolve().parents[3] / "target" / "tmp" / "spark-kafka-4.2.0" / "lib"
