@@ -66,6 +66,20 @@ def read_tsv(path: Path) -> Tuple[List[str], List[List[str]]]:
     return header, rows
 
 
+def tsv(path: Path) -> List[Dict[str, str]]:
+    """A TSV's rows as dicts by its header."""
+    header, rows = read_tsv(path)
+    return [dict(zip(header, r)) for r in rows]
+
+
+def spark_jars() -> Path:
+    """The directory of Spark's Kafka source's jars (tests/spark/fetch.sh, cached in target/)."""
+    d = REPO / "target" / "tmp" / "spark-kafka-4.2.0"
+    done = subprocess.run([str(REPO / "tests/spark/fetch.sh"), str(d)], capture_output=True, text=True)
+    assert done.returncode == 0, f"cannot fetch Spark's Kafka source (needs mvn): {done.stderr}"
+    return d / "lib"
+
+
 def as_tsv_text(value, typ: pa.DataType) -> Optional[str]:
     """A typed value other than a time or span as the TSV text it must come from; None for null."""
     if value is None:

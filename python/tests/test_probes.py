@@ -184,6 +184,7 @@ def test_two_probes_merge_to_the_offline_analysis(tmp_path: Path) -> None:
             time.sleep(1.5)
             served = get(f"{url}/api/intervals")
             probes = get(f"{url}/api/probes")
+            pairs_served = get(f"{url}/api/flows?limit=1000")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -196,7 +197,7 @@ def test_two_probes_merge_to_the_offline_analysis(tmp_path: Path) -> None:
     subprocess.run(["mergecap", "-w", str(whole), *map(str, caps)], check=True)
     offline = tmp_path / "offline"
     subprocess.run([sonde, "analyze", "-q", "--force", "-r", str(whole), "-o", str(offline),
-                    "--interval", str(INTERVAL)], check=True)
+                    "--interval", str(INTERVAL), "--tables"], check=True)
 
     head, rows = read_tsv(offline / "intervals.tsv")
     want = {(float(r[0]), r[2], r[3]): tuple(int(v) for v in r[4:9]) for r in rows}
@@ -231,6 +232,30 @@ def test_two_probes_merge_to_the_offline_analysis(tmp_path: Path) -> None:
     served_rows = {(i["start_s"], t["proto"], t["net"]): t["packets"] for i in served["items"] for t in i["traffic"]
                    if i["start_s"] >= live}
     assert served_rows == {k: v[0] for k, v in want.items()}
+
+    # Flows across probes: every flow record the probes published merged (none late, malformed
+    # or interim), and each live host's traffic over the run equal to the offline analysis's
+    # application-layer host table (the job charges a flow to a 60 s interval, the offline one
+    # to a 2 s one: compared summed over the run).
+    job = json.loads((merged / "_job.json").read_text())["flows"]
+    sent = {d: json.loads((tmp_path / d / "summary.json").read_text())["kafka"]["flows"]
+            for d in ("probe0", "probe1", "late")}
+    # The late probe published twice; its second flows may be behind the watermark (late_rows).
+    assert job["records"] == sent["probe0"] + sent["probe1"] + 2 * sent["late"], (job, sent)
+    assert job["malformed"] == job["interim"] == 0, job
+    _, rows = read_tsv(offline / "al_hosts.tsv")
+    want_hosts: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for r in rows:
+        for i, v in enumerate(r[-5:]):
+            want_hosts[r[2]][i] += int(v)
+    assert read_tsv(offline / "al_hosts.tsv")[0][-5:] == ["pkts_in", "bytes_in", "pkts_out", "bytes_out", "flows"]
+    got_hosts: Dict[str, List[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for r in newest(merged / "hosts", "start, addr").filter(f"start >= {live - 60}").project(
+            "addr, pkts_in, bytes_in, pkts_out, bytes_out, flows").fetchall():
+        for i, v in enumerate(r[1:]):
+            got_hosts[r[0]][i] += v
+    assert dict(got_hosts) == dict(want_hosts)
+    assert pairs_served["rows"] and pairs_served["proto"] == "pairs", pairs_served
 
     # How long after its end each interval was served with all its packets, network-wide (its
     # flows' statistics may come later: a flow counts when it ends). Printed, not asserted.

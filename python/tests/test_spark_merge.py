@@ -21,7 +21,7 @@ from typing import Dict, List, Tuple
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, cli, read_tsv, shared
+from conftest import REPO, cli, shared, spark_jars, tsv
 from kafka_broker import Broker
 
 sys.path.insert(0, str(REPO / "python"))
@@ -46,18 +46,6 @@ def broker():
         yield b
     finally:
         b.stop()
-
-
-def spark_jars() -> Path:
-    d = REPO / "target" / "tmp" / "spark-kafka-4.2.0"
-    done = subprocess.run([str(REPO / "tests/spark/fetch.sh"), str(d)], capture_output=True, text=True)
-    assert done.returncode == 0, f"cannot fetch Spark's Kafka source (needs mvn): {done.stderr}"
-    return d / "lib"
-
-
-def tsv(path: Path) -> List[Dict[str, str]]:
-    header, rows = read_tsv(path)
-    return [dict(zip(header, r)) for r in rows]
 
 
 def interval_messages(probe: str, out: Path) -> List[Tuple[float, int, dict]]:

@@ -120,11 +120,10 @@ pub fn api_routes() -> Vec<(&'static str, MethodRouter<Shared>)> {
 }
 
 /// The routes a merged view (`sonde serve --merged`) answers 501 `not_in_merged_view`, by the
-/// first part of their path (each path and those under it): the merge job keeps no flow, table,
-/// definition, live bin, store or run summary, only intervals, quantiles, histograms and probes
-/// (docs/merged.md).
-pub const NOT_IN_MERGED_VIEW: [&str; 6] =
-    ["/api/summary", "/api/tables", "/api/flows", "/api/definitions", "/api/live", "/api/store"];
+/// first part of their path (each path and those under it): the merge job keeps no single flow,
+/// definition, live bin, store or run summary, only intervals, quantiles, histograms, probes and
+/// the flows' hosts and host pairs (served as `/api/tables` and `/api/flows`; docs/merged.md).
+pub const NOT_IN_MERGED_VIEW: [&str; 4] = ["/api/summary", "/api/definitions", "/api/live", "/api/store"];
 
 /// Whether `path` is one of [`NOT_IN_MERGED_VIEW`]'s routes.
 fn not_in_merged_view(path: &str) -> bool {
@@ -139,9 +138,9 @@ async fn merged_view_guard(State(s): State<Shared>, req: Request, next: axum::mi
         return error(
             StatusCode::NOT_IMPLEMENTED,
             "not_in_merged_view",
-            "a merged view of several probes has intervals, quantiles, histograms and probes only: \
-             ask a probe's own server (sonde monitor --http) for its flows, tables, definitions, live \
-             bins, store and summary",
+            "a merged view of several probes has intervals, quantiles, histograms, probes and the \
+             flows' hosts and host pairs only: ask a probe's own server (sonde monitor --http) for its \
+             definitions, live bins, store and summary",
         );
     }
     next.run(req).await
@@ -322,7 +321,12 @@ async fn flow_page(State(s): State<Shared>, Extension(g): Guarded, Query(q): Que
     let snap = s.snapshot();
     let answer = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        flows::query(&snap.flows.tcp, &snap.flows.udp, &q).map(|page| Json(page).into_response())
+        let page = if snap.status.merged.is_some() {
+            flows::pairs(&snap.tables.matrix, &q)
+        } else {
+            flows::query(&snap.flows.tcp, &snap.flows.udp, &q)
+        };
+        page.map(|page| Json(page).into_response())
     })
     .await;
     match answer {

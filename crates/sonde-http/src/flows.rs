@@ -59,6 +59,43 @@ pub fn query(tcp: &Table, udp: &Table, q: &FlowQuery) -> Result<FlowPage, BadQue
         Some(want) => Some((col("complete").ok_or_else(|| BadQuery("this log has no complete column".into()))?, want)),
         None => None,
     };
+    select(table, proto, ips, ports, complete, q)
+}
+
+/// A merged view's flows (`sonde serve --merged`): its host pairs, the matrix of the flow tables
+/// (`start end src dst packets bytes flows`, per interval largest first), which `proto=pairs`
+/// or no `proto` asks for; filtered by `addr` (source or destination), sorted and paged as a
+/// flow log. The merged pairs keep no port, protocol or completeness: asking for them is refused.
+pub fn pairs(matrix: &Table, q: &FlowQuery) -> Result<FlowPage, BadQuery> {
+    match q.proto.as_deref() {
+        None | Some("pairs") => {}
+        Some(other) => {
+            return Err(BadQuery(format!(
+                "a merged view's flows are host pairs across probes (proto=pairs), not {other:?}: ask a probe's \
+                 own server for its flow log"
+            )))
+        }
+    }
+    if q.port.is_some() || q.complete.is_some() {
+        return Err(BadQuery("a merged view's host pairs have no port or complete column".into()));
+    }
+    let ips = [matrix.column("src"), matrix.column("dst")];
+    select(matrix, "pairs", ips, [None, None], None, q)
+}
+
+type Pair = [Option<usize>; 2];
+
+/// The page of `table` that `q` asks for, `ips` and `ports` the columns its address and port
+/// filters look at.
+fn select(
+    table: &Table,
+    proto: &str,
+    ips: Pair,
+    ports: Pair,
+    complete: Option<(usize, bool)>,
+    q: &FlowQuery,
+) -> Result<FlowPage, BadQuery> {
+    let col = |name: &str| table.column(name);
     let sort = match &q.sort {
         Some(name) => Some(col(name).ok_or_else(|| BadQuery(format!("no column {name:?} to sort by")))?),
         None => None,

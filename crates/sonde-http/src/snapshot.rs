@@ -78,6 +78,12 @@ pub struct MergedStatus {
     /// Rows left out so far: an interval older than the kept ones, a probe beyond the probes
     /// limit, or a row with a null or a non-finite key.
     pub rows_dropped: u64,
+    /// Intervals of the flow tables (`hosts/`, `pairs/`) kept.
+    pub flow_intervals: usize,
+    /// Hosts, and host pairs, kept per flow interval at most (the largest by bytes).
+    pub max_table_rows: usize,
+    /// Host and pair rows that bound let go (evicted or refused) so far.
+    pub table_rows_let_go: u64,
     /// Reloads done, and the wall clock of the latest (Unix seconds).
     pub reloads: u64,
     pub reloaded_unix_s: f64,

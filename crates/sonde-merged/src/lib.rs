@@ -25,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+mod flows;
 pub mod read;
 mod source;
 mod view;

@@ -14,18 +14,28 @@ use arrow::datatypes::{DataType, Float64Type, Int32Type, Int64Type};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-/// The four changelogs, each a directory of the merge job's output.
+/// The changelogs, each a directory of the merge job's output: the four of the counters and
+/// distributions, and the flow query's two (`hosts/`, `pairs/`; docs/spark.md, "Flows across
+/// probes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Changelog {
     Intervals,
     Quantiles,
     Histograms,
     Probes,
+    Hosts,
+    Pairs,
 }
 
 impl Changelog {
-    pub const ALL: [Changelog; 4] =
-        [Changelog::Intervals, Changelog::Quantiles, Changelog::Histograms, Changelog::Probes];
+    pub const ALL: [Changelog; 6] = [
+        Changelog::Intervals,
+        Changelog::Quantiles,
+        Changelog::Histograms,
+        Changelog::Probes,
+        Changelog::Hosts,
+        Changelog::Pairs,
+    ];
 
     /// The directory's name under the merged output.
     pub fn dir(self) -> &'static str {
@@ -34,6 +44,8 @@ impl Changelog {
             Changelog::Quantiles => "quantiles",
             Changelog::Histograms => "histograms",
             Changelog::Probes => "probes",
+            Changelog::Hosts => "hosts",
+            Changelog::Pairs => "pairs",
         }
     }
 }
@@ -102,6 +114,36 @@ pub struct ProbeRow {
     pub batch: i64,
 }
 
+/// `OUT/hosts/`: one (start, addr)'s merged flows: what the host received (`_in`) and sent
+/// (`_out`), IP packets and bytes, and the flows it took part in, each flow charged to the
+/// interval of its last packet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRow {
+    pub start: f64,
+    pub end: f64,
+    pub addr: String,
+    pub pkts_in: i64,
+    pub bytes_in: i64,
+    pub pkts_out: i64,
+    pub bytes_out: i64,
+    pub flows: i64,
+    pub batch: i64,
+}
+
+/// `OUT/pairs/`: one (start, src, dst)'s merged flows: what `src` sent `dst` (IP packets and
+/// bytes) in the flows between them, and those flows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairRow {
+    pub start: f64,
+    pub end: f64,
+    pub src: String,
+    pub dst: String,
+    pub packets: i64,
+    pub bytes: i64,
+    pub flows: i64,
+    pub batch: i64,
+}
+
 /// A file's rows, of the changelog its directory names.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rows {
@@ -109,6 +151,8 @@ pub enum Rows {
     Quantiles(Vec<QuantileRow>),
     Histograms(Vec<HistogramRow>),
     Probes(Vec<ProbeRow>),
+    Hosts(Vec<HostRow>),
+    Pairs(Vec<PairRow>),
 }
 
 impl Rows {
@@ -118,6 +162,8 @@ impl Rows {
             Rows::Quantiles(r) => r.len(),
             Rows::Histograms(r) => r.len(),
             Rows::Probes(r) => r.len(),
+            Rows::Hosts(r) => r.len(),
+            Rows::Pairs(r) => r.len(),
         }
     }
 
@@ -152,6 +198,8 @@ pub fn read_file(path: &Path, log: Changelog) -> Result<FileRows, ReadError> {
         Changelog::Quantiles => Rows::Quantiles(Vec::new()),
         Changelog::Histograms => Rows::Histograms(Vec::new()),
         Changelog::Probes => Rows::Probes(Vec::new()),
+        Changelog::Hosts => Rows::Hosts(Vec::new()),
+        Changelog::Pairs => Rows::Pairs(Vec::new()),
     };
     let mut nulls = 0;
     for batch in reader {
@@ -215,6 +263,27 @@ pub fn read_file(path: &Path, log: Changelog) -> Result<FileRows, ReadError> {
                     clock_off: c.bool("clock_off", i),
                     batch: c.i64("batch", i),
                 }),
+                Rows::Hosts(rows) => rows.push(HostRow {
+                    start: c.f64("start", i),
+                    end: c.f64("end", i),
+                    addr: c.str("addr", i),
+                    pkts_in: c.i64("pkts_in", i),
+                    bytes_in: c.i64("bytes_in", i),
+                    pkts_out: c.i64("pkts_out", i),
+                    bytes_out: c.i64("bytes_out", i),
+                    flows: c.i64("flows", i),
+                    batch: c.i64("batch", i),
+                }),
+                Rows::Pairs(rows) => rows.push(PairRow {
+                    start: c.f64("start", i),
+                    end: c.f64("end", i),
+                    src: c.str("src", i),
+                    dst: c.str("dst", i),
+                    packets: c.i64("packets", i),
+                    bytes: c.i64("bytes", i),
+                    flows: c.i64("flows", i),
+                    batch: c.i64("batch", i),
+                }),
             }
         }
     }
@@ -275,6 +344,27 @@ pub fn columns(log: Changelog) -> &'static [(&'static str, DataType)] {
             ("lag_s", D),
             ("offset_s", D),
             ("clock_off", B),
+            ("batch", L),
+        ],
+        Changelog::Hosts => &[
+            ("start", D),
+            ("end", D),
+            ("addr", S),
+            ("pkts_in", L),
+            ("bytes_in", L),
+            ("pkts_out", L),
+            ("bytes_out", L),
+            ("flows", L),
+            ("batch", L),
+        ],
+        Changelog::Pairs => &[
+            ("start", D),
+            ("end", D),
+            ("src", S),
+            ("dst", S),
+            ("packets", L),
+            ("bytes", L),
+            ("flows", L),
             ("batch", L),
         ],
     }
@@ -404,6 +494,65 @@ mod tests {
         assert_eq!(file.nulls, 1);
         let Rows::Histograms(rows) = file.rows else { panic!("histograms") };
         assert_eq!((rows.len(), rows[0].count, rows[0].metric.as_str(), rows[0].batch), (1, 7, "tcp_rtt_avg", 3));
+    }
+
+    #[test]
+    fn the_flow_tables_hosts_and_pairs_are_read_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = |v: Vec<f64>| Arc::new(Float64Array::from(v)) as ArrayRef;
+        let l = |v: Vec<i64>| Arc::new(Int64Array::from(v)) as ArrayRef;
+        let s = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
+        let hosts = dir.path().join("hosts.parquet");
+        write(
+            &hosts,
+            vec![
+                ("batch", l(vec![4])),
+                ("addr", s(vec!["10.0.0.1"])),
+                ("start", d(vec![60.0])),
+                ("end", d(vec![120.0])),
+                ("pkts_in", l(vec![2])),
+                ("bytes_in", l(vec![200])),
+                ("pkts_out", l(vec![3])),
+                ("bytes_out", l(vec![300])),
+                ("flows", Arc::new(Int32Array::from(vec![1]))),
+            ],
+        );
+        let Rows::Hosts(rows) = read_file(&hosts, Changelog::Hosts).unwrap().rows else { panic!("hosts") };
+        let want = HostRow {
+            start: 60.0,
+            end: 120.0,
+            addr: "10.0.0.1".into(),
+            pkts_in: 2,
+            bytes_in: 200,
+            pkts_out: 3,
+            bytes_out: 300,
+            flows: 1,
+            batch: 4,
+        };
+        assert_eq!(rows, [want]);
+        // A hosts file is no pairs file.
+        assert!(read_file(&hosts, Changelog::Pairs).unwrap_err().0.contains("no column \"src\""));
+        let pairs = dir.path().join("pairs.parquet");
+        write(
+            &pairs,
+            vec![
+                ("start", d(vec![60.0, 60.0])),
+                ("end", d(vec![120.0, 120.0])),
+                ("src", s(vec!["10.0.0.1", "10.0.0.2"])),
+                ("dst", Arc::new(StringArray::from(vec![Some("10.0.0.2"), None]))),
+                ("packets", l(vec![3, 2])),
+                ("bytes", l(vec![300, 200])),
+                ("flows", l(vec![1, 1])),
+                ("batch", l(vec![4, 4])),
+            ],
+        );
+        let file = read_file(&pairs, Changelog::Pairs).unwrap();
+        assert_eq!(file.nulls, 1);
+        let Rows::Pairs(rows) = file.rows else { panic!("pairs") };
+        assert_eq!(
+            (rows.len(), rows[0].src.as_str(), rows[0].dst.as_str(), rows[0].bytes),
+            (1, "10.0.0.1", "10.0.0.2", 300)
+        );
     }
 
     #[test]

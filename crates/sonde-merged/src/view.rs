@@ -8,6 +8,7 @@ use sonde_http::{
     Status, TrafficRow,
 };
 
+use crate::flows::FlowTables;
 use crate::read::{self, Rows};
 
 /// What the view keeps at most.
@@ -17,18 +18,23 @@ pub struct Limits {
     pub max_intervals: usize,
     /// Probes in the probes table; a new one beyond is left out (counted).
     pub max_probes: usize,
+    /// Hosts, and host pairs, kept per interval of the flow tables (the largest by bytes; the
+    /// others let go and counted): sonde's `--table-size`.
+    pub max_table_rows: usize,
+    /// Ranks of the `top` table per interval, of hosts and of pairs: sonde's `--top`.
+    pub top: usize,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_intervals: 720, max_probes: 1024 }
+        Limits { max_intervals: 720, max_probes: 1024, max_table_rows: 100_000, top: 10 }
     }
 }
 
 /// A float key ordered totally (`-0.0` is `0.0`): the contract's keys hold interval starts and
 /// bin bounds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Key(f64);
+pub(crate) struct Key(pub(crate) f64);
 
 impl Eq for Key {}
 
@@ -136,6 +142,8 @@ pub struct MergedView {
     /// The oldest interval start ever kept.
     first_start: Option<f64>,
     probes: BTreeMap<String, Versioned<read::ProbeRow>>,
+    /// The flow query's hosts and pairs, by interval (intervals of their own length).
+    flows: FlowTables,
     pub counters: Counters,
 }
 
@@ -148,6 +156,7 @@ impl MergedView {
             floor: None,
             first_start: None,
             probes: BTreeMap::new(),
+            flows: FlowTables::default(),
             counters: Counters::default(),
         }
     }
@@ -199,6 +208,8 @@ impl MergedView {
                     changed |= newest(&mut self.probes, r.probe.clone(), r.batch, r);
                 }
             }
+            Rows::Hosts(rows) => changed |= self.flows.hosts(rows, self.limits.max_table_rows),
+            Rows::Pairs(rows) => changed |= self.flows.pairs(rows, self.limits.max_table_rows),
         }
         changed
     }
@@ -226,12 +237,14 @@ impl MergedView {
             self.floor = Some(self.floor.map_or(start, |f| f.max(start)));
             any = true;
         }
+        any |= self.flows.evict(self.limits.max_intervals);
         any
     }
 
-    /// Intervals held now (before [`MergedView::evict`], possibly more than the limit).
+    /// Intervals held now (before [`MergedView::evict`], possibly more than the limit): of the
+    /// counters or of the flow tables, whichever holds more.
     pub fn held_intervals(&self) -> usize {
-        self.intervals.len()
+        self.intervals.len().max(self.flows.held())
     }
 
     /// The view as the HTTP server's snapshot: `dir` is what it reads, `started_unix_s` and
@@ -305,7 +318,10 @@ impl MergedView {
             files_unreadable: c.files_unreadable,
             read_failures: c.read_failures,
             last_failure: c.last_failure.clone(),
-            rows_dropped: c.rows_dropped,
+            rows_dropped: c.rows_dropped + self.flows.rows_dropped,
+            flow_intervals: self.flows.held(),
+            max_table_rows: self.limits.max_table_rows,
+            table_rows_let_go: self.flows.let_go(),
             reloads: c.reloads,
             reloaded_unix_s: now_unix_s,
         };
@@ -320,7 +336,8 @@ impl MergedView {
             last_packet_s: merged.newest_end_s,
             merged: Some(merged),
         };
-        Snapshot { status, intervals: out, totals, probes, ..Snapshot::default() }
+        let tables = self.flows.tables(self.limits.top);
+        Snapshot { status, intervals: out, totals, probes, tables, ..Snapshot::default() }
     }
 }
 
@@ -404,7 +421,7 @@ mod tests {
 
     #[test]
     fn old_intervals_leave_the_view_but_stay_in_the_totals() {
-        let mut view = MergedView::new(Limits { max_intervals: 2, max_probes: 1 });
+        let mut view = MergedView::new(Limits { max_intervals: 2, max_probes: 1, ..Limits::default() });
         for start in [1.0, 2.0, 3.0] {
             view.apply(Rows::Intervals(vec![traffic(start, "tcp", 10, 1)]));
         }
@@ -473,5 +490,57 @@ mod tests {
         assert_eq!((h[1].metric.as_str(), h[1].unit.as_str()), ("udp_custom", "widgets"));
         assert_eq!(view.counters.rows_dropped, 1);
         assert_eq!(snap.intervals.items[0].quantiles[0].unit, "widgets");
+    }
+
+    fn host(start: f64, addr: &str, bytes: i64, batch: i64) -> read::HostRow {
+        read::HostRow {
+            start,
+            end: start + 60.0,
+            addr: addr.into(),
+            pkts_in: 1,
+            bytes_in: bytes,
+            pkts_out: 1,
+            bytes_out: 0,
+            flows: 1,
+            batch,
+        }
+    }
+
+    #[test]
+    fn the_flow_tables_keep_the_largest_rows_and_state_their_bound() {
+        let limits = Limits { max_intervals: 2, max_table_rows: 3, top: 2, ..Limits::default() };
+        let mut view = MergedView::new(limits);
+        let first = vec![host(0.0, "a", 10, 1), host(0.0, "b", 50, 1), host(0.0, "c", 30, 1)];
+        assert!(view.apply(Rows::Hosts(first)));
+        // Full: d (20) takes a's place (10); e (5) is refused; b's newer row replaces it; an older
+        // row of c changes nothing.
+        assert!(view.apply(Rows::Hosts(vec![host(0.0, "d", 20, 2), host(0.0, "e", 5, 2), host(0.0, "b", 60, 3)])));
+        assert!(!view.apply(Rows::Hosts(vec![host(0.0, "c", 99, 0)])));
+        let snap = view.snapshot("d", 0.0, 1.0);
+        let hosts: Vec<(String, u64)> = (0..snap.tables.hosts.len())
+            .map(|i| {
+                let r = snap.tables.hosts.row(i);
+                (r[2].as_str().unwrap().to_string(), r[4].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(hosts, [("b".to_string(), 60), ("c".into(), 30), ("d".into(), 20)]);
+        let merged = snap.status.merged.as_ref().unwrap();
+        assert_eq!((merged.table_rows_let_go, merged.flow_intervals), (2, 1));
+        // Top 2: exact, both above the bound (10: the most bytes let go).
+        let top: Vec<_> = (0..snap.tables.top.len()).map(|i| snap.tables.top.row(i)).collect();
+        assert_eq!(top.len(), 2);
+        assert_eq!(
+            (top[0][4].as_str(), top[0][7].as_u64(), top[0][9].as_bool(), top[0][10].as_u64()),
+            (Some("b"), Some(60), Some(true), Some(10))
+        );
+        // Old flow intervals leave with the counters' limit; rows for them later are dropped.
+        for start in [60.0, 120.0] {
+            view.apply(Rows::Hosts(vec![host(start, "a", 1, 1)]));
+        }
+        assert!(view.evict());
+        assert!(view.apply(Rows::Hosts(vec![host(0.0, "z", 1, 9)])));
+        let snap = view.snapshot("d", 0.0, 1.0);
+        assert_eq!(snap.tables.hosts.len(), 2);
+        assert_eq!(snap.status.merged.as_ref().unwrap().rows_dropped, 1);
     }
 }

@@ -35,6 +35,13 @@ pub struct ServeArgs {
     /// Probes in the probes table; rows of a new probe beyond are left out and counted.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_probes)]
     pub max_probes: usize,
+    /// Hosts, and host pairs, kept per interval of the merged flow tables: the largest by bytes;
+    /// the others are let go and counted (`table_rows_let_go`).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_table_rows)]
+    pub max_table_rows: usize,
+    /// Ranks of the merged `top` table per interval, of hosts and of host pairs.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().top)]
+    pub top: usize,
     /// Print only the address served.
     #[arg(short, long)]
     pub quiet: bool,
@@ -51,7 +58,13 @@ pub fn run(args: &ServeArgs) -> Result<std::process::ExitCode> {
     );
     anyhow::ensure!(args.max_intervals >= 1, "--max-intervals must be at least 1");
     anyhow::ensure!(args.max_probes >= 1, "--max-probes must be at least 1");
-    let limits = Limits { max_intervals: args.max_intervals, max_probes: args.max_probes };
+    anyhow::ensure!(args.max_table_rows >= 1, "--max-table-rows must be at least 1");
+    let limits = Limits {
+        max_intervals: args.max_intervals,
+        max_probes: args.max_probes,
+        max_table_rows: args.max_table_rows,
+        top: args.top,
+    };
     let mut source =
         Source::open(&args.merged, limits).with_context(|| format!("--merged {}", args.merged.display()))?;
     let server = sonde_analysis::serve::prepare(args.http, args.http_token.as_deref(), &args.http_limits)?;

@@ -67,6 +67,27 @@ const HISTOGRAMS: &[(&str, char)] = &[
     ("count", 'L'),
     ("batch", 'L'),
 ];
+const HOSTS: &[(&str, char)] = &[
+    ("start", 'D'),
+    ("end", 'D'),
+    ("addr", 'S'),
+    ("pkts_in", 'L'),
+    ("bytes_in", 'L'),
+    ("pkts_out", 'L'),
+    ("bytes_out", 'L'),
+    ("flows", 'L'),
+    ("batch", 'L'),
+];
+const PAIRS: &[(&str, char)] = &[
+    ("start", 'D'),
+    ("end", 'D'),
+    ("src", 'S'),
+    ("dst", 'S'),
+    ("packets", 'L'),
+    ("bytes", 'L'),
+    ("flows", 'L'),
+    ("batch", 'L'),
+];
 const PROBES: &[(&str, char)] = &[
     ("probe", 'S'),
     ("last_start", 'D'),
@@ -182,8 +203,15 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path) -> Server {
+        Server::start_with(dir, &[])
+    }
+
+    /// `sonde serve --merged dir` with `options` too.
+    fn start_with(dir: &Path, options: &[&str]) -> Server {
         let mut child = common::sonde()
-            .args(["serve", "-q", "--merged"])
+            .args(["serve", "-q"])
+            .args(options)
+            .arg("--merged")
             .arg(dir)
             .args(["--http", "127.0.0.1:0", "--reload", "0.2"])
             .env_remove("SONDE_HTTP_TOKEN")
@@ -473,7 +501,7 @@ fn the_merged_view_serves_the_newest_rows_and_follows_the_directory() {
     assert_eq!(status["packets"], packets);
 
     // What a merged view has not: a clear 501.
-    for path in ["/api/flows", "/api/tables/top", "/api/definitions", "/api/store", "/api/summary"] {
+    for path in ["/api/definitions", "/api/store", "/api/summary"] {
         let (code, body) = server.get(path);
         assert_eq!(code, 501, "{path}: {body}");
         assert!(body.contains("not_in_merged_view"), "{path}: {body}");
@@ -555,17 +583,7 @@ fn at_most_max_intervals_are_kept_and_a_missing_directory_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("merged");
     let early = merged_dir(&run, &dir);
-    let mut child = common::sonde()
-        .args(["serve", "-q", "--max-intervals", "2", "--merged"])
-        .arg(&dir)
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr: SocketAddr = line.split("http://").nth(1).unwrap().split('/').next().unwrap().parse().unwrap();
-    let server = Server { child, addr };
+    let server = Server::start_with(&dir, &["--max-intervals", "2"]);
     let intervals = server.json("/api/intervals");
     let kept: Vec<f64> =
         intervals["items"].as_array().unwrap().iter().map(|i| i["start_s"].as_f64().unwrap()).collect();
@@ -585,4 +603,140 @@ fn at_most_max_intervals_are_kept_and_a_missing_directory_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--merged"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn row(pairs: &[(&str, String)]) -> Row {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn host(start: u32, addr: &str, bytes_in: u32, bytes_out: u32, flows: u32, batch: u32) -> Row {
+    let n = |v: u32| v.to_string();
+    row(&[
+        ("start", n(start)),
+        ("end", n(start + 60)),
+        ("addr", addr.into()),
+        ("pkts_in", n(bytes_in / 100)),
+        ("bytes_in", n(bytes_in)),
+        ("pkts_out", n(bytes_out / 100)),
+        ("bytes_out", n(bytes_out)),
+        ("flows", n(flows)),
+        ("batch", n(batch)),
+    ])
+}
+
+fn pair(start: u32, src: &str, dst: &str, bytes: u32, batch: u32) -> Row {
+    let n = |v: u32| v.to_string();
+    row(&[
+        ("start", n(start)),
+        ("end", n(start + 60)),
+        ("src", src.into()),
+        ("dst", dst.into()),
+        ("packets", n(bytes / 100)),
+        ("bytes", n(bytes)),
+        ("flows", "1".into()),
+        ("batch", n(batch)),
+    ])
+}
+
+/// Issue 34: the flow query's changelogs (`hosts/`, `pairs/`) served as `/api/tables` and
+/// `/api/flows`: the newest row of each key, per interval the largest `--max-table-rows` kept
+/// (the rest let go, counted, their bound stated), the top `--top` ranked with `exact` flags.
+#[test]
+fn the_merged_flow_tables_are_served_as_tables_and_flows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("merged");
+    for d in ["hosts", "pairs"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    // Batch 1; batch 2 supersedes 10.0.0.1 and 10.0.0.9 of the first interval, adds a fourth host
+    // (of three kept: the smallest, 10.0.0.3 with 300 bytes, is let go) and a second interval.
+    let batch1 = [
+        host(60, "10.0.0.1", 100, 100, 1, 1),
+        host(60, "10.0.0.3", 200, 100, 1, 1),
+        host(60, "10.0.0.9", 500, 0, 1, 1),
+    ];
+    let batch2 = [
+        host(60, "10.0.0.1", 1000, 2000, 3, 2),
+        host(60, "10.0.0.9", 400, 0, 2, 2),
+        host(60, "fd00::7", 600, 600, 1, 2),
+        host(120, "10.0.0.1", 50, 50, 1, 2),
+    ];
+    write_parquet(&dir.join("hosts/part-00000001-000.parquet"), HOSTS, &batch1, false);
+    write_parquet(&dir.join("hosts/part-00000002-000.parquet"), HOSTS, &batch2, true);
+    let pairs = [
+        pair(60, "10.0.0.1", "10.0.0.9", 900, 1),
+        pair(60, "10.0.0.1", "10.0.0.9", 2000, 2),
+        pair(60, "10.0.0.9", "10.0.0.1", 400, 2),
+        pair(60, "fd00::7", "10.0.0.1", 600, 2),
+        pair(120, "10.0.0.1", "10.0.0.3", 50, 2),
+    ];
+    write_parquet(&dir.join("pairs/part-00000002-compact-000.parquet"), PAIRS, &pairs, true);
+    let server = Server::start_with(&dir, &["--max-table-rows", "3", "--top", "2"]);
+    let status = server.status_until("the flow tables read", |s| s["merged"]["files_read"] == 3);
+    assert_eq!(status["merged"]["flow_intervals"], 2);
+    assert_eq!(status["merged"]["max_table_rows"], 3);
+    assert_eq!(status["merged"]["table_rows_let_go"], 1);
+
+    let list = server.json("/api/tables");
+    let rows: HashMap<String, u64> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["name"].as_str().unwrap().to_string(), i["rows"].as_u64().unwrap()))
+        .collect();
+    assert_eq!((rows["hosts"], rows["matrix"], rows["top"]), (4, 4, 6));
+
+    // Hosts: newest rows, per interval by bytes (in + out), largest first.
+    let hosts = server.json("/api/tables/hosts");
+    let cols: Vec<&str> = hosts["columns"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    assert_eq!(cols, ["start", "end", "addr", "pkts_in", "bytes_in", "pkts_out", "bytes_out", "flows"]);
+    let got: Vec<(f64, String, u64, u64)> = hosts["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (r[0].as_f64().unwrap(), r[2].as_str().unwrap().to_string(), r[4].as_u64().unwrap(), r[7].as_u64().unwrap())
+        })
+        .collect();
+    let want = [
+        (60.0, "10.0.0.1".to_string(), 1000, 3),
+        (60.0, "fd00::7".to_string(), 600, 1),
+        (60.0, "10.0.0.9".to_string(), 400, 2),
+        (120.0, "10.0.0.1".to_string(), 50, 1),
+    ];
+    assert_eq!(got, want);
+    let later = server.json("/api/tables/hosts?since=100");
+    assert_eq!(later["rows"].as_array().unwrap().len(), 1);
+
+    // Top 2 per interval and table; the hosts of interval 60 let one go (300 bytes): ranks above
+    // that are exact.
+    let top = server.json("/api/tables/top");
+    let ranked: Vec<String> = top["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{} {} {} {} {} {} {}", r[0], r[2], r[3], r[4], r[7], r[9], r[10]))
+        .collect();
+    assert_eq!(
+        ranked,
+        [
+            "60.0 \"hosts\" 1 \"10.0.0.1\" 3000 true 300",
+            "60.0 \"hosts\" 2 \"fd00::7\" 1200 true 300",
+            "60.0 \"matrix\" 1 \"10.0.0.1\" 2000 true 0",
+            "60.0 \"matrix\" 2 \"fd00::7\" 600 true 0",
+            "120.0 \"hosts\" 1 \"10.0.0.1\" 100 true 0",
+            "120.0 \"matrix\" 1 \"10.0.0.1\" 50 true 0",
+        ]
+    );
+
+    // Flows: the host pairs, filtered, sorted and paged as a flow log.
+    let page = server.json("/api/flows?addr=10.0.0.9&sort=bytes&order=asc");
+    assert_eq!((page["proto"].as_str(), page["total"].as_u64()), (Some("pairs"), Some(2)));
+    let bytes: Vec<u64> = page["rows"].as_array().unwrap().iter().map(|r| r[5].as_u64().unwrap()).collect();
+    assert_eq!(bytes, [400, 2000]);
+    assert_eq!(server.json("/api/flows?proto=pairs&limit=1")["rows"].as_array().unwrap().len(), 1);
+    for bad in ["/api/flows?proto=tcp", "/api/flows?port=80"] {
+        let (code, body) = server.get(bad);
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
 }

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from sonde.spark import changelog
+from sonde.spark import changelog, flows
 from sonde.spark.files import atomic_write
 
 # Values are integers in a base unit, written in the unit (docs/monitoring.md, "Bins"): ms of
@@ -111,11 +111,10 @@ def _whole(x, tolerance_floor: float = 1e-3):
 
 def kafka(spark, args):
     """Both topics as one stream of Kafka records (topic, value, timestamp…)."""
+    from sonde.spark.session import kafka_stream
+
     topics = [args.interval_topic] + ([args.histogram_topic] if args.histogram_topic else [])
-    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.kafka)
-            .option("subscribe", ",".join(topics)).option("startingOffsets", args.starting_offsets)
-            .option("failOnDataLoss", "false").option("maxOffsetsPerTrigger", str(args.max_messages_per_batch))
-            .load())
+    return kafka_stream(spark, args, topics)
 
 
 def contributions(raw, interval_topic: str, max_ahead_s: float):
@@ -464,6 +463,7 @@ class Status:
         self.state: Dict[str, Any] = {}
         self.watermark: Optional[str] = None
         self.max_age_s = max_age_s
+        self.flows: Optional[Dict[str, Any]] = None  # the flow query's (sonde.spark.flows.status)
         self.last_message_at = time.time()
         self.write()
 
@@ -524,6 +524,8 @@ class Status:
                       "latest_batch_wall": self.recent[-1]["written_at"] if self.recent else None,
                       "state": self.state, "watermark": self.watermark, "max_age_s": self.max_age_s,
                       "recent": self.recent}
+            if self.flows is not None:
+                status["flows"] = self.flows
         self.out.mkdir(parents=True, exist_ok=True)
         atomic_write(self.out / "_job.json", lambda p: p.write_text(json.dumps(status, indent=1)))
 
@@ -602,26 +604,41 @@ def main(args) -> int:
     spark = spark_session(args.master, args.jars, args.partitions)
     spark.sparkContext.setLogLevel("WARN")
     query, _ = start(spark, kafka(spark, args), args, out, checkpoint, status)
+    queries = [query]
+    # Flows across probes: a second query in the same session, with its own checkpoint.
+    flow_query = flows.start(spark, args, str(out), str(checkpoint / "flows")) if args.flow_topic else None
+    if flow_query is not None:
+        queries.append(flow_query)
     print(f"sonde merge: {args.kafka} -> {out} (checkpoint {checkpoint})", file=sys.stderr)
     status.last_message_at = time.time()  # idle from now: the session's start is not idleness
+    flow_records = 0
     try:
-        while query.isActive:
+        while all(q.isActive for q in queries):
             if query.awaitTermination(0.5):
                 break
-            busy = query.status.get("isTriggerActive", False)
+            if flow_query is not None:
+                status.flows = flows.status(flow_query)
+                if status.flows["records"] != flow_records:
+                    flow_records = status.flows["records"]
+                    status.last_message_at = time.time()
+                    status.write()
+            busy = any(q.status.get("isTriggerActive", False) for q in queries)
             if args.until_idle is not None and not busy and time.time() - status.last_message_at > args.until_idle:
-                query.stop()
                 break
     except KeyboardInterrupt:
-        query.stop()
-    error = query.exception()
+        pass
+    for q in queries:
+        if q.isActive:
+            q.stop()
+    errors = [e for e in (q.exception() for q in queries) if e is not None]
     time.sleep(0.2)  # the listener's last report
+    if flow_query is not None:
+        status.flows = flows.status(flow_query)
     status.write()
     spark.stop()
-    if error is not None:
+    for error in errors:
         print(f"sonde merge: the stream failed: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if errors else 0
 
 
 def add_arguments(p) -> None:
@@ -652,5 +669,6 @@ def add_arguments(p) -> None:
                    help="merge a directory's single-batch files into one once it has N (default 300; 0: never)")
     p.add_argument("--until-idle", type=float, metavar="SECS", help="stop when no message came for SECS")
     p.add_argument("--master", default="local[2]")
+    flows.add_arguments(p)
     p.add_argument("--jars", help="the Kafka source's jars: a directory or comma-separated files "
                    "(default: target/tmp/spark-kafka-4.2.0/lib of a checkout, else fetched by Spark)")

@@ -39,3 +39,15 @@ def spark_session(app_name: str, master: Optional[str] = None, conf: Optional[Di
     for key, value in {**ARCHIVE_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def kafka_stream(spark, args, topics):
+    """Spark's Kafka source on `topics` (names) from `args` (kafka, starting_offsets,
+    max_messages_per_batch). Subscribed by a pattern naming exactly these topics, so that a
+    topic no probe has made yet is read once it exists (the consumer looks again every 10 s)
+    instead of failing the query."""
+    pattern = "^(" + "|".join(r"\Q" + t + r"\E" for t in topics) + ")$"
+    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.kafka)
+            .option("subscribePattern", pattern).option("kafka.metadata.max.age.ms", "10000")
+            .option("startingOffsets", args.starting_offsets).option("failOnDataLoss", "false")
+            .option("maxOffsetsPerTrigger", str(args.max_messages_per_batch)).load())

@@ -150,6 +150,9 @@ pub fn merged() -> Arc<RunState> {
         read_failures: 2,
         last_failure: Some("part-9.parquet: not a Parquet file".into()),
         rows_dropped: 0,
+        flow_intervals: 3,
+        max_table_rows: 100_000,
+        table_rows_let_go: 0,
         reloads: 2,
         reloaded_unix_s: 106.0,
     });

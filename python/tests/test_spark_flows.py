@@ -1,0 +1,175 @@
+"""Flows across probes (python/sonde/spark/flows.py) against a real Kafka broker
+(python/tests/kafka_broker.py) and Spark in local mode: two "probes" — `sonde analyze --kafka
+--probe-id p1|p2` on the two halves of a capture split by flow with BPF filters — publish their
+flow records; the flow query merges them into per-interval host and host-pair changelogs, which
+must equal sonde's own application-layer tables of the WHOLE capture (`--tables`: al_hosts.tsv,
+al_matrix.tsv summed over applications) row for row and counter for counter. An interim record,
+an ICMP entry, a malformed message and a record days behind the watermark are sent too: counted,
+never merged."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO, cli, shared, sonde_bin, spark_jars, tsv
+from kafka_broker import Broker
+
+sys.path.insert(0, str(REPO / "python"))
+from sonde.spark import flows  # noqa: E402
+
+TRACE = "groundtruth/mixed.pcap"
+INTERVAL = 5
+# By flow: the second bit of the ports' sum, the same both ways (as test_spark_merge.py).
+HALF = "(tcp and ((tcp[0:2] + tcp[2:2]) & 2 = 0)) or (udp and ((udp[0:2] + udp[2:2]) & 2 = 0))"
+FILTERS = {"p1": HALF, "p2": f"not ({HALF})"}
+TOPIC = "flows-test"
+
+
+@pytest.fixture(scope="module")
+def broker():
+    b = Broker()
+    try:
+        b.create_topics((TOPIC, 2))
+        yield b
+    finally:
+        b.stop()
+
+
+def newest(directory: Path, key) -> Dict[tuple, dict]:
+    """A changelog's view: the highest batch's row per key."""
+    rows: Dict[tuple, dict] = {}
+    for p in directory.glob("*.parquet"):
+        if p.name.startswith(("_", ".")):
+            continue
+        for r in pq.read_table(p).to_pylist():
+            k = tuple(r[c] for c in key)
+            if k not in rows or r["batch"] > rows[k]["batch"]:
+                rows[k] = r
+    return rows
+
+
+def publish(broker: Broker, trace: Path, probe: str, bpf: str, out: Path) -> dict:
+    """A probe: `sonde analyze --kafka` of one half, its flows to the topic; its summary."""
+    cmd = [str(sonde_bin()), "analyze", "-q", "--force", "-r", str(trace), "-o", str(out), "--interval", "0",
+           "--kafka", broker.address, "--kafka-topic", TOPIC, "--kafka-interval-topic", "",
+           "--kafka-histogram-topic", "", "--probe-id", probe, bpf]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"{cmd}: {done.stderr}"
+    summary = json.loads((out / "summary.json").read_text())
+    k = summary["kafka"]
+    assert k["delivered"] == k["sent"] == k["flows"] > 0 and k["failed"] == 0, k
+    return k
+
+
+def session(jars: Path):
+    from sonde.spark.session import spark_session
+
+    return spark_session("sonde-flows-test", "local[2]", {
+        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.jars": ",".join(sorted(str(j) for j in jars.glob("*.jar"))),
+        "spark.sql.streaming.stateStore.providerClass": flows.ROCKSDB,
+    })
+
+
+def test_two_probes_flows_merge_into_the_whole_captures_tables(broker, tmp_path):
+    trace = shared(TRACE)
+    jars = spark_jars()
+    whole, _ = cli(trace, "--interval", str(INTERVAL), "--tables")
+    sent = {p: publish(broker, trace, p, f, tmp_path / p) for p, f in FILTERS.items()}
+    for p, k in sent.items():
+        assert k["flows"] > 10, f"{p}: half empty: {k}"
+    records = sum(k["flows"] for k in sent.values())
+    icmp_entries = sum(len((tmp_path / p / "icmp_flows.tsv").read_text().splitlines()[1:])
+                       for p in FILTERS if (tmp_path / p / "icmp_flows.tsv").exists())
+
+    out = tmp_path / "merged"
+    args = argparse.Namespace(kafka=broker.address, starting_offsets="earliest", trigger=1.0, max_age=600.0,
+                              max_messages_per_batch=20, compact_every=3, flow_topic=TOPIC,
+                              flow_interval=INTERVAL)
+    spark = session(jars)
+    started = time.monotonic()
+    query = flows.start(spark, args, str(out), str(tmp_path / "checkpoint"))
+    try:
+        query.processAllAvailable()
+        first = flows.status(query)
+        assert first["records"] == records, first
+        assert first["icmp"] == icmp_entries and first["malformed"] == 0 and first["interim"] == 0, first
+        assert first["flows"] == records - icmp_entries and first["late_rows"] == 0, first
+        # Several batches (20 messages each at most): the compaction ran.
+        assert first["batches"] >= 3, first
+
+        # What must not be merged: an interim record of a flow still open, an ICMP entry, a
+        # malformed message, and an ended flow three days behind the watermark (late).
+        t0 = min(float(r["start"]) for r in tsv(whole / "al_hosts.tsv")) * 1000
+        base = {"probe": "p1", "proto": "tcp", "c_port": 1, "s_port": 2, "c_pkts_all": 3, "s_pkts_all": 4,
+                "c_bytes_all": 0, "s_bytes_all": 0, "c_bytes_ip": 300, "s_bytes_ip": 400,
+                "first": t0, "last": t0 + 1000.5}
+        extra = [
+            json.dumps({**base, "c_ip": "192.0.2.1", "s_ip": "192.0.2.2", "end_reason": "open"}),
+            json.dumps({"probe": "p1", "proto": "icmp", "client": "203.0.113.1", "server": "203.0.113.2",
+                        "last": t0 + 1000.0}),
+            "not json",
+            json.dumps({**base, "c_ip": "198.51.100.1", "s_ip": "198.51.100.2", "end_reason": "fin",
+                        "first": t0 - 3 * 86400e3, "last": t0 - 3 * 86400e3 + 1.0}),
+        ]
+        producer = broker.producer(TOPIC)
+        producer.send([("p1", m) for m in extra])
+        producer.close()
+        deadline = time.monotonic() + 120
+        while flows.status(query)["records"] < records + len(extra):
+            assert time.monotonic() < deadline and query.isActive, flows.status(query)
+            query.processAllAvailable()
+            time.sleep(0.5)
+        st = flows.status(query)
+        print(f"\nflow query: {st['batches']} batches, {st['records']} records in "
+              f"{time.monotonic() - started:.1f} s (Spark start excluded); state rows {st.get('state_rows')}")
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert (st["interim"], st["icmp"] - icmp_entries, st["malformed"]) == (1, 1, 1), st
+    # The late flow: its two host rows and two pair rows behind the watermark.
+    assert st["late_rows"] == 4, st
+
+    # Hosts: al_hosts.tsv of the whole capture summed over applications.
+    want_hosts: Dict[tuple, List[int]] = defaultdict(lambda: [0] * 5)
+    for r in tsv(whole / "al_hosts.tsv"):
+        assert r["addr"] != "overflow"
+        acc = want_hosts[(float(r["start"]), r["addr"])]
+        for i, c in enumerate(("pkts_in", "bytes_in", "pkts_out", "bytes_out", "flows")):
+            acc[i] += int(r[c])
+    got_hosts = newest(out / "hosts", flows.HOSTS_KEY)
+    # mixed.pcap's two hosts over several intervals.
+    assert len(got_hosts) >= 6 and len({k[0] for k in got_hosts}) >= 3, sorted(got_hosts)
+    assert set(got_hosts) == set(want_hosts)
+    for k, v in want_hosts.items():
+        r = got_hosts[k]
+        assert [r[c] for c in ("pkts_in", "bytes_in", "pkts_out", "bytes_out", "flows")] == v, k
+        assert r["end"] == k[0] + INTERVAL, k
+
+    # Pairs: al_matrix.tsv of the whole capture summed over applications.
+    want_pairs: Dict[tuple, List[int]] = defaultdict(lambda: [0] * 3)
+    for r in tsv(whole / "al_matrix.tsv"):
+        assert r["src"] != "overflow"
+        acc = want_pairs[(float(r["start"]), r["src"], r["dst"])]
+        for i, c in enumerate(("packets", "bytes", "flows")):
+            acc[i] += int(r[c])
+    got_pairs = newest(out / "pairs", flows.PAIRS_KEY)
+    assert set(got_pairs) == set(want_pairs)
+    for k, v in want_pairs.items():
+        assert [got_pairs[k][c] for c in ("packets", "bytes", "flows")] == v, k
+
+    # Compacted: fewer files than batches, and no staging directory left.
+    names = [p.name for p in (out / "hosts").iterdir()]
+    assert any("compact" in n for n in names), names
+    assert not [n for n in names if n.startswith("_")], names
