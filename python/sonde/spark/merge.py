@@ -130,25 +130,21 @@ def contributions(raw, interval_topic: str, max_ahead_s: float):
     interval = T.StructType(span + [f("proto", S), f("net", S)] + [f(c, L) for c in COUNTERS])
     histogram = T.StructType(span + [f(n, S) for n in ("metric", "dir", "net", "unit")] + [f("count", L)]
                              + [f(n, D) for n in ("sum", "min", "max")] + [f("bins", T.ArrayType(T.ArrayType(D)))])
-    value = F.col("value").cast("string")
+    # One parse per message, with both topics' fields (fields of the other topic are ignored).
+    both = T.StructType(interval.fields + [x for x in histogram.fields if x.name not in interval.names])
+    parsed = raw.select(F.col("topic"), F.from_json(F.col("value").cast("string"), both).alias("j"),
+                        (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts"))
     is_iv = F.col("topic") == F.lit(interval_topic)
-    iv = F.from_json(value, interval)
-    hs = F.from_json(value, histogram)
-    m = F.when(is_iv, F.struct(*[iv[n].alias(n) for n in ("probe", "start", "end")],
-                               iv["proto"].alias("name"), F.lit("-").alias("dir"), iv["net"].alias("net"),
-                               F.lit(None).cast(S).alias("unit"), *[iv[c].alias(c) for c in COUNTERS],
-                               *[F.lit(None).cast(L).alias(c) for c in ("count",)],
-                               *[F.lit(None).cast(D).alias(c) for c in ("sum", "min", "max")],
-                               F.lit(None).cast(T.ArrayType(T.ArrayType(D))).alias("bins"),
-                               (iv.isNull() | ~F.greatest(*[iv[n].isNotNull() for n in interval.names])).alias("empty")))
-    m = m.otherwise(F.struct(*[hs[n].alias(n) for n in ("probe", "start", "end")],
-                             hs["metric"].alias("name"), hs["dir"].alias("dir"), hs["net"].alias("net"),
-                             hs["unit"].alias("unit"), *[F.lit(None).cast(L).alias(c) for c in COUNTERS],
-                             hs["count"].alias("count"), *[hs[c].alias(c) for c in ("sum", "min", "max")],
-                             hs["bins"].alias("bins"),
-                             (hs.isNull() | ~F.greatest(*[hs[n].isNotNull() for n in histogram.names])).alias("empty")))
-    c = raw.select(F.when(is_iv, F.lit("i")).otherwise(F.lit("d")).alias("kind"), m.alias("m"),
-                   (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts")).select("kind", "m.*", "ts")
+    j = F.col("j")
+    present = lambda names: F.greatest(*[j[n].isNotNull() for n in names])  # noqa: E731
+    c = parsed.select(
+        F.when(is_iv, F.lit("i")).otherwise(F.lit("d")).alias("kind"), *[j[n].alias(n) for n in ("probe", "start", "end")],
+        F.when(is_iv, j["proto"]).otherwise(j["metric"]).alias("name"),
+        F.when(is_iv, F.lit("-")).otherwise(j["dir"]).alias("dir"), j["net"].alias("net"),
+        F.when(~is_iv, j["unit"]).alias("unit"), *[F.when(is_iv, j[c]).alias(c) for c in COUNTERS],
+        *[F.when(~is_iv, j[c]).alias(c) for c in ("count", "sum", "min", "max", "bins")],
+        (j.isNull() | ~F.when(is_iv, present(interval.names)).otherwise(present(histogram.names))).alias("empty"),
+        "ts")
 
     col, lit = F.col, F.lit
     finite = lambda x: x.isNotNull() & ~F.isnan(x) & (F.abs(x) < lit(float("inf")))  # noqa: E731

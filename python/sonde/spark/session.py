@@ -45,9 +45,13 @@ def kafka_stream(spark, args, topics):
     """Spark's Kafka source on `topics` (names) from `args` (kafka, starting_offsets,
     max_messages_per_batch). Subscribed by a pattern naming exactly these topics, so that a
     topic no probe has made yet is read once it exists (the consumer looks again every 10 s)
-    instead of failing the query."""
+    instead of failing the query. The consumer waits at most 5 ms for a fetch: a task reads a
+    fixed range of offsets, and its last fetch, past the range's end, would otherwise wait the
+    consumer's default 500 ms for records that are not asked for — on every task of every batch
+    (measured: 28,624 messages in 8 tasks on one core, 4.8 s -> 0.7 s)."""
     pattern = "^(" + "|".join(r"\Q" + t + r"\E" for t in topics) + ")$"
     return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", args.kafka)
             .option("subscribePattern", pattern).option("kafka.metadata.max.age.ms", "10000")
+            .option("kafka.fetch.max.wait.ms", "5").option("kafka.max.partition.fetch.bytes", str(8 << 20))
             .option("startingOffsets", args.starting_offsets).option("failOnDataLoss", "false")
             .option("maxOffsetsPerTrigger", str(args.max_messages_per_batch)).load())
