@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import os
 import shutil
 import signal
@@ -193,13 +192,15 @@ def state_size(state: Dict[str, float]) -> Tuple[Optional[float], Optional[float
 class Job:
     """`python -m sonde.spark merge` on `master`, sampled through its `_job.json`."""
 
-    def __init__(self, name: str, brokers: str, out: Path, master: str, args: List[str], sample_every: float = 0.25):
+    def __init__(self, name: str, brokers: str, out: Path, master: str, args: List[str], sample_every: float = 0.25,
+                 cpus: Optional[str] = None):
         self.name = name
         self.out = out
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        self.cmd = [str(VENV_PY), "-m", "sonde.spark", "merge", "--kafka", brokers, str(out / "view"),
+        # `cpus`: the job (its JVM, Python workers and all they start) kept to these CPUs.
+        self.cmd = (["taskset", "-c", cpus] if cpus else []) + [str(VENV_PY), "-m", "sonde.spark", "merge", "--kafka", brokers, str(out / "view"),
                     "--checkpoint", str(out / "checkpoint"), "--master", master, "--jars", str(JARS), *args]
         self.samples: List[Dict[str, Any]] = []
         self.batches: Dict[int, Dict[str, Any]] = {}  # every `recent` entry seen, by batch id
@@ -387,7 +388,7 @@ def throughput(brokers: str, broker, a, out: Path, help_text: str) -> Dict[str, 
                 master = cluster.url if conf == "standalone" else conf
                 name = f"{conf.replace('[', '').replace(']', '')}-r{rnd + 1}"
                 log(f"{name}: the job on {master}")
-                job = Job(name, brokers, out / name, master, job_args)
+                job = Job(name, brokers, out / name, master, job_args, cpus=pinned(conf, a.pin))
                 deadline = time.monotonic() + a.job_timeout
                 while job.proc.poll() is None and time.monotonic() < deadline:
                     time.sleep(0.5)
@@ -399,6 +400,14 @@ def throughput(brokers: str, broker, a, out: Path, help_text: str) -> Dict[str, 
         if cluster is not None:
             cluster.stop()
     return {"publish": pub, "runs": runs, "messages": total, "expected_totals": expected["totals"]}
+
+
+def pinned(conf: str, pin: bool) -> Optional[str]:
+    """--pin: the CPUs a `local[N]` job is kept to, 0 … N-1 (a standalone cluster's are not pinned)."""
+    if not pin or not conf.startswith("local["):
+        return None
+    n = int(conf[len("local["):-1])
+    return ",".join(str(c) for c in range(n))
 
 
 def summarize_throughput(job: Job, conf: str, rnd: int, rc: int, total: int, expected) -> Dict[str, Any]:
@@ -564,7 +573,8 @@ def report(result: Dict[str, Any], a) -> str:
         lines += [f"**Throughput**: backlog of {a.probes} probes × {a.backlog} intervals = {fmt(tp['messages'])} "
                   f"contributions ({pub['messages_per_s']:,.0f}/s published, {pub['mb_per_s']} MB/s), "
                   f"{a.partitions} partitions a topic; the job's `--trigger {a.trigger}`"
-                  + (f", `--max-messages-per-batch {a.batch_messages}`" if a.batch_messages else "") + ".", "",
+                  + (f", `--max-messages-per-batch {a.batch_messages}`" if a.batch_messages else "")
+                  + ("; `--pin`: local[N] kept to CPUs 0…N-1, the broker to the last" if a.pin else "") + ".", "",
                   "| run | contributions | first batch done (s) | seconds after it | contributions/s | "
                   "Spark's (Σ msgs ÷ Σ trigger) | ratio to local[1] | exact | load avg (start → end) |",
                   "|---|---:|---:|---:|---:|---:|---:|---|---|"]
@@ -634,6 +644,8 @@ def main() -> int:
                    help="comma-separated: local[N] and/or standalone (default local[1],local[2],standalone)")
     g.add_argument("--rounds", type=int, default=2, help="each configuration this often, interleaved (default 2)")
     g.add_argument("--trigger", type=float, default=1.0, help="the job's --trigger for the backlog (default 1)")
+    g.add_argument("--pin", action="store_true",
+                   help="keep a local[N] job to CPUs 0…N-1 (taskset) and the broker to the last CPU: one core means one")
     g.add_argument("--batch-messages", type=int, default=50_000,
                    help="the job's --max-messages-per-batch when it has it (default 50000; 0: the job's default)")
     g = ap.add_argument_group("latency and state")
@@ -681,6 +693,11 @@ def main() -> int:
     broker = Broker()
     try:
         brokers = broker.address
+        if a.pin:
+            last = os.cpu_count() - 1
+            subprocess.run(["taskset", "-a", "-p", "-c", str(last), str(broker.proc.pid)], check=True,
+                           stdout=subprocess.DEVNULL)
+            log(f"the broker kept to CPU {last}; local[N] jobs to CPUs 0…N-1")
         if not a.skip_throughput:
             result["throughput"] = throughput(brokers, broker, a, a.out, help_text)
             (a.out / "result.json").write_text(json.dumps(result, indent=1, default=str))

@@ -151,11 +151,22 @@ def contributions(raw, interval_topic: str, max_ahead_s: float):
     text = lambda x: x.isNotNull() & (F.length(x) >= 1) & (F.length(x) <= 64)  # noqa: E731
     scale = F.when(col("unit") == "ms", lit(float(UNIT_SCALE["ms"]))).when(col("unit") == "%", lit(float(UNIT_SCALE["%"]))).otherwise(lit(1.0))
     is_d = col("kind") == "d"
-    bin_shape = F.forall("bins", lambda b: (F.size(b) == 3) & finite(F.get(b, lit(0))) & finite(F.get(b, lit(1))) & finite(F.get(b, lit(2))))
-    bin_whole = F.forall("bins", lambda b: _whole(F.get(b, lit(0)) * scale) & _whole(F.get(b, lit(1)) * scale))
-    bin_count = F.forall("bins", lambda b: (F.get(b, lit(2)) >= 0) & (F.get(b, lit(2)) == F.floor(F.get(b, lit(2)))) & (F.get(b, lit(2)) < 2.0**62))
-    bin_order = F.forall("bins", lambda b: (F.round(F.get(b, lit(0)) * scale) < F.round(F.get(b, lit(1)) * scale)) & (F.get(b, lit(2)) > 0))
-    bin_total = F.aggregate("bins", lit(0).try_cast(L), lambda acc, b: acc + F.get(b, lit(2)).try_cast(L))
+    # The bins' five checks in one pass (an interpreted lambda a bin): a bit a check failed by any
+    # bin (a check that is not true — false or null — fails), and the counts' total.
+    def bin_step(acc, b):
+        lo, hi, n = F.get(b, lit(0)), F.get(b, lit(1)), F.get(b, lit(2))
+        oks = [(F.size(b) == 3) & finite(lo) & finite(hi) & finite(n),
+               _whole(lo * scale) & _whole(hi * scale),
+               (n >= 0) & (n == F.floor(n)) & (n < 2.0**62),
+               (F.round(lo * scale) < F.round(hi * scale)) & (n > 0)]
+        mask = acc["mask"]
+        for bit, ok in enumerate(oks):
+            mask = mask.bitwiseOR(F.when(F.coalesce(ok, lit(False)), lit(0)).otherwise(lit(1 << bit)))
+        return F.struct(mask.alias("mask"), (acc["total"] + n.try_cast(L)).alias("total"))
+
+    bins = F.aggregate("bins", F.struct(lit(0).alias("mask"), lit(0).try_cast(L).alias("total")), bin_step)
+    c = c.withColumn("_bins", bins)
+    bin_ok = lambda bit: col("_bins.mask").bitwiseAND(lit(1 << bit)) == 0  # noqa: E731
     checks = [
         col("empty"),
         ~F.coalesce(col("probe").rlike(PROBE_ID), lit(False)),
@@ -168,11 +179,11 @@ def contributions(raw, interval_topic: str, max_ahead_s: float):
         is_d & ~(text(col("name")) & text(col("dir")) & text(col("unit"))),
         is_d & ~F.coalesce(col("count") >= 0, lit(False)),
         is_d & ((col("count") == 0) | col("bins").isNull() | (F.size(col("bins")) == 0)),
-        is_d & ~bin_shape,
-        is_d & ~bin_whole,
-        is_d & ~bin_count,
-        is_d & ~bin_order,
-        is_d & (bin_total != col("count")),
+        is_d & ~bin_ok(0),
+        is_d & ~bin_ok(1),
+        is_d & ~bin_ok(2),
+        is_d & ~bin_ok(3),
+        is_d & (col("_bins.total") != col("count")),
         is_d & ~(finite(col("sum")) & finite(col("min")) & finite(col("max"))
                  & _whole(col("sum") * scale) & _whole(col("min") * scale) & _whole(col("max") * scale)),
         is_d & (col("min") > col("max")),
