@@ -3,26 +3,36 @@
 #   make test   runs every check CI runs: format, lints, the whole test suite
 
 SHELL := /bin/bash
-DEBIAN_PACKAGES := libpcap-dev tcptrace pkg-config rrdtool tshark chromium tcpreplay iproute2 nfdump libcurl4-openssl-dev cmake default-jre-headless maven prometheus
+# What building the CLI needs (libpcap for BPF filters; cmake, curl and OpenSSL's headers for
+# librdkafka, built from source), and what only the tests need.
+BUILD_PACKAGES := libpcap-dev pkg-config cmake libcurl4-openssl-dev libssl-dev
+TEST_PACKAGES := tcptrace rrdtool tshark chromium tcpreplay iproute2 nfdump default-jre-headless maven prometheus zsh fish
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test bench test-deps format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
+.PHONY: demo test bench test-deps test-packages format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
 
 VENV := .venv
 PYTHON ?= python3
 
-# System packages: libpcap (BPF filters); tcptrace, rrdtool and tshark (compared against in the
-# tests; tshark's question about non-root capture is answered up front); chromium (the dashboard's
-# browser test); nfdump (nfcapd, the IPFIX collector the export is tested against).
+# The system packages the CLI's build needs (BUILD_PACKAGES), and Rust.
 deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections 2>/dev/null || true; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	@$(call apt_install,$(BUILD_PACKAGES))
 	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }
+
+# The tests' system packages: tcptrace, rrdtool and tshark (compared against; tshark's question
+# about non-root capture is answered up front); chromium (the dashboard's browser test); nfdump
+# (nfcapd, the IPFIX collector the export is tested against); tcpreplay and iproute2 (live
+# capture); a JRE and maven (Kafka, Spark); prometheus (promtool); zsh and fish (the completion
+# scripts). One apt run, before the parallel downloads of test-deps (apt holds a lock).
+test-packages: deps
+	@echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections 2>/dev/null || true
+	@$(call apt_install,$(TEST_PACKAGES))
+
+# Installs the Debian packages of $(1) that are missing, in one apt run.
+apt_install = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 build: deps
 	$(CARGO) build --release -p sonde
@@ -40,18 +50,20 @@ python-env: deps
 # traces and the reference mix's instructions per packet (issue 33's figure).
 BENCH_PACKAGES := valgrind softflowd nfdump
 bench: build
-	@missing=""; for p in $(BENCH_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	@$(call apt_install,$(BENCH_PACKAGES))
 	SONDE=$(abspath target/release/sonde) bench/compare-traces.sh
 	SONDE=$(abspath target/release/sonde) bench/instructions.sh
 
 # The package, optimised, installed into the environment (`import sonde`).
 python: build python-env
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
-
-demo: build python
-	./target/release/sonde analyze -r testdata/demo.pcap -o demo-out --force
 	$(VENV)/bin/python python/examples/demo.py testdata/demo.pcap
+
+# The README's first command: what the CLI needs, the CLI alone (release), its analysis of the
+# trace the repo ships. `make python` adds the Python package and its example.
+demo: build
+	./target/release/sonde analyze -r testdata/demo.pcap -o demo-out --force
+	@echo "sonde's outputs: $(abspath demo-out)/ (tcp_flows.tsv, udp_flows.tsv, intervals.tsv, quantiles.tsv, histograms.tsv, summary.json)"
 
 lint: format-check deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
@@ -120,7 +132,7 @@ fuzz-short-build: fuzz-deps
 
 # What the tests start or compare with, side by side: the downloads (npm, PyPI, Maven Central,
 # the Go proxy, crates.io for cargo-afl) wait on the network together.
-test-deps: deps
+test-deps: test-packages
 	$(MAKE) --no-print-directory -j6 format-check browser-deps python-env kafka-jars spark-jars goflow2
 
 # The Python tests use the test profile's builds, so CI never builds the workspace in release:

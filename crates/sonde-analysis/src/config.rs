@@ -280,9 +280,17 @@ impl AnalysisConfig {
         }
     }
 
-    /// The monitoring interval, or `None` when turned off.
+    /// The monitoring interval (`None`: turned off); an error if it is off while the tables, kept per interval,
+    /// are asked for.
     pub fn interval_ns(&self) -> Result<Option<u64>> {
-        Ok(settings::interval_ns(self.interval, &self.name("interval"))?)
+        let ns = settings::interval_ns(self.interval, &self.name("interval"))?;
+        anyhow::ensure!(
+            ns.is_some() || !self.tables,
+            "{} needs intervals (it keeps its tables per interval), and {} 0 turns them off",
+            self.name("tables"),
+            self.name("interval")
+        );
+        Ok(ns)
     }
 
     pub fn filter_expression(&self) -> Option<String> {

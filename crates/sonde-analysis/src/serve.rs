@@ -1,5 +1,5 @@
 //! `--http ADDR`: a run served by sonde-http (API, stream, metrics, dashboard), live while it
-//! captures (`monitor`) or its results after it (`analyze`, `serve`) until Ctrl-C. The address
+//! captures (`monitor`) or its results after it (`analyze`, `serve`) until Ctrl-C or SIGTERM. The address
 //! and token are checked, and the port bound, before the analysis starts, so a refused server
 //! costs no run.
 
@@ -107,7 +107,7 @@ impl Prepared {
             state.set_store(store.to_path_buf());
         }
         state.add_export_counters(crate::export::final_metrics(&finished.report));
-        let app = self.announce(state, quiet, "Ctrl-C stops")?;
+        let app = self.announce(state, quiet, "Ctrl-C or SIGTERM stops")?;
         sonde_http::serve_until_interrupted(self.listener, app, &self.limits, self.connections).context("http server")
     }
 

@@ -66,7 +66,8 @@ pub async fn serve(
     serve_with(listener, app, &Limits::default(), Default::default(), shutdown).await
 }
 
-/// Serves `app` on an already bound listener until SIGINT (Ctrl-C), in a runtime of its own
+/// Serves `app` on an already bound listener until SIGINT (Ctrl-C) or SIGTERM (a service
+/// manager's stop), in a runtime of its own
 /// (two worker threads: the server is light, and the machine's cores belong to the analysis).
 pub fn serve_until_interrupted(
     listener: std::net::TcpListener,
@@ -81,7 +82,7 @@ pub fn serve_until_interrupted(
         let interrupted = std::sync::Arc::new(tokio::sync::Notify::new());
         let signal = interrupted.clone();
         let server = serve_with(listener, app, limits, stats, async move {
-            let _ = tokio::signal::ctrl_c().await;
+            stop_signal().await;
             signal.notify_one();
         });
         // An open stream never ends by itself: after the signal, connections get a short grace
@@ -94,6 +95,23 @@ pub fn serve_until_interrupted(
             } => Ok(()),
         }
     })
+}
+
+/// Returns at the first SIGINT or SIGTERM.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        // No SIGTERM handler to be had: SIGINT still stops, SIGTERM kills as by default.
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// A server running in a thread of its own until [`Background::stop`].

@@ -90,12 +90,34 @@ pub enum Command {
     Control(crate::control::ControlCommand),
     /// Serve the merged view of several probes: the Spark merge job's output (intervals,
     /// quantiles, histograms and the probes table, docs/merged.md) on the dashboard, the API and
-    /// /metrics, read again every --reload seconds, until Ctrl-C.
+    /// /metrics, read again every --reload seconds, until Ctrl-C or SIGTERM.
     ///
     /// Example: sonde serve --merged merged/ --http 127.0.0.1:8080
     ///
-    /// Exit status: 0 stopped by Ctrl-C; 1 error (the directory or the address refused).
+    /// Exit status: 0 stopped by Ctrl-C or SIGTERM; 1 error (the directory or the address refused).
     Serve(Box<crate::serve::ServeArgs>),
+    /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
+    ///
+    /// Generated from the same definitions as the command line itself, so it names every
+    /// subcommand and option this binary takes.
+    ///
+    /// Examples: sonde completions bash > /etc/bash_completion.d/sonde;
+    /// sonde completions zsh > "${fpath[1]}/_sonde"; sonde completions fish > ~/.config/fish/completions/sonde.fish
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one for sonde and each subcommand into a directory.
+    ///
+    /// Generated from the same definitions as `--help`.
+    ///
+    /// Examples: sonde man | man -l -; sonde man --dir /usr/share/man/man1
+    Man {
+        /// Write sonde.1 and sonde-SUBCOMMAND.1 (every subcommand, nested ones too) into DIR.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,7 +126,7 @@ pub struct AnalyzeArgs {
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub read: PathBuf,
     /// After the run, serve its results (JSON API, live stream, Prometheus /metrics and the
-    /// dashboard; docs/http.md) on ADDR until Ctrl-C, e.g. 127.0.0.1:8080 (port 0: any free one).
+    /// dashboard; docs/http.md) on ADDR until Ctrl-C or SIGTERM, e.g. 127.0.0.1:8080 (port 0: any free one).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
     /// File holding the bearer token the HTTP API requires (needed when ADDR is not loopback;

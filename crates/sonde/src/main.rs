@@ -61,6 +61,8 @@ fn main() -> ExitCode {
             sonde_analysis::monitor::monitor(&args.monitor, analysis::progress(config), |f| analysis::finish(config, f))
         }
         Command::Serve(args) => serve::run(&args),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     };
     match result {
         Ok(code) => code,
@@ -78,6 +80,28 @@ fn print_config(cli: &Cli) -> bool {
         Command::Monitor(args) => args.print_config,
         _ => false,
     }
+}
+
+/// `sonde completions SHELL`: the script on stdout (made in memory first: clap_complete panics
+/// on a failed write, and stdout may be a closed pipe).
+fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "sonde", &mut script);
+    std::io::Write::write_all(&mut std::io::stdout(), &script).context("writing the script")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sonde man`: the page on stdout, or every command's page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> Result<ExitCode> {
+    let command = Cli::command();
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("--dir {}", dir.display()))?;
+            clap_mangen::generate_to(command, dir).with_context(|| format!("writing pages into {}", dir.display()))?
+        }
+        None => clap_mangen::Man::new(command).render(&mut std::io::stdout()).context("writing the page")?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What a mode of anonymisation that needs a key lacks without `--key` (clap's own

@@ -93,6 +93,6 @@ pub fn run(args: &ServeArgs) -> Result<std::process::ExitCode> {
             }
         })
         .context("starting the reader")?;
-    server.serve_state(state, args.quiet, "a merged view; Ctrl-C stops")?;
+    server.serve_state(state, args.quiet, "a merged view; Ctrl-C or SIGTERM stops")?;
     Ok(std::process::ExitCode::SUCCESS)
 }

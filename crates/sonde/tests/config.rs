@@ -187,6 +187,11 @@ fn a_bad_file_names_its_line_and_nothing_is_written() {
         ("outputs = [\"tcp_flow\"]\n", "--outputs: 'tcp_flow' is not an output; the outputs are tcp_flows,"),
         ("interval = = 1\n", "TOML parse error at line 1, column 12"),
         ("interval = 0.0001\n", "--interval must be 0 (off) or at least 0.001 seconds"),
+        // The tables are kept per interval: with none, they are refused, not silently left out.
+        (
+            "tables = true\ninterval = 0\n",
+            "--tables needs intervals (it keeps its tables per interval), and --interval 0",
+        ),
     ];
     for (text, message) in cases {
         let config = write_config(dir.path(), text);

@@ -242,6 +242,20 @@ impl Server {
         serde_json::from_str(&body).unwrap()
     }
 
+    /// SIGTERM, as a service manager stops it; the exit status (within 20 s).
+    fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) }, 0);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(20) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("sonde serve did not stop on SIGTERM");
+    }
+
     /// Waits (at most 20 s) until `/api/status` satisfies `done`; the status then.
     fn status_until(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
@@ -739,4 +753,7 @@ fn the_merged_flow_tables_are_served_as_tables_and_flows() {
         let (code, body) = server.get(bad);
         assert_eq!(code, 400, "{bad}: {body}");
     }
+    // Stopped as a service manager stops it: a clean exit.
+    let status = server.terminate();
+    assert!(status.success(), "{status}");
 }
