@@ -6,11 +6,11 @@ SHELL := /bin/bash
 # What building the CLI needs (libpcap for BPF filters; cmake, curl and OpenSSL's headers for
 # librdkafka, built from source), and what only the tests need.
 BUILD_PACKAGES := libpcap-dev pkg-config cmake libcurl4-openssl-dev libssl-dev
-TEST_PACKAGES := tcptrace rrdtool tshark chromium tcpreplay iproute2 nfdump default-jre-headless maven prometheus zsh fish
+TEST_PACKAGES := tcptrace rrdtool tshark chromium tcpreplay iproute2 nfdump default-jre-headless maven prometheus zsh fish dpkg-dev
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo test bench test-deps test-packages format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
+.PHONY: demo deb test bench test-deps test-packages format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
 
 VENV := .venv
 PYTHON ?= python3
@@ -24,7 +24,7 @@ deps:
 # about non-root capture is answered up front); chromium (the dashboard's browser test); nfdump
 # (nfcapd, the IPFIX collector the export is tested against); tcpreplay and iproute2 (live
 # capture); a JRE and maven (Kafka, Spark); prometheus (promtool); zsh and fish (the completion
-# scripts). One apt run, before the parallel downloads of test-deps (apt holds a lock).
+# scripts); dpkg-dev (dpkg-shlibdeps: the Debian package's test). One apt run, before the parallel downloads of test-deps (apt holds a lock).
 test-packages: deps
 	@echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections 2>/dev/null || true
 	@$(call apt_install,$(TEST_PACKAGES))
@@ -53,6 +53,11 @@ bench: build
 	@$(call apt_install,$(BENCH_PACKAGES))
 	SONDE=$(abspath target/release/sonde) bench/compare-traces.sh
 	SONDE=$(abspath target/release/sonde) bench/instructions.sh
+
+# The Debian package of the release build (packaging/deb.sh: the binary, the systemd unit
+# sonde@.service, /etc/sonde/example.toml, completions and manual pages) into target/deb/.
+deb: build
+	packaging/deb.sh target/release/sonde target/deb
 
 # The package, optimised, installed into the environment (`import sonde`).
 python: build python-env
