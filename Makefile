@@ -68,7 +68,7 @@ python: build python-env
 # trace the repo ships. `make python` adds the Python package and its example.
 demo: build
 	./target/release/sonde analyze -r testdata/demo.pcap -o demo-out --force
-	@echo "sonde's outputs: $(abspath demo-out)/ (tcp_flows.tsv, udp_flows.tsv, intervals.tsv, quantiles.tsv, histograms.tsv, summary.json)"
+	@echo "sonde's outputs are in $(abspath demo-out)/ (the flow logs, the interval statistics; summary.json: the run)"
 
 lint: format-check deps
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
