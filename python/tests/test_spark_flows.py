@@ -1,7 +1,7 @@
 """Flows across probes (python/sonde/spark/flows.py) against a real Kafka broker
 (python/tests/kafka_broker.py) and Spark in local mode: two "probes" — `sonde analyze --kafka
 --probe-id p1|p2` on the two halves of a capture split by flow with BPF filters — publish their
-flow records; the flow query merges them into per-interval host and host-pair changelogs, which
+flow records; the merge job (`python -m sonde.spark merge`, its own Spark) merges them into per-interval host and host-pair changelogs, which
 must equal sonde's own application-layer tables of the WHOLE capture (`--tables`: al_hosts.tsv,
 al_matrix.tsv summed over applications) row for row and counter for counter. An interim record,
 an ICMP entry, a malformed message and a record days behind the watermark are sent too: counted,
@@ -9,8 +9,8 @@ never merged."""
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -71,17 +71,6 @@ def publish(broker: Broker, trace: Path, probe: str, bpf: str, out: Path) -> dic
     return k
 
 
-def session(jars: Path):
-    from sonde.spark.session import spark_session
-
-    return spark_session("sonde-flows-test", "local[2]", {
-        "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.jars": ",".join(sorted(str(j) for j in jars.glob("*.jar"))),
-        "spark.sql.streaming.stateStore.providerClass": flows.ROCKSDB,
-    })
-
-
 def test_two_probes_flows_merge_into_the_whole_captures_tables(broker, tmp_path):
     trace = shared(TRACE)
     jars = spark_jars()
@@ -93,53 +82,46 @@ def test_two_probes_flows_merge_into_the_whole_captures_tables(broker, tmp_path)
     icmp_entries = sum(len((tmp_path / p / "icmp_flows.tsv").read_text().splitlines()[1:])
                        for p in FILTERS if (tmp_path / p / "icmp_flows.tsv").exists())
 
-    out = tmp_path / "merged"
-    args = argparse.Namespace(kafka=broker.address, starting_offsets="earliest", trigger=1.0, max_age=600.0,
-                              max_messages_per_batch=20, compact_every=3, flow_topic=TOPIC,
-                              flow_interval=INTERVAL)
-    spark = session(jars)
-    started = time.monotonic()
-    query = flows.start(spark, args, str(out), str(tmp_path / "checkpoint"))
-    try:
-        query.processAllAvailable()
-        first = flows.status(query)
-        assert first["records"] == records, first
-        assert first["icmp"] == icmp_entries and first["malformed"] == 0 and first["interim"] == 0, first
-        assert first["flows"] == records - icmp_entries and first["late_rows"] == 0, first
-        # Several batches (20 messages each at most): the compaction ran.
-        assert first["batches"] >= 3, first
+    # What must not be merged: an interim record of a flow still open, an ICMP entry, a
+    # malformed message, and an ended flow three days behind the watermark (late: it is the
+    # last of its partition, read after batches of the probes' flows moved the watermark on).
+    t0 = min(float(r["start"]) for r in tsv(whole / "al_hosts.tsv")) * 1000
+    base = {"probe": "p1", "proto": "tcp", "c_port": 1, "s_port": 2, "c_pkts_all": 3, "s_pkts_all": 4,
+            "c_bytes_all": 0, "s_bytes_all": 0, "c_bytes_ip": 300, "s_bytes_ip": 400,
+            "first": t0, "last": t0 + 1000.5}
+    extra = [
+        json.dumps({**base, "c_ip": "192.0.2.1", "s_ip": "192.0.2.2", "end_reason": "open"}),
+        json.dumps({"probe": "p1", "proto": "icmp", "client": "203.0.113.1", "server": "203.0.113.2",
+                    "last": t0 + 1000.0}),
+        "not json",
+        json.dumps({**base, "c_ip": "198.51.100.1", "s_ip": "198.51.100.2", "end_reason": "fin",
+                    "first": t0 - 3 * 86400e3, "last": t0 - 3 * 86400e3 + 1.0}),
+    ]
+    producer = broker.producer(TOPIC)
+    producer.send([("p1", m) for m in extra])
+    producer.close()
 
-        # What must not be merged: an interim record of a flow still open, an ICMP entry, a
-        # malformed message, and an ended flow three days behind the watermark (late).
-        t0 = min(float(r["start"]) for r in tsv(whole / "al_hosts.tsv")) * 1000
-        base = {"probe": "p1", "proto": "tcp", "c_port": 1, "s_port": 2, "c_pkts_all": 3, "s_pkts_all": 4,
-                "c_bytes_all": 0, "s_bytes_all": 0, "c_bytes_ip": 300, "s_bytes_ip": 400,
-                "first": t0, "last": t0 + 1000.5}
-        extra = [
-            json.dumps({**base, "c_ip": "192.0.2.1", "s_ip": "192.0.2.2", "end_reason": "open"}),
-            json.dumps({"probe": "p1", "proto": "icmp", "client": "203.0.113.1", "server": "203.0.113.2",
-                        "last": t0 + 1000.0}),
-            "not json",
-            json.dumps({**base, "c_ip": "198.51.100.1", "s_ip": "198.51.100.2", "end_reason": "fin",
-                        "first": t0 - 3 * 86400e3, "last": t0 - 3 * 86400e3 + 1.0}),
-        ]
-        producer = broker.producer(TOPIC)
-        producer.send([("p1", m) for m in extra])
-        producer.close()
-        deadline = time.monotonic() + 120
-        while flows.status(query)["records"] < records + len(extra):
-            assert time.monotonic() < deadline and query.isActive, flows.status(query)
-            query.processAllAvailable()
-            time.sleep(0.5)
-        st = flows.status(query)
-        print(f"\nflow query: {st['batches']} batches, {st['records']} records in "
-              f"{time.monotonic() - started:.1f} s (Spark start excluded); state rows {st.get('state_rows')}")
-    finally:
-        query.stop()
-    assert query.exception() is None
+    # The merge job as a user runs it (its own Spark, the counters' topics absent: no error),
+    # 20 messages a batch, compaction every 3 batches, until 8 s without a message.
+    out = tmp_path / "merged"
+    cmd = [sys.executable, "-m", "sonde.spark", "merge", "--kafka", broker.address, str(out),
+           "--interval-topic", "absent-intervals", "--histogram-topic", "", "--flow-topic", TOPIC,
+           "--flow-interval", str(INTERVAL), "--max-messages-per-batch", "20", "--compact-every", "3",
+           "--trigger", "1", "--until-idle", "8", "--jars", str(jars), "--master", "local[2]"]
+    started = time.monotonic()
+    done = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-5000:]
+    st = json.loads((out / "_job.json").read_text())["flows"]
+    print(f"\nthe job: {st['batches']} flow batches, {st['records']} records in "
+          f"{time.monotonic() - started:.1f} s (Spark's start included); state rows {st.get('state_rows')}")
+    assert st["records"] == records + len(extra), st
     assert (st["interim"], st["icmp"] - icmp_entries, st["malformed"]) == (1, 1, 1), st
+    assert st["flows"] == records - icmp_entries + 1, st  # the late one passes the checks
     # The late flow: its two host rows and two pair rows behind the watermark.
     assert st["late_rows"] == 4, st
+    # Several batches (20 messages each at most): the compaction ran.
+    assert st["batches"] >= 3, st
 
     # Hosts: al_hosts.tsv of the whole capture summed over applications.
     want_hosts: Dict[tuple, List[int]] = defaultdict(lambda: [0] * 5)
