@@ -72,6 +72,22 @@ def tsv(path: Path) -> List[Dict[str, str]]:
     return [dict(zip(header, r)) for r in rows]
 
 
+def changelog_view(directory: Path, key) -> Dict[tuple, dict]:
+    """The merged view of one of the Spark merge's changelog directories: the highest batch's row
+    per key (docs/merged.md)."""
+    import pyarrow.parquet as pq
+
+    rows: Dict[tuple, dict] = {}
+    files = [p for p in directory.glob("*.parquet") if not p.name.startswith(("_", "."))]
+    assert files, f"nothing in {directory}"
+    for p in files:
+        for r in pq.read_table(p).to_pylist():
+            k = tuple(r[c] for c in key)
+            if k not in rows or r["batch"] > rows[k]["batch"]:
+                rows[k] = r
+    return rows
+
+
 def spark_jars() -> Path:
     """The directory of Spark's Kafka source's jars (tests/spark/fetch.sh, cached in target/)."""
     d = REPO / "target" / "tmp" / "spark-kafka-4.2.0"

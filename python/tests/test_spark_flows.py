@@ -18,10 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List
 
-import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, cli, shared, sonde_bin, spark_jars, tsv
+from conftest import REPO, changelog_view, cli, shared, sonde_bin, spark_jars, tsv
 from kafka_broker import Broker
 
 sys.path.insert(0, str(REPO / "python"))
@@ -43,19 +42,6 @@ def broker():
         yield b
     finally:
         b.stop()
-
-
-def newest(directory: Path, key) -> Dict[tuple, dict]:
-    """A changelog's view: the highest batch's row per key."""
-    rows: Dict[tuple, dict] = {}
-    for p in directory.glob("*.parquet"):
-        if p.name.startswith(("_", ".")):
-            continue
-        for r in pq.read_table(p).to_pylist():
-            k = tuple(r[c] for c in key)
-            if k not in rows or r["batch"] > rows[k]["batch"]:
-                rows[k] = r
-    return rows
 
 
 def publish(broker: Broker, trace: Path, probe: str, bpf: str, out: Path) -> dict:
@@ -130,7 +116,7 @@ def test_two_probes_flows_merge_into_the_whole_captures_tables(broker, tmp_path)
         acc = want_hosts[(float(r["start"]), r["addr"])]
         for i, c in enumerate(("pkts_in", "bytes_in", "pkts_out", "bytes_out", "flows")):
             acc[i] += int(r[c])
-    got_hosts = newest(out / "hosts", flows.HOSTS_KEY)
+    got_hosts = changelog_view(out / "hosts", flows.HOSTS_KEY)
     # mixed.pcap's two hosts over several intervals.
     assert len(got_hosts) >= 6 and len({k[0] for k in got_hosts}) >= 3, sorted(got_hosts)
     assert set(got_hosts) == set(want_hosts)
@@ -146,7 +132,7 @@ def test_two_probes_flows_merge_into_the_whole_captures_tables(broker, tmp_path)
         acc = want_pairs[(float(r["start"]), r["src"], r["dst"])]
         for i, c in enumerate(("packets", "bytes", "flows")):
             acc[i] += int(r[c])
-    got_pairs = newest(out / "pairs", flows.PAIRS_KEY)
+    got_pairs = changelog_view(out / "pairs", flows.PAIRS_KEY)
     assert set(got_pairs) == set(want_pairs)
     for k, v in want_pairs.items():
         assert [got_pairs[k][c] for c in ("packets", "bytes", "flows")] == v, k

@@ -18,10 +18,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, cli, shared, spark_jars, tsv
+from conftest import REPO, changelog_view, cli, shared, spark_jars, tsv
 from kafka_broker import Broker
 
 sys.path.insert(0, str(REPO / "python"))
@@ -97,19 +96,6 @@ def histogram_messages(probe: str, out: Path) -> List[Tuple[float, int, dict]]:
                 "bins": [[float(lo), float(hi), n] for lo, hi, n in pb]}))
         assert sum(n for _, _, n in b) == count, f"{out}: {key} bins do not add up"
     return msgs
-
-
-def newest(directory: Path, key: Tuple[str, ...]) -> Dict[tuple, dict]:
-    """The merged view of a changelog directory: the highest batch's row per key."""
-    rows: Dict[tuple, dict] = {}
-    files = [p for p in directory.glob("*.parquet") if not p.name.startswith(("_", "."))]
-    assert files, f"nothing in {directory}"
-    for p in files:
-        for r in pq.read_table(p).to_pylist():
-            k = tuple(r[c] for c in key)
-            if k not in rows or r["batch"] > rows[k]["batch"]:
-                rows[k] = r
-    return rows
 
 
 class MergeJob:
@@ -231,7 +217,7 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
                       + ("  (the first batch: warming up)" if i == 0 or run == 0 and b["messages"] == 3 else ""))
 
     # Intervals: the whole capture's intervals.tsv, counter for counter; `probes` as published.
-    got = newest(out / "intervals", ("start", "proto", "net"))
+    got = changelog_view(out / "intervals", ("start", "proto", "net"))
     want = {(float(r["start"]), r["proto"], r["net"]): r for r in tsv(whole / "intervals.tsv")}
     assert set(got) == set(want)
     by_probe = defaultdict(int)
@@ -244,7 +230,7 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
         assert got[k]["probes"] == by_probe[k], k
 
     # Histograms: bin for bin.
-    got_bins = newest(out / "histograms", ("start", "metric", "dir", "net", "bin_lo"))
+    got_bins = changelog_view(out / "histograms", ("start", "metric", "dir", "net", "bin_lo"))
     want_bins = {(float(r["start"]), r["metric"], r["dir"], r["net"], float(r["bin_lo"])): r
                  for r in tsv(whole / "histograms.tsv")}
     assert set(got_bins) == set(want_bins)
@@ -253,7 +239,7 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
 
     # Quantiles: same bins, so the same percentiles; count, min and max exact; the mean to the
     # halves' printed means' rounding (their sums were rebuilt from mean × count).
-    got_q = newest(out / "quantiles", ("start", "metric", "dir", "net"))
+    got_q = changelog_view(out / "quantiles", ("start", "metric", "dir", "net"))
     half_q = {p: {(float(r["start"]), r["metric"], r["dir"], r["net"]): r for r in tsv(d / "quantiles.tsv")}
               for p, d in halves.items()}
     want_q = {(float(r["start"]), r["metric"], r["dir"], r["net"]): r for r in tsv(whole / "quantiles.tsv")}
@@ -273,7 +259,7 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
 
     # Probes: the two in step, p3 flagged. p1 and p2 publish together; their offsets are what
     # tells their reading apart (the same batch: 0) and their last intervals' ends.
-    probes = {k[0]: r for k, r in newest(out / "probes", ("probe",)).items()}
+    probes = {k[0]: r for k, r in changelog_view(out / "probes", ("probe",)).items()}
     assert set(probes) == {"p1", "p2", "p3"}
     p1, p2 = probes["p1"], probes["p2"]
     for p, d in halves.items():
@@ -353,7 +339,7 @@ class FileRun:
         return json.loads((self.out / "_job.json").read_text())
 
     def view(self, table: str) -> Dict[tuple, dict]:
-        return newest(self.out / table, merge.KEYS[table])
+        return changelog_view(self.out / table, merge.KEYS[table])
 
 
 def test_restart_resumes_from_the_checkpoint_and_conflicts_are_counted(spark, tmp_path):

@@ -27,7 +27,6 @@ from typing import Any, Dict
 HOSTS_KEY = ("start", "addr")
 PAIRS_KEY = ("start", "src", "dst")
 OBSERVED = "sonde_flows"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 # The fields of a flow record the merge reads (docs/kafka.md "Flows"; docs/metrics.md): IP
 # packets and IP bytes per direction, as the tables count them. `last` is ms since the epoch
@@ -52,7 +51,7 @@ def schema():
     return T.StructType([T.StructField(name, kinds[kind]) for name, kind in _FIELDS])
 
 
-def records(raw, interval_s: int):
+def records(raw):
     """The Kafka source's rows as parsed flow records with their validity, counted through
     `observe` (per batch: records, interim, icmp, malformed, merged), and the merged ones only."""
     from pyspark.sql import functions as F
@@ -117,7 +116,7 @@ def aggregate(raw, interval_s: int, max_age_s: float):
     interval's end is within `max_age_s` of the newest `last` seen (the watermark)."""
     from pyspark.sql import functions as F
 
-    exploded = rows(records(raw, interval_s)).withWatermark("t", f"{int(max_age_s * 1000)} milliseconds")
+    exploded = rows(records(raw)).withWatermark("t", f"{int(max_age_s * 1000)} milliseconds")
     sums = [F.sum(c).cast("long").alias(c) for c in ("pkts_in", "bytes_in", "pkts_out", "bytes_out", "flows")]
     return (exploded.groupBy(F.window("t", f"{interval_s} seconds").alias("w"), "kind", "a", "b").agg(*sums)
             .select((F.unix_micros(F.col("w.start")) / 1e6).alias("start"),
@@ -174,16 +173,16 @@ def status(query) -> Dict[str, Any]:
     records read, flows merged, interim records, ICMP entries and malformed messages skipped,
     `late` (rows Spark dropped behind the watermark: a row is a flow's host or pair row), the
     state's rows and memory now, and the newest batch's durations. Folds the query's recent
-    progress reports (each batch counted once)."""
+    progress reports (each batch counted once: batch ids increase, the newest counted is kept)."""
     key = str(query.id)
-    t = _TOTALS.setdefault(key, {"seen": set(), "batches": 0, "records": 0, "flows": 0, "interim": 0,
+    t = _TOTALS.setdefault(key, {"counted": -1, "batches": 0, "records": 0, "flows": 0, "interim": 0,
                                  "icmp": 0, "malformed": 0, "late_rows": 0})
     latest = None
     for p in query.recentProgress:
         latest = p
-        if p["batchId"] in t["seen"] or not p.get("numInputRows") and not p.get("observedMetrics"):
+        if p["batchId"] <= t["counted"] or not p.get("numInputRows") and not p.get("observedMetrics"):
             continue
-        t["seen"].add(p["batchId"])
+        t["counted"] = p["batchId"]
         t["batches"] += 1
         m = (p.get("observedMetrics") or {}).get(OBSERVED) or {}
         if hasattr(m, "asDict"):  # a Row in the progress PySpark hands back
@@ -192,7 +191,7 @@ def status(query) -> Dict[str, Any]:
             t[name] += int(m.get(name) or 0)
         for op in p.get("stateOperators") or []:
             t["late_rows"] += int(op.get("numRowsDroppedByWatermark") or 0)
-    out = {k: v for k, v in t.items() if k != "seen"}
+    out = {k: v for k, v in t.items() if k != "counted"}
     if latest is not None:
         ops = latest.get("stateOperators") or []
         out["state_rows"] = sum(int(op.get("numRowsTotal") or 0) for op in ops)
