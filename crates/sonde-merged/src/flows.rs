@@ -185,28 +185,31 @@ impl FlowTables {
             Column::new("bound_bytes", Kind::Count),
         ];
         let n = |v: i64| Cell::Count(v.max(0) as u64);
+        // Each interval's hosts and pairs ordered once, for their tables and for `top`.
+        let ordered: Vec<_> = self
+            .intervals
+            .iter()
+            .map(|(Key(start), i)| (span(*start, i.end), i, largest(&i.hosts), largest(&i.pairs)))
+            .collect();
         let hosts = Typed::new(HOSTS, |row| {
-            for (Key(start), i) in &self.intervals {
-                let [s, e] = span(*start, i.end);
-                for (_, h) in largest(&i.hosts) {
+            for ([s, e], _, hosts, _) in &ordered {
+                for (_, h) in hosts {
                     let (a, b) = (n(h.pkts_in), n(h.bytes_in));
                     row(&[s.clone(), e.clone(), addr(&h.addr), a, b, n(h.pkts_out), n(h.bytes_out), n(h.flows)]);
                 }
             }
         });
         let matrix = Typed::new(MATRIX, |row| {
-            for (Key(start), i) in &self.intervals {
-                let [s, e] = span(*start, i.end);
-                for (_, p) in largest(&i.pairs) {
+            for ([s, e], _, _, pairs) in &ordered {
+                for (_, p) in pairs {
                     row(&[s.clone(), e.clone(), addr(&p.src), addr(&p.dst), n(p.packets), n(p.bytes), n(p.flows)]);
                 }
             }
         });
         let ranked = Typed::new(TOP, |row| {
-            for (Key(start), i) in &self.intervals {
-                let [s, e] = span(*start, i.end);
+            for ([s, e], i, hosts, pairs) in &ordered {
                 let bound = i.hosts.bound_bytes;
-                for (rank, (bytes, h)) in largest(&i.hosts).take(top).enumerate() {
+                for (rank, &(bytes, h)) in hosts.iter().take(top).enumerate() {
                     let exact = Cell::Flag(i.hosts.let_go == 0 || bytes > bound);
                     let packets = h.pkts_in.saturating_add(h.pkts_out);
                     row(&[
@@ -224,7 +227,7 @@ impl FlowTables {
                     ]);
                 }
                 let bound = i.pairs.bound_bytes;
-                for (rank, (bytes, p)) in largest(&i.pairs).take(top).enumerate() {
+                for (rank, &(bytes, p)) in pairs.iter().take(top).enumerate() {
                     let exact = Cell::Flag(i.pairs.let_go == 0 || bytes > bound);
                     row(&[
                         s.clone(),
@@ -251,11 +254,11 @@ impl FlowTables {
     }
 }
 
-/// The rows of a bounded table, largest bytes first, ties by key.
-fn largest<K: Ord + Clone, R>(t: &Bounded<K, R>) -> impl Iterator<Item = (i64, &R)> {
+/// The rows of a bounded table with their bytes, largest bytes first, ties by key.
+fn largest<K: Ord + Clone, R>(t: &Bounded<K, R>) -> Vec<(i64, &R)> {
     let mut rows: Vec<(i64, &K, &R)> = t.rows.iter().map(|(k, (bytes, r))| (*bytes, k, r)).collect();
     rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    rows.into_iter().map(|(bytes, _, r)| (bytes, r))
+    rows.into_iter().map(|(bytes, _, r)| (bytes, r)).collect()
 }
 
 fn span(start: f64, end: f64) -> [Cell<'static>; 2] {
