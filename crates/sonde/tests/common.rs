@@ -180,3 +180,18 @@ pub fn anonymize_traces() -> Vec<PathBuf> {
     }
     traces
 }
+
+/// Sends `child` the signal `name` (`kill -NAME`: INT, TERM, …) and waits at most 20 s for it to
+/// exit; its exit status.
+pub fn stop_with(child: &mut std::process::Child, name: &str) -> std::process::ExitStatus {
+    let sent = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
+    assert!(sent.success(), "kill -{name}");
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(20) {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("sonde did not stop on SIG{name}");
+}

@@ -91,16 +91,7 @@ impl Server {
 
     /// The signal `name` (INT, TERM); the exit status.
     fn stop_with(mut self, name: &str) -> std::process::ExitStatus {
-        let ok = Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status().unwrap();
-        assert!(ok.success());
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(20) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("sonde did not stop on SIG{name}");
+        common::stop_with(&mut self.child, name)
     }
 }
 

@@ -244,16 +244,7 @@ impl Server {
 
     /// SIGTERM, as a service manager stops it; the exit status (within 20 s).
     fn terminate(mut self) -> std::process::ExitStatus {
-        // SAFETY: kill(2) on our own child's pid; no memory is involved.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) }, 0);
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(20) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("sonde serve did not stop on SIGTERM");
+        common::stop_with(&mut self.child, "TERM")
     }
 
     /// Waits (at most 20 s) until `/api/status` satisfies `done`; the status then.
