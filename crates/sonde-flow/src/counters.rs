@@ -171,7 +171,7 @@ pub(crate) struct DirCounters {
 }
 
 impl DirCounters {
-    pub fn record(&self, unique_bytes: u64, rare: &Rare, rtt: &Rtt) -> TcpDirStats {
+    pub fn record(&self, unique_bytes: u64, segment_flags: u8, rare: &Rare, rtt: &Rtt) -> TcpDirStats {
         let a = &rare.anomalies;
         let inflight = if self.inflight_wide { rare.inflight } else { self.inflight.widen() };
         TcpDirStats {
@@ -185,6 +185,7 @@ impl DirCounters {
             syn_cnt: wide_count(rare.flag_cnt_high[0], self.syn_cnt),
             fin_cnt: wide_count(rare.flag_cnt_high[1], self.fin_cnt),
             rst_cnt: wide_count(rare.flag_cnt_high[2], self.rst_cnt),
+            flags: segment_flags,
             first_ns: self.first_ns,
             last_ns: self.last_ns,
             first_payload_ns: self.first_payload_ns,

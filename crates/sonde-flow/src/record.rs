@@ -119,6 +119,9 @@ pub struct TcpDirStats {
     pub syn_cnt: u64,
     pub fin_cnt: u64,
     pub rst_cnt: u64,
+    /// The OR of the flags of every segment of this direction (the header's low byte: FIN 0x01
+    /// … CWR 0x80), as RFC 7125's tcpControlBits.
+    pub flags: u8,
     pub first_ns: u64,
     pub last_ns: u64,
     pub first_payload_ns: u64,

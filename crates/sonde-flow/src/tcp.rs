@@ -79,6 +79,9 @@ pub(crate) struct Half {
     /// `ISN`, `SEQ`, `ACKED`, `PEER_WINDOW` (which optional fields are set), `DATA_ACKED`,
     /// `FIN_SEEN`: bits rather than `Option`s and bools, which would double their size.
     flags: u8,
+    /// The OR of the header flags (the low byte) of every segment this direction sent: IPFIX's
+    /// tcpControlBits. Here rather than in `DirCounters`, which has no byte to spare.
+    segment_flags: u8,
     /// Valid when `flags` has `ACKED`: the highest cumulative ACK the peer sent for this
     /// direction's data (unwrapped).
     acked: i64,
@@ -144,12 +147,12 @@ impl Half {
 }
 
 impl Half {
-    /// Clears the sequence state (not the counters), returning pooled state.
+    /// Clears the sequence state (not the counters nor the flags seen), returning pooled state.
     fn reset_sequence(&mut self, pools: &mut TcpPools) {
         self.outstanding.clear(&mut pools.sent);
         self.seen.clear(&mut pools.ranges);
-        let stats = self.stats;
-        *self = Half { stats, ..Half::default() };
+        let (stats, segment_flags) = (self.stats, self.segment_flags);
+        *self = Half { stats, segment_flags, ..Half::default() };
     }
 }
 
@@ -321,7 +324,9 @@ impl TcpConn {
 
     fn count(&mut self, rare: &mut Pool<Rare>, dir: usize, ts_ns: u64, ip: &IpSummary, t: &TcpSummary) {
         let flags = t.flags;
-        let s = &mut self.half[dir].stats;
+        let half = &mut self.half[dir];
+        half.segment_flags |= flags.0 as u8;
+        let s = &mut half.stats;
         s.pkts += 1;
         let carry;
         (s.ip_bytes, carry) = s.ip_bytes.overflowing_add(ip.total_len);
@@ -560,7 +565,7 @@ impl TcpConn {
     pub(crate) fn stats(&self, pools: &TcpPools) -> [TcpDirStats; 2] {
         self.half.each_ref().map(|h| {
             let unique = h.seen.covered(&pools.ranges).saturating_sub(u64::from(h.control_seqs));
-            h.stats.record(unique, &pools.rare.read(h.stats.rare), &pools.rtt.read(h.stats.rtt))
+            h.stats.record(unique, h.segment_flags, &pools.rare.read(h.stats.rare), &pools.rtt.read(h.stats.rtt))
         })
     }
 }

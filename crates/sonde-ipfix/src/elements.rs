@@ -261,7 +261,17 @@ const V6: [Element; 2] = [
 
 /// TCP's IANA counters and sonde's TCP metrics (client side, then server side in reverse or at
 /// the next enterprise id).
-const TCP: [Element; 36] = [
+const TCP: [Element; 37] = [
+    el!(
+        6,
+        0,
+        2,
+        "tcpControlBits",
+        "unsigned16",
+        "",
+        "(the OR of every segment's flags, both directions)",
+        Encoding::FlowUnsigned(|r| tcp_dir(r, false, |d| d.flags.into()) | tcp_dir(r, true, |d| d.flags.into()))
+    ),
     el!(
         218,
         0,

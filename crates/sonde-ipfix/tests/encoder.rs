@@ -42,6 +42,7 @@ fn tcp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         ip_bytes: 1000 + u64::from(i),
         syn_cnt: 1,
         fin_cnt: 1,
+        flags: 0x1b, // ACK, PSH, SYN, FIN
         mss_opt: 1460,
         win_max: 1 << 33, // beyond unsigned32: saturates
         win_min: 29_200,
@@ -51,8 +52,15 @@ fn tcp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         rtt,
         ..TcpDirStats::default()
     };
-    let mut server =
-        TcpDirStats { pkts: 7, ip_bytes: 90_000, syn_cnt: 1, rst_cnt: 1, win_max: 65_535, ..TcpDirStats::default() };
+    let mut server = TcpDirStats {
+        pkts: 7,
+        ip_bytes: 90_000,
+        syn_cnt: 1,
+        rst_cnt: 1,
+        flags: 0x16,
+        win_max: 65_535,
+        ..TcpDirStats::default()
+    };
     server.anomalies.rto = 3;
     FlowRecord::Tcp(TcpRecord {
         endpoints: endpoints(c, s, i),
@@ -134,7 +142,7 @@ fn header_and_template_set() {
     }
     let templates = elements::templates();
     // The sizes docs/ipfix.md gives.
-    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [323, 347, 63, 87, 61, 85]);
+    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [325, 349, 63, 87, 61, 85]);
     assert_eq!(
         decoded[0].templates,
         vec![TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6, TEMPLATE_ICMP4, TEMPLATE_ICMP6]
@@ -177,6 +185,8 @@ fn values_round_trip() {
                 assert_eq!(d.uint(REVERSE_PEN, 2), Some(7));
                 assert_eq!(d.uint(0, 136), Some(3), "fin: end of flow detected");
                 assert_eq!(d.uint(REVERSE_PEN, 220), Some(1));
+                assert_eq!(d.uint(0, 6), Some(0x1f), "tcpControlBits: both directions' flags");
+                assert_eq!(d.uint(REVERSE_PEN, 6), None, "no reverse element: nfdump would show it instead");
                 assert_eq!(d.uint(SONDE_PEN, 1), Some(12_345_678));
                 assert_eq!(d.uint(SONDE_PEN, 2), Some(0), "no handshake sample: 0");
                 assert_eq!(d.uint(SONDE_PEN, 10), Some(t.client.rtt.min_ns));

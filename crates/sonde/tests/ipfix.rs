@@ -94,13 +94,21 @@ impl Nfcapd {
         std::fs::read_to_string(self.dir.path().join("nfcapd.err")).unwrap_or_default()
     }
 
-    /// SIGTERM (nfcapd writes its last file), then the flows as nfdump prints them.
-    fn stop_and_read(mut self) -> (Vec<NfFlow>, String) {
+    /// SIGTERM (nfcapd writes its last file), then the flows as nfdump prints them, and its
+    /// statistics (`nfdump -I`: flows, packets and bytes by protocol).
+    fn stop_and_read(mut self) -> (Vec<NfFlow>, String, HashMap<String, u64>) {
         terminate(&mut self.child, "nfcapd");
-        let out =
-            Command::new("nfdump").arg("-R").arg(self.dir.path().join("flows")).args(["-o", "csv"]).output().unwrap();
-        assert!(out.status.success(), "nfdump: {}", String::from_utf8_lossy(&out.stderr));
-        (parse_csv(&String::from_utf8_lossy(&out.stdout)), self.output() + &self.errors())
+        let nfdump = |args: &[&str]| {
+            let out = Command::new("nfdump").arg("-R").arg(self.dir.path().join("flows")).args(args).output().unwrap();
+            assert!(out.status.success(), "nfdump: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let stat = nfdump(&["-I"])
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+            .collect();
+        (parse_csv(&nfdump(&["-o", "csv"])), self.output() + &self.errors(), stat)
     }
 }
 
@@ -123,12 +131,14 @@ fn terminate(child: &mut Child, what: &str) {
     }
 }
 
-/// A flow as nfdump shows it: tuple, protocol, and packets and bytes in (source → destination)
-/// and out (the reverse).
+/// A flow as nfdump shows it: tuple, protocol, packets and bytes in (source → destination)
+/// and out (the reverse), and its TCP flags (`flg`, e.g. `...AP.SF`; empty in the logs' flows,
+/// which have none: check_against compares the rest).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct NfFlow {
     tuple: (IpAddr, u64, IpAddr, u64, String),
     counts: [u64; 4],
+    flags: String,
 }
 
 fn parse_csv(text: &str) -> Vec<NfFlow> {
@@ -136,7 +146,7 @@ fn parse_csv(text: &str) -> Vec<NfFlow> {
     let header: Vec<&str> = lines.next().expect("a csv header").split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
     let (sa, da, sp, dp, pr) = (col("sa"), col("da"), col("sp"), col("dp"), col("pr"));
-    let (ipkt, ibyt, opkt, obyt) = (col("ipkt"), col("ibyt"), col("opkt"), col("obyt"));
+    let (ipkt, ibyt, opkt, obyt, flg) = (col("ipkt"), col("ibyt"), col("opkt"), col("obyt"), col("flg"));
     // The flows end at the summary block.
     lines
         .take_while(|l| !l.is_empty() && !l.starts_with("Summary"))
@@ -146,6 +156,7 @@ fn parse_csv(text: &str) -> Vec<NfFlow> {
             NfFlow {
                 tuple: (f[sa].parse().unwrap(), n(sp), f[da].parse().unwrap(), n(dp), f[pr].trim().to_string()),
                 counts: [n(ipkt), n(ibyt), n(opkt), n(obyt)],
+                flags: f[flg].trim().to_string(),
             }
         })
         .collect()
@@ -180,6 +191,7 @@ fn logged(out: &Path) -> Vec<NfFlow> {
             flows.push(NfFlow {
                 tuple: (c.parse().unwrap(), cp, s.parse().unwrap(), sp, proto.to_string()),
                 counts: [int(&r, "c_pkts_all"), int(&r, "c_bytes_ip"), int(&r, "s_pkts_all"), int(&r, "s_bytes_ip")],
+                flags: String::new(),
             });
         }
     }
@@ -197,13 +209,13 @@ fn check_against_nfcapd(trace: &Path) {
 }
 
 /// Runs `analyze` with `extra` arguments exporting to `nfcapd`, compares nfdump's flows with
-/// the flow logs, and returns them (none without nfcapd).
+/// the flow logs, and returns nfdump's (none without nfcapd).
 fn check_against(nfcapd: Option<Nfcapd>, trace: &Path, extra: &[&str]) -> Vec<NfFlow> {
     let Some(nfcapd) = nfcapd else { return Vec::new() };
     let target = format!("udp://127.0.0.1:{}", nfcapd.port);
     let (out, o) = analyze(trace, &[&["--ipfix", &target][..], extra].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let (mut got, log) = nfcapd.stop_and_read();
+    let (mut got, log, stat) = nfcapd.stop_and_read();
     got.sort();
     let want = logged(out.path());
     assert!(!want.is_empty());
@@ -214,12 +226,17 @@ fn check_against(nfcapd: Option<Nfcapd>, trace: &Path, extra: &[&str]) -> Vec<Nf
     assert_eq!((x["dropped_records"].as_u64(), x["failed_messages"].as_u64()), (Some(0), Some(0)), "{x}");
     assert_eq!(got.len(), want.len(), "{}: nfdump has {} flows, the logs {}", trace.display(), got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g, w, "{}: [in packets, in bytes, out packets, out bytes]", trace.display());
+        assert_eq!((&g.tuple, g.counts), (&w.tuple, w.counts), "{}: [in/out packets/bytes]", trace.display());
+    }
+    // `nfdump -I`: the flows of each protocol, as the logs have them.
+    for (key, protos) in [("Flows_tcp", &["TCP"][..]), ("Flows_udp", &["UDP"]), ("Flows_icmp", &["ICMP", "ICMP6"])] {
+        let n = want.iter().filter(|f| protos.contains(&f.tuple.4.as_str())).count() as u64;
+        assert_eq!(stat.get(key), Some(&n), "{}: nfdump -I {stat:?}", trace.display());
     }
     // nfcapd checks the sequence numbers: none missing, none repeated.
     assert!(log.contains("Sequence Errors: 0"), "{log}");
     assert!(log.contains(&format!("Flows: {}", want.len())), "{log}");
-    want
+    got
 }
 
 #[test]
@@ -305,6 +322,87 @@ fn issue_35_nfdump_shows_the_icmp_entries() {
     assert!(icmp("ICMP", 8 << 8, true) && icmp("ICMP", 8 << 8, false), "{seen:?}");
     assert!(icmp("ICMP6", 128 << 8, true) && icmp("ICMP6", 128 << 8, false), "{seen:?}");
     assert!(icmp("ICMP", 3 << 8 | 3, false) && icmp("ICMP6", 1 << 8 | 4, false), "{seen:?}");
+}
+
+/// A connection's endpoints, the lower first, so that both directions give one key.
+type Conn = ((IpAddr, u64), (IpAddr, u64));
+
+fn conn(a: (IpAddr, u64), b: (IpAddr, u64)) -> Conn {
+    (a.min(b), a.max(b))
+}
+
+/// tshark's OR of the TCP flags (the header's low byte) of every segment of each connection,
+/// both directions: the oracle of tcpControlBits.
+fn tshark_flags(trace: &Path) -> HashMap<Conn, u8> {
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(trace)
+        .args(["-Y", "tcp", "-T", "fields", "-E", "occurrence=l"])
+        .args(["-e", "ip.src", "-e", "ipv6.src", "-e", "tcp.srcport", "-e", "ip.dst", "-e", "ipv6.dst"])
+        .args(["-e", "tcp.dstport", "-e", "tcp.flags"])
+        .output()
+        .expect("tshark (make test-packages)");
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    let mut flags = HashMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let addr = |v4: &str, v6: &str| if v4.is_empty() { v6 } else { v4 }.parse::<IpAddr>().unwrap();
+        let port = |p: &str| p.parse::<u64>().unwrap();
+        let key = conn((addr(f[0], f[1]), port(f[2])), (addr(f[3], f[4]), port(f[5])));
+        let bits = u16::from_str_radix(f[6].trim_start_matches("0x"), 16).unwrap();
+        *flags.entry(key).or_insert(0) |= bits as u8;
+    }
+    flags
+}
+
+/// Flags as nfdump's `flg` shows them: CWR, ECE, URG, ACK, PSH, RST, SYN, FIN, `.` when not set.
+fn nfdump_flags(bits: u8) -> String {
+    "CEUAPRSF".chars().enumerate().map(|(i, c)| if bits & (0x80 >> i) != 0 { c } else { '.' }).collect()
+}
+
+/// Issue 35: nfdump showed `tcp flags = 0x00` on every TCP flow. A TCP record's tcpControlBits
+/// is the OR of its segments' flags, both directions: nfdump's `flg` equals tshark's OR of the
+/// connection's segments for every flow that is its tuple's only one (a reused tuple's flows
+/// split the segments between them: each shows a part of the OR, never nothing).
+#[test]
+fn issue_35_nfdump_shows_the_tcp_flags() {
+    let mut traces = vec![demo()];
+    if let Some(shared) = shared_dir() {
+        traces.extend(GROUND_TRUTH.iter().chain(&REAL_TRACES[..1]).map(|name| shared.join(name)));
+    }
+    for trace in traces {
+        let got = check_against(Nfcapd::start(), &trace, &[]);
+        if got.is_empty() {
+            return; // SKIPPED: no nfcapd
+        }
+        let want = tshark_flags(&trace);
+        let tcp: Vec<&NfFlow> = got.iter().filter(|f| f.tuple.4 == "TCP").collect();
+        let key = |f: &NfFlow| conn((f.tuple.0, f.tuple.1), (f.tuple.2, f.tuple.3));
+        let mut flows_of = HashMap::new();
+        for f in &tcp {
+            *flows_of.entry(key(f)).or_insert(0) += 1;
+        }
+        let mut whole = 0;
+        for f in &tcp {
+            let all = want.get(&key(f)).unwrap_or_else(|| panic!("{}: tshark has no {f:?}", trace.display()));
+            if flows_of[&key(f)] == 1 {
+                assert_eq!(f.flags, nfdump_flags(*all), "{}: {f:?}", trace.display());
+                whole += 1;
+            } else {
+                let part =
+                    u8::try_from((0..8).filter(|i| f.flags.as_bytes()[*i] != b'.').map(|i| 0x80u32 >> i).sum::<u32>())
+                        .unwrap();
+                assert!(part != 0 && part & !all == 0, "{}: {f:?} against {}", trace.display(), nfdump_flags(*all));
+            }
+        }
+        assert!(
+            !tcp.is_empty() && whole * 10 >= tcp.len() * 9,
+            "{}: {whole} of {} flows compared whole",
+            trace.display(),
+            tcp.len()
+        );
+        eprintln!("{}: {whole} of {} TCP flows' flags equal tshark's", trace.display(), tcp.len());
+    }
 }
 
 /// Under `--anonymize`, an ICMP record's addresses are the anonymised ones of icmp_flows.tsv,
@@ -880,6 +978,11 @@ fn check_against_goflow2(trace: &Path, delivery: Delivery) {
         }
         for (key, col) in GOFLOW2_TCP_COUNTS {
             assert_eq!(u(key), int(row, col), "{what}: {key} against {col}");
+        }
+        // tcpControlBits: SYN, FIN and RST set where either direction counted one.
+        for (bit, flag) in [(0x02, "syn"), (0x01, "fin"), (0x04, "rst")] {
+            let counted = int(row, &format!("c_{flag}_cnt")) + int(row, &format!("s_{flag}_cnt")) > 0;
+            assert_eq!(u("tcp_flags") & bit != 0, counted, "{what}: tcp_flags {:#x}, {flag}", u("tcp_flags"));
         }
         for col in GOFLOW2_TCP_TIMES {
             same_ms(&row[col], u(&format!("{col}_ns")), &format!("{what} {col}"));
