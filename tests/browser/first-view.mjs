@@ -25,9 +25,10 @@ await run("first-view.mjs", async ({ page, check, measured, shot }) => {
   check("the API says whether internal networks were given", (status.internal_networks > 0) === (expect === "split"), JSON.stringify(measured.status));
   const live = status.state === "running";
 
-  // A live run fills as it goes: wait for traffic in its charts and flows in its table.
+  // A live run fills as it goes: wait for points in its charts and flows in its table (a
+  // series of zeros is found below, not waited out).
   const filled = (id) => page.waitForFunction((id) =>
-    [...document.querySelectorAll(`#${id} [data-series]`)].some((s) => Number(s.dataset.max) > 0), id, { timeout: 20000 });
+    [...document.querySelectorAll(`#${id} [data-series]`)].some((s) => Number(s.dataset.points) > 1), id, { timeout: 20000 });
   if (live) await filled("chart-live");
   await filled("chart-throughput");
   await page.waitForFunction(() => Number(document.querySelector("#flow-table").dataset.total) > 0, null, { timeout: 20000 });
@@ -127,7 +128,7 @@ await run("first-view.mjs", async ({ page, check, measured, shot }) => {
       const shown = view.rows[i];
       for (const [c, count] of [["c_rtt_avg", "c_rtt_cnt"], ["s_rtt_avg", "s_rtt_cnt"], ["durat", null]]) {
         const none = col(row, c) === null || (count !== null && col(row, count) === 0);
-        if (!shown || (shown[c].text === "") !== none) mismatched.push({ i, c, api: col(row, c), count: count && col(row, count), shown: shown && shown[c] });
+        if (!shown || !shown[c] || (shown[c].text === "") !== none) mismatched.push({ i, c, api: col(row, c), count: count && col(row, count), shown: shown && shown[c] });
       }
     });
     measured.api_rows = api.rows.length;
