@@ -26,6 +26,9 @@ pub struct Analysis {
     pub(crate) config: AnalysisConfig,
     pub(crate) run: Run,
     pub(crate) interval_cfg: Option<sonde_stats::Config>,
+    /// How many internal networks the run starts with (`--internal`, `--internal-file`): the
+    /// HTTP status tells the dashboard whether in/out mean anything.
+    pub(crate) internal_networks: usize,
     pub(crate) store_spec: Option<sonde_rrd::Spec>,
     /// The flow logs' text format (with `typed`: what a live view shows).
     pub(crate) format: Format,
@@ -102,6 +105,7 @@ impl Analysis {
             notes.push(format!("note: {} tcpdpriv with application facts runs one thread: addresses read from payloads take their images in input order", config.name("anonymize")));
         }
         let Checked { workers, interval_cfg, flow, app, thin, outputs, store_spec, .. } = checked;
+        let internal_networks = flow.internal_nets.len();
         let run = Run::new()
             .pipeline(Pipeline { flow, workers, thin, app, ..Pipeline::default() })
             .filter(config.filter_expression())
@@ -112,6 +116,7 @@ impl Analysis {
             config,
             run,
             interval_cfg,
+            internal_networks,
             store_spec,
             format,
             typed,

@@ -310,7 +310,8 @@ fn serve_live(
         prepared.count_definitions()?;
     }
     let editor = Box::new(sonde_http::Editor { edits });
-    let state = sonde_http::RunState::with_editor(server.starting(input_name), Some(editor));
+    let state =
+        sonde_http::RunState::with_editor(server.starting(input_name, prepared.internal_networks), Some(editor));
     opts.started_unix_s = server.started_unix_s();
     if let Some((link, _)) = control {
         let link = link.clone();

@@ -124,11 +124,12 @@ impl Prepared {
     }
 
     /// A live run's first snapshot: running, nothing read yet.
-    pub fn starting(&self, input: &str) -> Snapshot {
+    pub fn starting(&self, input: &str, internal_networks: usize) -> Snapshot {
         let status = Status {
             state: Phase::Running,
             input: input.to_string(),
             started_unix_s: self.started_unix_s,
+            internal_networks,
             ..Status::default()
         };
         Snapshot { status, ..Snapshot::default() }
@@ -164,6 +165,7 @@ pub fn finished_snapshot(finished: &Finished, started_unix_s: f64) -> Result<Sna
         definitions: finished.definitions.as_ref(),
         flows: &finished.flows,
         format: finished.format,
+        internal_networks: finished.internal_networks,
     })?;
     Ok(snapshot)
 }

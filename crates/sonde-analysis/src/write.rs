@@ -47,6 +47,8 @@ pub struct Finished {
     /// The flow logs' lines, for `--http`.
     pub flows: Vec<FlowLines>,
     pub format: Format,
+    /// How many internal networks the run classified traffic with.
+    pub internal_networks: usize,
     /// `--spool`: where the chunks went; the outputs in the directory are the last one.
     pub rotation: Option<Rotation>,
     out: OutputDir,
@@ -218,7 +220,16 @@ impl Analysis {
         report.sorted_runs = SortSummary::of(&spilled);
         report.ipfix = ipfix;
         report.kafka = kafka;
-        Ok(Finished { report, intervals, definitions, flows, format: self.format, rotation, out })
+        Ok(Finished {
+            report,
+            intervals,
+            definitions,
+            flows,
+            format: self.format,
+            internal_networks: self.internal_networks,
+            rotation,
+            out,
+        })
     }
 
     /// A live run's drains, controls and observers (none for a trace's).
@@ -255,6 +266,7 @@ impl Analysis {
                 format: self.format,
                 anonymizer: self.anonymizer(),
                 bin_ns: BIN_NS,
+                internal_networks: self.internal_networks,
             };
             sonde_http::LivePublisher::new(settings, state, readers)
         });

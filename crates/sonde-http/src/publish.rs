@@ -40,6 +40,8 @@ pub struct LiveSettings {
     pub anonymizer: Option<sonde_anon::Anonymizer>,
     /// The short traffic bins' length.
     pub bin_ns: u64,
+    /// How many internal networks the run started with (`Status::internal_networks`).
+    pub internal_networks: usize,
 }
 
 /// Publishes each whole drain's view of the run into `state`.
@@ -162,6 +164,7 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             first_packet_s: s.first_ts_ns.map(|ns| ns as f64 / 1e9),
             last_packet_s: s.first_ts_ns.map(|_| drain.clock_ns as f64 / 1e9),
+            internal_networks: self.settings.internal_networks,
             merged: None,
         });
         if let Some(d) = drain.definitions.as_ref().filter(|_| drain.reader == 0) {
@@ -265,6 +268,8 @@ pub struct FinishedRun<'a> {
     /// The flow logs' lines, and their format.
     pub flows: &'a [FlowLines],
     pub format: Format,
+    /// How many internal networks the run classified traffic with.
+    pub internal_networks: usize,
 }
 
 /// The snapshot of a finished run.
@@ -279,6 +284,7 @@ pub fn finished(run: &FinishedRun<'_>) -> std::io::Result<Snapshot> {
         elapsed_s: run.elapsed_s,
         first_packet_s: any.then_some(run.stats.first_ts_ns as f64 / 1e9),
         last_packet_s: any.then_some(run.stats.last_ts_ns as f64 / 1e9),
+        internal_networks: run.internal_networks,
         merged: None,
     };
     let parts: Vec<&FlowLines> = run.flows.iter().collect();

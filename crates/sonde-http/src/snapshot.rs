@@ -129,6 +129,10 @@ pub struct Status {
     /// Packet time of the first and latest packet (Unix seconds), `null` before any.
     pub first_packet_s: Option<f64>,
     pub last_packet_s: Option<f64>,
+    /// How many internal networks (`--internal`, `--internal-file`) the run classifies traffic
+    /// with, as it started: with none, every packet is `ext` and there is no in/out split (the
+    /// dashboard then draws one "all" series). 0 on a merged view (each probe has its own).
+    pub internal_networks: usize,
     /// Present only when the server shows a merged view of several probes (`sonde serve
     /// --merged`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -334,6 +334,8 @@ impl MergedView {
             elapsed_s: (now_unix_s - started_unix_s).max(0.0),
             first_packet_s: self.first_start,
             last_packet_s: merged.newest_end_s,
+            // Each probe classifies with its own networks: the intervals tell (in, out or not).
+            internal_networks: 0,
             merged: Some(merged),
         };
         let tables = self.flows.tables(self.limits.top);

@@ -223,9 +223,9 @@ fn a_public_address_needs_a_token() {
     assert_eq!(server.get("/", None).0, 200);
 }
 
-/// Runs `node SCRIPT URL ARTIFACTS` (tests/browser) against `server`; checks that it passed at
+/// Runs `node SCRIPT URL ARTIFACTS ARGS…` (tests/browser) against `server`; checks that it passed at
 /// least `min_checks` checks and failed none. Returns where the screenshots went.
-fn browser_test(browser: &(PathBuf, String), script: &str, server: &Server, min_checks: u32) -> PathBuf {
+fn browser_test(browser: &(PathBuf, String), script: &str, server: &Server, args: &[&str], min_checks: u32) -> PathBuf {
     let (browser_dir, chromium) = browser;
     let artifacts = repo().join("target/browser-artifacts");
     let started = Instant::now();
@@ -234,6 +234,7 @@ fn browser_test(browser: &(PathBuf, String), script: &str, server: &Server, min_
         .arg(script)
         .arg(format!("http://{}/", server.addr))
         .arg(&artifacts)
+        .args(args)
         .env("CHROMIUM", chromium)
         .output()
         .unwrap();
@@ -250,8 +251,27 @@ fn browser_test(browser: &(PathBuf, String), script: &str, server: &Server, min_
 fn the_dashboard_in_a_real_browser() {
     let Some(browser) = common::browser() else { return };
     let server = Server::start("127.0.0.1:0", &[], None);
-    let artifacts = browser_test(&browser, "dashboard.mjs", &server, 20);
+    let artifacts = browser_test(&browser, "dashboard.mjs", &server, &[], 20);
     for shot in ["dashboard.png", "flows-sorted.png", "flows-filtered.png", "definitions.png"] {
+        assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
+    }
+}
+
+/// Issue 35: the first view of a finished run. Without --internal, the throughput is one "all"
+/// series (no in/out lines of zeros); with it, in and out. The flow table shows dates,
+/// durations and RTTs with units, empty exactly where the API has no sample; every panel says
+/// what it shows and its unit (tests/browser/first-view.mjs).
+#[test]
+fn the_dashboards_first_view_in_a_real_browser() {
+    let Some(browser) = common::browser() else { return };
+    let server = Server::analyze(&repo().join("testdata/demo.pcap"), &["--interval", "0.1", "--tables"]);
+    assert_eq!(server.json("/api/status")["internal_networks"], 0);
+    let artifacts = browser_test(&browser, "first-view.mjs", &server, &["all", "first-view.png"], 20);
+    drop(server);
+    let server = Server::start("127.0.0.1:0", &[], None);
+    assert_eq!(server.json("/api/status")["internal_networks"], 2);
+    browser_test(&browser, "first-view.mjs", &server, &["split", "first-view-internal.png"], 20);
+    for shot in ["first-view.png", "first-view-internal.png"] {
         assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
     }
 }
@@ -486,6 +506,6 @@ fn the_store_served_equals_ts_dump_and_the_dashboard_draws_it() {
     assert!(known > 11 * 3 * names.len() / 2, "{known} known values of {compared}");
 
     let Some(browser) = common::browser() else { return };
-    let artifacts = browser_test(&browser, "store.mjs", &server, 8);
+    let artifacts = browser_test(&browser, "store.mjs", &server, &[], 8);
     assert!(std::fs::metadata(artifacts.join("store.png")).is_ok_and(|m| m.len() > 10_000));
 }

@@ -309,9 +309,52 @@ fn sighup_reloads_the_definitions() {
     );
 }
 
+/// Runs `node SCRIPT URL ARTIFACTS ARGS…` (tests/browser) in `ns` against a monitor serving
+/// `url`; checks that it passed at least `min_checks` checks and failed none. Returns where the
+/// screenshots went.
+fn browser_test(
+    ns: &Netns,
+    browser: &(PathBuf, String),
+    script: &str,
+    url: &str,
+    args: &[&str],
+    min_checks: u32,
+) -> PathBuf {
+    let (browser_dir, chromium) = browser;
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
+    let run = ns
+        .exec(Path::new("node"))
+        .current_dir(browser_dir)
+        .arg(script)
+        .arg(url)
+        .arg(&artifacts)
+        .args(args)
+        .env("CHROMIUM", chromium)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    eprintln!("{script}: screenshots in {}", artifacts.display());
+    assert!(run.status.success(), "the browser test {script} failed");
+    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
+    assert!(checks.is_some_and(|n| n >= min_checks), "{stdout}");
+    artifacts
+}
+
+/// The demo trace, over and over at 300 packets/s, on `vb` (the monitor captures on `va`).
+fn replay_loop(ns: &Netns) -> std::process::Child {
+    ns.exec(Path::new("tcpreplay"))
+        .args(["-q", "-i", "vb", "--pps", "300", "--loop", "60"])
+        .arg(demo())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tcpreplay")
+}
+
 #[test]
 fn the_live_dashboard_in_a_real_browser() {
-    let Some((browser_dir, chromium)) = browser() else { return };
+    let Some(browser) = browser() else { return };
     let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
     // The server listens on the namespace's loopback (up); the browser runs there too.
     let out = tempfile::tempdir().unwrap();
@@ -319,33 +362,13 @@ fn the_live_dashboard_in_a_real_browser() {
     let internal = ["--internal", "10.77.0.2/32", "--internal", "fd77::2/128"];
     let (monitor, url) =
         Monitor::start_serving(&ns, out.path(), &[&["--threads", "2", "--interval", "1"][..], &internal].concat());
-    // The demo trace, over and over at 300 packets/s, while the browser looks.
-    let mut replay = ns
-        .exec(Path::new("tcpreplay"))
-        .args(["-q", "-i", "vb", "--pps", "300", "--loop", "60"])
-        .arg(demo())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tcpreplay");
-    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
-    let run = ns
-        .exec(Path::new("node"))
-        .current_dir(&browser_dir)
-        .arg("live.mjs")
-        .arg(&url)
-        .arg(&artifacts)
-        .env("CHROMIUM", &chromium)
-        .output()
-        .unwrap();
+    let mut replay = replay_loop(&ns);
+    // The first view: in and out, as internal networks were given.
+    let first = browser_test(&ns, &browser, "first-view.mjs", &url, &["split", "first-view-live-internal.png"], 20);
+    let artifacts = browser_test(&ns, &browser, "live.mjs", &url, &[], 12);
     let _ = replay.kill();
     let _ = replay.wait();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    eprintln!("screenshots in {}", artifacts.display());
-    assert!(run.status.success(), "the live browser test failed");
-    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
-    assert!(checks.is_some_and(|n| n >= 12), "{stdout}");
+    assert!(std::fs::metadata(first.join("first-view-live-internal.png")).is_ok_and(|m| m.len() > 10_000));
     for shot in ["live.png", "live-definition.png"] {
         assert!(std::fs::metadata(artifacts.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot}");
     }
@@ -354,6 +377,24 @@ fn the_live_dashboard_in_a_real_browser() {
     let sum = summary(out.path());
     assert_eq!(sum["definitions"][0]["name"], "web");
     assert!(sum["definitions"][0]["packets"].as_u64().unwrap() > 0);
+}
+
+/// Issue 35: a monitor given no internal network draws its throughput as one "all" series (no
+/// in/out lines of zeros); its flow table shows dates, durations and RTTs with units, empty
+/// where there is no sample; every panel says what it shows and its unit (tests/browser/
+/// first-view.mjs).
+#[test]
+fn the_live_dashboards_first_view_without_internal_networks() {
+    let Some(browser) = browser() else { return };
+    let Some(ns) = Netns::new(&["tcpreplay"]) else { return };
+    let out = tempfile::tempdir().unwrap();
+    let (monitor, url) = Monitor::start_serving(&ns, out.path(), &["--threads", "2", "--interval", "1"]);
+    let mut replay = replay_loop(&ns);
+    let artifacts = browser_test(&ns, &browser, "first-view.mjs", &url, &["all", "first-view-live.png"], 20);
+    let _ = replay.kill();
+    let _ = replay.wait();
+    assert!(std::fs::metadata(artifacts.join("first-view-live.png")).is_ok_and(|m| m.len() > 10_000));
+    monitor.stop();
 }
 
 #[test]

@@ -86,6 +86,7 @@ pub fn snapshot(phase: Phase) -> Snapshot {
             elapsed_s: 0.5,
             first_packet_s: Some(100.0),
             last_packet_s: Some(103.9),
+            internal_networks: 1,
             merged: None,
         },
         summary: serde_json::json!({"packets": {"read": 38}}),
