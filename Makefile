@@ -10,7 +10,7 @@ TEST_PACKAGES := tcptrace rrdtool tshark chromium tcpreplay iproute2 nfdump defa
 CARGO ?= cargo
 GO ?= $(or $(shell command -v go),/usr/local/go/bin/go)
 
-.PHONY: demo deb test bench test-deps test-packages format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
+.PHONY: demo deb wheel test bench test-deps test-packages format-check deps build lint browser-deps python python-env kafka-jars spark-jars goflow2 fuzz fuzz-deps fuzz-short fuzz-short-build
 
 VENV := .venv
 PYTHON ?= python3
@@ -59,9 +59,17 @@ bench: build
 deb: build
 	packaging/deb.sh target/release/sonde target/deb
 
-# The package, optimised, installed into the environment (`import sonde`).
-python: build python-env
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
+# The wheel (packaging/wheel.sh): the Python package and the `sonde` command, the release
+# builds, into target/wheels/.
+wheel: build python-env
+	MATURIN=$(abspath $(VENV))/bin/maturin packaging/wheel.sh target/release/sonde target/wheels
+
+# The wheel installed into the environment (`import sonde`, and .venv/bin/sonde), then the
+# package's example.
+python: wheel
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps --force-reinstall \
+		$$(ls -t target/wheels/sonde-*.whl | head -1)
+	$(VENV)/bin/sonde --version
 	$(VENV)/bin/python python/examples/demo.py testdata/demo.pcap
 
 # The README's first command: what the CLI needs, the CLI alone (release), its analysis of the
