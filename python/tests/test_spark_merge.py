@@ -234,7 +234,9 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
     cwd = os.getcwd()
     os.chdir(out.parent)  # the query reads 'merged/intervals/*.parquet'
     try:
-        rows = duckdb.connect().execute(query).fetch_arrow_table().to_pylist()
+        cursor = duckdb.connect().execute(query)
+        names = [d[0] for d in cursor.description]
+        rows = [dict(zip(names, row)) for row in cursor.fetchall()]
     finally:
         os.chdir(cwd)
     assert {(r["start"], r["proto"], r["net"]): r for r in rows} == got
