@@ -9,7 +9,7 @@ results over as ``pyarrow.Table`` objects, shared with Rust through the Arrow C 
 >>> import sonde
 >>> run = sonde.analyze("testdata/demo.pcap")
 >>> run.tcp.num_rows, run.summary["packets"]["read"]          # doctest: +SKIP
->>> run.tcp.to_pandas()                                         # doctest: +SKIP
+>>> sonde.to_pandas(run.tcp)                                     # doctest: +SKIP
 
 The columns are those of the CLI's ``tcp_flows.tsv`` and ``udp_flows.tsv`` (Tstat's names,
 defined in docs/metrics.md), typed: times are UTC timestamps, spans durations, flags booleans,
@@ -39,6 +39,8 @@ __all__ = [
     "stream",
     "monitor",
     "schemas",
+    "parquet_form",
+    "to_pandas",
     "Run",
     "FlowStream",
     "FlowBatch",
@@ -394,3 +396,32 @@ def monitor(
 def schemas() -> "tuple[pa.Schema, pa.Schema]":
     """The flow logs' schemas ``(tcp, udp)``; each field's metadata holds its unit and definition."""
     return _sonde.schemas()
+
+
+def parquet_form(data: Union[pa.Table, pa.RecordBatch, pa.Schema]) -> Any:
+    """``data`` (a table, batch or schema of sonde's) in the form ``sonde analyze --format
+    parquet`` writes, by the same rule (sonde-arrow's ``parquet_batch``): times
+    ``timestamp[us, tz=UTC]`` (floored to the µs), spans ``float64`` milliseconds with the field
+    metadata ``unit`` = ``ms``, every other column as it is. Write it to Parquet, and DuckDB,
+    Spark (without legacy options), polars and pandas read its times and spans with their unit;
+    the tables themselves keep ``timestamp[ns]`` and ``duration[ns]`` (docs/typed-outputs.md)."""
+    if isinstance(data, pa.Schema):
+        return _sonde.parquet_schema(data)
+    if isinstance(data, pa.RecordBatch):
+        return _sonde.parquet_batch(data)
+    if isinstance(data, pa.Table):
+        return _sonde.parquet_table(data)
+    raise TypeError(f"parquet_form: a pyarrow Table, RecordBatch or Schema, not {type(data).__name__}")
+
+
+def to_pandas(table: Union[pa.Table, pa.RecordBatch]) -> Any:
+    """``table`` as a ``pandas.DataFrame`` whose counts and flags stay integers and booleans
+    where some are null: ``uint64`` as pandas' nullable ``UInt64`` and ``bool`` as ``boolean``
+    (``<NA>`` for null), where ``table.to_pandas()`` makes a ``float64`` of a count column with a
+    null (``s_mss``, ``s_ttl_min``…) and an ``object`` of such a flag column. Times stay
+    ``datetime64[ns, UTC]`` (``[us, UTC]`` read from Parquet), spans ``timedelta64[ns]`` (float
+    ms read from Parquet), text ``category``, statistics ``float64`` (NaN for null)."""
+    import pandas as pd
+
+    nullable = {pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    return table.to_pandas(types_mapper=nullable.get)

@@ -49,3 +49,13 @@ def monitor(interfaces: List[str], options: str, capture: Dict[str, Any], rows: 
 
 def schemas() -> Tuple[pa.Schema, pa.Schema]:
     """The flow logs' schemas (tcp, udp)."""
+
+def parquet_table(table: pa.Table) -> pa.Table:
+    """``table`` in its Parquet form (times floored to µs, spans as float ms with field metadata
+    ``unit`` = ``ms``): the rule ``sonde analyze --format parquet`` writes by."""
+
+def parquet_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` in its Parquet form (as ``parquet_table``'s)."""
+
+def parquet_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` in its Parquet form (as ``parquet_table``'s)."""

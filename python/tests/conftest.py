@@ -161,3 +161,25 @@ def assert_table_equals_tsv(table: pa.Table, tsv: Path, null_texts=("-", "0", "0
                 got = as_tsv_text(value, typ)
                 assert got == want, f"{at}: {got!r}, TSV {want!r}"
     return nulls
+
+
+# Every `sql` block of these pages runs verbatim in a test: its first line is a comment naming
+# the question and the engines it is written for, `-- <question> (<engine>[ and <engine>])`.
+DOC_QUERY_PAGES = ("typed-outputs.md", "spark.md")
+ENGINES = {"DuckDB": "duckdb", "Spark SQL": "spark"}
+
+
+def doc_queries(page: str) -> List[Tuple[str, str, str]]:
+    """The `sql` blocks of docs/`page`: (question, engine: "duckdb" or "spark", query text),
+    a block written for both engines once for each."""
+    import re
+
+    text = (REPO / "docs" / page).read_text()
+    found = []
+    for block in re.findall(r"^```sql\n(.*?)^```", text, flags=re.S | re.M):
+        head = re.fullmatch(r"-- (.+) \((.+)\)", block.splitlines()[0])
+        assert head, f"docs/{page}: a sql block without its `-- question (engine)` line: {block[:80]!r}"
+        for engine in head.group(2).split(" and "):
+            assert engine in ENGINES, f"docs/{page}: unknown engine {engine!r} in {head.group(0)!r}"
+            found.append((head.group(1), ENGINES[engine], block))
+    return found

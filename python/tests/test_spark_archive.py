@@ -1,8 +1,8 @@
 """`python -m sonde.spark analyze` (docs/spark.md, "Trace archives"): over 50 traces of the shared
 corpus (SKIPPED without it or without pyspark), in Spark local[2], each trace's archived tables
 are the CLI's (`sonde analyze --format parquet` of that trace) value for value and row for row;
-Spark reads every value back; the documented Spark SQL gives what DuckDB gives over the CLI's
-Parquet; a corrupt trace and a file that is no capture are in the manifest while the others
+Spark reads every value back without legacy options; every question of docs/spark.md and
+docs/typed-outputs.md, verbatim, gives in Spark what it gives in DuckDB over the CLI's Parquet; a corrupt trace and a file that is no capture are in the manifest while the others
 land; a re-run replaces a trace's files."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import REPO, _TMP, sonde_bin, shared, shared_dir
+from conftest import DOC_QUERY_PAGES, REPO, _TMP, doc_queries, sonde_bin, shared, shared_dir
 
 pytest.importorskip("pyspark", reason="SKIPPED: pyspark is not installed (python/requirements-test.txt)")
 
@@ -229,14 +229,16 @@ def sorted_rows(table: pa.Table) -> pa.Table:
 
 @pytest.mark.parametrize("name", ["tcp", "udp", "intervals", "quantiles", "histograms", "definition_associations"])
 def test_spark_reads_every_value(archived, spark, name):
-    """Spark's view of a table (uint64 as DECIMAL(20,0), ns times as BIGINT, durations BIGINT,
-    strings; probe and day from the path) holds the archive's values, every row and column."""
+    """Spark's view of a table, without legacy options (uint64 as DECIMAL(20,0), µs times as
+    TIMESTAMP, spans as DOUBLE ms, strings; probe and day from the path) holds the archive's
+    values, every row and column."""
     parts = []
     for f in sorted((archived.out / name).glob("probe=*/day=*/*.parquet")):
         part = plain(pq.read_table(f))
         part = part.append_column("probe", pa.array([f.parent.parent.name.removeprefix("probe=")] * part.num_rows))
         parts.append(part.append_column("day", pa.array([f.parent.name.removeprefix("day=")] * part.num_rows)))
     ours = pa.concat_tables(parts)
+    assert spark.conf.get("spark.sql.legacy.parquet.nanosAsLong") == "false"
     frame = spark.read.parquet(str(archived.out / name))
     types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     theirs = frame.toArrow()
@@ -244,39 +246,12 @@ def test_spark_reads_every_value(archived, spark, name):
     columns = []
     for field, column in zip(ours.schema, theirs.columns):
         want = {"uint64": "decimal(20,0)", "int64": "bigint", "double": "double", "bool": "boolean",
-                "string": "string"}.get(str(field.type), "bigint")  # timestamps and durations: ns as BIGINT
+                "string": "string", "timestamp[us, tz=UTC]": "timestamp"}[str(field.type)]
         assert types[field.name] == want, f"{name}.{field.name}: Spark {types[field.name]}, archive {field.type}"
-        columns.append(column.cast(field.type) if pa.types.is_uint64(field.type) else column)
+        columns.append(column.cast(field.type) if pa.types.is_uint64(field.type) or pa.types.is_timestamp(field.type) else column)
     theirs = pa.Table.from_arrays(columns, names=theirs.column_names)
-    ours = pa.Table.from_arrays([c.cast(pa.int64()) if pa.types.is_timestamp(c.type) or pa.types.is_duration(c.type) else c
-                                 for c in ours.columns], names=ours.column_names)
     assert theirs.num_rows == ours.num_rows > 0
     assert sorted_rows(theirs).equals(sorted_rows(ours))
-
-
-# The documented questions asked of the CLI's Parquet in DuckDB's dialect: the same columns,
-# rows and order; times as DuckDB reads them (TIMESTAMP WITH TIME ZONE, ns).
-DUCKDB_PREFIX = """CASE WHEN s_ip LIKE '%:%' THEN array_to_string(list_slice(
-   CASE WHEN s_ip LIKE '%::%' THEN list_concat(
-        list_filter(string_split(split_part(s_ip, '::', 1), ':'), lambda g: g <> ''),
-        list_transform(range(8 - len(list_filter(string_split(s_ip, ':'), lambda g: g <> ''))), lambda i: '0'),
-        list_filter(string_split(split_part(s_ip, '::', 2), ':'), lambda g: g <> ''))
-   ELSE string_split(s_ip, ':') END, 1, 3), ':') || '::/48'
- ELSE split_part(s_ip, '.', 1) || '.' || split_part(s_ip, '.', 2) || '.' || split_part(s_ip, '.', 3) || '.0/24' END"""
-
-DUCKDB_QUERIES = {
-    "top_talkers": archive.QUERIES["top_talkers"],
-    "rtt_by_prefix_and_hour": f"""SELECT prefix, hour, COUNT(*) AS flows,
-       quantile_cont(rtt_ms, 0.5) AS p50_ms, quantile_cont(rtt_ms, 0.95) AS p95_ms,
-       quantile_cont(rtt_ms, 0.99) AS p99_ms
-FROM (SELECT {DUCKDB_PREFIX} AS prefix,
-        epoch_ns(first) // 3600000000000 * 3600 AS hour,
-        c_rtt_avg / 1e6 AS rtt_ms
-      FROM tcp WHERE c_rtt_avg IS NOT NULL)
-GROUP BY prefix, hour
-ORDER BY prefix, hour""",
-    "retransmissions_by_server": archive.QUERIES["retransmissions_by_server"],
-}
 
 
 def same_row(a: tuple, b: tuple) -> bool:
@@ -291,14 +266,44 @@ def same_row(a: tuple, b: tuple) -> bool:
     return True
 
 
-@pytest.mark.parametrize("question", sorted(archive.QUERIES))
-def test_documented_query_equals_duckdb_on_the_cli_parquet(archived, spark, question):
+def comparable_row(row) -> tuple:
+    """A row as both engines give it: an instant as epoch seconds (Spark's naive local datetime,
+    DuckDB's aware one), a decimal as an int."""
+    return tuple(comparable(v.timestamp() if isinstance(v, dt.datetime) else v) for v in row)
+
+
+def duckdb_views(db, paths: Dict[str, List[str]]) -> None:
+    for name, files in paths.items():
+        db.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({files!r})")
+
+
+def questions(page: str) -> Dict[str, Dict[str, str]]:
+    """The questions of docs/`page` asked in both engines: question → {engine: query}."""
+    asked: Dict[str, Dict[str, str]] = {}
+    for question, engine, query in doc_queries(page):
+        asked.setdefault(question, {})[engine] = query
+    return {q: e for q, e in asked.items() if set(e) == {"spark", "duckdb"}}
+
+
+def test_the_docs_ask_each_question_of_both_engines():
+    assert sorted(questions("spark.md")) == ["RTT percentiles per prefix and hour",
+                                             "Retransmission rates per server", "Top talkers"]
+    assert len(questions("typed-outputs.md")) == 2
+    for page in DOC_QUERY_PAGES:  # every block is a question of both engines, or DuckDB's types and merged view
+        for question, engine, query in doc_queries(page):
+            assert question in questions(page) or engine == "duckdb" and (question == "Types" or "'merged/" in query), question
+
+
+@pytest.mark.parametrize("question", sorted(questions("spark.md")))
+def test_documented_question_same_in_spark_and_duckdb(archived, spark, question):
+    """docs/spark.md's question, verbatim: Spark SQL over the archive gives what DuckDB gives
+    over the CLI's Parquet files of the same traces, and over the archive itself."""
     import duckdb
 
+    asked = questions("spark.md")[question]
     archive.register_views(spark, str(archived.out))
-    got = [tuple(comparable(v.timestamp() if isinstance(v, dt.datetime) else v) for v in row)
-           for row in spark.sql(archive.QUERIES[question]).collect()]
-    files = {"tcp": [], "udp": []}
+    got = [comparable_row(row) for row in spark.sql(asked["spark"]).collect()]
+    files: Dict[str, List[str]] = {"tcp": [], "udp": []}
     for source in archived.traces.values():
         out, status, _ = cli(source)
         if status == 1:
@@ -306,19 +311,37 @@ def test_documented_query_equals_duckdb_on_the_cli_parquet(archived, spark, ques
         for name in files:
             files[name].append(str(out / f"{name}_flows.parquet"))
     db = duckdb.connect()
-    for name, paths in files.items():
-        db.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet({paths!r})")
-    want = [tuple(int(v) if isinstance(v, int) else v for v in row) for row in db.execute(DUCKDB_QUERIES[question]).fetchall()]
+    duckdb_views(db, files)
+    want = [comparable_row(row) for row in db.execute(asked["duckdb"]).fetchall()]
+    for name in files:  # docs/spark.md's DuckDB view of the archive
+        db.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet("
+                   f"'{archived.out}/{name}/*/*/*.parquet', hive_partitioning = true)")
+    over_archive = [comparable_row(row) for row in db.execute(asked["duckdb"]).fetchall()]
     assert len(want) > 5, f"{question}: too few rows to tell"
-    assert len(got) == len(want), question
+    for other, engine in ((got, "Spark"), (over_archive, "DuckDB over the archive")):
+        assert len(other) == len(want), (question, engine)
+        for g, w in zip(other, want):
+            assert same_row(g, w), f"{question}: {engine} {g}, DuckDB over the CLI's files {w}"
+
+
+@pytest.mark.parametrize("question", sorted(questions("typed-outputs.md")))
+def test_typed_outputs_question_same_in_spark_and_duckdb(spark, question, tmp_path, monkeypatch):
+    """docs/typed-outputs.md's question, verbatim, on the CLI's files of a trace: DuckDB by path
+    from the directory holding `out`, Spark over a view per file named by its stem."""
+    import duckdb
+
+    asked = questions("typed-outputs.md")[question]
+    out, status, _ = cli(REPO / "testdata" / "demo.pcap")
+    assert status == 0
+    for path in out.glob("*.parquet"):
+        spark.read.parquet(str(path)).createOrReplaceTempView(path.stem)
+    got = [comparable_row(row) for row in spark.sql(asked["spark"]).collect()]
+    (tmp_path / "out").symlink_to(out)
+    monkeypatch.chdir(tmp_path)
+    want = [comparable_row(row) for row in duckdb.connect().execute(asked["duckdb"]).fetchall()]
+    assert want and len(got) == len(want), question
     for g, w in zip(got, want):
         assert same_row(g, w), f"{question}: Spark {g}, DuckDB {w}"
-
-
-def test_the_docs_hold_the_tested_queries():
-    text = (REPO / "docs" / "spark.md").read_text()
-    for name, query in archive.QUERIES.items():
-        assert query in text, f"docs/spark.md lacks the tested query {name}"
 
 
 def test_rerun_replaces_a_trace_files_and_nothing_else(spark, tmp_path):

@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from conftest import REPO, changelog_view, cli, shared, spark_jars, tsv
+from conftest import REPO, changelog_view, cli, doc_queries, shared, spark_jars, tsv
 from kafka_broker import Broker
 
 sys.path.insert(0, str(REPO / "python"))
@@ -228,6 +228,18 @@ def test_two_probes_merge_into_the_whole_captures_analysis(broker, tmp_path):
         assert got[k]["end"] == float(r["end"]), k
         assert {c: got[k][c] for c in merge.COUNTERS} == {c: int(r[c]) for c in merge.COUNTERS}, k
         assert got[k]["probes"] == by_probe[k], k
+    # docs/spark.md's DuckDB query of the merged view, verbatim, gives the same rows.
+    [(_, _, query)] = [q for q in doc_queries("spark.md") if "'merged/" in q[2]]
+    import duckdb
+    cwd = os.getcwd()
+    os.chdir(out.parent)  # the query reads 'merged/intervals/*.parquet'
+    try:
+        cursor = duckdb.connect().execute(query)
+        names = [d[0] for d in cursor.description]
+        rows = [dict(zip(names, row)) for row in cursor.fetchall()]
+    finally:
+        os.chdir(cwd)
+    assert {(r["start"], r["proto"], r["net"]): r for r in rows} == got
 
     # Histograms: bin for bin.
     got_bins = changelog_view(out / "histograms", ("start", "metric", "dir", "net", "bin_lo"))

@@ -1,4 +1,5 @@
 //! Typed output files: Parquet (zstd) and Arrow IPC (zstd), each written whole or not at all.
+//! Parquet files hold the tables' Parquet form (times in µs, spans as float ms: parquet_form.rs).
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -17,6 +18,7 @@ use parquet::schema::types::ColumnPath;
 use sonde_output::{OutputError, OutputFile, PendingFile};
 
 use crate::flows::{FlowBatches, Protocol};
+use crate::parquet_form::{parquet_batch, parquet_schema};
 use crate::schema::{icmp_schema, tcp_schema, udp_schema};
 
 /// Rows per Parquet row group, at most.
@@ -111,6 +113,7 @@ fn write_with(
 
 /// A typed file being written, batch by batch.
 enum Encoder<W: Write + Send> {
+    /// Batches are written in their Parquet form ([`parquet_batch`]).
     Parquet(ArrowWriter<W>),
     /// With the schema its batches are cast to: text as plain strings, because the IPC file
     /// format cannot replace a dictionary from one batch to the next.
@@ -131,7 +134,7 @@ impl<W: Write + Send> Encoder<W> {
                 for field in schema.fields().iter().filter(|f| matches!(f.data_type(), DataType::Dictionary(..))) {
                     props = props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), true);
                 }
-                Encoder::Parquet(ArrowWriter::try_new(w, schema.clone(), Some(props.build()))?)
+                Encoder::Parquet(ArrowWriter::try_new(w, parquet_schema(schema), Some(props.build()))?)
             }
             TypedFormat::Arrow => {
                 let plain = plain_text(schema);
@@ -144,7 +147,7 @@ impl<W: Write + Send> Encoder<W> {
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ArrowError> {
         match self {
             Encoder::Parquet(w) => {
-                w.write(batch)?;
+                w.write(&parquet_batch(batch)?)?;
                 // A row group of wide TCP rows would buffer some 100 MB before it is written:
                 // it ends early once its columns hold this much.
                 if w.memory_size() > ROW_GROUP_MEMORY {

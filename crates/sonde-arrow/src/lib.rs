@@ -2,7 +2,9 @@
 //!
 //! The TSV logs keep Tstat's conventions (times in ms, `0` for a metric without a sample, `-`
 //! for no value, booleans as 0/1). The typed outputs say what each value is instead:
-//! - times are `Timestamp(ns, UTC)`, spans `Duration(ns)`, flags `Boolean`, counts `UInt64`;
+//! - times are `Timestamp(ns, UTC)`, spans `Duration(ns)`, flags `Boolean`, counts `UInt64`
+//!   (in Parquet files times are `Timestamp(µs, UTC)` and spans float ms, which every engine
+//!   reads with its unit: [`parquet_batch`]);
 //! - a metric without a sample (no RTT sample, an event that never happened) is null, never 0;
 //! - addresses and names are dictionary-encoded strings;
 //! - each field's metadata holds its unit and one-line definition from `docs/metrics.md`, and
@@ -23,6 +25,7 @@
 
 mod file;
 mod flows;
+mod parquet_form;
 mod schema;
 mod sorted;
 mod tables;
@@ -30,5 +33,6 @@ mod tables;
 pub use arrow;
 pub use file::{write_batches, write_flow_log, TypedFormat};
 pub use flows::{ArrowSink, FlowBatch, FlowBatches, FlowTables, Protocol, StreamSink};
+pub use parquet_form::{parquet_batch, parquet_field, parquet_schema};
 pub use schema::{definition, tcp_schema, udp_schema};
 pub use tables::{definition_tables, interval_tables, table};

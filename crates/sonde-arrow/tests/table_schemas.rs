@@ -1,11 +1,11 @@
 //! The typed interval, RMON2-table and definition outputs keep their schemas: every column's
-//! name and Arrow type, per output, as committed in `tests/table_schemas.txt` (regenerate with
+//! name and Arrow type (and, where it differs, its type in Parquet files), per output, as committed in `tests/table_schemas.txt` (regenerate with
 //! `UPDATE_SCHEMA=1 cargo test -p sonde-arrow --test table_schemas` and review the diff: a
 //! changed type breaks every reader of the Parquet files).
 
 use std::path::{Path, PathBuf};
 
-use sonde_arrow::{definition_tables, interval_tables};
+use sonde_arrow::{definition_tables, interval_tables, parquet_field};
 use sonde_define::{parse_definitions, Counter};
 use sonde_engine::Run;
 use sonde_output::LineSink;
@@ -34,7 +34,12 @@ fn typed_tables_keep_their_schemas() {
         let schema = batch.schema();
         text.push_str(&format!("{file} {:?}\n", schema.metadata().get("sonde.output")));
         for field in schema.fields() {
-            text.push_str(&format!("  {}: {} nullable={}\n", field.name(), field.data_type(), field.is_nullable()));
+            text.push_str(&format!("  {}: {} nullable={}", field.name(), field.data_type(), field.is_nullable()));
+            let parquet = parquet_field(field);
+            if parquet.data_type() != field.data_type() {
+                text.push_str(&format!(" parquet={}", parquet.data_type()));
+            }
+            text.push('\n');
         }
     }
     assert_eq!(tables.len(), 17, "every interval, table and definition output:\n{text}");

@@ -26,7 +26,10 @@ mod stream;
 use std::path::PathBuf;
 use std::sync::mpsc;
 
-use arrow::pyarrow::ToPyArrow;
+use arrow::datatypes::Schema;
+use arrow::pyarrow::{IntoPyArrow, PyArrowType, Table, ToPyArrow};
+use arrow::record_batch::RecordBatch;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sonde_arrow::{ArrowSink, FlowBatches};
@@ -101,6 +104,38 @@ fn schemas(py: Python<'_>) -> PyResult<(Bound<'_, PyAny>, Bound<'_, PyAny>)> {
     Ok((sonde_arrow::tcp_schema().to_pyarrow(py)?, sonde_arrow::udp_schema().to_pyarrow(py)?))
 }
 
+/// The Parquet form of a `pyarrow.Table` (or any Arrow stream) of sonde's: times floored to the
+/// µs, spans as float ms with the field metadata `unit` = `ms` — what `sonde analyze --format
+/// parquet` writes, by the same rule (`sonde_arrow::parquet_batch`).
+#[pyfunction]
+fn parquet_table(py: Python<'_>, table: PyArrowType<Table>) -> PyResult<Bound<'_, PyAny>> {
+    let (batches, schema) = table.0.into_inner();
+    let converted = batches
+        .into_iter()
+        .map(|b| {
+            RecordBatch::try_new(schema.clone(), b.columns().to_vec()).and_then(|b| sonde_arrow::parquet_batch(&b))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PyValueError::new_err(format!("parquet form: {e}")))?;
+    let parquet = Table::try_new(converted, sonde_arrow::parquet_schema(&schema))
+        .map_err(|e| PyValueError::new_err(format!("parquet form: {e}")))?;
+    parquet.into_pyarrow(py)
+}
+
+/// The Parquet form of a `pyarrow.RecordBatch` (as [`parquet_table`]'s).
+#[pyfunction]
+fn parquet_batch(py: Python<'_>, batch: PyArrowType<RecordBatch>) -> PyResult<Bound<'_, PyAny>> {
+    let parquet =
+        sonde_arrow::parquet_batch(&batch.0).map_err(|e| PyValueError::new_err(format!("parquet form: {e}")))?;
+    parquet.to_pyarrow(py)
+}
+
+/// The Parquet form of a `pyarrow.Schema` (as [`parquet_table`]'s).
+#[pyfunction]
+fn parquet_schema(py: Python<'_>, schema: PyArrowType<Schema>) -> PyResult<Bound<'_, PyAny>> {
+    sonde_arrow::parquet_schema(&schema.0).to_pyarrow(py)
+}
+
 /// sonde's percentile rule (`sonde_stats::percentiles`, the one definition): the 50th, 95th and
 /// 99th percentiles by nearest rank of `count` values with exact `min` and `max`, from their bins
 /// `[lo, hi)` holding `n` each (`los`, `his`, `ns`: one entry per bin, sorted by `lo`), each
@@ -132,6 +167,9 @@ fn _sonde(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stream::monitor, m)?)?;
     m.add_function(wrap_pyfunction!(schemas, m)?)?;
     m.add_function(wrap_pyfunction!(percentiles, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_table, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_schema, m)?)?;
     m.add_class::<stream::FlowStream>()?;
     Ok(())
 }

@@ -13,7 +13,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use sonde_arrow::arrow::array::{Array, AsArray, RecordBatch};
 use sonde_arrow::arrow::compute::concat_batches;
 use sonde_arrow::arrow::datatypes::{
-    DataType, DurationNanosecondType, Float64Type, Int32Type, TimeUnit, TimestampNanosecondType, UInt64Type,
+    DataType, DurationNanosecondType, Field, Float64Type, Int32Type, TimeUnit, TimestampMicrosecondType,
+    TimestampNanosecondType, UInt64Type,
 };
 use sonde_arrow::arrow::ipc::reader::FileReader;
 use sonde_types::time::parse_seconds;
@@ -43,15 +44,16 @@ fn read(path: &Path) -> RecordBatch {
 }
 
 /// Does the typed cell say what the TSV's text says? Times and spans are compared in ns (flow
-/// logs' ms, intervals' s); a null is `-` or a sample-less zero.
-fn same(column: &dyn Array, row: usize, text: &str, flow_log: bool) -> bool {
+/// logs' ms, intervals' s); a null is `-` or a sample-less zero. Parquet's times are floored to
+/// the µs and its spans are float ms (`unit` = `ms` in the field's metadata).
+fn same(field: &Field, column: &dyn Array, row: usize, text: &str, flow_log: bool) -> bool {
     if column.is_null(row) {
         return ["-", "0", "0.000"].contains(&text);
     }
     // Flow logs print ms with 3 decimals (µs, rounded half up); the other outputs s or ms with
     // up to 9 decimals (exact ns).
     let us_of_ms =
-        || text.split_once('.').filter(|(_, f)| f.len() == 3).and_then(|_| text.replace('.', "").parse().ok());
+        || text.split_once('.').filter(|(_, f)| f.len() == 3).and_then(|_| text.replace('.', "").parse::<u64>().ok());
     let text_ns = |ns: u64, unit_ns: u64| {
         if flow_log {
             us_of_ms() == Some(ns.div_euclid(1000) + u64::from(ns % 1000 >= 500))
@@ -59,12 +61,27 @@ fn same(column: &dyn Array, row: usize, text: &str, flow_log: bool) -> bool {
             parse_seconds(text).map(|v| v / (1_000_000_000 / unit_ns)) == Some(ns)
         }
     };
+    let span = field.metadata().get("unit").is_some_and(|u| u == "ms");
     match column.data_type() {
         DataType::UInt64 => text.parse() == Ok(column.as_primitive::<UInt64Type>().value(row)),
+        // A span in Parquet: float ms, exact to the ns.
+        DataType::Float64 if span => {
+            let ms = column.as_primitive::<Float64Type>().value(row);
+            text_ns((ms * 1e6).round() as u64, 1_000_000)
+        }
         DataType::Float64 => text.parse() == Ok(column.as_primitive::<Float64Type>().value(row)),
         DataType::Boolean => text == if column.as_boolean().value(row) { "1" } else { "0" },
         DataType::Timestamp(TimeUnit::Nanosecond, Some(tz)) if tz.as_ref() == "UTC" => {
             text_ns(column.as_primitive::<TimestampNanosecondType>().value(row) as u64, 1_000_000_000)
+        }
+        // A time in Parquet: the ns floored to the µs; the flow logs' text rounds them.
+        DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) if tz.as_ref() == "UTC" => {
+            let us = column.as_primitive::<TimestampMicrosecondType>().value(row) as u64;
+            if flow_log {
+                us_of_ms().is_some_and(|t| t == us || t == us + 1)
+            } else {
+                parse_seconds(text).map(|ns| ns / 1000) == Some(us)
+            }
         }
         DataType::Duration(TimeUnit::Nanosecond) => {
             text_ns(column.as_primitive::<DurationNanosecondType>().value(row) as u64, 1_000_000)
@@ -76,6 +93,39 @@ fn same(column: &dyn Array, row: usize, text: &str, flow_log: bool) -> bool {
         // Arrow IPC files: the file format cannot change a dictionary between batches.
         DataType::Utf8 => column.as_string::<i32>().value(row) == text,
         other => panic!("unexpected type {other}"),
+    }
+}
+
+/// The Parquet file's table is the Arrow file's in its Parquet form: each time's ns floored to
+/// the µs, each span's ns as float ms (exact), everything else equal.
+fn parquet_is_arrow_in_parquet_form(parquet: &RecordBatch, arrow: &RecordBatch, name: &str) {
+    assert_eq!(parquet.num_rows(), arrow.num_rows(), "{name}");
+    for (i, field) in arrow.schema().fields().iter().enumerate() {
+        let (p, a) = (parquet.column(i), arrow.column(i));
+        let pf = parquet.schema().field(i).clone();
+        let nulls = |c: &dyn Array| (0..c.len()).map(|r| c.is_null(r)).collect::<Vec<_>>();
+        assert_eq!(nulls(p.as_ref()), nulls(a.as_ref()), "{name} {}", field.name());
+        match field.data_type() {
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                assert_eq!(pf.data_type(), &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()));
+                let (p, a) =
+                    (p.as_primitive::<TimestampMicrosecondType>(), a.as_primitive::<TimestampNanosecondType>());
+                for r in (0..a.len()).filter(|&r| a.is_valid(r)) {
+                    assert_eq!(p.value(r), a.value(r).div_euclid(1000), "{name} {} row {r}", field.name());
+                }
+            }
+            DataType::Duration(TimeUnit::Nanosecond) => {
+                assert_eq!(
+                    (pf.data_type(), pf.metadata().get("unit").map(String::as_str)),
+                    (&DataType::Float64, Some("ms"))
+                );
+                let (p, a) = (p.as_primitive::<Float64Type>(), a.as_primitive::<DurationNanosecondType>());
+                for r in (0..a.len()).filter(|&r| a.is_valid(r)) {
+                    assert_eq!((p.value(r) * 1e6).round() as i64, a.value(r), "{name} {} row {r}", field.name());
+                }
+            }
+            _ => assert_eq!(pf.name(), field.name()),
+        }
     }
 }
 
@@ -93,7 +143,7 @@ fn compare(typed: &RecordBatch, tsv: &Path) -> usize {
     for (c, name) in header.iter().enumerate() {
         for (r, row) in rows.iter().enumerate() {
             assert!(
-                same(typed.column(c).as_ref(), r, row[c], flow_log),
+                same(schema.field(c), typed.column(c).as_ref(), r, row[c], flow_log),
                 "{} row {r} {name}: TSV {:?}, typed {:?}",
                 tsv.display(),
                 row[c],
@@ -119,6 +169,7 @@ fn every_output_is_written_typed_with_the_tsv_values() {
             .filter(|n| n.ends_with(".tsv"))
             .collect();
         assert!(tsv_files.len() >= 13, "{tsv_files:?}");
+        let mut dirs = Vec::new();
         for format in ["parquet", "arrow"] {
             let typed_args: Vec<&str> = args.iter().copied().chain(["--format", format]).collect();
             let (typed, o) = analyze(&trace, &typed_args);
@@ -147,6 +198,13 @@ fn every_output_is_written_typed_with_the_tsv_values() {
             want.sort();
             assert_eq!(listed, want);
             assert!(cells > 1000, "{}: {cells}", trace.display());
+            dirs.push(typed);
+        }
+        for name in &tsv_files {
+            let stem = name.trim_end_matches(".tsv");
+            let parquet = read(&dirs[0].path().join(format!("{stem}.parquet")));
+            let arrow = read(&dirs[1].path().join(format!("{stem}.arrow")));
+            parquet_is_arrow_in_parquet_form(&parquet, &arrow, stem);
         }
     }
 }
@@ -159,8 +217,10 @@ fn flow_logs_carry_types_nulls_and_definitions() {
     let tcp = read(&out.path().join("tcp_flows.parquet"));
     let schema = tcp.schema();
     let types: HashMap<&str, &DataType> = schema.fields().iter().map(|f| (f.name().as_str(), f.data_type())).collect();
-    assert_eq!(types["first"], &DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())));
-    assert_eq!(types["c_rtt_avg"], &DataType::Duration(TimeUnit::Nanosecond));
+    // Parquet's form: times in µs, spans float ms with their unit (docs/typed-outputs.md).
+    assert_eq!(types["first"], &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())));
+    assert_eq!(types["c_rtt_avg"], &DataType::Float64);
+    assert_eq!(schema.field_with_name("c_rtt_avg").unwrap().metadata()["unit"], "ms");
     assert_eq!(types["complete"], &DataType::Boolean);
     assert_eq!(types["c_pkts_all"], &DataType::UInt64);
     assert!(matches!(types["c_ip"], DataType::Dictionary(..)));

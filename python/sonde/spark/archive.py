@@ -66,8 +66,8 @@ def manifest_schema():
         ("bytes", pa.int64()),             # wire bytes
         ("tcp_flows", pa.int64()),
         ("udp_flows", pa.int64()),
-        ("first", pa.timestamp("ns", tz="UTC")),
-        ("last", pa.timestamp("ns", tz="UTC")),
+        ("first", pa.timestamp("us", tz="UTC")),  # floored to the µs, as the tables' times
+        ("last", pa.timestamp("us", tz="UTC")),
         ("tables", pa.string()),           # "name:rows" of each table written, comma-separated
         ("rows", pa.int64()),              # rows written, every table
         ("size_bytes", pa.int64()),        # the trace file's size
@@ -232,7 +232,8 @@ def analyze_trace(trace: Trace, out_dir: str, options: Dict[str, Any]) -> Dict[s
         default_day = None if first_ns is None else _dt.date(1970, 1, 1) + _dt.timedelta(days=first_ns // DAY_NS)
         counts = []
         for name, table in sorted(_trace_tables(run).items()):
-            for day, part in split_by_day(table, default_day):
+            # The CLI's Parquet form (times in µs, spans as float ms), by the CLI's rule.
+            for day, part in split_by_day(sonde.parquet_form(table), default_day):
                 path = out / name / f"probe={trace.probe}" / f"day={day.isoformat()}" / f"{trace.id}.parquet"
                 _write(_with_trace(part, trace.rel), path)
                 written.add(path)
@@ -244,7 +245,8 @@ def analyze_trace(trace: Trace, out_dir: str, options: Dict[str, Any]) -> Dict[s
         row.update(status="ok" if run.input_error is None else "input_error", error=run.input_error,
                    packets=packets.get("read"), bytes=packets.get("wire_bytes"),
                    tcp_flows=flows.get("tcp"), udp_flows=flows.get("udp"),
-                   first=first_ns, last=last_ns, tables=",".join(counts))
+                   first=None if first_ns is None else first_ns // 1000,
+                   last=None if last_ns is None else last_ns // 1000, tables=",".join(counts))
     except Exception as error:  # noqa: BLE001 — a bad trace, whatever it raised, is a row
         row.update(status="failed", error=f"{type(error).__name__}: {error}")
     try:
@@ -407,53 +409,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# The Spark SQL of docs/spark.md ("Questions"), over the archive's tables registered as views
-# `tcp` and `udp` (`register_views`); python/tests/test_spark_archive.py runs each and checks
-# it against the same question asked of the CLI's Parquet by DuckDB.
-
-# The /24 of an IPv4 address, the first three groups (/48) of an IPv6 one, from the address
-# as text (RFC 5952, as sonde writes it: `::` expanded to its zero groups).
-PREFIX_SQL = """CASE WHEN s_ip LIKE '%:%' THEN
-      concat_ws(':', slice(CASE WHEN s_ip LIKE '%::%' THEN concat(
-          filter(split(substring_index(s_ip, '::', 1), ':'), g -> g != ''),
-          array_repeat('0', 8 - size(filter(split(s_ip, ':'), g -> g != ''))),
-          filter(split(substring_index(s_ip, '::', -1), ':'), g -> g != ''))
-        ELSE split(s_ip, ':') END, 1, 3)) || '::/48'
-    ELSE substring_index(s_ip, '.', 3) || '.0/24' END"""
-
-QUERIES: Dict[str, str] = {
-    # Bytes per address (IP bytes both ways of every TCP and UDP flow it took part in).
-    "top_talkers": """SELECT addr, SUM(bytes) AS bytes, COUNT(*) AS flows
-FROM (SELECT c_ip AS addr, c_bytes_ip + s_bytes_ip AS bytes FROM tcp
-      UNION ALL SELECT s_ip, c_bytes_ip + s_bytes_ip FROM tcp
-      UNION ALL SELECT c_ip, c_bytes_ip + s_bytes_ip FROM udp
-      UNION ALL SELECT s_ip, c_bytes_ip + s_bytes_ip FROM udp)
-GROUP BY addr
-ORDER BY bytes DESC, addr
-LIMIT 20""",
-    # Percentiles of the flows' RTT towards the server (c_rtt_avg: the client's data to the
-    # server's ACK, probe → server → probe), per server prefix and hour of the flow's start.
-    "rtt_by_prefix_and_hour": f"""SELECT prefix, hour, COUNT(*) AS flows,
-       percentile(rtt_ms, 0.5) AS p50_ms, percentile(rtt_ms, 0.95) AS p95_ms,
-       percentile(rtt_ms, 0.99) AS p99_ms
-FROM (SELECT {PREFIX_SQL} AS prefix,
-        timestamp_seconds(first DIV 3600000000000 * 3600) AS hour,
-        c_rtt_avg / 1e6 AS rtt_ms
-      FROM tcp WHERE c_rtt_avg IS NOT NULL)
-GROUP BY prefix, hour
-ORDER BY prefix, hour""",
-    # Per server address: the share of its data segments it sent again, and of its clients'.
-    "retransmissions_by_server": """SELECT s_ip AS server, COUNT(*) AS flows,
-       SUM(s_pkts_data) AS s_data_pkts, SUM(s_pkts_retx) AS s_retx_pkts,
-       CAST(SUM(s_pkts_retx) AS DOUBLE) / NULLIF(SUM(s_pkts_data), 0) AS s_retx_rate,
-       CAST(SUM(c_pkts_retx) AS DOUBLE) / NULLIF(SUM(c_pkts_data), 0) AS c_retx_rate
-FROM tcp
-GROUP BY s_ip
-HAVING SUM(s_pkts_data) > 0
-ORDER BY s_retx_pkts DESC, server
-LIMIT 20""",
-}
-
+# Reading the archive: the Spark SQL of docs/spark.md ("Questions") runs over these views
+# (python/tests/test_spark_archive.py runs every query of that page verbatim).
 
 def register_views(spark, archive_dir: str, tables: Iterable[str] = ("tcp", "udp")) -> None:
     """The archive's tables as temporary views of the session, by their names (partition

@@ -1,7 +1,7 @@
 """The Spark session the jobs share: a local master unless one is given (or spark-submit gave
-one), the driver bound to the loopback on a local master, UTC as the session's time zone, and
-nanosecond Parquet timestamps read as longs (sonde's typed tables hold ns timestamps, which
-Spark 4.2 cannot read as TIMESTAMP; docs/spark.md, "Types")."""
+one), the driver bound to the loopback on a local master, UTC as the session's time zone. No
+legacy option: the archive's Parquet times are TIMESTAMP(MICROS) and its spans doubles (ms),
+which Spark reads as they are (docs/spark.md, "Types")."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import os
 import sys
 from typing import Dict, Optional
 
-# What every sonde job sets: the archive's `first`, `start`… are Parquet TIMESTAMP(NANOS), which
-# Spark reads only as a long (ns since the epoch) with this; without it, reading them fails.
+# What every sonde job sets: times shown in UTC (the archive's days are UTC days).
 ARCHIVE_CONF: Dict[str, str] = {
-    "spark.sql.legacy.parquet.nanosAsLong": "true",
     "spark.sql.session.timeZone": "UTC",
     # The archive's partition columns `probe` and `day` as strings, whatever their text looks
     # like (a probe named 2024 stays a string; a day compares as 'YYYY-MM-DD').
