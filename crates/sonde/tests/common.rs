@@ -85,6 +85,38 @@ pub fn tshark(trace: &Path, filter: &str, fields: &[&str]) -> Vec<String> {
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
 }
 
+/// Runs `node SCRIPT URL ARTIFACTS ARGS…` (tests/browser) with `node` (the command, perhaps in a
+/// network namespace) against the dashboard at `url`; checks that it passed at least
+/// `min_checks` checks and failed none. Returns where the screenshots went.
+pub fn browser_test(
+    mut node: Command,
+    browser: &(PathBuf, String),
+    script: &str,
+    url: &str,
+    args: &[&str],
+    min_checks: u32,
+) -> PathBuf {
+    let (browser_dir, chromium) = browser;
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
+    let started = std::time::Instant::now();
+    let run = node
+        .current_dir(browser_dir)
+        .arg(script)
+        .arg(url)
+        .arg(&artifacts)
+        .args(args)
+        .env("CHROMIUM", chromium)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    eprintln!("{script}: {:.1} s; screenshots in {}", started.elapsed().as_secs_f64(), artifacts.display());
+    assert!(run.status.success(), "the browser test {script} failed");
+    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
+    assert!(checks.is_some_and(|n| n >= min_checks), "{stdout}");
+    artifacts
+}
+
 /// The browser test's needs: node, chromium and tests/browser's packages; `None` (SKIPPED
 /// printed) without.
 pub fn browser() -> Option<(PathBuf, String)> {

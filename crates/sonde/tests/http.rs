@@ -223,28 +223,9 @@ fn a_public_address_needs_a_token() {
     assert_eq!(server.get("/", None).0, 200);
 }
 
-/// Runs `node SCRIPT URL ARTIFACTS ARGS…` (tests/browser) against `server`; checks that it passed at
-/// least `min_checks` checks and failed none. Returns where the screenshots went.
+/// common::browser_test against `server`.
 fn browser_test(browser: &(PathBuf, String), script: &str, server: &Server, args: &[&str], min_checks: u32) -> PathBuf {
-    let (browser_dir, chromium) = browser;
-    let artifacts = repo().join("target/browser-artifacts");
-    let started = Instant::now();
-    let run = Command::new("node")
-        .current_dir(browser_dir)
-        .arg(script)
-        .arg(format!("http://{}/", server.addr))
-        .arg(&artifacts)
-        .args(args)
-        .env("CHROMIUM", chromium)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    eprintln!("{script}: {:.1} s; screenshots in {}", started.elapsed().as_secs_f64(), artifacts.display());
-    assert!(run.status.success(), "the browser test {script} failed");
-    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
-    assert!(checks.is_some_and(|n| n >= min_checks), "{stdout}");
-    artifacts
+    common::browser_test(Command::new("node"), browser, script, &format!("http://{}/", server.addr), args, min_checks)
 }
 
 #[test]

@@ -309,9 +309,7 @@ fn sighup_reloads_the_definitions() {
     );
 }
 
-/// Runs `node SCRIPT URL ARTIFACTS ARGS…` (tests/browser) in `ns` against a monitor serving
-/// `url`; checks that it passed at least `min_checks` checks and failed none. Returns where the
-/// screenshots went.
+/// common::browser_test with node in `ns`, against a monitor serving `url`.
 fn browser_test(
     ns: &Netns,
     browser: &(PathBuf, String),
@@ -320,25 +318,7 @@ fn browser_test(
     args: &[&str],
     min_checks: u32,
 ) -> PathBuf {
-    let (browser_dir, chromium) = browser;
-    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/browser-artifacts");
-    let run = ns
-        .exec(Path::new("node"))
-        .current_dir(browser_dir)
-        .arg(script)
-        .arg(url)
-        .arg(&artifacts)
-        .args(args)
-        .env("CHROMIUM", chromium)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    eprintln!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
-    eprintln!("{script}: screenshots in {}", artifacts.display());
-    assert!(run.status.success(), "the browser test {script} failed");
-    let checks = stdout.lines().find_map(|l| l.strip_suffix(" passed, 0 failed")?.parse::<u32>().ok());
-    assert!(checks.is_some_and(|n| n >= min_checks), "{stdout}");
-    artifacts
+    common::browser_test(ns.exec(Path::new("node")), browser, script, url, args, min_checks)
 }
 
 /// The demo trace, over and over at 300 packets/s, on `vb` (the monitor captures on `va`).
