@@ -57,7 +57,8 @@ pub fn table(file: OutputFile, table: &Table<'_>) -> Result<RecordBatch, ArrowEr
         }
     });
     if let Some(what) = bad {
-        return Err(ArrowError::InvalidArgumentError(format!("{file}: {what}")));
+        // Named by its stem: the file it would have been is `.parquet` or `.arrow`.
+        return Err(ArrowError::InvalidArgumentError(format!("the {} table: {what}", file.stem())));
     }
     let stem = file.name().rsplit_once('.').map_or(file.name(), |(stem, _)| stem);
     let fields: Vec<_> = columns.iter().map(|c| field(c.name, data_type(c.kind), None)).collect();

@@ -51,6 +51,7 @@ use detect::{capture, compression, decoder, decompressed, MAGIC_PEEK};
 use error::io_error;
 pub use error::{CaptureError, CaptureErrorKind};
 use stream::{Held, Mapped, SharedMapped, SliceInput, StreamInput};
+pub use timestamp::TIME_LIMIT_NS;
 pub use write::{TraceFormat, TraceWriter, WriteError};
 
 /// LINKTYPE_ETHERNET: IEEE 802.3 Ethernet.

@@ -1,6 +1,13 @@
 //! Capture timestamps as ns since the Unix epoch, saturating at 0 and `u64::MAX` (year 2554)
 //! instead of wrapping.
 
+/// The first time a run refuses: 2261-01-01T00:00:00Z. A packet time from then on is no
+/// capture's (a garbage pcapng timestamp, a wrong resolution): the typed outputs keep times as
+/// signed 64-bit nanoseconds, which end in April 2262, and an interval or a timeout after such
+/// a time would not fit either (the margin holds a year and three months). Readers of a run count such frames
+/// and analyse nothing of them (`packets.time_out_of_range`).
+pub const TIME_LIMIT_NS: u64 = 9_183_110_400 * 1_000_000_000;
+
 /// Seconds plus a sub-second part already in nanoseconds, saturating instead of overflowing.
 #[inline(always)]
 pub(crate) fn secs_ns(secs: u64, ns: u64) -> u64 {
@@ -20,6 +27,13 @@ pub(crate) fn add_offset_secs(ts_ns: u64, offset_s: i64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_time_limit_is_2261_and_fits_a_signed_nanosecond_count_with_a_year_to_spare() {
+        // 2261-01-01: 291 years of 365 days and the 71 leap days from 1972 to 2260.
+        assert_eq!(TIME_LIMIT_NS / 1_000_000_000, (291 * 365 + 71) * 86_400);
+        assert!(TIME_LIMIT_NS + 366 * 86_400 * 1_000_000_000 < i64::MAX as u64);
+    }
 
     #[test]
     fn timestamps_saturate_instead_of_wrapping() {

@@ -1148,6 +1148,10 @@ impl<P> Reader<'_, '_, P> {
         if primary {
             stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
         }
+        // A time no capture has (counted above): nothing of the frame is analysed.
+        if frame.ts_ns >= sonde_capture::TIME_LIMIT_NS {
+            return;
+        }
         if filter.is_some_and(|f| !f.matches(frame.link_type, frame.data, frame.wire_len)) {
             stats.packets.filtered_out += u64::from(primary);
             return;

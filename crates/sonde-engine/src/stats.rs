@@ -23,6 +23,9 @@ pub struct PacketCounts {
     pub analysed: u64,
     /// Frames whose timestamp is earlier than the latest one seen before.
     pub time_went_backwards: u64,
+    /// Frames timed on or after 2261-01-01 (no capture's time: a garbage timestamp): counted
+    /// in `read`, analysed in nothing else.
+    pub time_out_of_range: u64,
 }
 
 /// Packets and bytes of one kind; here the bytes are original lengths on the wire.
@@ -328,13 +331,17 @@ impl RunStats {
         p.read += 1;
         p.captured_bytes += captured as u64;
         p.wire_bytes += u64::from(wire_len);
-        if self.first_ts_ns == 0 || ts_ns < self.first_ts_ns {
-            self.first_ts_ns = ts_ns;
+        if ts_ns >= sonde_capture::TIME_LIMIT_NS {
+            p.time_out_of_range += 1;
+        } else {
+            if self.first_ts_ns == 0 || ts_ns < self.first_ts_ns {
+                self.first_ts_ns = ts_ns;
+            }
+            if ts_ns < self.last_ts_ns {
+                p.time_went_backwards += 1;
+            }
+            self.last_ts_ns = self.last_ts_ns.max(ts_ns);
         }
-        if ts_ns < self.last_ts_ns {
-            p.time_went_backwards += 1;
-        }
-        self.last_ts_ns = self.last_ts_ns.max(ts_ns);
         let raw = &mut self.raw;
         match &mut raw.link_run {
             Some((lt, traffic)) if *lt == link_type => traffic.add(u64::from(wire_len)),
@@ -423,6 +430,7 @@ impl RunStats {
         p.filtered_out += q.filtered_out;
         p.analysed += q.analysed;
         p.time_went_backwards += q.time_went_backwards;
+        p.time_out_of_range += q.time_out_of_range;
         for (k, t) in &o.link_types {
             self.link_types.entry(k.clone()).or_default().merge(t);
         }

@@ -601,11 +601,15 @@ impl Summary {
         let s = &self.stats;
         let (p, pr, f) = (&s.packets, &s.protocols, &s.flows);
         line(format!(
-            "  packets   {} read ({}B on the wire), {} analysed, {} filtered out",
+            "  packets   {} read ({}B on the wire), {} analysed, {} filtered out{}",
             p.read,
             si(p.wire_bytes as f64),
             p.analysed,
-            p.filtered_out
+            p.filtered_out,
+            match p.time_out_of_range {
+                0 => String::new(),
+                n => format!(", {n} refused (timed after 2261)"),
+            }
         ));
         let links: BTreeMap<String, u64> = s.link_types.iter().map(|(k, t)| (k.clone(), t.packets)).collect();
         line(format!("  links     {}", join_counts(&links)));

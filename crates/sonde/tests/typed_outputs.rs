@@ -238,3 +238,61 @@ fn http_and_spool_refuse_typed_formats() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--http serves the flow logs as text"), "{o:?}");
 }
+
+/// A pcapng of three TCP SYNs, the middle one timed past anything a capture has (a garbage
+/// 64-bit µs timestamp: year 584,000 when read as µs, past `u64` nanoseconds).
+fn pcapng_with_a_garbage_time(path: &Path) {
+    fn block(kind: u32, mut body: Vec<u8>) -> Vec<u8> {
+        body.resize(body.len().next_multiple_of(4), 0);
+        let len = (12 + body.len()) as u32;
+        [&kind.to_le_bytes()[..], &len.to_le_bytes(), &body, &len.to_le_bytes()].concat()
+    }
+    let syn = |ts_us: u64, port: u16| {
+        let mut frame = vec![0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0x08, 0x00];
+        frame.extend_from_slice(&[0x45, 0, 0, 40, 0, 1, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        frame.extend_from_slice(&port.to_be_bytes());
+        frame.extend_from_slice(&[0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0x03, 0xe8, 0, 0, 0, 0]);
+        let mut body = [0u32, (ts_us >> 32) as u32, ts_us as u32, 54, 54].map(u32::to_le_bytes).concat();
+        body.extend_from_slice(&frame);
+        block(6, body)
+    };
+    let shb = block(0x0A0D_0D0A, [&0x1A2B_3C4Du32.to_le_bytes()[..], &[1, 0, 0, 0], &(-1i64).to_le_bytes()].concat());
+    let idb = block(1, [&1u16.to_le_bytes()[..], &[0, 0], &65535u32.to_le_bytes()].concat());
+    let t0 = 1_700_000_000_000_000;
+    let trace = [shb, idb, syn(t0, 1000), syn(u64::MAX - 15, 1001), syn(t0 + 1000, 1002)].concat();
+    std::fs::write(path, trace).unwrap();
+}
+
+/// Issue 38: a packet timed past 2261 is refused alone (counted in `time_out_of_range`), and
+/// every format writes every output as usual. Before, the typed formats failed on the
+/// interval table and said so naming `intervals.tsv`.
+#[test]
+fn a_garbage_timestamp_is_refused_alone_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("garbage-time.pcapng");
+    pcapng_with_a_garbage_time(&trace);
+    for format in ["tsv", "parquet", "arrow"] {
+        let out = dir.path().join(format);
+        let run = sonde()
+            .args(["analyze", "-q", "--force", "--format", format, "-r"])
+            .arg(&trace)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{format}: {stderr}");
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        let p = &summary["packets"];
+        assert_eq!((p["read"].as_u64(), p["analysed"].as_u64()), (Some(3), Some(2)), "{format}");
+        assert_eq!(p["time_out_of_range"], 1, "{format}");
+        assert_eq!(summary["trace_duration_s"], 0.001, "{format}");
+        assert!(summary.get("output_errors").is_none(), "{format}: {}", summary["output_errors"]);
+        assert_eq!(summary["flows"]["tcp"], 2, "{format}");
+        let ext = if format == "tsv" { "tsv" } else { format };
+        for stem in ["tcp_flows", "udp_flows", "icmp_flows", "intervals", "quantiles", "histograms"] {
+            assert!(out.join(format!("{stem}.{ext}")).is_file(), "{format}: {stem}.{ext} missing");
+        }
+    }
+}
