@@ -179,7 +179,7 @@ pub fn router_with(state: Shared, access: Access, limits: &Limits) -> Router {
     if open {
         app = app.layer(axum::middleware::from_fn(auth::loopback_only));
     }
-    app.layer(axum::middleware::map_response(secured))
+    app.layer(axum::middleware::from_fn(auth::one_host)).layer(axum::middleware::map_response(secured))
 }
 
 /// Headers on every answer: the dashboard loads only its own files and calls only its own

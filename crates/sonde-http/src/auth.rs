@@ -126,6 +126,23 @@ fn valid_port(port: &str) -> bool {
     port.strip_prefix(':').is_some_and(|p| p.parse::<u16>().is_ok())
 }
 
+/// Middleware of every server: 400 for a request with more than one `Host` (RFC 9112 §3.2:
+/// a server must refuse it), whose checks would otherwise pass on the first while a proxy in
+/// front may have routed by another.
+pub async fn one_host(req: Request, next: Next) -> Response {
+    match req.headers().get_all(header::HOST).iter().count() {
+        0 | 1 => next.run(req).await,
+        n => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({
+                "error": "bad_host",
+                "message": format!("a request carries one Host header (RFC 9112 section 3.2); this one has {n}"),
+            })),
+        )
+            .into_response(),
+    }
+}
+
 /// Middleware of a tokenless server: 421 unless `Host` names loopback. A request without a
 /// `Host` (HTTP/1.0) is answered: a browser always sends one.
 pub async fn loopback_only(req: Request, next: Next) -> Response {

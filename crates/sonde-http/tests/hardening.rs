@@ -275,6 +275,21 @@ fn without_a_token_only_loopback_names_are_answered() {
     let (code, _, _) =
         token.send("GET /api/status HTTP/1.1\r\nhost: probe.example\r\nauthorization: Bearer s3cret", b"");
     assert_eq!(code, 200);
+    // Two Host headers (issue 38): refused whatever their order, with a token or without. Before,
+    // the first one's check decided: loopback first, then any name, was answered.
+    let two = [
+        format!("host: localhost:{port}\r\nhost: evil.example"),
+        format!("host: evil.example\r\nhost: localhost:{port}"),
+    ];
+    for hosts in &two {
+        let (code, _, body) = server.send(&format!("GET /api/status HTTP/1.1\r\n{hosts}"), b"");
+        assert_eq!((code, error_code(&body).as_str()), (400, "bad_host"), "{hosts}");
+    }
+    let (code, _, body) = token.send(
+        "GET /api/status HTTP/1.1\r\nhost: probe.example\r\nhost: other.example\r\nauthorization: Bearer s3cret",
+        b"",
+    );
+    assert_eq!((code, error_code(&body).as_str()), (400, "bad_host"));
 }
 
 #[test]
