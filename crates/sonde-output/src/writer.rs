@@ -87,8 +87,14 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 /// Takes the exclusive lock on `dir`'s [`LOCK_NAME`], at once or not at all.
 fn lock_dir(dir: &Path) -> Result<File, OutputError> {
     let path = dir.join(LOCK_NAME);
-    let file =
-        open_no_follow(&path).map_err(|e| error(&path, format!("cannot open the output directory's lock: {e}")))?;
+    let file = open_no_follow(&path).map_err(|e| match e.raw_os_error() {
+        // The lock is never followed: a link there (planted, or made by hand) blocks every run.
+        Some(libc::ELOOP) => error(
+            &path,
+            format!("the output directory's lock is a symbolic link, which sonde does not follow; remove it (rm {}) if no run uses the directory", path.display()),
+        ),
+        _ => error(&path, format!("cannot open the output directory's lock: {e}")),
+    })?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(fs::TryLockError::WouldBlock) => Err(error(
@@ -1075,8 +1081,10 @@ mod tests {
         // The lock file as a link: an error, its target not created.
         fs::remove_file(dir.join(LOCK_NAME)).unwrap();
         std::os::unix::fs::symlink(&nowhere, dir.join(LOCK_NAME)).unwrap();
-        let err = OutputDir::prepare(&dir, Format::Tsv, true).unwrap_err();
-        assert!(err.to_string().contains(LOCK_NAME), "{err}");
+        let err = OutputDir::prepare(&dir, Format::Tsv, true).unwrap_err().to_string();
+        // One line that says what to do (issue 38: it was "Too many levels of symbolic links").
+        assert!(err.contains(LOCK_NAME) && err.contains("symbolic link") && err.contains("rm "), "{err}");
+        assert!(!err.contains('\n'), "{err}");
         assert!(nowhere.symlink_metadata().is_err());
         fs::remove_dir_all(&dir).unwrap();
         fs::remove_file(&victim).unwrap();
