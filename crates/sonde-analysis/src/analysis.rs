@@ -192,6 +192,7 @@ impl Analysis {
     fn counter(&self, defs: Vec<sonde_define::Definition>) -> Result<Counter> {
         let mut counter = Counter::new(defs, self.config.interval_ns()?, self.config.definition_fids);
         counter.set_written_samples(self.config.association_samples);
+        counter.set_max_name_bytes(self.config.definition_name_max.into());
         Ok(counter)
     }
 
@@ -370,7 +371,12 @@ fn definitions(config: &AnalysisConfig) -> Result<Option<Counter>> {
         return Ok(None);
     };
     // The counter's intervals are the run's whether or not its interval outputs are written.
-    let mut counter = settings::load_definitions(path, config.interval_ns()?, config.definition_fids)?;
+    let mut counter = settings::load_definitions(
+        path,
+        config.interval_ns()?,
+        config.definition_fids,
+        config.definition_name_max.into(),
+    )?;
     counter.set_written_samples(config.association_samples);
     if let Some(path) = &config.definition_changes {
         counter.schedule(settings::load_changes(path)?);

@@ -162,6 +162,11 @@ pub struct AnalysisConfig {
     /// Most flow identifiers per definition and interval; the rest are summed in an overflow row.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub definition_fids: usize,
+    /// Longest definition name taken, in bytes, from the definitions file and every change
+    /// (SIGHUP, the HTTP API, the control topic): a name reaches every definition output's rows
+    /// and the /metrics labels.
+    #[arg(long, value_name = "BYTES", default_value_t = sonde_define::MAX_NAME_BYTES as u16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub definition_name_max: u16,
     /// Samples of each association written one by one to definition_association_samples.tsv
     /// (the first N taken, 16 bytes each in memory; later ones are counted in
     /// definition_associations.tsv's samples_unwritten); what `sonde plot` draws its RTT phase

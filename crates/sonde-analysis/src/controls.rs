@@ -76,7 +76,7 @@ impl Hooks {
         }
         link.first_packet(counter.span_ns().map(|(first, _)| first), counter.version());
         let Some(message) = link.take_pending() else { return };
-        let wanted = match sonde_define::parse_definitions(&message.definitions) {
+        let wanted = match counter.parse(&message.definitions) {
             Ok(defs) => defs.into_iter().map(|d| (d.name, d.text)).collect::<Vec<_>>(),
             Err(e) => return link.failed(message.version, e.to_string(), counter.version()),
         };
@@ -118,8 +118,9 @@ fn in_an_order_the_set_takes(counter: &Counter, changes: Vec<Change>) -> Result<
 /// applied to the real one.
 fn dry_run(counter: &Counter, changes: &[Change]) -> Result<(), String> {
     let active: Vec<String> = counter.listing().into_iter().filter(|t| !t.retired).map(|t| t.text).collect();
-    let defs = sonde_define::parse_definitions(&active.join("\n")).map_err(|e| format!("the set running: {e}"))?;
+    let defs = counter.parse(&active.join("\n")).map_err(|e| format!("the set running: {e}"))?;
     let mut copy = Counter::new(defs, None, 1);
+    copy.set_max_name_bytes(counter.max_name_bytes());
     for change in changes {
         copy.apply(copy.version(), change).map_err(|e| match change {
             Change::Add(line) => format!("adding `{}`: {e}", line.trim()),
@@ -151,7 +152,7 @@ impl Controls for Hooks {
             Ok(t) => t,
             Err(e) => return warn(say, format!("SIGHUP: reading {}: {e}; definitions unchanged", path.display())),
         };
-        let wanted = match sonde_define::parse_definitions(&text) {
+        let wanted = match counter.parse(&text) {
             Ok(defs) => defs,
             Err(e) => return warn(say, format!("SIGHUP: {}: {e}; definitions unchanged", path.display())),
         };
@@ -240,9 +241,17 @@ pub struct ControlLink {
     /// The newest version received and not yet taken by the reader.
     pending: Mutex<Option<ControlMessage>>,
     state: Mutex<ControlState>,
-    /// The most definitions a version may hold (`--http-max-definitions`, a live monitor's bound).
-    max_definitions: usize,
+    limits: VersionLimits,
     quiet: bool,
+}
+
+/// What a version of the control topic may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct VersionLimits {
+    /// The most definitions (`--http-max-definitions`, a live monitor's bound).
+    pub definitions: usize,
+    /// The longest definition name, in bytes (`--definition-name-max`).
+    pub name_bytes: usize,
 }
 
 /// What the probe applies and has applied.
@@ -271,7 +280,7 @@ impl ControlLink {
         status_topic: String,
         status: StatusSender,
         start: ControlState,
-        max_definitions: usize,
+        limits: VersionLimits,
         quiet: bool,
     ) -> ControlLink {
         ControlLink {
@@ -281,7 +290,7 @@ impl ControlLink {
             status,
             pending: Mutex::new(None),
             state: Mutex::new(start),
-            max_definitions,
+            limits,
             quiet,
         }
     }
@@ -319,12 +328,12 @@ impl ControlLink {
 
     /// A version's file: it parses, and holds at most `max_definitions`.
     pub(crate) fn check(&self, definitions: &str) -> Result<Vec<sonde_define::Definition>, String> {
-        let defs = sonde_define::parse_definitions(definitions).map_err(|e| e.to_string())?;
-        if defs.len() > self.max_definitions {
+        let defs = sonde_define::parse_definitions(definitions, self.limits.name_bytes).map_err(|e| e.to_string())?;
+        if defs.len() > self.limits.definitions {
             return Err(format!(
                 "{} definitions, more than a live monitor counts (--http-max-definitions {})",
                 defs.len(),
-                self.max_definitions
+                self.limits.definitions
             ));
         }
         Ok(defs)
@@ -456,12 +465,15 @@ mod tests {
         connection = assoc syn -> fin within 1h\n";
 
     fn counter(text: &str) -> Counter {
-        Counter::new(sonde_define::parse_definitions(text).unwrap(), None, 10)
+        Counter::new(sonde_define::parse_definitions(text, sonde_define::MAX_NAME_BYTES).unwrap(), None, 10)
     }
 
     fn changes(counter: &Counter, text: &str) -> Result<Vec<Change>, String> {
-        let wanted =
-            sonde_define::parse_definitions(text).unwrap().into_iter().map(|d| (d.name, d.text)).collect::<Vec<_>>();
+        let wanted = sonde_define::parse_definitions(text, sonde_define::MAX_NAME_BYTES)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.name, d.text))
+            .collect::<Vec<_>>();
         in_an_order_the_set_takes(counter, counter.changes_to(&wanted))
     }
 

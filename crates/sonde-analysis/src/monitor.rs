@@ -409,7 +409,10 @@ impl ControlStart {
             c.kafka_status_topic.clone(),
             status,
             controls::ControlState { definitions_version: 1, ..Default::default() },
-            args.http_limits.http_max_definitions,
+            controls::VersionLimits {
+                definitions: args.http_limits.http_max_definitions,
+                name_bytes: args.analysis.definition_name_max.into(),
+            },
             args.analysis.quiet,
         ));
         let defs = self.newest.as_ref().and_then(|m| link.check(&m.definitions).ok());

@@ -23,7 +23,8 @@ fn committed() -> PathBuf {
 fn typed_tables_keep_their_schemas() {
     let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/demo.pcap");
     let cfg = sonde_stats::Config { interval_ns: 1_000_000_000, tables: true, ..sonde_stats::Config::default() };
-    let counter = Counter::new(parse_definitions(DEFS).unwrap(), Some(1_000_000_000), 1000);
+    let counter =
+        Counter::new(parse_definitions(DEFS, sonde_define::MAX_NAME_BYTES).unwrap(), Some(1_000_000_000), 1000);
     let run = Run::new().intervals(Some(cfg)).definitions(Some(counter));
     let result = run.analyze_file(&trace, &|| LineSink::new(sonde_output::Format::Tsv)).unwrap();
     let mut tables = interval_tables(result.intervals.as_ref().unwrap()).unwrap();

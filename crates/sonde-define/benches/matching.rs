@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
         group.sample_size(10);
         group.measurement_time(std::time::Duration::from_secs(2));
         for n in [1, 2, 4, 8, 16, 32, 64, 128, 256] {
-            let set = Compiled::new(&parse_definitions(&make(n)).unwrap());
+            let set = Compiled::new(&parse_definitions(&make(n), sonde_define::MAX_NAME_BYTES).unwrap());
             let mut out = Vec::new();
             group.bench_with_input(BenchmarkId::new("tree", n), &set, |b, set| {
                 b.iter(|| layers.iter().map(|l| set.matches(l, &mut out)).count())

@@ -277,6 +277,22 @@ impl Counter {
         }
     }
 
+    /// The longest name a definition added while running may have, in bytes (the set it starts
+    /// with was parsed under the same limit: [`Counter::parse`]).
+    pub fn set_max_name_bytes(&mut self, limit: usize) {
+        self.set.max_name = limit;
+    }
+
+    pub fn max_name_bytes(&self) -> usize {
+        self.set.max_name
+    }
+
+    /// `text`'s definitions, parsed as this counter takes them ([`crate::parse_definitions`]
+    /// under its name limit).
+    pub fn parse(&self, text: &str) -> Result<Vec<crate::Definition>, crate::ParseError> {
+        crate::parse_definitions(text, self.set.max_name)
+    }
+
     /// Keeps the first `limit` samples of each association one by one (default
     /// [`crate::assoc::WRITTEN_SAMPLES`]), for [`Counter::association_samples_table`]; later ones
     /// are counted (`samples_unwritten`). Memory: 16 bytes a sample. Applies to the
@@ -404,7 +420,8 @@ mod tests {
 
     #[test]
     fn a_reload_adds_replaces_and_removes_by_name() {
-        let defs = crate::parse_definitions("web = tcp.dport == 80\ndns = udp.dport == 53\n").unwrap();
+        let defs =
+            crate::parse_definitions("web = tcp.dport == 80\ndns = udp.dport == 53\n", crate::MAX_NAME_BYTES).unwrap();
         let counter = Counter::new(defs, None, 10);
         let wanted = [
             ("web".to_string(), "web = tcp.dport == 8080".to_string()),
@@ -427,7 +444,11 @@ mod tests {
 
     #[test]
     fn counts_per_interval_and_fid_with_a_bounded_table() {
-        let defs = parse_definitions("port = ip.proto == 6 key tcp.dport\nsrc = ip.version == 4 key ip.src").unwrap();
+        let defs = parse_definitions(
+            "port = ip.proto == 6 key tcp.dport\nsrc = ip.version == 4 key ip.src",
+            crate::MAX_NAME_BYTES,
+        )
+        .unwrap();
         let mut c = Counter::new(defs, Some(1_000_000_000), 2);
         let mut frame = [0u8; 40];
         frame[12..16].copy_from_slice(&[10, 0, 0, 1]);
@@ -459,7 +480,11 @@ mod tests {
     /// the latest intervals of each definition, and the listing leaves the tables alone.
     #[test]
     fn a_live_window_holds_the_latest_intervals_only() {
-        let defs = parse_definitions("port = ip.proto == 6 key tcp.dport\nslow = ip.proto == 6 every 10s").unwrap();
+        let defs = parse_definitions(
+            "port = ip.proto == 6 key tcp.dport\nslow = ip.proto == 6 every 10s",
+            crate::MAX_NAME_BYTES,
+        )
+        .unwrap();
         let mut c = Counter::new(defs, Some(1_000_000_000), 8);
         let mut frame = [0u8; 40];
         frame[22..24].copy_from_slice(&80u16.to_be_bytes());

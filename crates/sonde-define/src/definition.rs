@@ -8,6 +8,11 @@ use crate::pattern::Pattern;
 /// Most patterns in one definition (the matcher's depth).
 pub const MAX_PATTERNS: usize = 32;
 
+/// The longest definition name taken by default, in bytes (`--definition-name-max`): a name
+/// reaches every definition output's rows, `/metrics` labels and the HTTP API, so a 60,000-byte
+/// one would weigh on all of them.
+pub const MAX_NAME_BYTES: usize = 128;
+
 /// A parsed definition: a chain of patterns, all of which must match, and which pattern's value
 /// is the flow identifier (FID).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -86,14 +86,17 @@ mod tests {
 
     #[test]
     fn whole_addresses_read_as_addresses_and_other_parts_as_numbers() {
-        let defs = parse_definitions("a = ip.version == 4 key ip4.src, tcp.dport, l3[12:3]").unwrap();
+        let defs =
+            parse_definitions("a = ip.version == 4 key ip4.src, tcp.dport, l3[12:3]", crate::MAX_NAME_BYTES).unwrap();
         let fid = (0x0a00_0001u128 << 40) | (443 << 24) | 0x0a_0000;
         assert_eq!(fid_text(&defs[0], fid), "10.0.0.1|443|655360");
     }
 
     #[test]
     fn only_a_part_of_an_address_that_is_no_prefix_reads_address_bits() {
-        let defs = parse_definitions("a = ip.version == 4 key l3[12:3], l3[15:1], ip4.dst, tcp.dport").unwrap();
+        let defs =
+            parse_definitions("a = ip.version == 4 key l3[12:3], l3[15:1], ip4.dst, tcp.dport", crate::MAX_NAME_BYTES)
+                .unwrap();
         let reads: Vec<bool> = defs[0].keys.iter().map(|&k| reads_address_bits(&defs[0].patterns[k])).collect();
         assert_eq!(reads, [false, true, false, false]);
     }

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use sonde_define::{parse_definitions, Compiled, Layers};
-//! let defs = parse_definitions("web = ip.proto == 6 and tcp.dport in 80..88\nsyn = tcp.flags & 0x12 == 0x02").unwrap();
+//! let defs = parse_definitions("web = ip.proto == 6 and tcp.dport in 80..88\nsyn = tcp.flags & 0x12 == 0x02", sonde_define::MAX_NAME_BYTES).unwrap();
 //! let set = Compiled::new(&defs);
 //! // An IPv4 TCP SYN to port 80: the transport header at byte 20 of a raw IP frame.
 //! let mut frame = vec![0u8; 40];
@@ -41,7 +41,7 @@ pub use change_file::{parse_change_file, ChangeFileError, ChangeFileErrorKind};
 pub use count::{Counter, DefinitionTotal, Traffic};
 pub use definition::{
     Association, Bound, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS,
-    MAX_PATTERNS,
+    MAX_NAME_BYTES, MAX_PATTERNS,
 };
 pub use matcher::Matcher;
 pub use parse::{parse_definition, parse_definition_among, parse_definitions};

@@ -4,16 +4,17 @@
 use std::net::IpAddr;
 
 use crate::definition::{
-    Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS, MAX_PATTERNS,
+    Association, Definition, Measures, ParseError, DEFAULT_IDLE_NS, DEFAULT_MAX_ARMED, DEFAULT_WITHIN_NS,
+    MAX_NAME_BYTES, MAX_PATTERNS,
 };
 use crate::fields::{self, meta, Field, Needs};
 use crate::pattern::{Anchor, Pattern, MAX_BITS};
 
-/// Parses a file of definitions. Names must be distinct.
-pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
+/// Parses a file of definitions. Names must be distinct, of at most `max_name` bytes.
+pub fn parse_definitions(text: &str, max_name: usize) -> Result<Vec<Definition>, ParseError> {
     let mut defs: Vec<Definition> = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let mut p = Parser { line, at: 0, number: i + 1 };
+        let mut p = Parser { line, at: 0, number: i + 1, max_name };
         if let Some(def) = p.definition_among(&defs)? {
             if defs.iter().any(|d| d.name == def.name) {
                 return Err(p.error_at(0, format!("`{}` is defined twice", def.name)));
@@ -25,15 +26,16 @@ pub fn parse_definitions(text: &str) -> Result<Vec<Definition>, ParseError> {
 }
 
 /// Parses one definition line among `earlier` ones (which an association may name; its `from`
-/// and `to` index that slice).
-pub fn parse_definition_among(line: &str, earlier: &[Definition]) -> Result<Definition, ParseError> {
-    let mut p = Parser { line, at: 0, number: 1 };
+/// and `to` index that slice), its name of at most `max_name` bytes.
+pub fn parse_definition_among(line: &str, earlier: &[Definition], max_name: usize) -> Result<Definition, ParseError> {
+    let mut p = Parser { line, at: 0, number: 1, max_name };
     p.definition_among(earlier)?.ok_or_else(|| p.error_at(0, "no definition on this line".to_string()))
 }
 
-/// Parses one definition (a line without a definition is an error).
+/// Parses one definition (a line without a definition is an error), its name of at most
+/// [`MAX_NAME_BYTES`] bytes.
 pub fn parse_definition(line: &str) -> Result<Definition, ParseError> {
-    let mut p = Parser { line, at: 0, number: 1 };
+    let mut p = Parser { line, at: 0, number: 1, max_name: MAX_NAME_BYTES };
     p.definition_among(&[])?.ok_or_else(|| p.error_at(0, "no definition on this line".to_string()))
 }
 
@@ -42,6 +44,8 @@ struct Parser<'a> {
     /// Byte offset of the next character.
     at: usize,
     number: usize,
+    /// The longest name taken, in bytes.
+    max_name: usize,
 }
 
 /// A condition's field: named, or raw bits of a layer.
@@ -115,6 +119,13 @@ impl<'a> Parser<'a> {
         let name = self.take(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if name.is_empty() || !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             return Err(self.error("a definition starts with its name (a letter, then letters, digits, _ or -)"));
+        }
+        if name.len() > self.max_name {
+            let at = self.at - name.len();
+            return Err(self.error_at(
+                at,
+                format!("a name of {} bytes: at most {} (--definition-name-max)", name.len(), self.max_name),
+            ));
         }
         Ok(name)
     }

@@ -30,6 +30,8 @@ pub(crate) struct DefinitionSet {
     /// Changes still to apply, by packet time (earliest last), and what became of the others.
     schedule: Vec<ScheduledChange>,
     pub(crate) log: Vec<ChangeOutcome>,
+    /// The longest name a change may bring, in bytes.
+    pub(crate) max_name: usize,
 }
 
 /// The active slots of `defs`, compiled (the tree only needs their patterns).
@@ -59,6 +61,7 @@ impl DefinitionSet {
             version: 1,
             schedule: Vec::new(),
             log: Vec::new(),
+            max_name: crate::MAX_NAME_BYTES,
         }
     }
 
@@ -108,7 +111,8 @@ impl DefinitionSet {
             }
             Change::Add(line) | Change::Replace(line) => {
                 let earlier: Vec<Definition> = active.iter().map(|&i| self.defs[i].clone()).collect();
-                let mut def = crate::parse_definition_among(line, &earlier).map_err(ChangeError::Invalid)?;
+                let mut def =
+                    crate::parse_definition_among(line, &earlier, self.max_name).map_err(ChangeError::Invalid)?;
                 // The parser indexes `earlier`; the set indexes every slot it has had.
                 if let Some(a) = def.assoc.as_mut() {
                     (a.from, a.to) = (active[a.from], active[a.to]);
@@ -156,7 +160,9 @@ mod tests {
 
     #[test]
     fn changes_are_versioned_and_leave_the_other_definitions_counting() {
-        let defs = parse_definitions("port = ip.proto == 6 key tcp.dport\nall = ip.version == 4").unwrap();
+        let defs =
+            parse_definitions("port = ip.proto == 6 key tcp.dport\nall = ip.version == 4", crate::MAX_NAME_BYTES)
+                .unwrap();
         let mut c = Counter::new(defs, None, 100);
         let mut frame = [0u8; 40];
         frame[22..24].copy_from_slice(&80u16.to_be_bytes());
@@ -201,7 +207,9 @@ mod tests {
 
     #[test]
     fn a_definition_an_association_uses_cannot_go() {
-        let defs = parse_definitions("a = tcp.dport == 80\nb = tcp.sport == 80\nr = assoc a -> b").unwrap();
+        let defs =
+            parse_definitions("a = tcp.dport == 80\nb = tcp.sport == 80\nr = assoc a -> b", crate::MAX_NAME_BYTES)
+                .unwrap();
         let mut c = Counter::new(defs, None, 100);
         let e = c.apply(1, &Change::Remove("a".into())).unwrap_err();
         assert_eq!(e.to_string(), "`a` is used by the association `r`");
@@ -213,7 +221,7 @@ mod tests {
 
     #[test]
     fn a_refused_change_leaves_the_set_as_it_was() {
-        let defs = parse_definitions("a = tcp.dport == 80").unwrap();
+        let defs = parse_definitions("a = tcp.dport == 80", crate::MAX_NAME_BYTES).unwrap();
         let mut set = DefinitionSet::new(defs);
         let before = Arc::clone(&set.matcher);
         assert!(matches!(set.change(1, &Change::Add("a = tcp.dport == 81".into())), Err(ChangeError::Exists(_))));

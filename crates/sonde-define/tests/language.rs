@@ -1,7 +1,9 @@
 //! The definition language: what each form compiles to, and where a refused line is wrong.
 
 use sonde_define::fields::meta;
-use sonde_define::{parse_definition, parse_definitions, Anchor, Pattern};
+use sonde_define::{
+    parse_definition, parse_definitions, Anchor, Change, ChangeError, Counter, Pattern, MAX_NAME_BYTES,
+};
 
 fn pattern(anchor: Anchor, offset_bits: u32, bits: u32, mask: u128, lo: u128, hi: u128) -> Pattern {
     Pattern { anchor, offset_bits, bits, mask, lo, hi }
@@ -19,6 +21,7 @@ fn the_examples_of_the_issue_compile_to_these_chains() {
          syn  = tcp.flags & 0x12 == 0x02\n\
          cust = ip.src in 192.0.2.0/24 key ip.src\n\
          raw  = l4[13:1] & 0x3f == 0x02 key ip[12:4]   # SYN only, keyed by the IPv4 source\n",
+        MAX_NAME_BYTES,
     )
     .unwrap();
     let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
@@ -118,7 +121,7 @@ fn keys_of_several_fields_and_associations() {
     let defs = parse_definitions(
         "data = ip.version == 4 and payload[0:1] >= 0 key ip4.src, ip4.dst, tcp.sport, tcp.dport, tcp.nxt measure none\n\
          ack = ip.version == 4 and tcp.flags & 0x10 == 0x10 key ip4.dst, ip4.src, tcp.dport, tcp.sport, tcp.ack\n\
-         rtt = assoc data -> ack within 2s max 500",
+         rtt = assoc data -> ack within 2s max 500", MAX_NAME_BYTES,
     )
     .unwrap();
     let bits: Vec<u32> = defs[0].keys.iter().map(|&k| defs[0].patterns[k].bits).collect();
@@ -131,7 +134,7 @@ fn keys_of_several_fields_and_associations() {
 
 /// The error's line, column and message for `text`.
 fn refused(text: &str) -> (usize, usize, String) {
-    let e = parse_definitions(text).unwrap_err();
+    let e = parse_definitions(text, MAX_NAME_BYTES).unwrap_err();
     (e.line, e.column, e.message)
 }
 
@@ -198,7 +201,7 @@ fn a_refused_definition_says_where_it_is_wrong() {
         assert!(m.contains(message), "{text:?}: {m}");
     }
     // The message shows the line with a caret under the column.
-    let e = parse_definitions("web = ip.prto == 6").unwrap_err();
+    let e = parse_definitions("web = ip.prto == 6", MAX_NAME_BYTES).unwrap_err();
     assert_eq!(e.to_string(), "line 1, column 7: unknown field `ip.prto` (see docs/definitions.md for the list)\n  web = ip.prto == 6\n        ^");
 }
 
@@ -220,7 +223,7 @@ fn too_many_patterns_are_refused_at_the_one_that_overflows() {
         assert_eq!((e.line, e.column, e.message.as_str()), (1, 1, "no definition on this line"));
     }
     // A file of nothing but comments is an empty set, not an error.
-    assert_eq!(parse_definitions("# nothing\n\n   # here\n").unwrap(), []);
+    assert_eq!(parse_definitions("# nothing\n\n   # here\n", MAX_NAME_BYTES).unwrap(), []);
 }
 
 #[test]
@@ -234,8 +237,31 @@ fn any_text_is_parsed_or_refused_without_panicking() {
         x ^= x << 17;
         let len = (x % 40) as usize;
         let text: String = (0..len).map(|i| alphabet[((x >> (i % 50)) as usize + i * 7) % alphabet.len()]).collect();
-        let _ = parse_definitions(&text);
-        let _ = parse_definitions(&format!("a = {text}"));
-        let _ = parse_definitions(&format!("a = tcp.dport {text}"));
+        let _ = parse_definitions(&text, MAX_NAME_BYTES);
+        let _ = parse_definitions(&format!("a = {text}"), MAX_NAME_BYTES);
+        let _ = parse_definitions(&format!("a = tcp.dport {text}"), MAX_NAME_BYTES);
     }
+}
+
+/// Issue 38: a name longer than the limit is refused where it starts, in a file and in a change
+/// made while running; a name at the limit is taken.
+#[test]
+fn names_longer_than_the_limit_are_refused_everywhere_they_enter() {
+    let at_limit = format!("n{} = tcp.dport == 80", "a".repeat(MAX_NAME_BYTES - 1));
+    assert_eq!(parse_definitions(&at_limit, MAX_NAME_BYTES).unwrap()[0].name.len(), MAX_NAME_BYTES);
+    let long = format!("ok = ip.version == 4\n{} = tcp.dport == 80", "n".repeat(60_000));
+    let e = parse_definitions(&long, MAX_NAME_BYTES).unwrap_err();
+    assert_eq!((e.line, e.column), (2, 1));
+    assert!(e.message.contains("60000 bytes: at most 128"), "{}", e.message);
+    // The run's own limit.
+    assert!(parse_definitions("abcdef = tcp.dport == 80", 5).is_err());
+    assert!(parse_definitions("abcde = tcp.dport == 80", 5).is_ok());
+    // A change while running is held to the counter's limit.
+    let mut counter = Counter::new(parse_definitions("a = tcp.dport == 80", 5).unwrap(), None, 10);
+    counter.set_max_name_bytes(5);
+    let version = counter.version();
+    let refused = counter.apply(version, &Change::Add("abcdef = udp.dport == 53".into()));
+    assert!(matches!(refused, Err(ChangeError::Invalid(_))), "{refused:?}");
+    assert!(counter.apply(version, &Change::Add("abcde = udp.dport == 53".into())).is_ok());
+    assert!(counter.parse("abcdef = udp.dport == 53").is_err());
 }

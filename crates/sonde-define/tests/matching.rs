@@ -41,7 +41,7 @@ fn the_tree_finds_what_each_definition_finds_alone() {
     let (mut matched, mut walked) = (0, 0);
     for round in 0..20 {
         let text: Vec<String> = (0..1 + round * 12).map(|i| random_definition(&mut rng, i)).collect();
-        let defs = parse_definitions(&text.join("\n")).unwrap();
+        let defs = parse_definitions(&text.join("\n"), sonde_define::MAX_NAME_BYTES).unwrap();
         let set = Compiled::new(&defs);
         walked += usize::from(set.shares_tests());
         for p in &packets {
@@ -68,7 +68,9 @@ fn the_prefix_a_worker_gets_matches_as_the_whole_frame() {
     for round in 0..10 {
         let mut text: Vec<String> = (0..1 + round * 5).map(|i| random_definition(&mut rng, i)).collect();
         text.push(format!("deep = {}", rng.pick(&deep)));
-        let matcher = Counter::new(parse_definitions(&text.join("\n")).unwrap(), None, 10).matcher();
+        let matcher =
+            Counter::new(parse_definitions(&text.join("\n"), sonde_define::MAX_NAME_BYTES).unwrap(), None, 10)
+                .matcher();
         for p in &packets {
             let layers = p.layers();
             let prefix = matcher.prefix_len(&layers);
@@ -83,19 +85,27 @@ fn the_prefix_a_worker_gets_matches_as_the_whole_frame() {
 
 #[test]
 fn shared_prefixes_are_one_node() {
-    let defs =
-        parse_definitions("a = tcp.dport == 80\nb = tcp.dport == 443\nc = tcp.flags & 0x12 == 2\nd = udp.dport == 53")
-            .unwrap();
+    let defs = parse_definitions(
+        "a = tcp.dport == 80\nb = tcp.dport == 443\nc = tcp.flags & 0x12 == 2\nd = udp.dport == 53",
+        sonde_define::MAX_NAME_BYTES,
+    )
+    .unwrap();
     let set = Compiled::new(&defs);
     // tcp (shared by a, b, c) and udp at the top; a, b, c and d below.
     assert_eq!((set.root_width(), set.node_count), (2, 6));
     assert!(set.shares_tests());
     // Nothing in common: one definition, or chains that start apart.
     for text in ["a = tcp.dport == 80", "a = tcp.dport == 80\nb = ip.version == 6"] {
-        assert!(!Compiled::new(&parse_definitions(text).unwrap()).shares_tests(), "{text}");
+        assert!(
+            !Compiled::new(&parse_definitions(text, sonde_define::MAX_NAME_BYTES).unwrap()).shares_tests(),
+            "{text}"
+        );
     }
     // Exact values of one field form a group even with no common node.
-    assert!(Compiled::new(&parse_definitions("a = ip.proto == 6\nb = ip.proto == 17").unwrap()).shares_tests());
+    assert!(Compiled::new(
+        &parse_definitions("a = ip.proto == 6\nb = ip.proto == 17", sonde_define::MAX_NAME_BYTES).unwrap()
+    )
+    .shares_tests());
 }
 
 #[test]
@@ -111,6 +121,7 @@ fn named_fields_read_what_the_decoder_reads() {
          ttl = ip.ttl >= 0\n\
          len = ip.len >= 0\n\
          proto = ip.proto >= 0",
+        sonde_define::MAX_NAME_BYTES,
     )
     .unwrap();
     let set = Compiled::new(&defs);
@@ -159,6 +170,7 @@ fn vlan_fields_read_the_first_tag() {
     frame.extend([0x04, 0xd2, 0, 53, 0, 8, 0, 0]);
     let defs = parse_definitions(
         "id = vlan.id >= 0\npcp = vlan.pcp == 5 key vlan.type\ndns = udp.dport == 53 and vlan.id == 100 key ip.len",
+        sonde_define::MAX_NAME_BYTES,
     )
     .unwrap();
     let set = Compiled::new(&defs);
@@ -178,6 +190,7 @@ fn random_frames_never_panic_and_match_only_what_they_hold() {
     let defs = parse_definitions(
         "a = tcp.dport in 0..65535\nb = payload[0:16] > 0 key l4.bits[3:128]\nc = link[0:16] >= 0 key ip6.src\n\
          d = tcp.dport == 80 key l4.bits[5:128]\ne = tcp.dport == 443 and ip.ttl < 3",
+        sonde_define::MAX_NAME_BYTES,
     )
     .unwrap();
     let set = Compiled::new(&defs);

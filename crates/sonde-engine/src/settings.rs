@@ -112,11 +112,12 @@ fn read(path: &Path, what: &str) -> Result<String, SettingsError> {
     std::fs::read_to_string(path).map_err(|e| SettingsError::new(format!("{what} {}: {e}", path.display())))
 }
 
-/// A definitions file (docs/definitions.md): its text and its definitions, at least one; a
-/// refused line is an error naming the file, line and column.
-pub fn read_definitions(path: &Path) -> Result<(String, Vec<Definition>), SettingsError> {
+/// A definitions file (docs/definitions.md): its text and its definitions, at least one, named
+/// in at most `max_name` bytes; a refused line is an error naming the file, line and column.
+pub fn read_definitions(path: &Path, max_name: usize) -> Result<(String, Vec<Definition>), SettingsError> {
     let text = read(path, "reading definitions")?;
-    let defs = parse_definitions(&text).map_err(|e| SettingsError::new(format!("{}: {e}", path.display())))?;
+    let defs =
+        parse_definitions(&text, max_name).map_err(|e| SettingsError::new(format!("{}: {e}", path.display())))?;
     if defs.is_empty() {
         return Err(SettingsError::new(format!("{}: no definition in the file", path.display())));
     }
@@ -124,9 +125,16 @@ pub fn read_definitions(path: &Path) -> Result<(String, Vec<Definition>), Settin
 }
 
 /// A definitions file, parsed and compiled into the counter a run takes.
-pub fn load_definitions(path: &Path, interval_ns: Option<u64>, max_fids: usize) -> Result<Counter, SettingsError> {
-    let (_, defs) = read_definitions(path)?;
-    Ok(Counter::new(defs, interval_ns, max_fids))
+pub fn load_definitions(
+    path: &Path,
+    interval_ns: Option<u64>,
+    max_fids: usize,
+    max_name: usize,
+) -> Result<Counter, SettingsError> {
+    let (_, defs) = read_definitions(path, max_name)?;
+    let mut counter = Counter::new(defs, interval_ns, max_fids);
+    counter.set_max_name_bytes(max_name);
+    Ok(counter)
 }
 
 /// A definition change file: one change per line, applied when the packets reach its time

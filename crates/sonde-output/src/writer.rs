@@ -1124,7 +1124,11 @@ mod tests {
     #[test]
     fn definition_files_follow_what_the_definitions_ask() {
         let defs = |text: &str| {
-            sonde_define::Counter::new(sonde_define::parse_definitions(text).unwrap(), Some(1_000_000_000), 100)
+            sonde_define::Counter::new(
+                sonde_define::parse_definitions(text, sonde_define::MAX_NAME_BYTES).unwrap(),
+                Some(1_000_000_000),
+                100,
+            )
         };
         let dir = scratch("definitions");
         let out = OutputDir::prepare(&dir, Format::Tsv, false).unwrap();

@@ -87,8 +87,9 @@ pub fn run(cmd: &ControlCommand) -> Result<ExitCode> {
 
 fn publish(args: &PublishArgs) -> Result<ExitCode> {
     let path = &args.file;
-    // As --definitions reads a file: the same checks, the same messages.
-    let (text, defs) = sonde_engine::settings::read_definitions(path)?;
+    // As --definitions reads a file: the same checks, the same messages (names under the default
+    // limit: each probe checks its own).
+    let (text, defs) = sonde_engine::settings::read_definitions(path, sonde_define::MAX_NAME_BYTES)?;
     let cfg = args.topics.config()?;
     match control::publish(&cfg, &args.topics.control_topic, args.expect_version, &text) {
         Ok(m) => {

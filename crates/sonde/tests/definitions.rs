@@ -158,6 +158,38 @@ fn a_refused_definition_names_file_line_and_column_and_writes_nothing() {
     assert!(!out.exists());
 }
 
+/// Issue 38: a name over `--definition-name-max` (128 bytes by default) is refused naming the
+/// file, line and column; a larger limit takes it, and it reaches definitions.tsv whole.
+#[test]
+fn a_name_over_the_limit_is_refused_unless_the_limit_is_raised() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("defs.txt");
+    let name = "n".repeat(200);
+    std::fs::write(&file, format!("ok = tcp.dport == 80\n{name} = ip.version == 4\n")).unwrap();
+    let out = dir.path().join("out");
+    let o = sonde()
+        .args(["analyze", "-q", "-r"])
+        .arg(traces().remove(0))
+        .arg("-o")
+        .arg(&out)
+        .arg("--definitions")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}: line 2, column 1: a name of 200 bytes: at most 128 (--definition-name-max)",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!out.exists());
+    let (_, rows) = run(&traces().remove(0), &format!("{name} = ip.version == 4\n"), &["--definition-name-max", "200"]);
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["definition"] == name));
+}
+
 /// Epoch seconds with up to nine decimals, as tshark prints them, in ns.
 fn epoch_ns(text: &str) -> u64 {
     sonde_types::time::parse_seconds(text).unwrap()
