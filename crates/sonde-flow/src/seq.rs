@@ -96,12 +96,13 @@ impl SeenRanges {
     }
 
     fn slice<'a>(&'a self, pool: &'a RangePool) -> &'a [Range] {
-        if let Some(set) = self.spill() {
-            &pool.sets[set]
-        } else if self.one.0 < self.one.1 {
+        // The common case first: one range inline.
+        if self.one.0 < self.one.1 {
             std::slice::from_ref(&self.one)
-        } else {
+        } else if self.one.0 == self.one.1 {
             &[]
+        } else {
+            &pool.sets[self.one.2 as usize]
         }
     }
 
@@ -138,23 +139,22 @@ impl SeenRanges {
             return RangeOutcome::default();
         }
         let len = (end - start) as u64;
-        let set = match self.spill() {
-            Some(set) => set,
-            None => {
-                // Fast paths without a spilled set: the first range, or appending at its end.
-                if self.one.0 == self.one.1 {
-                    self.one = (start, end, ts_ns);
-                    return RangeOutcome { fresh: len, ..Default::default() };
-                }
-                if start == self.one.1 {
-                    self.one.1 = end;
-                    return RangeOutcome { fresh: len, ..Default::default() };
-                }
-                let i = pool.take();
-                pool.sets[i as usize].push(self.one);
-                self.one = (SPILLED, 0, u64::from(i));
-                i as usize
+        let set = if self.one.0 <= self.one.1 {
+            // Not spilled. Fast paths: the first range, or appending at its end.
+            if self.one.0 == self.one.1 {
+                self.one = (start, end, ts_ns);
+                return RangeOutcome { fresh: len, ..Default::default() };
             }
+            if start == self.one.1 {
+                self.one.1 = end;
+                return RangeOutcome { fresh: len, ..Default::default() };
+            }
+            let i = pool.take();
+            pool.sets[i as usize].push(self.one);
+            self.one = (SPILLED, 0, u64::from(i));
+            i as usize
+        } else {
+            self.one.2 as usize
         };
         let ranges = &mut pool.sets[set];
         let outcome = add_to(ranges, start, end, ts_ns);

@@ -24,7 +24,7 @@ const MAX_OUTSTANDING: usize = 8192;
 const _: () = assert!(MAX_OUTSTANDING < crate::sent::MAX_LEN);
 /// Recent segments remembered to recognise network duplicates: a copy made by the network
 /// travels right behind its original.
-const RECENT: usize = 2;
+const RECENT: usize = 2; // `Half::flags`' RECENT_NEXT bit picks the next entry
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Recent {
@@ -77,13 +77,15 @@ pub(crate) struct Half {
     seen: SeenRanges,
     outstanding: SentList,
     recent: [Recent; RECENT],
-    recent_next: u8,
-    /// `ISN`, `SEQ`, `ACKED` (which optional fields are set), `PEER_WINDOW_ZERO`, `DATA_ACKED`,
-    /// `FIN_SEEN`: bits rather than `Option`s and bools, which would double their size.
+    /// `ISN`, `SEQ`, `ACKED` (which optional fields are set), `DATA_ACKED`, `FIN_SEEN`,
+    /// `RECENT_NEXT`: bits rather than `Option`s and bools, which would double their size.
     flags: u8,
     /// The OR of the header flags (the low byte) of every segment this direction sent: IPFIX's
     /// tcpControlBits. Here rather than in `DirCounters`, which has no byte to spare.
     segment_flags: u8,
+    /// The peer's last announced window (what this side may send into) was zero: the only
+    /// thing read of it. A byte of its own: it is written at every packet.
+    peer_window_zero: bool,
     /// Valid when `flags` has `ACKED`: the highest cumulative ACK the peer sent for this
     /// direction's data (unwrapped).
     acked: i64,
@@ -101,9 +103,8 @@ pub(crate) struct Half {
 const ISN: u8 = 1;
 const SEQ: u8 = 2;
 const ACKED: u8 = 4;
-/// The peer's last announced window (what this side may send into) was zero: the only thing
-/// read of it.
-const PEER_WINDOW_ZERO: u8 = 8;
+/// Which entry of `recent` the next segment takes (RECENT is 2).
+const RECENT_NEXT: u8 = 8;
 /// The peer has acknowledged some payload (ends the initial window).
 const DATA_ACKED: u8 = 16;
 const FIN_SEEN: u8 = 32;
@@ -141,7 +142,7 @@ impl Half {
     }
 
     fn set_peer_window(&mut self, window: u32) {
-        self.flags = self.flags & !PEER_WINDOW_ZERO | if window == 0 { PEER_WINDOW_ZERO } else { 0 };
+        self.peer_window_zero = window == 0;
     }
 }
 
@@ -481,8 +482,8 @@ impl TcpConn {
         }
         let h = &mut self.half[dir];
         let len = u32::try_from(seg_len).unwrap_or(u32::MAX);
-        h.recent[usize::from(h.recent_next)] = Recent { start, len, ip_ident: ip.ident, ts_ns };
-        h.recent_next = (h.recent_next + 1) % RECENT as u8;
+        h.recent[usize::from(h.has(RECENT_NEXT))] = Recent { start, len, ip_ident: ip.ident, ts_ns };
+        h.flags ^= RECENT_NEXT;
 
         // Fresh payload waits for its ACK (RTT), in sequence order.
         if payload > 0 && outcome.fresh > 0 && !is_retx {
@@ -627,7 +628,7 @@ fn classify(h: &mut Half, pools: &mut TcpPools, seg: Segment, is_retx: bool, hol
         }
     }
     // A window probe while the receiver announced a zero window.
-    if h.has(PEER_WINDOW_ZERO) {
+    if h.peer_window_zero {
         a.flow_control += 1;
         return;
     }
