@@ -40,6 +40,8 @@ pub(crate) struct Rare {
     /// The high bits of `DirCounters::syn_cnt`, `fin_cnt` and `rst_cnt` (a count past 255):
     /// each count is `high << 8 | low`.
     pub flag_cnt_high: [u32; 3],
+    /// The high bits of `Half::control_seqs` (the count is `high << 16 | low`).
+    pub control_seqs_high: u32,
 }
 
 /// In-flight bytes of one direction: the least, the most, and the most in the initial window.

@@ -108,13 +108,19 @@ impl SentPool {
     }
 }
 
-/// One direction's list: sorted by `start`.
+/// One direction's list: sorted by `start`. Ten bytes, aligned to two (fields only read by
+/// value).
 #[derive(Debug, Clone, Copy)]
+#[repr(C, packed(2))]
 pub(crate) struct SentList {
     head: u32,
     tail: u32,
-    len: u32,
+    /// At most `MAX_LEN`: the caller drops the oldest segment past its own bound, which is lower.
+    len: u16,
 }
+
+/// The most segments a list may hold.
+pub(crate) const MAX_LEN: usize = u16::MAX as usize;
 
 impl Default for SentList {
     fn default() -> Self {

@@ -3,7 +3,10 @@
 
 /// Unwraps 32-bit sequence numbers into a signed 64-bit space relative to a base (the ISN, or
 /// the first sequence number seen). Arithmetic on wire numbers always wraps (RFC 9293 §3.4).
+/// 12 bytes, aligned to four (its fields are only read by value), so that it packs beside the
+/// 32-bit fields of a TCP direction.
 #[derive(Debug, Clone, Copy, Default)]
+#[repr(C, packed(4))]
 pub struct SeqUnwrapper {
     base: u32,
     /// The most recent unwrapped value, the reference for choosing the closest wrap.
@@ -48,8 +51,6 @@ pub struct RangeOutcome {
 
 type Range = (i64, i64, u64);
 
-const NO_SPILL: u32 = u32::MAX;
-
 /// Spilled range sets of every flow that has holes, with their buffers kept for reuse: a
 /// tracker in steady state does not allocate for them.
 #[derive(Debug, Default)]
@@ -78,28 +79,30 @@ impl RangePool {
 /// Disjoint, sorted, merged ranges `[start, end)` of sequence numbers seen, each with the packet
 /// time it began (the time the hole below it opened). In normal traffic it holds one range,
 /// stored inline; once a hole appears the ranges move to a `RangePool` set until the holes are
-/// filled again.
-#[derive(Debug, Clone, Copy)]
+/// filled again. 24 bytes: a spilled set's number takes the inline range's place.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SeenRanges {
-    /// The only range while not spilled; `start == end` when empty.
+    /// The only range while not spilled (`start == end` when empty); once spilled,
+    /// `(SPILLED, 0, set number in the pool)`: a start above the end, which no range has.
     one: Range,
-    spill: u32,
 }
 
-impl Default for SeenRanges {
-    fn default() -> Self {
-        SeenRanges { one: (0, 0, 0), spill: NO_SPILL }
-    }
-}
+/// The start of `SeenRanges::one` while its ranges are in a `RangePool` set.
+const SPILLED: i64 = 1;
 
 impl SeenRanges {
+    fn spill(&self) -> Option<usize> {
+        (self.one.0 > self.one.1).then_some(self.one.2 as usize)
+    }
+
     fn slice<'a>(&'a self, pool: &'a RangePool) -> &'a [Range] {
-        if self.spill != NO_SPILL {
-            &pool.sets[self.spill as usize]
-        } else if self.one.0 < self.one.1 {
+        // The common case first: one range inline.
+        if self.one.0 < self.one.1 {
             std::slice::from_ref(&self.one)
-        } else {
+        } else if self.one.0 == self.one.1 {
             &[]
+        } else {
+            &pool.sets[self.one.2 as usize]
         }
     }
 
@@ -124,8 +127,8 @@ impl SeenRanges {
 
     /// Forgets every range, returning a spilled set to the pool.
     pub fn clear(&mut self, pool: &mut RangePool) {
-        if self.spill != NO_SPILL {
-            pool.give_back(self.spill);
+        if let Some(set) = self.spill() {
+            pool.give_back(set as u32);
         }
         *self = SeenRanges::default();
     }
@@ -136,8 +139,8 @@ impl SeenRanges {
             return RangeOutcome::default();
         }
         let len = (end - start) as u64;
-        if self.spill == NO_SPILL {
-            // Fast paths without a spilled set: the first range, or appending at its end.
+        let set = if self.one.0 <= self.one.1 {
+            // Not spilled. Fast paths: the first range, or appending at its end.
             if self.one.0 == self.one.1 {
                 self.one = (start, end, ts_ns);
                 return RangeOutcome { fresh: len, ..Default::default() };
@@ -148,15 +151,17 @@ impl SeenRanges {
             }
             let i = pool.take();
             pool.sets[i as usize].push(self.one);
-            self.spill = i;
-        }
-        let ranges = &mut pool.sets[self.spill as usize];
+            self.one = (SPILLED, 0, u64::from(i));
+            i as usize
+        } else {
+            self.one.2 as usize
+        };
+        let ranges = &mut pool.sets[set];
         let outcome = add_to(ranges, start, end, ts_ns);
         if ranges.len() == 1 {
             // The holes are filled: back inline.
             self.one = ranges[0];
-            pool.give_back(self.spill);
-            self.spill = NO_SPILL;
+            pool.give_back(set as u32);
         }
         outcome
     }

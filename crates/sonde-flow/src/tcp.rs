@@ -16,13 +16,15 @@ const INITIAL_RTO_NS: u64 = 1_000_000_000;
 /// Linux's lower bound on the RTO (TCP_RTO_MIN), which RFC 6298 §2.4 allows.
 const MIN_RTO_NS: u64 = 200_000_000;
 /// Duplicate ACKs that trigger a fast retransmit (RFC 5681 §3.2).
-const DUPACK_THRESHOLD: u32 = 3;
+const DUPACK_THRESHOLD: u8 = 3;
 /// Unacknowledged segments kept for RTT matching per direction; beyond this the oldest are
 /// dropped (they could only give samples for very large windows).
 const MAX_OUTSTANDING: usize = 8192;
+// A list holds one more than this for a moment (inserted, then the oldest dropped).
+const _: () = assert!(MAX_OUTSTANDING < crate::sent::MAX_LEN);
 /// Recent segments remembered to recognise network duplicates: a copy made by the network
 /// travels right behind its original.
-const RECENT: usize = 2;
+const RECENT: usize = 2; // `Half::flags`' RECENT_NEXT bit picks the next entry
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Recent {
@@ -75,31 +77,34 @@ pub(crate) struct Half {
     seen: SeenRanges,
     outstanding: SentList,
     recent: [Recent; RECENT],
-    recent_next: u8,
-    /// `ISN`, `SEQ`, `ACKED`, `PEER_WINDOW` (which optional fields are set), `DATA_ACKED`,
-    /// `FIN_SEEN`: bits rather than `Option`s and bools, which would double their size.
+    /// `ISN`, `SEQ`, `ACKED` (which optional fields are set), `DATA_ACKED`, `FIN_SEEN`,
+    /// `RECENT_NEXT`: bits rather than `Option`s and bools, which would double their size.
     flags: u8,
     /// The OR of the header flags (the low byte) of every segment this direction sent: IPFIX's
     /// tcpControlBits. Here rather than in `DirCounters`, which has no byte to spare.
     segment_flags: u8,
+    /// The peer's last announced window (what this side may send into) was zero: the only
+    /// thing read of it. A byte of its own: it is written at every packet.
+    peer_window_zero: bool,
     /// Valid when `flags` has `ACKED`: the highest cumulative ACK the peer sent for this
     /// direction's data (unwrapped).
     acked: i64,
-    /// Consecutive duplicate ACKs received from the peer.
-    dupacks: u32,
-    /// Valid when `flags` has `PEER_WINDOW`: the peer's last announced window (scaled: at most
-    /// 65535 << 14), i.e. what this side may send into.
-    peer_window: u32,
+    /// Consecutive duplicate ACKs received from the peer, saturating: only whether there were
+    /// `DUPACK_THRESHOLD` (3) is read.
+    dupacks: u8,
     /// Packet time when the highest sequence number last advanced.
     advanced_ns: u64,
-    /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes).
-    control_seqs: u32,
+    /// SYN and FIN sequence numbers counted in `seen` (subtracted from unique bytes): the low
+    /// 16 bits (`Rare::control_seqs_high` has the rest: a direction has one SYN and one FIN
+    /// unless it starts over).
+    control_seqs: u16,
 }
 
 const ISN: u8 = 1;
 const SEQ: u8 = 2;
 const ACKED: u8 = 4;
-const PEER_WINDOW: u8 = 8;
+/// Which entry of `recent` the next segment takes (RECENT is 2).
+const RECENT_NEXT: u8 = 8;
 /// The peer has acknowledged some payload (ends the initial window).
 const DATA_ACKED: u8 = 16;
 const FIN_SEEN: u8 = 32;
@@ -136,13 +141,8 @@ impl Half {
         self.flags |= ACKED;
     }
 
-    fn peer_window(&self) -> Option<u32> {
-        self.has(PEER_WINDOW).then_some(self.peer_window)
-    }
-
     fn set_peer_window(&mut self, window: u32) {
-        self.peer_window = window;
-        self.flags |= PEER_WINDOW;
+        self.peer_window_zero = window == 0;
     }
 }
 
@@ -451,7 +451,13 @@ impl TcpConn {
         // added to the covered space (a FIN can reuse a number data already covered).
         let syn_fresh = flags.syn() && !h.seen.contains(&pools.ranges, start, start + 1);
         let fin_fresh = flags.fin() && !h.seen.contains(&pools.ranges, end_ctl - 1, end_ctl);
-        h.control_seqs += u32::from(syn_fresh) + u32::from(fin_fresh);
+        if syn_fresh || fin_fresh {
+            let carry;
+            (h.control_seqs, carry) = h.control_seqs.overflowing_add(u16::from(syn_fresh) + u16::from(fin_fresh));
+            if carry {
+                pools.rare.get(&mut h.stats.rare).control_seqs_high += 1;
+            }
+        }
         let old_max = h.seen.max_end(&pools.ranges);
         let outcome = h.seen.add(&mut pools.ranges, start, end_ctl, ts_ns);
         if old_max.is_none_or(|m| end_ctl > m) {
@@ -476,8 +482,8 @@ impl TcpConn {
         }
         let h = &mut self.half[dir];
         let len = u32::try_from(seg_len).unwrap_or(u32::MAX);
-        h.recent[usize::from(h.recent_next)] = Recent { start, len, ip_ident: ip.ident, ts_ns };
-        h.recent_next = (h.recent_next + 1) % RECENT as u8;
+        h.recent[usize::from(h.has(RECENT_NEXT))] = Recent { start, len, ip_ident: ip.ident, ts_ns };
+        h.flags ^= RECENT_NEXT;
 
         // Fresh payload waits for its ACK (RTT), in sequence order.
         if payload > 0 && outcome.fresh > 0 && !is_retx {
@@ -521,7 +527,7 @@ impl TcpConn {
             Some(prev) if ack < prev => {}
             Some(prev) if ack == prev => {
                 if pure {
-                    peer.dupacks += 1;
+                    peer.dupacks = peer.dupacks.saturating_add(1);
                 }
             }
             _ => {
@@ -564,8 +570,10 @@ impl TcpConn {
     /// Both directions' records (client, server).
     pub(crate) fn stats(&self, pools: &TcpPools) -> [TcpDirStats; 2] {
         self.half.each_ref().map(|h| {
-            let unique = h.seen.covered(&pools.ranges).saturating_sub(u64::from(h.control_seqs));
-            h.stats.record(unique, h.segment_flags, &pools.rare.read(h.stats.rare), &pools.rtt.read(h.stats.rtt))
+            let rare = pools.rare.read(h.stats.rare);
+            let control_seqs = u64::from(rare.control_seqs_high) << 16 | u64::from(h.control_seqs);
+            let unique = h.seen.covered(&pools.ranges).saturating_sub(control_seqs);
+            h.stats.record(unique, h.segment_flags, &rare, &pools.rtt.read(h.stats.rtt))
         })
     }
 }
@@ -620,7 +628,7 @@ fn classify(h: &mut Half, pools: &mut TcpPools, seg: Segment, is_retx: bool, hol
         }
     }
     // A window probe while the receiver announced a zero window.
-    if h.peer_window() == Some(0) {
+    if h.peer_window_zero {
         a.flow_control += 1;
         return;
     }

@@ -540,3 +540,15 @@ fn flows_are_counted_as_opened_when_they_start_by_direction() {
     t.finish(&mut out);
     assert_eq!((out.len(), t.opened()), (3, [[0, 1, 0, 0], [0, 1, 0, 1]]));
 }
+
+/// The open flow's layout (issue 33: memory per flow); `tests/memory.rs` measures the whole.
+#[test]
+fn tcp_state_keeps_its_size() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<seq::SeenRanges>(), 24);
+    assert_eq!(size_of::<seq::SeqUnwrapper>(), 12);
+    assert_eq!(size_of::<sent::SentList>(), 10);
+    assert_eq!(size_of::<counters::DirCounters>(), 112);
+    assert_eq!(size_of::<tcp::Half>(), 232);
+    assert_eq!(size_of::<tcp::TcpConn>(), 488);
+}

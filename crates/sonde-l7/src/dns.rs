@@ -48,7 +48,8 @@ pub(crate) struct DnsParser {
     transport: Transport,
     ports: [u16; 2],
     /// TCP: each direction's message being reassembled (after its length prefix).
-    tcp: [TcpFraming; 2],
+    /// Boxed at the first TCP message: few flows are DNS over TCP.
+    tcp: Option<Box<[TcpFraming; 2]>>,
 }
 
 #[derive(Debug, Default)]
@@ -123,7 +124,7 @@ struct Message {
 
 impl DnsParser {
     pub(crate) fn new(transport: Transport, ports: [u16; 2]) -> Self {
-        DnsParser { transport, ports, tcp: Default::default() }
+        DnsParser { transport, ports, tcp: None }
     }
 
     pub(crate) fn segment(&mut self, segment: &Segment<'_>, facts: &mut Facts) -> Verdict {
@@ -156,7 +157,7 @@ impl DnsParser {
                     facts.dns = Some(Box::default());
                 }
                 self.tcp_bytes(segment.dir.min(1), segment.bytes, segment.cut, facts);
-                if self.tcp.iter().all(|t| t.stopped) {
+                if self.tcp.as_ref().is_some_and(|tcp| tcp.iter().all(|t| t.stopped)) {
                     Verdict::Done
                 } else {
                     Verdict::More
@@ -167,7 +168,7 @@ impl DnsParser {
 
     /// Splits a TCP direction's bytes into messages by their length prefixes.
     fn tcp_bytes(&mut self, dir: usize, mut input: &[u8], cut: bool, facts: &mut Facts) {
-        let t = &mut self.tcp[dir];
+        let t = &mut self.tcp.get_or_insert_with(Default::default)[dir];
         while !input.is_empty() && !t.stopped {
             if t.left == 0 {
                 // Reading the 2-byte length prefix.

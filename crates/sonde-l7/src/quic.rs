@@ -223,13 +223,15 @@ pub(crate) struct QuicParser {
     /// Keys for the connection id they came from (the client's first Initial, or the one a
     /// Retry gave); boxed, the AES key schedules are large.
     keys: Option<Box<(u32, Vec<u8>, InitialKeys)>>,
-    crypto: CryptoStream,
+    /// Boxed at the first CRYPTO frame: a UDP flow tried for QUIC and refused allocates nothing,
+    /// and the reader stays small beside the others.
+    crypto: Option<Box<CryptoStream>>,
     hello_done: bool,
 }
 
 impl QuicParser {
     pub(crate) fn new() -> Self {
-        QuicParser { keys: None, crypto: CryptoStream::default(), hello_done: false }
+        QuicParser { keys: None, crypto: None, hello_done: false }
     }
 
     pub(crate) fn segment(&mut self, segment: &Segment<'_>, facts: &mut Facts) -> Verdict {
@@ -289,7 +291,7 @@ impl QuicParser {
             PacketType::Retry => {
                 // The client's next Initial goes to the Retry's source id, keyed from it.
                 self.keys = None;
-                self.crypto = CryptoStream::default();
+                self.crypto = None;
                 return None;
             }
             PacketType::Initial => {
@@ -347,7 +349,7 @@ impl QuicParser {
         if self.frames(payload, problems).is_none() {
             problems.quic_malformed += 1;
         }
-        let hello = self.crypto.contiguous();
+        let hello = self.crypto.as_deref().map_or(&[][..], CryptoStream::contiguous);
         let [1, a, b, c, ..] = *hello else {
             if hello.first().is_some_and(|&t| t != 1) {
                 self.hello_done = true;
@@ -372,7 +374,7 @@ impl QuicParser {
             }
             Err(_) => problems.quic_malformed += 1,
         }
-        self.crypto = CryptoStream::default();
+        self.crypto = None;
     }
 
     /// Walks an Initial's frames (RFC 9000 §17.2.2: PADDING, PING, ACK, CRYPTO,
@@ -402,7 +404,7 @@ impl QuicParser {
                     let offset = varint(&mut r)?;
                     let len = usize::try_from(varint(&mut r)?).ok()?;
                     let data = r.take(len).ok()?;
-                    if !self.crypto.insert(offset, data) {
+                    if !self.crypto.get_or_insert_with(Default::default).insert(offset, data) {
                         problems.over_limit += 1;
                         self.hello_done = true;
                         return Some(());

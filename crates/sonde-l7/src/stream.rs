@@ -8,12 +8,15 @@ use crate::Problems;
 /// Bytes of one TCP direction handed to parsers, at most.
 pub const STREAM_LIMIT_BYTES: u32 = 16 * 1024;
 
+/// 12 bytes (an `Option<u32>` would take 8 of them alone).
 #[derive(Debug, Default)]
 pub(crate) struct Stream {
-    /// The sequence number of the next byte expected, once the first payload was seen.
-    next_seq: Option<u32>,
+    /// Valid when `started`: the sequence number of the next byte expected.
+    next_seq: u32,
     /// Bytes handed on so far.
     delivered: u32,
+    /// The first payload was seen.
+    started: bool,
     /// A gap, a cut packet or the limit ended this direction.
     stopped: bool,
 }
@@ -31,7 +34,10 @@ impl Stream {
         if self.stopped || wire_len == 0 {
             return None;
         }
-        let next = *self.next_seq.get_or_insert(seq);
+        if !self.started {
+            (self.next_seq, self.started) = (seq, true);
+        }
+        let next = self.next_seq;
         // Sequence arithmetic: how far past the expected byte this segment starts.
         let ahead = seq.wrapping_sub(next) as i32;
         if ahead > 0 {
@@ -43,7 +49,7 @@ impl Stream {
         if skip >= wire_len {
             return None; // a retransmission of bytes already handed on
         }
-        self.next_seq = Some(seq.wrapping_add(wire_len));
+        self.next_seq = seq.wrapping_add(wire_len);
         let captured = payload.get(skip as usize..).unwrap_or(&[]);
         if (captured.len() as u64) < u64::from(wire_len - skip) {
             // Cut by the snap length: the rest of this direction would follow a hole.

@@ -63,7 +63,7 @@ struct Direction {
     content_type: u8,
     body_left: u16,
     /// Handshake bytes not yet consumed: the start of an incomplete message.
-    handshake: Vec<u8>,
+    handshake: Pending,
     /// Handshake messages are no longer read (encrypted, over the limit, or malformed).
     handshake_closed: bool,
     /// The record stream is lost (malformed header): nothing more is read.
@@ -143,17 +143,17 @@ impl TlsParser {
                         let used = self.read_messages(d, body, tls, &mut facts.problems);
                         let dir = &mut self.dirs[d];
                         if !dir.handshake_closed {
-                            dir.handshake.extend_from_slice(&body[used..]);
+                            dir.handshake.extend(&body[used..]);
                         }
                     } else {
-                        dir.handshake.extend_from_slice(body);
-                        let mut buf = std::mem::take(&mut dir.handshake);
+                        dir.handshake.extend(body);
+                        let mut buf = dir.handshake.take();
                         let used = self.read_messages(d, &buf, tls, &mut facts.problems);
                         let dir = &mut self.dirs[d];
                         // Emptied, the buffer goes: an open flow keeps no ClientHello's room.
                         if !dir.handshake_closed && used < buf.len() {
                             buf.drain(..used);
-                            dir.handshake = buf;
+                            dir.handshake = Pending(Some(Box::new(buf)));
                         }
                     }
                 }
@@ -240,7 +240,34 @@ impl TlsParser {
 /// Stops reading a direction's handshake messages (its records are still walked).
 fn close_handshake(dir: &mut Direction) {
     dir.handshake_closed = true;
-    dir.handshake = Vec::new();
+    dir.handshake = Pending::default();
+}
+
+/// A direction's handshake bytes kept across records: 8 bytes in the parser, the buffer only
+/// while a message is incomplete (most directions never need one).
+#[derive(Debug, Default)]
+#[allow(clippy::box_collection)] // the point: 8 bytes inline where a `Vec` takes 24
+struct Pending(Option<Box<Vec<u8>>>);
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |b| b.len())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn extend(&mut self, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.0.get_or_insert_with(Default::default).extend_from_slice(bytes);
+        }
+    }
+
+    /// The bytes, leaving none.
+    fn take(&mut self) -> Vec<u8> {
+        self.0.take().map_or_else(Vec::new, |b| *b)
+    }
 }
 
 /// At the start of a record: its times, and what a ChangeCipherSpec means.
