@@ -29,7 +29,7 @@ use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, T
 use rdkafka::ClientContext;
 use sonde_anon::Anonymizer;
 use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample, TcpRecord, UdpRecord};
-use sonde_output::{icmp_columns, mark_anonymized, shown_icmp, tcp_columns, udp_columns, Format, LineFormat};
+use sonde_output::{shown_icmp, Format, LineFormat};
 use sonde_stats::{Net, Proto, Unit};
 
 pub mod intervals;
@@ -188,20 +188,15 @@ impl Exporter {
 
     /// A worker's sink: formats each flow as a message and enqueues it.
     pub fn sink(&self, anon: Option<Anonymizer>) -> KafkaSink {
-        let (tcp, udp, icmp) = match anon {
-            Some(_) => {
-                (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns()), mark_anonymized(icmp_columns()))
-            }
-            None => (tcp_columns(), udp_columns(), icmp_columns()),
-        };
+        let anonymized = anon.is_some();
         KafkaSink {
             producer: self.producer.clone(),
             counters: self.counters.clone(),
             topic: self.config.topic.clone(),
             head: format!("{{\"probe\":{},", json_string(&self.config.probe)),
-            tcp_format: LineFormat::new(Format::Jsonl, &tcp),
-            udp_format: LineFormat::new(Format::Jsonl, &udp),
-            icmp_format: LineFormat::new(Format::Jsonl, &icmp),
+            tcp_format: LineFormat::of(Format::Jsonl, anonymized),
+            udp_format: LineFormat::of(Format::Jsonl, anonymized),
+            icmp_format: LineFormat::of(Format::Jsonl, anonymized),
             scratch: Vec::new(),
             payload: Vec::new(),
             key: String::new(),

@@ -176,6 +176,11 @@ impl CommunityId {
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("`1:` and base64 are ASCII")
     }
+
+    /// The text's bytes (ASCII), without [`CommunityId::as_str`]'s check.
+    pub fn as_bytes(&self) -> &[u8; CommunityId::LEN] {
+        &self.0
+    }
 }
 
 impl std::fmt::Display for CommunityId {

@@ -41,6 +41,37 @@ pub struct Column<R> {
     pub value: fn(&R) -> Value<'_>,
 }
 
+/// What reads a log's columns: given each column's name, kind and value function in output
+/// order, by [`Logged::columns`].
+pub trait Visit<R> {
+    fn column(&mut self, name: &'static str, kind: Kind, value: fn(&R) -> Value<'_>);
+}
+
+/// A record a flow log shows, with the log's columns: the one definition of their names,
+/// kinds and values, which every format reads.
+///
+/// The definition is a sequence of [`Visit::column`] calls, always inlined: a visitor whose
+/// `column` is inlined too (the line writer's) sees each value function as a constant, so the
+/// compiler calls it directly, inlines it and writes the field from the record's own field
+/// (no call through a pointer and no [`Value`] left in memory). [`collect`] makes the list of
+/// [`Column`]s the typed outputs iterate.
+pub trait Logged: Sized {
+    fn columns<V: Visit<Self>>(v: &mut V);
+}
+
+/// The columns of `R`'s log, in output order.
+pub fn collect<R: Logged>() -> Vec<Column<R>> {
+    struct List<R>(Vec<Column<R>>);
+    impl<R> Visit<R> for List<R> {
+        fn column(&mut self, name: &'static str, kind: Kind, value: fn(&R) -> Value<'_>) {
+            self.0.push(Column { name, kind, value });
+        }
+    }
+    let mut list = List(Vec::new());
+    R::columns(&mut list);
+    list.0
+}
+
 fn ms(ns: u64) -> Value<'static> {
     Value::Ms(ns)
 }
@@ -84,180 +115,82 @@ fn opt_ms(v: Option<u64>) -> Value<'static> {
 
 /// The ICMP errors that quoted a flow's packets: how many, and the latest's type and code.
 macro_rules! icmp_error_columns {
-    ($record:ty) => {
-        [
-            Column::<$record> { name: "icmp_errors", kind: Kind::Count, value: |r| Value::Int(r.icmp_errors.count) },
-            Column { name: "icmp_error_last", kind: Kind::Label, value: |r| icmp_error_last(r.icmp_errors) },
-        ]
+    ($v:ident) => {
+        $v.column("icmp_errors", Kind::Count, |r| Value::Int(r.icmp_errors.count));
+        $v.column("icmp_error_last", Kind::Label, |r| icmp_error_last(r.icmp_errors));
     };
 }
 
 macro_rules! tcp_dir_columns {
-    ($p:literal, $side:ident) => {
-        [
-            Column::<TcpRecord> {
-                name: concat!($p, "_pkts_all"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.pkts),
-            },
-            Column { name: concat!($p, "_rst_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.rst_cnt) },
-            Column { name: concat!($p, "_ack_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.ack_pkts) },
-            Column { name: concat!($p, "_ack_cnt_p"), kind: Kind::Count, value: |r| Value::Int(r.$side.pure_ack_pkts) },
-            Column { name: concat!($p, "_bytes_uniq"), kind: Kind::Count, value: |r| Value::Int(r.$side.unique_bytes) },
-            Column { name: concat!($p, "_pkts_data"), kind: Kind::Count, value: |r| Value::Int(r.$side.data_pkts) },
-            Column { name: concat!($p, "_bytes_all"), kind: Kind::Count, value: |r| Value::Int(r.$side.payload_bytes) },
-            Column { name: concat!($p, "_pkts_retx"), kind: Kind::Count, value: |r| Value::Int(r.$side.retx_pkts) },
-            Column { name: concat!($p, "_bytes_retx"), kind: Kind::Count, value: |r| Value::Int(r.$side.retx_bytes) },
-            Column { name: concat!($p, "_pkts_ooo"), kind: Kind::Count, value: |r| Value::Int(r.$side.ooo_pkts) },
-            Column { name: concat!($p, "_syn_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.syn_cnt) },
-            Column { name: concat!($p, "_fin_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.fin_cnt) },
-        ]
+    ($v:ident, $p:literal, $side:ident) => {
+        $v.column(concat!($p, "_pkts_all"), Kind::Count, |r| Value::Int(r.$side.pkts));
+        $v.column(concat!($p, "_rst_cnt"), Kind::Count, |r| Value::Int(r.$side.rst_cnt));
+        $v.column(concat!($p, "_ack_cnt"), Kind::Count, |r| Value::Int(r.$side.ack_pkts));
+        $v.column(concat!($p, "_ack_cnt_p"), Kind::Count, |r| Value::Int(r.$side.pure_ack_pkts));
+        $v.column(concat!($p, "_bytes_uniq"), Kind::Count, |r| Value::Int(r.$side.unique_bytes));
+        $v.column(concat!($p, "_pkts_data"), Kind::Count, |r| Value::Int(r.$side.data_pkts));
+        $v.column(concat!($p, "_bytes_all"), Kind::Count, |r| Value::Int(r.$side.payload_bytes));
+        $v.column(concat!($p, "_pkts_retx"), Kind::Count, |r| Value::Int(r.$side.retx_pkts));
+        $v.column(concat!($p, "_bytes_retx"), Kind::Count, |r| Value::Int(r.$side.retx_bytes));
+        $v.column(concat!($p, "_pkts_ooo"), Kind::Count, |r| Value::Int(r.$side.ooo_pkts));
+        $v.column(concat!($p, "_syn_cnt"), Kind::Count, |r| Value::Int(r.$side.syn_cnt));
+        $v.column(concat!($p, "_fin_cnt"), Kind::Count, |r| Value::Int(r.$side.fin_cnt));
     };
 }
 
 macro_rules! tcp_dir_rtt_columns {
-    ($p:literal, $side:ident) => {
-        [
-            Column::<TcpRecord> {
-                name: concat!($p, "_rtt_avg"),
-                kind: Kind::Duration,
-                value: |r| rtt(r.$side.rtt.count, 1, ms_f(r.$side.rtt.mean_ns())),
-            },
-            Column {
-                name: concat!($p, "_rtt_min"),
-                kind: Kind::Duration,
-                value: |r| rtt(r.$side.rtt.count, 1, ms(r.$side.rtt.min_ns)),
-            },
-            Column {
-                name: concat!($p, "_rtt_max"),
-                kind: Kind::Duration,
-                value: |r| rtt(r.$side.rtt.count, 1, ms(r.$side.rtt.max_ns)),
-            },
-            Column {
-                name: concat!($p, "_rtt_std"),
-                kind: Kind::Duration,
-                value: |r| rtt(r.$side.rtt.count, 2, ms_f(r.$side.rtt.stdev_ns())),
-            },
-            Column { name: concat!($p, "_rtt_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.rtt.count) },
-            Column {
-                name: concat!($p, "_ttl_min"),
-                kind: Kind::Count,
-                value: |r| seen(r.$side.pkts, u64::from(r.$side.ttl_min)),
-            },
-            Column {
-                name: concat!($p, "_ttl_max"),
-                kind: Kind::Count,
-                value: |r| seen(r.$side.pkts, u64::from(r.$side.ttl_max)),
-            },
-        ]
+    ($v:ident, $p:literal, $side:ident) => {
+        $v.column(concat!($p, "_rtt_avg"), Kind::Duration, |r| rtt(r.$side.rtt.count, 1, ms_f(r.$side.rtt.mean_ns())));
+        $v.column(concat!($p, "_rtt_min"), Kind::Duration, |r| rtt(r.$side.rtt.count, 1, ms(r.$side.rtt.min_ns)));
+        $v.column(concat!($p, "_rtt_max"), Kind::Duration, |r| rtt(r.$side.rtt.count, 1, ms(r.$side.rtt.max_ns)));
+        $v.column(concat!($p, "_rtt_std"), Kind::Duration, |r| rtt(r.$side.rtt.count, 2, ms_f(r.$side.rtt.stdev_ns())));
+        $v.column(concat!($p, "_rtt_cnt"), Kind::Count, |r| Value::Int(r.$side.rtt.count));
+        $v.column(concat!($p, "_ttl_min"), Kind::Count, |r| seen(r.$side.pkts, u64::from(r.$side.ttl_min)));
+        $v.column(concat!($p, "_ttl_max"), Kind::Count, |r| seen(r.$side.pkts, u64::from(r.$side.ttl_max)));
     };
 }
 
 macro_rules! tcp_dir_option_columns {
-    ($p:literal, $side:ident) => {
-        [
-            Column::<TcpRecord> {
-                name: concat!($p, "_f1323_opt"),
-                kind: Kind::Flag,
-                value: |r| Value::Bool(r.$side.win_scale.is_some()),
-            },
-            Column { name: concat!($p, "_tm_opt"), kind: Kind::Flag, value: |r| Value::Bool(r.$side.timestamps) },
-            Column {
-                name: concat!($p, "_win_scl"),
-                kind: Kind::Count,
-                value: |r| r.$side.win_scale.map_or(Value::NoSample, |s| Value::Int(u64::from(s))),
-            },
-            Column { name: concat!($p, "_sack_opt"), kind: Kind::Flag, value: |r| Value::Bool(r.$side.sack_permitted) },
-            Column { name: concat!($p, "_sack_cnt"), kind: Kind::Count, value: |r| Value::Int(r.$side.sack_blocks) },
-            Column {
-                name: concat!($p, "_mss"),
-                kind: Kind::Count,
-                value: |r| if r.$side.mss_opt == 0 { Value::NoSample } else { Value::Int(u64::from(r.$side.mss_opt)) },
-            },
-            Column {
-                name: concat!($p, "_mss_max"),
-                kind: Kind::Count,
-                value: |r| seen(r.$side.data_pkts, u64::from(r.$side.seg_max)),
-            },
-            Column {
-                name: concat!($p, "_mss_min"),
-                kind: Kind::Count,
-                value: |r| seen(r.$side.data_pkts, u64::from(r.$side.seg_min)),
-            },
-            Column { name: concat!($p, "_win_max"), kind: Kind::Count, value: |r| seen(r.$side.pkts, r.$side.win_max) },
-            Column { name: concat!($p, "_win_min"), kind: Kind::Count, value: |r| seen(r.$side.pkts, r.$side.win_min) },
-            Column { name: concat!($p, "_win_0"), kind: Kind::Count, value: |r| Value::Int(r.$side.win_zero) },
-            Column { name: concat!($p, "_cwin_max"), kind: Kind::Count, value: |r| Value::Int(r.$side.inflight_max) },
-            Column { name: concat!($p, "_cwin_min"), kind: Kind::Count, value: |r| Value::Int(r.$side.inflight_min) },
-            Column {
-                name: concat!($p, "_cwin_ini"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.inflight_initial),
-            },
-            Column { name: concat!($p, "_pkts_rto"), kind: Kind::Count, value: |r| Value::Int(r.$side.anomalies.rto) },
-            Column {
-                name: concat!($p, "_pkts_fs"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.fast_retx),
-            },
-            Column {
-                name: concat!($p, "_pkts_reor"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.reordering),
-            },
-            Column {
-                name: concat!($p, "_pkts_dup"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.net_dup),
-            },
-            Column {
-                name: concat!($p, "_pkts_unk"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.unknown),
-            },
-            Column {
-                name: concat!($p, "_pkts_fc"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.flow_control),
-            },
-            Column {
-                name: concat!($p, "_pkts_unrto"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.unneeded_rto),
-            },
-            Column {
-                name: concat!($p, "_pkts_unfs"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.anomalies.unneeded_fast_retx),
-            },
-            Column {
-                name: concat!($p, "_syn_retx"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.syn_retx_new_isn),
-            },
-        ]
+    ($v:ident, $p:literal, $side:ident) => {
+        $v.column(concat!($p, "_f1323_opt"), Kind::Flag, |r| Value::Bool(r.$side.win_scale.is_some()));
+        $v.column(concat!($p, "_tm_opt"), Kind::Flag, |r| Value::Bool(r.$side.timestamps));
+        $v.column(concat!($p, "_win_scl"), Kind::Count, |r| {
+            r.$side.win_scale.map_or(Value::NoSample, |s| Value::Int(u64::from(s)))
+        });
+        $v.column(concat!($p, "_sack_opt"), Kind::Flag, |r| Value::Bool(r.$side.sack_permitted));
+        $v.column(concat!($p, "_sack_cnt"), Kind::Count, |r| Value::Int(r.$side.sack_blocks));
+        $v.column(concat!($p, "_mss"), Kind::Count, |r| {
+            if r.$side.mss_opt == 0 {
+                Value::NoSample
+            } else {
+                Value::Int(u64::from(r.$side.mss_opt))
+            }
+        });
+        $v.column(concat!($p, "_mss_max"), Kind::Count, |r| seen(r.$side.data_pkts, u64::from(r.$side.seg_max)));
+        $v.column(concat!($p, "_mss_min"), Kind::Count, |r| seen(r.$side.data_pkts, u64::from(r.$side.seg_min)));
+        $v.column(concat!($p, "_win_max"), Kind::Count, |r| seen(r.$side.pkts, r.$side.win_max));
+        $v.column(concat!($p, "_win_min"), Kind::Count, |r| seen(r.$side.pkts, r.$side.win_min));
+        $v.column(concat!($p, "_win_0"), Kind::Count, |r| Value::Int(r.$side.win_zero));
+        $v.column(concat!($p, "_cwin_max"), Kind::Count, |r| Value::Int(r.$side.inflight_max));
+        $v.column(concat!($p, "_cwin_min"), Kind::Count, |r| Value::Int(r.$side.inflight_min));
+        $v.column(concat!($p, "_cwin_ini"), Kind::Count, |r| Value::Int(r.$side.inflight_initial));
+        $v.column(concat!($p, "_pkts_rto"), Kind::Count, |r| Value::Int(r.$side.anomalies.rto));
+        $v.column(concat!($p, "_pkts_fs"), Kind::Count, |r| Value::Int(r.$side.anomalies.fast_retx));
+        $v.column(concat!($p, "_pkts_reor"), Kind::Count, |r| Value::Int(r.$side.anomalies.reordering));
+        $v.column(concat!($p, "_pkts_dup"), Kind::Count, |r| Value::Int(r.$side.anomalies.net_dup));
+        $v.column(concat!($p, "_pkts_unk"), Kind::Count, |r| Value::Int(r.$side.anomalies.unknown));
+        $v.column(concat!($p, "_pkts_fc"), Kind::Count, |r| Value::Int(r.$side.anomalies.flow_control));
+        $v.column(concat!($p, "_pkts_unrto"), Kind::Count, |r| Value::Int(r.$side.anomalies.unneeded_rto));
+        $v.column(concat!($p, "_pkts_unfs"), Kind::Count, |r| Value::Int(r.$side.anomalies.unneeded_fast_retx));
+        $v.column(concat!($p, "_syn_retx"), Kind::Count, |r| Value::Int(r.$side.syn_retx_new_isn));
     };
 }
 
 macro_rules! tcp_dir_extra_columns {
-    ($p:literal, $side:ident) => {
-        [
-            Column::<TcpRecord> {
-                name: concat!($p, "_bytes_ip"),
-                kind: Kind::Count,
-                value: |r| Value::Int(r.$side.ip_bytes),
-            },
-            Column {
-                name: concat!($p, "_first_pkt"),
-                kind: Kind::Duration,
-                value: |r| rel(r.$side.first_ns, r.first_ns),
-            },
-            Column {
-                name: concat!($p, "_last_pkt"),
-                kind: Kind::Duration,
-                value: |r| rel(r.$side.last_ns, r.first_ns),
-            },
-        ]
+    ($v:ident, $p:literal, $side:ident) => {
+        $v.column(concat!($p, "_bytes_ip"), Kind::Count, |r| Value::Int(r.$side.ip_bytes));
+        $v.column(concat!($p, "_first_pkt"), Kind::Duration, |r| rel(r.$side.first_ns, r.first_ns));
+        $v.column(concat!($p, "_last_pkt"), Kind::Duration, |r| rel(r.$side.last_ns, r.first_ns));
     };
 }
 
@@ -267,72 +200,58 @@ fn dir_first(d: &TcpDirStats, first_ns: u64) -> Value<'static> {
 
 /// The TCP flow log's columns, in output order.
 pub fn tcp_columns() -> Vec<Column<TcpRecord>> {
-    let mut cols: Vec<Column<TcpRecord>> = vec![
-        Column { name: "c_ip", kind: Kind::Address, value: |r| Value::Ip(r.endpoints.client_ip) },
-        Column { name: "c_port", kind: Kind::Count, value: |r| Value::Int(u64::from(r.endpoints.client_port)) },
-    ];
-    cols.extend(tcp_dir_columns!("c", client));
-    cols.push(Column { name: "s_ip", kind: Kind::Address, value: |r| Value::Ip(r.endpoints.server_ip) });
-    cols.push(Column { name: "s_port", kind: Kind::Count, value: |r| Value::Int(u64::from(r.endpoints.server_port)) });
-    cols.extend(tcp_dir_columns!("s", server));
-    cols.extend([
-        Column::<TcpRecord> { name: "first", kind: Kind::Time, value: |r| ms(r.first_ns) },
-        Column { name: "last", kind: Kind::Time, value: |r| ms(r.last_ns) },
-        Column { name: "durat", kind: Kind::Duration, value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
-        Column { name: "c_first", kind: Kind::Duration, value: |r| dir_first(&r.client, r.first_ns) },
-        Column { name: "s_first", kind: Kind::Duration, value: |r| dir_first(&r.server, r.first_ns) },
-        Column { name: "c_last", kind: Kind::Duration, value: |r| rel(r.client.last_payload_ns, r.first_ns) },
-        Column { name: "s_last", kind: Kind::Duration, value: |r| rel(r.server.last_payload_ns, r.first_ns) },
-        Column { name: "c_first_ack", kind: Kind::Duration, value: |r| rel(r.client.first_ack_ns, r.first_ns) },
-        Column { name: "s_first_ack", kind: Kind::Duration, value: |r| rel(r.server.first_ack_ns, r.first_ns) },
-        Column { name: "c_isint", kind: Kind::Flag, value: |r| Value::Bool(r.endpoints.client_internal) },
-        Column { name: "s_isint", kind: Kind::Flag, value: |r| Value::Bool(r.endpoints.server_internal) },
-        Column { name: "c_iscrypto", kind: Kind::Flag, value: |_| Value::Bool(false) },
-        Column { name: "s_iscrypto", kind: Kind::Flag, value: |_| Value::Bool(false) },
-    ]);
-    cols.extend(tcp_dir_rtt_columns!("c", client));
-    cols.extend(tcp_dir_rtt_columns!("s", server));
-    cols.extend(tcp_dir_option_columns!("c", client));
-    cols.extend(tcp_dir_option_columns!("s", server));
-    // sonde's own columns, after Tstat's.
-    cols.extend(tcp_dir_extra_columns!("c", client));
-    cols.extend(tcp_dir_extra_columns!("s", server));
-    cols.extend([
-        Column::<TcpRecord> { name: "c_hs_rtt", kind: Kind::Duration, value: |r| opt_ms(r.hs_syn_synack_ns) },
-        Column { name: "s_hs_rtt", kind: Kind::Duration, value: |r| opt_ms(r.hs_synack_ack_ns) },
-        Column { name: "complete", kind: Kind::Flag, value: |r| Value::Bool(r.complete) },
-        Column { name: "end_reason", kind: Kind::Label, value: |r| Value::Text(r.end.name()) },
-        Column {
-            name: "tunnel",
-            kind: Kind::Label,
-            value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
-        },
-    ]);
-    cols.extend(tcp_app_columns());
-    cols.extend(icmp_error_columns!(TcpRecord));
-    cols
+    collect()
+}
+
+impl Logged for TcpRecord {
+    #[inline(always)]
+    fn columns<V: Visit<TcpRecord>>(v: &mut V) {
+        v.column("c_ip", Kind::Address, |r| Value::Ip(r.endpoints.client_ip));
+        v.column("c_port", Kind::Count, |r| Value::Int(u64::from(r.endpoints.client_port)));
+        tcp_dir_columns!(v, "c", client);
+        v.column("s_ip", Kind::Address, |r| Value::Ip(r.endpoints.server_ip));
+        v.column("s_port", Kind::Count, |r| Value::Int(u64::from(r.endpoints.server_port)));
+        tcp_dir_columns!(v, "s", server);
+        v.column("first", Kind::Time, |r| ms(r.first_ns));
+        v.column("last", Kind::Time, |r| ms(r.last_ns));
+        v.column("durat", Kind::Duration, |r| ms(r.last_ns.saturating_sub(r.first_ns)));
+        v.column("c_first", Kind::Duration, |r| dir_first(&r.client, r.first_ns));
+        v.column("s_first", Kind::Duration, |r| dir_first(&r.server, r.first_ns));
+        v.column("c_last", Kind::Duration, |r| rel(r.client.last_payload_ns, r.first_ns));
+        v.column("s_last", Kind::Duration, |r| rel(r.server.last_payload_ns, r.first_ns));
+        v.column("c_first_ack", Kind::Duration, |r| rel(r.client.first_ack_ns, r.first_ns));
+        v.column("s_first_ack", Kind::Duration, |r| rel(r.server.first_ack_ns, r.first_ns));
+        v.column("c_isint", Kind::Flag, |r| Value::Bool(r.endpoints.client_internal));
+        v.column("s_isint", Kind::Flag, |r| Value::Bool(r.endpoints.server_internal));
+        v.column("c_iscrypto", Kind::Flag, |_| Value::Bool(false));
+        v.column("s_iscrypto", Kind::Flag, |_| Value::Bool(false));
+        tcp_dir_rtt_columns!(v, "c", client);
+        tcp_dir_rtt_columns!(v, "s", server);
+        tcp_dir_option_columns!(v, "c", client);
+        tcp_dir_option_columns!(v, "s", server);
+        // sonde's own columns, after Tstat's.
+        tcp_dir_extra_columns!(v, "c", client);
+        tcp_dir_extra_columns!(v, "s", server);
+        v.column("c_hs_rtt", Kind::Duration, |r| opt_ms(r.hs_syn_synack_ns));
+        v.column("s_hs_rtt", Kind::Duration, |r| opt_ms(r.hs_synack_ack_ns));
+        v.column("complete", Kind::Flag, |r| Value::Bool(r.complete));
+        v.column("end_reason", Kind::Label, |r| Value::Text(r.end.name()));
+        v.column("tunnel", Kind::Label, |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
+        tcp_app_columns(v);
+        icmp_error_columns!(v);
+    }
 }
 
 macro_rules! udp_dir_columns {
-    ($p:literal, $side:ident, $ip:ident, $port:ident, $int:ident) => {
-        [
-            Column::<UdpRecord> {
-                name: concat!($p, "_ip"),
-                kind: Kind::Address,
-                value: |r| Value::Ip(r.endpoints.$ip),
-            },
-            Column {
-                name: concat!($p, "_port"),
-                kind: Kind::Count,
-                value: |r| Value::Int(u64::from(r.endpoints.$port)),
-            },
-            Column { name: concat!($p, "_first_abs"), kind: Kind::Time, value: |r| udp_first_abs(&r.$side) },
-            Column { name: concat!($p, "_durat"), kind: Kind::Duration, value: |r| udp_durat(&r.$side) },
-            Column { name: concat!($p, "_bytes_all"), kind: Kind::Count, value: |r| Value::Int(r.$side.payload_bytes) },
-            Column { name: concat!($p, "_pkts_all"), kind: Kind::Count, value: |r| Value::Int(r.$side.pkts) },
-            Column { name: concat!($p, "_isint"), kind: Kind::Flag, value: |r| Value::Bool(r.endpoints.$int) },
-            Column { name: concat!($p, "_iscrypto"), kind: Kind::Flag, value: |_| Value::Bool(false) },
-        ]
+    ($v:ident, $p:literal, $side:ident, $ip:ident, $port:ident, $int:ident) => {
+        $v.column(concat!($p, "_ip"), Kind::Address, |r| Value::Ip(r.endpoints.$ip));
+        $v.column(concat!($p, "_port"), Kind::Count, |r| Value::Int(u64::from(r.endpoints.$port)));
+        $v.column(concat!($p, "_first_abs"), Kind::Time, |r| udp_first_abs(&r.$side));
+        $v.column(concat!($p, "_durat"), Kind::Duration, |r| udp_durat(&r.$side));
+        $v.column(concat!($p, "_bytes_all"), Kind::Count, |r| Value::Int(r.$side.payload_bytes));
+        $v.column(concat!($p, "_pkts_all"), Kind::Count, |r| Value::Int(r.$side.pkts));
+        $v.column(concat!($p, "_isint"), Kind::Flag, |r| Value::Bool(r.endpoints.$int));
+        $v.column(concat!($p, "_iscrypto"), Kind::Flag, |_| Value::Bool(false));
     };
 }
 
@@ -373,6 +292,19 @@ fn tls_version(v: Option<u16>) -> Value<'static> {
 /// The highest version a ClientHello offered (supported_versions, else its legacy version).
 fn offered_version(t: &TlsFacts) -> Option<u16> {
     t.versions_offered.iter().copied().max().or(t.client_version)
+}
+
+/// Addresses as the logs spell them, joined by commas (without the `fmt` machinery).
+fn addresses(list: &[IpAddr]) -> String {
+    let mut out = String::with_capacity(list.len() * 16);
+    let mut buf: crate::line::IpBuf = [0; sonde_types::text::IP_MAX];
+    for (i, &ip) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(crate::line::ip_text(ip, &mut buf));
+    }
+    out
 }
 
 /// Names joined by commas (ALPN lists); missing when none.
@@ -422,67 +354,29 @@ fn community_id(protocol: u8, e: &sonde_flow::Endpoints) -> Value<'static> {
 /// Columns both flow logs end with: the application, its Community ID, DN-Hunter's name and
 /// the DNS facts (docs/l7.md).
 macro_rules! app_columns {
-    ($rec:ty, $transport:expr, $protocol:literal) => {
-        [
-            Column::<$rec> {
-                name: "app",
-                kind: Kind::Label,
-                value: |r| Value::Text(app_label(r.app.as_deref(), $transport, &r.endpoints).name),
-            },
-            Column {
-                name: "app_by_port",
-                kind: Kind::Flag,
-                value: |r| Value::Bool(app_label(r.app.as_deref(), $transport, &r.endpoints).by_port),
-            },
-            Column { name: "community_id", kind: Kind::Label, value: |r| community_id($protocol, &r.endpoints) },
-            Column {
-                name: "fqdn",
-                kind: Kind::Label,
-                value: |r| text(r.app.as_ref().and_then(|a| a.resolved.as_ref()).map(|d| &*d.name)),
-            },
-            Column {
-                name: "dns_rslv",
-                kind: Kind::Address,
-                value: |r| {
-                    r.app.as_ref().and_then(|a| a.resolved.as_ref()).map_or(Value::Missing, |d| Value::Ip(d.resolver))
-                },
-            },
-            Column {
-                name: "dns_qry",
-                kind: Kind::Label,
-                value: |r| text(r.app.as_ref().and_then(|a| a.dns.as_ref()).and_then(|d| d.query.as_deref())),
-            },
-            Column {
-                name: "dns_qtype",
-                kind: Kind::Count,
-                value: |r| {
-                    r.app
-                        .as_ref()
-                        .and_then(|a| a.dns.as_ref()?.qtype)
-                        .map_or(Value::Missing, |t| Value::Int(u64::from(t)))
-                },
-            },
-            Column {
-                name: "dns_rcode",
-                kind: Kind::Count,
-                value: |r| {
-                    r.app
-                        .as_ref()
-                        .and_then(|a| a.dns.as_ref()?.rcode)
-                        .map_or(Value::Missing, |c| Value::Int(u64::from(c)))
-                },
-            },
-            Column {
-                name: "dns_answers",
-                kind: Kind::Label,
-                value: |r| match r.app.as_ref().and_then(|a| a.dns.as_ref()) {
-                    Some(d) if !d.answers.is_empty() => {
-                        Value::Owned(d.answers.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(","))
-                    }
-                    _ => Value::Missing,
-                },
-            },
-        ]
+    ($v:ident, $transport:expr, $protocol:literal) => {
+        $v.column("app", Kind::Label, |r| Value::Text(app_label(r.app.as_deref(), $transport, &r.endpoints).name));
+        $v.column("app_by_port", Kind::Flag, |r| {
+            Value::Bool(app_label(r.app.as_deref(), $transport, &r.endpoints).by_port)
+        });
+        $v.column("community_id", Kind::Label, |r| community_id($protocol, &r.endpoints));
+        $v.column("fqdn", Kind::Label, |r| text(r.app.as_ref().and_then(|a| a.resolved.as_ref()).map(|d| &*d.name)));
+        $v.column("dns_rslv", Kind::Address, |r| {
+            r.app.as_ref().and_then(|a| a.resolved.as_ref()).map_or(Value::Missing, |d| Value::Ip(d.resolver))
+        });
+        $v.column("dns_qry", Kind::Label, |r| {
+            text(r.app.as_ref().and_then(|a| a.dns.as_ref()).and_then(|d| d.query.as_deref()))
+        });
+        $v.column("dns_qtype", Kind::Count, |r| {
+            r.app.as_ref().and_then(|a| a.dns.as_ref()?.qtype).map_or(Value::Missing, |t| Value::Int(u64::from(t)))
+        });
+        $v.column("dns_rcode", Kind::Count, |r| {
+            r.app.as_ref().and_then(|a| a.dns.as_ref()?.rcode).map_or(Value::Missing, |c| Value::Int(u64::from(c)))
+        });
+        $v.column("dns_answers", Kind::Label, |r| match r.app.as_ref().and_then(|a| a.dns.as_ref()) {
+            Some(d) if !d.answers.is_empty() => Value::Owned(addresses(&d.answers)),
+            _ => Value::Missing,
+        });
     };
 }
 
@@ -499,88 +393,44 @@ fn quic_of(r: &UdpRecord) -> Option<&sonde_l7::QuicFacts> {
 }
 
 macro_rules! tls_dir_columns {
-    ($p:literal, $dir:literal) => {
-        [
-            Column::<TcpRecord> {
-                name: concat!($p, "_last_handshakeT"),
-                kind: Kind::Duration,
-                value: |r| app_rel(tls_of(r).and_then(|t| t.last_handshake_ns[$dir]), r.first_ns),
-            },
-            Column {
-                name: concat!($p, "_appdataT"),
-                kind: Kind::Duration,
-                value: |r| app_rel(tls_of(r).and_then(|t| t.first_appdata_ns[$dir]), r.first_ns),
-            },
-            Column {
-                name: concat!($p, "_appdataB"),
-                kind: Kind::Count,
-                value: |r| tls_of(r).map_or(Value::Missing, |t| Value::Int(t.appdata_bytes[$dir])),
-            },
-        ]
+    ($v:ident, $p:literal, $dir:literal) => {
+        $v.column(concat!($p, "_last_handshakeT"), Kind::Duration, |r| {
+            app_rel(tls_of(r).and_then(|t| t.last_handshake_ns[$dir]), r.first_ns)
+        });
+        $v.column(concat!($p, "_appdataT"), Kind::Duration, |r| {
+            app_rel(tls_of(r).and_then(|t| t.first_appdata_ns[$dir]), r.first_ns)
+        });
+        $v.column(concat!($p, "_appdataB"), Kind::Count, |r| {
+            tls_of(r).map_or(Value::Missing, |t| Value::Int(t.appdata_bytes[$dir]))
+        });
     };
 }
 
 /// The TCP flow log's layer-7 columns (Tstat's names where Tstat has the quantity).
-fn tcp_app_columns() -> Vec<Column<TcpRecord>> {
-    let mut cols: Vec<Column<TcpRecord>> = app_columns!(TcpRecord, sonde_l7::Transport::Tcp, 6).into();
-    cols.extend([
-        Column::<TcpRecord> {
-            name: "c_tls_SNI",
-            kind: Kind::Label,
-            value: |r| text(tls_of(r).and_then(|t| t.sni.as_deref())),
-        },
-        Column {
-            name: "s_tls_SCN",
-            kind: Kind::Label,
-            value: |r| text(tls_of(r).and_then(|t| t.cert_subject.as_deref())),
-        },
-        Column {
-            name: "c_npnalpn",
-            kind: Kind::Label,
-            value: |r| tls_of(r).map_or(Value::Missing, |t| joined(&t.alpn_offered)),
-        },
-        Column { name: "s_npnalpn", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.alpn.as_deref())) },
-        Column { name: "c_TLSvers", kind: Kind::Label, value: |r| tls_version(tls_of(r).and_then(offered_version)) },
-        Column { name: "s_TLSvers", kind: Kind::Label, value: |r| tls_version(tls_of(r).and_then(|t| t.version)) },
-        Column { name: "tls_ja3", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.ja3.as_deref())) },
-        Column { name: "tls_ja3s", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.ja3s.as_deref())) },
-        Column { name: "tls_ja4", kind: Kind::Label, value: |r| text(tls_of(r).and_then(|t| t.ja4.as_deref())) },
-    ]);
-    cols.extend(tls_dir_columns!("c", 0));
-    cols.extend(tls_dir_columns!("s", 1));
-    cols.extend([
-        Column::<TcpRecord> {
-            name: "http_req_cnt",
-            kind: Kind::Count,
-            value: |r| http_of(r).map_or(Value::Missing, |h| Value::Int(u64::from(h.requests))),
-        },
-        Column {
-            name: "http_res_cnt",
-            kind: Kind::Count,
-            value: |r| http_of(r).map_or(Value::Missing, |h| Value::Int(u64::from(h.responses))),
-        },
-        Column {
-            name: "http_res",
-            kind: Kind::Count,
-            value: |r| http_of(r).and_then(|h| h.status).map_or(Value::Missing, |s| Value::Int(u64::from(s))),
-        },
-        Column {
-            name: "http_method",
-            kind: Kind::Label,
-            value: |r| text(http_of(r).and_then(|h| h.method.as_deref())),
-        },
-        Column {
-            name: "http_hostname",
-            kind: Kind::Label,
-            value: |r| text(http_of(r).and_then(|h| h.host.as_deref())),
-        },
-        Column {
-            name: "http_ua",
-            kind: Kind::Label,
-            value: |r| text(http_of(r).and_then(|h| h.user_agent.as_deref())),
-        },
-    ]);
-    cols
+#[inline(always)]
+fn tcp_app_columns<V: Visit<TcpRecord>>(v: &mut V) {
+    app_columns!(v, sonde_l7::Transport::Tcp, 6);
+    v.column("c_tls_SNI", Kind::Label, |r| text(tls_of(r).and_then(|t| t.sni.as_deref())));
+    v.column("s_tls_SCN", Kind::Label, |r| text(tls_of(r).and_then(|t| t.cert_subject.as_deref())));
+    v.column("c_npnalpn", Kind::Label, |r| tls_of(r).map_or(Value::Missing, |t| joined(&t.alpn_offered)));
+    v.column("s_npnalpn", Kind::Label, |r| text(tls_of(r).and_then(|t| t.alpn.as_deref())));
+    v.column("c_TLSvers", Kind::Label, |r| tls_version(tls_of(r).and_then(offered_version)));
+    v.column("s_TLSvers", Kind::Label, |r| tls_version(tls_of(r).and_then(|t| t.version)));
+    v.column("tls_ja3", Kind::Label, |r| text(tls_of(r).and_then(|t| t.ja3.as_deref())));
+    v.column("tls_ja3s", Kind::Label, |r| text(tls_of(r).and_then(|t| t.ja3s.as_deref())));
+    v.column("tls_ja4", Kind::Label, |r| text(tls_of(r).and_then(|t| t.ja4.as_deref())));
+    tls_dir_columns!(v, "c", 0);
+    tls_dir_columns!(v, "s", 1);
+    v.column("http_req_cnt", Kind::Count, |r| http_of(r).map_or(Value::Missing, |h| Value::Int(u64::from(h.requests))));
+    v.column("http_res_cnt", Kind::Count, |r| {
+        http_of(r).map_or(Value::Missing, |h| Value::Int(u64::from(h.responses)))
+    });
+    v.column("http_res", Kind::Count, |r| {
+        http_of(r).and_then(|h| h.status).map_or(Value::Missing, |s| Value::Int(u64::from(s)))
+    });
+    v.column("http_method", Kind::Label, |r| text(http_of(r).and_then(|h| h.method.as_deref())));
+    v.column("http_hostname", Kind::Label, |r| text(http_of(r).and_then(|h| h.host.as_deref())));
+    v.column("http_ua", Kind::Label, |r| text(http_of(r).and_then(|h| h.user_agent.as_deref())));
 }
 
 fn rtp_of(r: &UdpRecord, dir: usize) -> Option<&sonde_l7::RtpStream> {
@@ -597,106 +447,47 @@ fn rtp_jitter(s: Option<&sonde_l7::RtpStream>, units: fn(&sonde_l7::RtpStream) -
 }
 
 macro_rules! rtp_dir_columns {
-    ($p:literal, $dir:literal) => {
-        [
-            Column::<UdpRecord> {
-                name: concat!($p, "_rtp_ssrc"),
-                kind: Kind::Count,
-                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(u64::from(s.ssrc))),
-            },
-            Column {
-                name: concat!($p, "_rtp_pt"),
-                kind: Kind::Count,
-                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(u64::from(s.payload_type))),
-            },
-            Column {
-                name: concat!($p, "_rtp_pkts"),
-                kind: Kind::Count,
-                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.packets)),
-            },
-            Column {
-                name: concat!($p, "_rtp_lost"),
-                kind: Kind::Count,
-                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.lost.max(0) as u64)),
-            },
-            Column {
-                name: concat!($p, "_rtp_oos"),
-                kind: Kind::Count,
-                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.out_of_sequence)),
-            },
-            Column {
-                name: concat!($p, "_rtp_dup"),
-                kind: Kind::Count,
-                value: |r| rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.duplicates)),
-            },
-            Column {
-                name: concat!($p, "_rtp_jitter_avg"),
-                kind: Kind::Duration,
-                value: |r| rtp_jitter(rtp_of(r, $dir), |s| s.jitter_mean),
-            },
-            Column {
-                name: concat!($p, "_rtp_jitter_max"),
-                kind: Kind::Duration,
-                value: |r| rtp_jitter(rtp_of(r, $dir), |s| s.jitter_max),
-            },
-            Column {
-                name: concat!($p, "_rtcp_pkts"),
-                kind: Kind::Count,
-                value: |r| {
-                    r.app
-                        .as_ref()
-                        .and_then(|a| a.rtp.as_ref())
-                        .map_or(Value::Missing, |rtp| Value::Int(rtp.rtcp[$dir].packets))
-                },
-            },
-        ]
+    ($v:ident, $p:literal, $dir:literal) => {
+        $v.column(concat!($p, "_rtp_ssrc"), Kind::Count, |r| {
+            rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(u64::from(s.ssrc)))
+        });
+        $v.column(concat!($p, "_rtp_pt"), Kind::Count, |r| {
+            rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(u64::from(s.payload_type)))
+        });
+        $v.column(concat!($p, "_rtp_pkts"), Kind::Count, |r| {
+            rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.packets))
+        });
+        $v.column(concat!($p, "_rtp_lost"), Kind::Count, |r| {
+            rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.lost.max(0) as u64))
+        });
+        $v.column(concat!($p, "_rtp_oos"), Kind::Count, |r| {
+            rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.out_of_sequence))
+        });
+        $v.column(concat!($p, "_rtp_dup"), Kind::Count, |r| {
+            rtp_of(r, $dir).map_or(Value::Missing, |s| Value::Int(s.duplicates))
+        });
+        $v.column(concat!($p, "_rtp_jitter_avg"), Kind::Duration, |r| rtp_jitter(rtp_of(r, $dir), |s| s.jitter_mean));
+        $v.column(concat!($p, "_rtp_jitter_max"), Kind::Duration, |r| rtp_jitter(rtp_of(r, $dir), |s| s.jitter_max));
+        $v.column(concat!($p, "_rtcp_pkts"), Kind::Count, |r| {
+            r.app.as_ref().and_then(|a| a.rtp.as_ref()).map_or(Value::Missing, |rtp| Value::Int(rtp.rtcp[$dir].packets))
+        });
     };
 }
 
 /// The UDP flow log's layer-7 columns (Tstat's names where Tstat has the quantity).
-fn udp_app_columns() -> Vec<Column<UdpRecord>> {
-    let mut cols: Vec<Column<UdpRecord>> = app_columns!(UdpRecord, sonde_l7::Transport::Udp, 17).into();
-    cols.extend([
-        Column::<UdpRecord> {
-            name: "quic_SNI",
-            kind: Kind::Label,
-            value: |r| text(quic_of(r).and_then(|q| q.tls.sni.as_deref())),
-        },
-        Column {
-            name: "quic_UA",
-            kind: Kind::Label,
-            value: |r| text(quic_of(r).and_then(|q| q.user_agent.as_deref())),
-        },
-        Column {
-            name: "quic_c_vers",
-            kind: Kind::Label,
-            value: |r| quic_version(quic_of(r).and_then(|q| q.client_version)),
-        },
-        Column {
-            name: "quic_s_vers",
-            kind: Kind::Label,
-            value: |r| quic_version(quic_of(r).and_then(|q| q.server_version)),
-        },
-        Column {
-            name: "quic_zero_rtt",
-            kind: Kind::Flag,
-            value: |r| quic_of(r).map_or(Value::Missing, |q| Value::Bool(q.zero_rtt)),
-        },
-        Column {
-            name: "quic_ech",
-            kind: Kind::Flag,
-            value: |r| quic_of(r).map_or(Value::Missing, |q| Value::Bool(q.ech)),
-        },
-        Column {
-            name: "quic_alpn",
-            kind: Kind::Label,
-            value: |r| quic_of(r).map_or(Value::Missing, |q| joined(&q.tls.alpn_offered)),
-        },
-        Column { name: "quic_ja4", kind: Kind::Label, value: |r| text(quic_of(r).and_then(|q| q.tls.ja4.as_deref())) },
-    ]);
-    cols.extend(rtp_dir_columns!("c", 0));
-    cols.extend(rtp_dir_columns!("s", 1));
-    cols
+#[inline(always)]
+fn udp_app_columns<V: Visit<UdpRecord>>(v: &mut V) {
+    app_columns!(v, sonde_l7::Transport::Udp, 17);
+    v.column("quic_SNI", Kind::Label, |r| text(quic_of(r).and_then(|q| q.tls.sni.as_deref())));
+    v.column("quic_UA", Kind::Label, |r| text(quic_of(r).and_then(|q| q.user_agent.as_deref())));
+    v.column("quic_c_vers", Kind::Label, |r| quic_version(quic_of(r).and_then(|q| q.client_version)));
+    v.column("quic_s_vers", Kind::Label, |r| quic_version(quic_of(r).and_then(|q| q.server_version)));
+    v.column("quic_zero_rtt", Kind::Flag, |r| quic_of(r).map_or(Value::Missing, |q| Value::Bool(q.zero_rtt)));
+    v.column("quic_ech", Kind::Flag, |r| quic_of(r).map_or(Value::Missing, |q| Value::Bool(q.ech)));
+    v.column("quic_alpn", Kind::Label, |r| quic_of(r).map_or(Value::Missing, |q| joined(&q.tls.alpn_offered)));
+    v.column("quic_ja4", Kind::Label, |r| text(quic_of(r).and_then(|q| q.tls.ja4.as_deref())));
+    rtp_dir_columns!(v, "c", 0);
+    rtp_dir_columns!(v, "s", 1);
 }
 
 /// `columns` with `*_iscrypto` set to 1, as Tstat sets it for an address it anonymised: for the
@@ -710,25 +501,24 @@ pub fn mark_anonymized<R>(mut columns: Vec<Column<R>>) -> Vec<Column<R>> {
 
 /// The UDP flow log's columns, in output order.
 pub fn udp_columns() -> Vec<Column<UdpRecord>> {
-    let mut cols: Vec<Column<UdpRecord>> = Vec::new();
-    cols.extend(udp_dir_columns!("c", client, client_ip, client_port, client_internal));
-    cols.extend(udp_dir_columns!("s", server, server_ip, server_port, server_internal));
-    cols.extend([
-        Column::<UdpRecord> { name: "c_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.client.ip_bytes) },
-        Column { name: "s_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.server.ip_bytes) },
-        Column { name: "first", kind: Kind::Time, value: |r| ms(r.first_ns) },
-        Column { name: "last", kind: Kind::Time, value: |r| ms(r.last_ns) },
-        Column { name: "durat", kind: Kind::Duration, value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
-        Column { name: "end_reason", kind: Kind::Label, value: |r| Value::Text(r.end.name()) },
-        Column {
-            name: "tunnel",
-            kind: Kind::Label,
-            value: |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
-        },
-    ]);
-    cols.extend(udp_app_columns());
-    cols.extend(icmp_error_columns!(UdpRecord));
-    cols
+    collect()
+}
+
+impl Logged for UdpRecord {
+    #[inline(always)]
+    fn columns<V: Visit<UdpRecord>>(v: &mut V) {
+        udp_dir_columns!(v, "c", client, client_ip, client_port, client_internal);
+        udp_dir_columns!(v, "s", server, server_ip, server_port, server_internal);
+        v.column("c_bytes_ip", Kind::Count, |r| Value::Int(r.client.ip_bytes));
+        v.column("s_bytes_ip", Kind::Count, |r| Value::Int(r.server.ip_bytes));
+        v.column("first", Kind::Time, |r| ms(r.first_ns));
+        v.column("last", Kind::Time, |r| ms(r.last_ns));
+        v.column("durat", Kind::Duration, |r| ms(r.last_ns.saturating_sub(r.first_ns)));
+        v.column("end_reason", Kind::Label, |r| Value::Text(r.end.name()));
+        v.column("tunnel", Kind::Label, |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
+        udp_app_columns(v);
+        icmp_error_columns!(v);
+    }
 }
 
 /// `type/code`, e.g. `3/3` (port unreachable); missing without an error.
@@ -751,70 +541,51 @@ fn echo_rtt(r: &IcmpRecord, least: u64, value: Value<'static>) -> Value<'static>
 
 /// The ICMP flow log's columns, in output order (docs/icmp.md).
 pub fn icmp_columns() -> Vec<Column<IcmpRecord>> {
-    vec![
-        Column::<IcmpRecord> { name: "c_ip", kind: Kind::Address, value: |r| Value::Ip(r.key.client) },
-        Column { name: "s_ip", kind: Kind::Address, value: |r| Value::Ip(r.key.server) },
-        Column { name: "proto", kind: Kind::Label, value: |r| Value::Text(r.key.proto()) },
-        Column {
-            name: "kind",
-            kind: Kind::Label,
-            value: |r| {
-                Value::Text(match r.key.kind {
-                    IcmpKind::Echo { .. } => "echo",
-                    IcmpKind::Message { .. } => "message",
-                })
-            },
-        },
-        Column {
-            name: "icmp_type",
-            kind: Kind::Count,
-            value: |r| match r.key.kind {
-                IcmpKind::Message { icmp_type, .. } => Value::Int(u64::from(icmp_type)),
-                IcmpKind::Echo { .. } => Value::Missing,
-            },
-        },
-        Column {
-            name: "icmp_code",
-            kind: Kind::Count,
-            value: |r| match r.key.kind {
-                IcmpKind::Message { code, .. } => Value::Int(u64::from(code)),
-                IcmpKind::Echo { .. } => Value::Missing,
-            },
-        },
-        Column {
-            name: "echo_id",
-            kind: Kind::Count,
-            value: |r| match r.key.kind {
-                IcmpKind::Echo { ident } => Value::Int(u64::from(ident)),
-                IcmpKind::Message { .. } => Value::Missing,
-            },
-        },
-        Column { name: "c_pkts_all", kind: Kind::Count, value: |r| Value::Int(r.client.pkts) },
-        Column { name: "c_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.client.ip_bytes) },
-        Column { name: "s_pkts_all", kind: Kind::Count, value: |r| Value::Int(r.server.pkts) },
-        Column { name: "s_bytes_ip", kind: Kind::Count, value: |r| Value::Int(r.server.ip_bytes) },
-        Column { name: "first", kind: Kind::Time, value: |r| ms(r.first_ns) },
-        Column { name: "last", kind: Kind::Time, value: |r| ms(r.last_ns) },
-        Column { name: "durat", kind: Kind::Duration, value: |r| ms(r.last_ns.saturating_sub(r.first_ns)) },
-        Column { name: "rtt_cnt", kind: Kind::Count, value: |r| echo_only(r, Value::Int(r.rtt.count)) },
-        Column { name: "rtt_min", kind: Kind::Duration, value: |r| echo_rtt(r, 1, ms(r.rtt.min_ns)) },
-        Column { name: "rtt_avg", kind: Kind::Duration, value: |r| echo_rtt(r, 1, ms_f(r.rtt.mean_ns())) },
-        Column { name: "rtt_max", kind: Kind::Duration, value: |r| echo_rtt(r, 1, ms(r.rtt.max_ns)) },
-        Column { name: "rtt_std", kind: Kind::Duration, value: |r| echo_rtt(r, 2, ms_f(r.rtt.stdev_ns())) },
-        Column {
-            name: "replies_unmatched",
-            kind: Kind::Count,
-            value: |r| echo_only(r, Value::Int(r.replies_unmatched)),
-        },
-        Column { name: "c_isint", kind: Kind::Flag, value: |r| Value::Bool(r.client_internal) },
-        Column { name: "s_isint", kind: Kind::Flag, value: |r| Value::Bool(r.server_internal) },
-        Column { name: "end_reason", kind: Kind::Label, value: |r| Value::Text(r.end.name()) },
-        Column {
-            name: "tunnel",
-            kind: Kind::Label,
-            value: |r| r.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())),
-        },
-    ]
+    collect()
+}
+
+impl Logged for IcmpRecord {
+    #[inline(always)]
+    fn columns<V: Visit<IcmpRecord>>(v: &mut V) {
+        v.column("c_ip", Kind::Address, |r| Value::Ip(r.key.client));
+        v.column("s_ip", Kind::Address, |r| Value::Ip(r.key.server));
+        v.column("proto", Kind::Label, |r| Value::Text(r.key.proto()));
+        v.column("kind", Kind::Label, |r| {
+            Value::Text(match r.key.kind {
+                IcmpKind::Echo { .. } => "echo",
+                IcmpKind::Message { .. } => "message",
+            })
+        });
+        v.column("icmp_type", Kind::Count, |r| match r.key.kind {
+            IcmpKind::Message { icmp_type, .. } => Value::Int(u64::from(icmp_type)),
+            IcmpKind::Echo { .. } => Value::Missing,
+        });
+        v.column("icmp_code", Kind::Count, |r| match r.key.kind {
+            IcmpKind::Message { code, .. } => Value::Int(u64::from(code)),
+            IcmpKind::Echo { .. } => Value::Missing,
+        });
+        v.column("echo_id", Kind::Count, |r| match r.key.kind {
+            IcmpKind::Echo { ident } => Value::Int(u64::from(ident)),
+            IcmpKind::Message { .. } => Value::Missing,
+        });
+        v.column("c_pkts_all", Kind::Count, |r| Value::Int(r.client.pkts));
+        v.column("c_bytes_ip", Kind::Count, |r| Value::Int(r.client.ip_bytes));
+        v.column("s_pkts_all", Kind::Count, |r| Value::Int(r.server.pkts));
+        v.column("s_bytes_ip", Kind::Count, |r| Value::Int(r.server.ip_bytes));
+        v.column("first", Kind::Time, |r| ms(r.first_ns));
+        v.column("last", Kind::Time, |r| ms(r.last_ns));
+        v.column("durat", Kind::Duration, |r| ms(r.last_ns.saturating_sub(r.first_ns)));
+        v.column("rtt_cnt", Kind::Count, |r| echo_only(r, Value::Int(r.rtt.count)));
+        v.column("rtt_min", Kind::Duration, |r| echo_rtt(r, 1, ms(r.rtt.min_ns)));
+        v.column("rtt_avg", Kind::Duration, |r| echo_rtt(r, 1, ms_f(r.rtt.mean_ns())));
+        v.column("rtt_max", Kind::Duration, |r| echo_rtt(r, 1, ms(r.rtt.max_ns)));
+        v.column("rtt_std", Kind::Duration, |r| echo_rtt(r, 2, ms_f(r.rtt.stdev_ns())));
+        v.column("replies_unmatched", Kind::Count, |r| echo_only(r, Value::Int(r.replies_unmatched)));
+        v.column("c_isint", Kind::Flag, |r| Value::Bool(r.client_internal));
+        v.column("s_isint", Kind::Flag, |r| Value::Bool(r.server_internal));
+        v.column("end_reason", Kind::Label, |r| Value::Text(r.end.name()));
+        v.column("tunnel", Kind::Label, |r| r.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
+    }
 }
 
 #[cfg(test)]

@@ -38,7 +38,9 @@ pub mod tstat;
 mod writer;
 
 pub use capture::{capture_tsv, CaptureCounters};
-pub use columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column, Kind, Value};
+pub use columns::{
+    collect, icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column, Kind, Logged, Value, Visit,
+};
 pub use files::{OutputFile, Outputs, UnknownOutput};
 pub use line::{ip_text, IpBuf, LineFormat};
 pub use pending::{write_atomic, PendingFile, PART_SUFFIX};

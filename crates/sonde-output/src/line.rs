@@ -6,125 +6,206 @@ use std::net::IpAddr;
 
 use sonde_types::text::{self, Line, SHARE};
 
-use crate::columns::{Column, Kind, Value};
+use crate::columns::{collect, mark_anonymized, Column, Kind, Logged, Value, Visit};
 use crate::writer::Format;
 
-/// A column as written: the bytes before its value, and how to read the value.
-struct Field<R> {
-    prefix: Box<[u8]>,
-    value: fn(&R) -> Value<'_>,
-    /// What [`Value::NoSample`] prints: Tstat's zero in TSV, `null` in JSON (as in Parquet).
-    no_sample: &'static [u8],
-}
+/// Writes a record's line into a buffer with room for it, and returns its length.
+type WriteFn<R> = fn(&mut Vec<u8>, usize, &R, &[Column<R>]) -> usize;
 
 /// How records of one kind become lines in one format.
 pub struct LineFormat<R> {
-    fields: Vec<Field<R>>,
-    start: &'static [u8],
-    end: &'static [u8],
-    quote: &'static [u8],
-    missing: &'static [u8],
-    /// `false` then `true`.
-    bools: [&'static [u8]; 2],
-    format: Format,
+    write: WriteFn<R>,
+    /// The columns [`LineFormat::new`] was given (none for a log's own: [`LineFormat::of`]).
+    columns: Vec<Column<R>>,
     /// The longest line without long texts.
     max_len: usize,
 }
 
 impl<R> LineFormat<R> {
+    /// Lines of `columns` in `format`, each value read through its column's function.
     pub fn new(format: Format, columns: &[Column<R>]) -> LineFormat<R> {
-        let prefix = |i: usize, name: &str| -> Box<[u8]> {
-            let sep = match (i, format) {
-                (0, _) => "",
-                (_, Format::Tsv) => "\t",
-                (_, Format::Jsonl) => ",",
-            };
-            match format {
-                Format::Tsv => sep.as_bytes().into(),
-                Format::Jsonl => format!("{sep}\"{name}\":").into_bytes().into(),
-            }
+        let write = match format {
+            Format::Tsv => write_listed::<R, false>,
+            Format::Jsonl => write_listed::<R, true>,
         };
-        let no_sample = |kind: Kind| -> &'static [u8] {
-            match (format, kind) {
-                (Format::Jsonl, _) => b"null",
-                (Format::Tsv, Kind::Time | Kind::Duration) => b"0.000",
-                (Format::Tsv, _) => b"0",
-            }
-        };
-        let fields: Vec<_> = columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| Field { prefix: prefix(i, c.name), value: c.value, no_sample: no_sample(c.kind) })
-            .collect();
-        let (start, end, quote, missing, bools): (_, _, _, _, [&[u8]; 2]) = match format {
-            Format::Tsv => (&b""[..], &b"\n"[..], &b""[..], &b"-"[..], [b"0", b"1"]),
-            Format::Jsonl => (b"{", b"}\n", b"\"", b"null", [b"false", b"true"]),
-        };
-        let max_len = start.len() + fields.iter().map(|f| f.prefix.len() + SHARE).sum::<usize>() + end.len();
-        LineFormat { fields, start, end, quote, missing, bools, format, max_len }
+        let columns: Vec<Column<R>> =
+            columns.iter().map(|c| Column { name: c.name, kind: c.kind, value: c.value }).collect();
+        let max_len = max_len(format, columns.iter().map(|c| c.name));
+        LineFormat { write, columns, max_len }
     }
 
     /// Formats `record` as a line (newline included) in `buf`, a scratch buffer kept from line
     /// to line, and returns the line.
     pub fn format<'b>(&self, buf: &'b mut Vec<u8>, record: &R) -> &'b [u8] {
-        let mut line = Line::new(buf, self.max_len);
-        match self.format {
-            // A tab after every field and the last turned into the newline: no test of where a
-            // field is (a TSV field's separator is one byte, stored, not copied as a slice).
-            Format::Tsv if !self.fields.is_empty() => {
-                for field in &self.fields {
-                    self.put(&mut line, field, record);
-                    line.put_byte(b'\t');
-                }
-                line.set_last(b'\n');
-            }
-            _ => {
-                line.put(self.start);
-                for field in &self.fields {
-                    line.put(&field.prefix);
-                    self.put(&mut line, field, record);
-                }
-                line.put(self.end);
-            }
+        let len = (self.write)(buf, self.max_len, record, &self.columns);
+        &buf[..len]
+    }
+}
+
+impl<R: Logged> LineFormat<R> {
+    /// The lines of `R`'s log in `format` (with `*_iscrypto` set when `anonymized`: see
+    /// [`mark_anonymized`]). They are written by code generated from the column table for
+    /// `R` and `format`, that reads each field straight from the record.
+    pub fn of(format: Format, anonymized: bool) -> LineFormat<R> {
+        if anonymized {
+            return LineFormat::new(format, &mark_anonymized(collect()));
         }
-        line.done()
+        let write = match format {
+            Format::Tsv => write_logged::<R, false>,
+            Format::Jsonl => write_logged::<R, true>,
+        };
+        let max_len = max_len(format, collect::<R>().iter().map(|c| c.name));
+        LineFormat { write, columns: Vec::new(), max_len }
+    }
+}
+
+/// The longest line of columns named `names` in `format`, without long texts.
+fn max_len<'a>(format: Format, names: impl Iterator<Item = &'a str>) -> usize {
+    let per_name = match format {
+        Format::Tsv => 0,
+        Format::Jsonl => "\"\":".len(),
+    };
+    // Each value's share and its separator; the braces of JSON.
+    2 + names.map(|n| per_name + n.len() + SHARE + 1).sum::<usize>()
+}
+
+/// `R`'s line, written field after field by the code [`Logged::columns`] expands to.
+fn write_logged<R: Logged, const JSON: bool>(buf: &mut Vec<u8>, room: usize, record: &R, _: &[Column<R>]) -> usize {
+    text::write_line(buf, room, |line| {
+        let mut fields = Fields::<R, JSON>::new(line, record);
+        R::columns(&mut fields);
+        fields.end();
+    })
+}
+
+/// A line of `columns`, each value read through its function.
+fn write_listed<R, const JSON: bool>(buf: &mut Vec<u8>, room: usize, record: &R, columns: &[Column<R>]) -> usize {
+    text::write_line(buf, room, |line| {
+        let mut fields = Fields::<R, JSON>::new(line, record);
+        for c in columns {
+            fields.column(c.name, c.kind, c.value);
+        }
+        fields.end();
+    })
+}
+
+/// A line being written field after field, as TSV or (`JSON`) as a JSON object: each field is
+/// followed by its separator, and the last separator becomes the line's end.
+struct Fields<'l, 'b, 'r, R, const JSON: bool> {
+    line: &'l mut Line<'b>,
+    record: &'r R,
+}
+
+impl<'l, 'b, 'r, R, const JSON: bool> Fields<'l, 'b, 'r, R, JSON> {
+    #[inline(always)]
+    fn new(line: &'l mut Line<'b>, record: &'r R) -> Self {
+        if JSON {
+            line.put_byte(b'{');
+        }
+        Fields { line, record }
     }
 
-    /// Writes `field`'s value of `record`.
+    /// Makes the last separator the line's end (a line without fields is a newline in TSV,
+    /// `{}` in JSON).
     #[inline(always)]
-    fn put(&self, line: &mut Line, field: &Field<R>, record: &R) {
-        match (field.value)(record) {
+    fn end(self) {
+        if JSON {
+            if self.line.len() == 1 {
+                self.line.put_byte(b'}');
+            } else {
+                self.line.set_last(b'}');
+            }
+            self.line.put_byte(b'\n');
+        } else if self.line.is_empty() {
+            self.line.put_byte(b'\n');
+        } else {
+            self.line.set_last(b'\n');
+        }
+    }
+
+    /// `s` between quotes in JSON.
+    #[inline(always)]
+    fn put_text(&mut self, s: &str) {
+        self.line.put_text(if JSON { b"\"" } else { b"" }, s);
+    }
+}
+
+impl<R, const JSON: bool> Visit<R> for Fields<'_, '_, '_, R, JSON> {
+    #[inline(always)]
+    fn column(&mut self, name: &'static str, kind: Kind, value: fn(&R) -> Value<'_>) {
+        let line = &mut *self.line;
+        if JSON {
+            line.put_byte(b'"');
+            line.put(name.as_bytes());
+            line.put(b"\":");
+        }
+        match value(self.record) {
             Value::Int(n) => line.put_u64(n),
             Value::Ms(ns) => line.put_with(|out| write_ms(out, ns)),
             Value::Ip(ip) => {
-                line.put(self.quote);
+                if JSON {
+                    line.put_byte(b'"');
+                }
                 line.put_with(|out| text::ip(out, ip));
-                line.put(self.quote);
+                if JSON {
+                    line.put_byte(b'"');
+                }
             }
             // Our static texts never need JSON escaping.
-            Value::Text(s) => line.put_text(self.quote, s),
-            Value::Str(s) => put_escaped(line, self.format, s),
-            Value::Owned(s) => put_escaped(line, self.format, &s),
-            Value::Id(id) => line.put_text(self.quote, id.as_str()),
-            Value::Bool(b) => line.put(self.bools[usize::from(b)]),
-            Value::Missing => line.put(self.missing),
-            Value::NoSample => line.put(field.no_sample),
+            Value::Text(s) => self.put_text(s),
+            Value::Str(s) => put_escaped(line, format(JSON), s),
+            Value::Owned(s) => put_escaped(line, format(JSON), &s),
+            Value::Id(id) => {
+                let quote: &[u8] = if JSON { b"\"" } else { b"" };
+                line.put(quote);
+                line.put(id.as_bytes());
+                line.put(quote);
+            }
+            Value::Bool(b) if JSON => line.put(if b { b"true" } else { b"false" }),
+            Value::Bool(b) => line.put_byte(b'0' + u8::from(b)),
+            Value::Missing if JSON => line.put(b"null"),
+            Value::Missing => line.put_byte(b'-'),
+            // Tstat's zero in TSV, `null` in JSON (as in Parquet).
+            Value::NoSample if JSON => line.put(b"null"),
+            Value::NoSample => match kind {
+                Kind::Time | Kind::Duration => line.put(b"0.000"),
+                _ => line.put_byte(b'0'),
+            },
         }
+        self.line.put_byte(if JSON { b',' } else { b'\t' });
+    }
+}
+
+const fn format(json: bool) -> Format {
+    if json {
+        Format::Jsonl
+    } else {
+        Format::Tsv
     }
 }
 
 /// A text from the traffic, escaped for `format` (TSV: `\\`, `\t`, `\n`, `\r`; JSON: a
 /// string literal).
+#[inline(always)]
 fn put_escaped(line: &mut Line, format: Format, s: &str) {
+    // A fold without an early exit: the compiler checks many bytes at a time.
     let plain = match format {
-        Format::Tsv => !s.bytes().any(|b| matches!(b, b'\\' | b'\t' | b'\n' | b'\r')),
-        Format::Jsonl => !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\'),
+        Format::Tsv => !s.bytes().fold(false, |any, b| any | matches!(b, b'\\' | b'\t' | b'\n' | b'\r')),
+        Format::Jsonl => !s.bytes().fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\')),
     };
     // Names from the traffic rarely need escaping: then they are copied as they are.
     if plain {
         let quote: &[u8] = if format == Format::Jsonl { b"\"" } else { b"" };
-        return line.put_text(quote, s);
+        line.put_text(quote, s);
+    } else {
+        line.put_text(b"", &escaped(format, s));
     }
+}
+
+/// `s` escaped for `format` (out of line: the line being written stays in registers).
+#[cold]
+#[inline(never)]
+fn escaped(format: Format, s: &str) -> String {
     let mut escaped = String::with_capacity(s.len() + 2);
     match format {
         Format::Tsv => {
@@ -140,19 +221,27 @@ fn put_escaped(line: &mut Line, format: Format, s: &str) {
         }
         Format::Jsonl => escaped = serde_json::to_string(s).expect("a string serialises"),
     }
-    line.put_text(b"", &escaped);
+    escaped
 }
 
 /// Writes `ns` nanoseconds at the start of `out` as milliseconds with three decimals, rounded
 /// half up to the microsecond.
-#[inline]
+#[inline(always)]
 fn write_ms(out: &mut [u8], ns: u64) -> usize {
     // Over half of them are zero (events that did not happen).
     if ns < 500 {
         out[..5].copy_from_slice(b"0.000");
         return 5;
     }
-    text::decimal(out, ns / 1000 + u64::from(ns % 1000 >= 500), 3)
+    let us = ns / 1000 + u64::from(ns % 1000 >= 500);
+    // `text::decimal` with the divisions by constants.
+    let (ms, frac) = (us / 1000, (us % 1000) as usize);
+    let len = text::write(out, ms);
+    let [point, tens @ .., last] = &mut out[len..len + 4] else { unreachable!("four bytes") };
+    *point = b'.';
+    tens.copy_from_slice(&text::PAIRS[frac / 10]);
+    *last = b'0' + (frac % 10) as u8;
+    len + 4
 }
 
 /// Room for an address's text (the spare bytes the dotted-quad writer copies included).
@@ -168,11 +257,10 @@ pub fn ip_text(ip: IpAddr, buf: &mut IpBuf) -> &str {
 mod tests {
     use super::*;
 
-    fn written(put: impl FnOnce(&mut Line)) -> String {
+    fn written(put: impl Fn(&mut Line)) -> String {
         let mut buf = Vec::new();
-        let mut line = Line::new(&mut buf, SHARE);
-        put(&mut line);
-        String::from_utf8(line.done().to_vec()).unwrap()
+        let len = text::write_line(&mut buf, SHARE, put);
+        String::from_utf8(buf[..len].to_vec()).unwrap()
     }
 
     #[test]
@@ -215,6 +303,47 @@ mod tests {
         ] {
             assert_eq!(written(|l| l.put_with(|out| text::ip(out, ip.parse().unwrap()))), ip);
         }
+    }
+
+    /// A record with a value of every kind.
+    struct Sample(u64, &'static str);
+
+    impl Logged for Sample {
+        fn columns<V: Visit<Sample>>(v: &mut V) {
+            v.column("n", Kind::Count, |r| Value::Int(r.0));
+            v.column("ms", Kind::Duration, |r| Value::Ms(r.0 * 1_000_777));
+            v.column("ip", Kind::Address, |r| Value::Ip([10, 0, 0, r.0 as u8].into()));
+            v.column("text", Kind::Label, |_| Value::Text("tls"));
+            v.column("str", Kind::Label, |r| Value::Str(r.1));
+            v.column("owned", Kind::Label, |r| Value::Owned(r.1.repeat(2)));
+            v.column("flag", Kind::Flag, |r| Value::Bool(r.0 % 2 == 1));
+            v.column("missing", Kind::Label, |_| Value::Missing);
+            v.column("none", Kind::Duration, |_| Value::NoSample);
+            v.column("zero", Kind::Count, |_| Value::NoSample);
+        }
+    }
+
+    /// The writer generated from a log's columns and the one reading them from the list
+    /// write the same lines.
+    #[test]
+    fn generated_and_listed_lines_agree() {
+        for format in [Format::Tsv, Format::Jsonl] {
+            let (generated, listed) = (LineFormat::of(format, false), LineFormat::new(format, &collect::<Sample>()));
+            const LONG: &str = "a name longer than the forty-seven bytes a value may take otherwise";
+            for sample in [Sample(0, ""), Sample(7, "a\tb\"c"), Sample(123_456_789, LONG)] {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                assert_eq!(generated.format(&mut a, &sample), listed.format(&mut b, &sample));
+            }
+        }
+        let mut buf = Vec::new();
+        let line = LineFormat::of(Format::Tsv, false).format(&mut buf, &Sample(7, "a\tb")).to_vec();
+        assert_eq!(String::from_utf8(line).unwrap(), "7\t7.005\t10.0.0.7\ttls\ta\\tb\ta\\tba\\tb\t1\t-\t0.000\t0\n");
+        let line = LineFormat::of(Format::Jsonl, false).format(&mut buf, &Sample(0, "x")).to_vec();
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"n\":0,\"ms\":0.000,\"ip\":\"10.0.0.0\",\"text\":\"tls\",\"str\":\"x\",\"owned\":\"xx\",\"flag\":false,\
+             \"missing\":null,\"none\":null,\"zero\":null}\n"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample};
 use sonde_types::table::Table;
 
 use crate::capture::{capture_tsv, CaptureCounters};
-use crate::columns::{icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column};
+use crate::columns::{icmp_columns, tcp_columns, udp_columns, Column};
 use crate::files::{OutputFile, Outputs};
 use crate::line::LineFormat;
 use crate::pending::PendingFile;
@@ -729,9 +729,9 @@ pub struct LineSink {
 impl LineSink {
     pub fn new(format: Format) -> LineSink {
         LineSink {
-            tcp_format: LineFormat::new(format, &tcp_columns()),
-            udp_format: LineFormat::new(format, &udp_columns()),
-            icmp_format: LineFormat::new(format, &icmp_columns()),
+            tcp_format: LineFormat::of(format, false),
+            udp_format: LineFormat::of(format, false),
+            icmp_format: LineFormat::of(format, false),
             lines: FlowLines::default(),
             scratch: Vec::new(),
             anon: None,
@@ -771,9 +771,9 @@ impl LineSink {
             return self;
         }
         LineSink {
-            tcp_format: LineFormat::new(self.format, &mark_anonymized(tcp_columns())),
-            udp_format: LineFormat::new(self.format, &mark_anonymized(udp_columns())),
-            icmp_format: LineFormat::new(self.format, &mark_anonymized(icmp_columns())),
+            tcp_format: LineFormat::of(self.format, true),
+            udp_format: LineFormat::of(self.format, true),
+            icmp_format: LineFormat::of(self.format, true),
             tstat: self.tstat.as_ref().map(|_| Box::new(TstatFormats::new(true))),
             anon,
             ..self

@@ -168,7 +168,7 @@ impl<'a> Cell<'a> {
 
     /// Writes the cell as a TSV field: flags as `1`/`0`, addresses as `Display` writes them.
     /// Texts are written as they are (the tables' names and keys hold no tab or newline).
-    #[inline]
+    #[inline(always)]
     fn put_tsv(&self, line: &mut Line) {
         match self {
             Cell::Null => line.put_byte(b'-'),
@@ -222,33 +222,47 @@ impl<'a> Table<'a> {
         bytes.push(b'\n');
         let width = self.columns.len();
         let room = width * (SHARE + 1);
-        // The line being written and the one before it, and where each of that one's cells
-        // was with the decimal it showed: a decimal equal to the one above it (an interval's
-        // start and end, on every row of that interval) is copied, not written again.
-        let mut lines = [Vec::new(), Vec::new()];
-        let mut above: Vec<(Option<Decimal>, usize, usize)> = vec![(None, 0, 0); width];
+        let mut scratch = Vec::new();
+        // The decimals a row starts with (an interval's start and end, on every row of that
+        // interval) and where the row above had them written, tabs included: when they are
+        // the same, that text is copied rather than written again.
+        let mut lead: Vec<Decimal> = Vec::new();
+        let mut lead_text = 0..0;
         self.rows(&mut |cells| {
             debug_assert_eq!(cells.len(), width, "a row of {width} columns");
-            let [current, previous] = &mut lines;
-            let mut line = Line::new(current, room);
-            for (i, cell) in cells.iter().enumerate() {
-                if i > 0 {
-                    line.put_byte(b'\t');
-                }
-                let start = line.len();
-                let decimal = match cell {
-                    Cell::Decimal(d) => Some(*d),
-                    _ => None,
-                };
-                match above[i] {
-                    (Some(d), from, to) if decimal == Some(d) => line.put(&previous[from..to]),
-                    _ => cell.put_tsv(&mut line),
-                }
-                above[i] = (decimal, start, line.len());
+            // Not the last cell: its tab becomes the newline.
+            let leading = cells[..width.saturating_sub(1)].iter().take_while(|c| matches!(c, Cell::Decimal(_)));
+            let n = leading.clone().count();
+            let same = n > 0 && n == lead.len() && leading.zip(&lead).all(|(c, d)| *c == Cell::Decimal(*d));
+            if !same {
+                lead.clear();
+                lead.extend(cells[..n].iter().filter_map(|c| if let Cell::Decimal(d) = c { Some(*d) } else { None }));
             }
-            line.put_byte(b'\n');
-            bytes.extend_from_slice(line.done());
-            lines.swap(0, 1);
+            let mut lead_len = 0;
+            let len = text::write_line(&mut scratch, room, |line| {
+                let rest = if same {
+                    line.put(&bytes[lead_text.clone()]);
+                    &cells[n..]
+                } else {
+                    cells
+                };
+                for (i, cell) in rest.iter().enumerate() {
+                    cell.put_tsv(line);
+                    line.put_byte(b'\t');
+                    if !same && i + 1 == n {
+                        lead_len = line.len();
+                    }
+                }
+                if width == 0 {
+                    line.put_byte(b'\n');
+                } else {
+                    line.set_last(b'\n');
+                }
+            });
+            if !same {
+                lead_text = bytes.len()..bytes.len() + lead_len;
+            }
+            bytes.extend_from_slice(&scratch[..len]);
         });
         *out = String::from_utf8(bytes).expect("every cell writes UTF-8");
     }
@@ -314,9 +328,8 @@ mod tests {
 
     fn tsv(cell: Cell<'_>) -> String {
         let mut buf = Vec::new();
-        let mut line = Line::new(&mut buf, SHARE);
-        cell.put_tsv(&mut line);
-        String::from_utf8(line.done().to_vec()).unwrap()
+        let len = text::write_line(&mut buf, SHARE, |line| cell.put_tsv(line));
+        String::from_utf8(buf[..len].to_vec()).unwrap()
     }
 
     #[test]
