@@ -4,7 +4,8 @@
   soak.py sample --pid PID --http URL --spool DIR --every S --for S --csv FILE
       every S seconds for S seconds: the monitor's resident memory (VmRSS, RssAnon), open
       descriptors, threads, open flows and packets (its /metrics), Kafka messages delivered, IPFIX
-      records sent and the spool's bytes and chunks, one CSV row each.
+      records sent and the spool's bytes and chunks, one CSV row each; with --keep-chunks N, then
+      moves away (deletes) the complete files of all chunks but the newest N, as a mover would.
   soak.py check --dir OUT --warmup S --max-slope MB_H --quota Q
       reads OUT/soak.csv and what soak.sh left in OUT, draws OUT/soak.svg, prints the report and
       exits 1 if memory grew, descriptors changed, the spool passed its quota, or a packet or
@@ -61,6 +62,28 @@ def spool_usage(spool):
     return size, chunks
 
 
+def move_away(spool, keep):
+    """What an operator's mover does: the files the manifest lists (complete, safe to move) of
+    every chunk but the newest `keep` are taken away (deleted here)."""
+    try:
+        lines = open(os.path.join(spool, "manifest.tsv")).read().splitlines()[1:]
+    except FileNotFoundError:
+        return
+    chunks = sorted({line.split("\t")[0] for line in lines})
+    for line in lines:
+        chunk, name = line.split("\t")[:2]
+        if chunk in chunks[:-keep]:
+            try:
+                os.remove(os.path.join(spool, chunk, name))
+            except FileNotFoundError:
+                pass
+    for chunk in chunks[:-keep]:
+        try:
+            os.rmdir(os.path.join(spool, chunk))
+        except OSError:
+            pass
+
+
 def sample(a):
     start = time.monotonic()
     with open(a.csv, "w", newline="") as f:
@@ -79,10 +102,12 @@ def sample(a):
             except FileNotFoundError:
                 sys.exit("soak.py: the monitor is gone")
             spool_bytes, chunks = spool_usage(a.spool)
-            out.writerow([round(t, 1), round(rss / 1024, 2), round(anon / 1024, 2), fds, threads,
-                          int(m.get("sonde_flows_active", 0)), int(m.get("sonde_packets_total", 0)), int(m.get("sonde_kafka_messages_total:delivered", 0)),
+            opened, closed = m.get("sonde_flows_opened_total", 0), m.get("sonde_flows_closed_total", 0)
+            out.writerow([round(t, 1), round(rss / 1024, 2), round(anon / 1024, 2), fds, threads, int(opened - closed), int(m.get("sonde_packets_total", 0)), int(m.get("sonde_kafka_messages_total:delivered", 0)),
                           int(m.get("sonde_ipfix_records_total:sent", 0)), spool_bytes, chunks])
             f.flush()
+            if a.keep_chunks:
+                move_away(a.spool, a.keep_chunks)
             if t >= a.seconds:
                 return
             time.sleep(max(0.0, min(a.every, a.seconds - t) - (time.monotonic() - start - t)))
@@ -106,7 +131,7 @@ def parse_size(text):
 def svg(rows, path):
     """Three panels over the run's minutes: resident memory, descriptors, open flows."""
     panels = [("rss_mb", "resident MB (VmRSS)"), ("anon_mb", "anonymous MB (RssAnon)"), ("fds", "open descriptors"),
-              ("open_flows", "open flows (latest interval)")]
+              ("open_flows", "open flows (opened - closed)")]
     w, h, pad = 720, 150, 50
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h * len(panels)}" font-family="sans-serif" font-size="11">']
     t_max = max(float(r["t_s"]) for r in rows) or 1
@@ -202,6 +227,7 @@ def main():
     s.add_argument("--every", type=float, default=60)
     s.add_argument("--for", dest="seconds", type=float, required=True)
     s.add_argument("--csv", required=True)
+    s.add_argument("--keep-chunks", type=int, default=0, help="move away all but the newest N chunks (0: none)")
     c = sub.add_parser("check")
     c.add_argument("--dir", required=True)
     c.add_argument("--warmup", type=float, default=0)

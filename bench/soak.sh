@@ -17,7 +17,13 @@
 # made from ../shared/traces by the shared mergetrace tool), RATE (packets/s, default 20000),
 # SAMPLE (seconds between samples, default 60), WARMUP (seconds left out of the slope, default
 # a fifth of the run), OUT (where soak.csv, soak.svg, report.txt and the run go; default
-# /tmp/sonde-soak/run-DATE), QUOTA (spool quota, default 64M), MAX_SLOPE_MB_H (default 1).
+# /tmp/sonde-soak/run-DATE), QUOTA (spool quota, default 64M), MAX_SLOPE_MB_H (default 1),
+# DNS_CACHE (the monitor's --dns-cache, default 10000: scaled down like the timeouts, so that
+# the cache is full, and the memory with it, within the warm-up; its default 100,000 fills in
+# about 15 minutes at 20,000 packets/s), ROTATE (the monitor's --rotate, default 60 s: the
+# flow lines of a chunk are held until it is written, a saw-tooth of that period).
+# A mover (soak.py's --keep-chunks 2) takes the complete chunks away as the spool's quota
+# expects (docs/spool.md: a quota is a threshold; data is never dropped for it).
 set -euo pipefail
 
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +33,8 @@ RATE=${RATE:-20000}
 SAMPLE=${SAMPLE:-60}
 WARMUP=${WARMUP:-$((SECONDS_WANTED / 5))}
 QUOTA=${QUOTA:-64M}
+DNS_CACHE=${DNS_CACHE:-10000}
+ROTATE=${ROTATE:-60}
 MAX_SLOPE_MB_H=${MAX_SLOPE_MB_H:-1}
 OUT=${OUT:-/tmp/sonde-soak/run-$(date -u +%Y%m%dT%H%M%S)}
 TRACE=${TRACE:-/tmp/sonde-soak/soak.pcap}
@@ -99,7 +107,7 @@ pids+=($NFCAPD_PID)
 
 # The monitor: 10 s intervals, a chunk a minute, flows idle 30 s (TCP) and 15 s (UDP) end.
 ip netns exec "$NS" "$SONDE" monitor -i va --capture afpacket --force -o "$OUT/monitor" --threads 1 \
-    --interval 10 --rotate 60 --tcp-timeout 30 --udp-timeout 15 \
+    --interval 10 --rotate "$ROTATE" --tcp-timeout 30 --udp-timeout 15 --dns-cache "$DNS_CACHE" \
     --spool "$OUT/spool:$QUOTA" --store "$OUT/link.rrd" --store-archives 10s:1h,1m:1d --http 127.0.0.1:39080 \
     --kafka 127.0.0.1:$KPORT --ipfix udp://127.0.0.1:$NPORT \
     >"$OUT/monitor.out" 2>"$OUT/monitor.err" &
@@ -115,7 +123,7 @@ REPLAY_PID=$!
 pids+=($REPLAY_PID)
 
 in_ns python3 "$REPO_DIR/bench/soak.py" sample --pid "$MONITOR_PID" --http http://127.0.0.1:39080 \
-    --spool "$OUT/spool" --every "$SAMPLE" --for "$SECONDS_WANTED" --csv "$OUT/soak.csv"
+    --spool "$OUT/spool" --keep-chunks 2 --every "$SAMPLE" --for "$SECONDS_WANTED" --csv "$OUT/soak.csv"
 
 # Stop the sender, let the link drain, then the monitor (SIGTERM: every output written).
 kill -INT $REPLAY_PID 2>/dev/null || true
