@@ -4,8 +4,8 @@
 /// The first time a run refuses: 2261-01-01T00:00:00Z. A packet time from then on is no
 /// capture's (a garbage pcapng timestamp, a wrong resolution): the typed outputs keep times as
 /// signed 64-bit nanoseconds, which end in April 2262, and an interval or a timeout after such
-/// a time would not fit either (the margin holds a year and three months). Readers of a run
-/// count such frames and analyse nothing of them (`packets.time_out_of_range`).
+/// a time would not fit either (the margin holds a year and three months). A run analyses such
+/// a frame at `TIME_LIMIT_NS - 1` and counts it (`packets.time_out_of_range`).
 pub const TIME_LIMIT_NS: u64 = 9_183_110_400 * 1_000_000_000;
 
 /// Seconds plus a sub-second part already in nanoseconds, saturating instead of overflowing.

@@ -1145,12 +1145,19 @@ impl<P> Reader<'_, '_, P> {
     fn packet(&mut self, frame: &Frame<'_>, filter: Option<&mut Filter>, dispatch: &mut impl Dispatch) {
         let (shards, mine, primary, skim, dns) = (self.shards, self.mine, self.primary, self.skim, self.app.is_some());
         let stats = &mut *self.stats;
+        // A time no capture has (a garbage timestamp, a wrong resolution: Wireshark reads such
+        // files): the frame is analysed at the last time every output holds, and counted.
+        let in_range;
+        let frame = match frame.ts_ns < sonde_capture::TIME_LIMIT_NS {
+            true => frame,
+            false => {
+                stats.packets.time_out_of_range += u64::from(primary);
+                in_range = Frame { ts_ns: sonde_capture::TIME_LIMIT_NS - 1, ..*frame };
+                &in_range
+            }
+        };
         if primary {
             stats.count_frame(frame.link_type, frame.data.len(), frame.wire_len, frame.ts_ns);
-        }
-        // A time no capture has (counted above): nothing of the frame is analysed.
-        if frame.ts_ns >= sonde_capture::TIME_LIMIT_NS {
-            return;
         }
         if filter.is_some_and(|f| !f.matches(frame.link_type, frame.data, frame.wire_len)) {
             stats.packets.filtered_out += u64::from(primary);

@@ -23,8 +23,8 @@ pub struct PacketCounts {
     pub analysed: u64,
     /// Frames whose timestamp is earlier than the latest one seen before.
     pub time_went_backwards: u64,
-    /// Frames timed on or after 2261-01-01 (no capture's time: a garbage timestamp): counted
-    /// in `read`, analysed in nothing else.
+    /// Frames timed on or after 2261-01-01 (no capture's time: a garbage timestamp, a wrong
+    /// resolution): analysed as if timed at the last nanosecond of 2260.
     pub time_out_of_range: u64,
 }
 
@@ -331,17 +331,13 @@ impl RunStats {
         p.read += 1;
         p.captured_bytes += captured as u64;
         p.wire_bytes += u64::from(wire_len);
-        if ts_ns >= sonde_capture::TIME_LIMIT_NS {
-            p.time_out_of_range += 1;
-        } else {
-            if self.first_ts_ns == 0 || ts_ns < self.first_ts_ns {
-                self.first_ts_ns = ts_ns;
-            }
-            if ts_ns < self.last_ts_ns {
-                p.time_went_backwards += 1;
-            }
-            self.last_ts_ns = self.last_ts_ns.max(ts_ns);
+        if self.first_ts_ns == 0 || ts_ns < self.first_ts_ns {
+            self.first_ts_ns = ts_ns;
         }
+        if ts_ns < self.last_ts_ns {
+            p.time_went_backwards += 1;
+        }
+        self.last_ts_ns = self.last_ts_ns.max(ts_ns);
         let raw = &mut self.raw;
         match &mut raw.link_run {
             Some((lt, traffic)) if *lt == link_type => traffic.add(u64::from(wire_len)),

@@ -608,7 +608,7 @@ impl Summary {
             p.filtered_out,
             match p.time_out_of_range {
                 0 => String::new(),
-                n => format!(", {n} refused (timed after 2261)"),
+                n => format!(", {n} timed after 2260 (analysed at its end)"),
             }
         ));
         let links: BTreeMap<String, u64> = s.link_types.iter().map(|(k, t)| (k.clone(), t.packets)).collect();
