@@ -210,9 +210,10 @@ def test_manifest_lists_every_trace_and_the_bad_ones_do_not_stop_the_others(arch
         first = row["first"]
         assert int(first.timestamp()) == summary["first_ts_ns"] // 10**9, rel
         assert row["size_bytes"] == archived.traces[rel].stat().st_size and row["seconds"] > 0
-    # One trace of the 50 fails in the CLI as in the archive (a timestamp beyond 2262 in its
-    # interval tables: the typed tables cannot hold it; a bug of the typed outputs, reported).
-    assert statuses == {"ok": 48, "input_error": 1, "failed": 1}
+    # Every readable trace is archived whole. (One of the 50 used to fail in the CLI as in the
+    # archive: its garbage timestamps, past 2262, did not fit the typed tables; issue 38 analyses
+    # such packets at the end of 2260, docs/faults.md.)
+    assert statuses == {"ok": 49, "input_error": 1}
 
 
 def comparable(value):
