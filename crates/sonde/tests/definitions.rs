@@ -136,37 +136,12 @@ fn a_full_fid_table_counts_the_rest_in_its_overflow_row() {
     assert!(summary["definitions"][0]["overflow_packets"].as_u64().unwrap() > 0);
 }
 
-#[test]
-fn a_refused_definition_names_file_line_and_column_and_writes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("defs.txt");
-    std::fs::write(&file, "ok = tcp.dport == 80\nbad = tcp.dprt == 80\n").unwrap();
-    let out = dir.path().join("out");
-    let o = sonde()
-        .args(["analyze", "-r"])
-        .arg(traces().remove(0))
-        .arg("-o")
-        .arg(&out)
-        .arg("--definitions")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains(&format!("{}: line 2, column 7: unknown field `tcp.dprt`", file.display())), "{stderr}");
-    assert!(stderr.contains("bad = tcp.dprt == 80\n        ^"), "{stderr}");
-    assert!(!out.exists());
-}
-
-/// Issue 38: a name over `--definition-name-max` (128 bytes by default) is refused naming the
-/// file, line and column; a larger limit takes it, and it reaches definitions.tsv whole.
-#[test]
-fn a_name_over_the_limit_is_refused_unless_the_limit_is_raised() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("defs.txt");
-    let name = "n".repeat(200);
-    std::fs::write(&file, format!("ok = tcp.dport == 80\n{name} = ip.version == 4\n")).unwrap();
-    let out = dir.path().join("out");
+/// `analyze` of the first trace with `defs` as its definitions file, which it must refuse (exit
+/// 1, no output directory made): the file's path and stderr.
+fn refused_definitions(dir: &Path, defs: &str) -> (PathBuf, String) {
+    let file = dir.join("defs.txt");
+    std::fs::write(&file, defs).unwrap();
+    let out = dir.join("out");
     let o = sonde()
         .args(["analyze", "-q", "-r"])
         .arg(traces().remove(0))
@@ -177,7 +152,25 @@ fn a_name_over_the_limit_is_refused_unless_the_limit_is_raised() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!out.exists());
+    (file, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn a_refused_definition_names_file_line_and_column_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, stderr) = refused_definitions(dir.path(), "ok = tcp.dport == 80\nbad = tcp.dprt == 80\n");
+    assert!(stderr.contains(&format!("{}: line 2, column 7: unknown field `tcp.dprt`", file.display())), "{stderr}");
+    assert!(stderr.contains("bad = tcp.dprt == 80\n        ^"), "{stderr}");
+}
+
+/// Issue 38: a name over `--definition-name-max` (128 bytes by default) is refused naming the
+/// file, line and column; a larger limit takes it, and it reaches definitions.tsv whole.
+#[test]
+fn a_name_over_the_limit_is_refused_unless_the_limit_is_raised() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "n".repeat(200);
+    let (file, stderr) = refused_definitions(dir.path(), &format!("ok = tcp.dport == 80\n{name} = ip.version == 4\n"));
     assert!(
         stderr.contains(&format!(
             "{}: line 2, column 1: a name of 200 bytes: at most 128 (--definition-name-max)",
@@ -185,7 +178,6 @@ fn a_name_over_the_limit_is_refused_unless_the_limit_is_raised() {
         )),
         "{stderr}"
     );
-    assert!(!out.exists());
     let (_, rows) = run(&traces().remove(0), &format!("{name} = ip.version == 4\n"), &["--definition-name-max", "200"]);
     assert!(!rows.is_empty() && rows.iter().all(|r| r["definition"] == name));
 }
