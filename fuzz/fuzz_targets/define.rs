@@ -9,7 +9,7 @@
 //! (`count`, `gap`, `length`, associations) and every output written; each definition's
 //! packets equal the packets that matched it.
 
-use sonde_define::{parse_definitions, Compiled, Counter, Layers, Match};
+use sonde_define::{parse_definitions, Compiled, Counter, Layers, Match, MAX_NAME_BYTES};
 use sonde_wire::{decode_with_offsets, LinkType, PacketSummary};
 
 fn sorted(v: &[Match]) -> Vec<(u32, u128)> {
@@ -23,7 +23,7 @@ fn main() {
         let split = data.iter().position(|&b| b == 0).unwrap_or(data.len());
         let (text, mut frames) = data.split_at(split);
         let Ok(text) = std::str::from_utf8(text) else { return };
-        let Ok(defs) = parse_definitions(text) else { return };
+        let Ok(defs) = parse_definitions(text, MAX_NAME_BYTES) else { return };
         frames = frames.get(1..).unwrap_or(&[]);
         let set = Compiled::new(&defs);
         let cap = 1 + usize::from(frames.first().copied().unwrap_or(0) & 3);

@@ -11,7 +11,7 @@
 //! output can be written.
 
 use serde::Deserialize;
-use sonde_define::{parse_change_file, parse_definitions, Change, Compiled, Counter, Layers};
+use sonde_define::{parse_change_file, parse_definitions, Change, Compiled, Counter, Layers, MAX_NAME_BYTES};
 use sonde_wire::{decode_with_offsets, LinkType, PacketSummary};
 
 /// The HTTP API's change body (sonde-http's `ChangeBody`).
@@ -49,7 +49,7 @@ fn main() {
         let mut text = || std::str::from_utf8(parts.next().unwrap_or(&[])).ok().map(str::to_owned);
         let (Some(start), Some(changes), Some(edits)) = (text(), text(), text()) else { return };
         let times = data.rsplit(|&b| b == 0).next().unwrap_or(&[]);
-        let Ok(defs) = parse_definitions(&start) else { return };
+        let Ok(defs) = parse_definitions(&start, MAX_NAME_BYTES) else { return };
         let mut counter = Counter::new(defs, Some(1_000_000_000), 4);
         let mut accepted = 0u64;
         if let Ok(scheduled) = parse_change_file(&changes) {
@@ -82,7 +82,7 @@ fn main() {
             counter.packet(ts_ns, &layers, frame.len() as u32);
             // The live matcher matches as the active lines compiled afresh.
             let active: Vec<String> = counter.totals().into_iter().filter(|t| !t.retired).map(|t| t.text).collect();
-            if let Ok(defs) = parse_definitions(&active.join("\n")) {
+            if let Ok(defs) = parse_definitions(&active.join("\n"), MAX_NAME_BYTES) {
                 let (mut a, mut b) = (Vec::new(), Vec::new());
                 counter.matcher().matches(&layers, &mut a);
                 Compiled::new(&defs).matches(&layers, &mut b);
