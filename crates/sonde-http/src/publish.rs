@@ -49,10 +49,13 @@ pub struct LivePublisher {
     settings: LiveSettings,
     state: Arc<RunState>,
     started: Instant,
-    /// The flows ended lately, as lines of the flow logs (TCP, UDP).
-    recent: [VecDeque<Box<str>>; 2],
-    /// Per reader: the open flows of its latest whole drain (as lines), and its status.
-    open: Vec<FlowLines>,
+    /// The flows ended lately, as lines of the flow logs (TCP, UDP), shared with the tables
+    /// published: a drain makes the lines of the flows it brings, not of every flow shown.
+    recent: [VecDeque<Arc<str>>; 2],
+    /// Per reader: the open flows of its latest whole drain as lines (TCP, UDP), and its status.
+    open: Vec<[Vec<Arc<str>>; 2]>,
+    /// The flow logs' headers (TCP, UDP).
+    headers: [String; 2],
     status: Vec<Option<Status>>,
     /// By bin index (readers' bins of the same time add up).
     bins: BTreeMap<u64, TrafficBin>,
@@ -67,7 +70,8 @@ impl LivePublisher {
             state,
             started: Instant::now(),
             recent: Default::default(),
-            open: (0..readers).map(|_| FlowLines::default()).collect(),
+            open: vec![Default::default(); readers],
+            headers: [false, true].map(|udp| FlowLines::header(settings.format, udp)),
             status: vec![None; readers],
             bins: BTreeMap::new(),
             definitions: Definitions::default(),
@@ -133,13 +137,14 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
                 if recent.len() == RECENT_FLOWS {
                     recent.pop_front();
                 }
-                recent.push_back(String::from_utf8_lossy(line).trim_end().into());
+                recent.push_back(shared_line(line));
             }
         }
         for record in &drain.open {
             self.lines.flow(record);
         }
-        self.open[drain.reader] = self.lines.take();
+        let open = self.lines.take();
+        self.open[drain.reader] = [false, true].map(|udp| open.lines(udp).map(shared_line).collect());
         let bin_ns = self.settings.bin_ns;
         for bin in &drain.fine {
             let b = self
@@ -172,15 +177,9 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
         }
         let (intervals, tables) = self.recent_intervals(&held.packets, held.flows.as_ref());
         // The flows ended lately, then those open now.
-        let format = self.settings.format;
         let table = |udp: usize| {
-            let open = self.open.iter().flat_map(|o| o.lines(udp == 1));
-            let open = open.map(|l| std::str::from_utf8(l).unwrap_or("").trim_end());
-            let lines: Vec<&str> = self.recent[udp].iter().map(|l| &**l).chain(open).collect();
-            match format {
-                Format::Tsv => Table::from_tsv(&format!("{}{}", FlowLines::header(format, udp == 1), lines.join("\n"))),
-                Format::Jsonl => Table::from_jsonl(&lines.join("\n")),
-            }
+            let open = self.open.iter().flat_map(|o| &o[udp]);
+            Table::from_lines(self.settings.format, &self.headers[udp], self.recent[udp].iter().chain(open))
         };
         let all = held.run_totals();
         let totals = sonde_stats::Proto::ALL
@@ -215,6 +214,11 @@ impl<P: Part> DrainObserver<P> for LivePublisher {
         };
         self.state.publish(snapshot);
     }
+}
+
+/// A flow log's line (its end trimmed) as the live view keeps it.
+fn shared_line(line: &[u8]) -> Arc<str> {
+    String::from_utf8_lossy(line).trim_end().into()
 }
 
 /// The RMON2-style tables of `report`.

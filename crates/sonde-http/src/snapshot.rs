@@ -2,10 +2,12 @@
 //! snapshots; a new one replaces the old whole, so a request never sees half an update.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 use sonde_output::read::{self, TsvReader};
+use sonde_output::Format;
 use sonde_types::table::{Cell as TableCell, Rows};
 pub use sonde_types::{DefinitionSummary, TrafficRow};
 
@@ -209,7 +211,7 @@ enum Body {
     /// A flow log's TSV lines, as sonde-output's reader holds them.
     Text(read::Table),
     /// A flow log's JSON lines (`--format jsonl`), each an object whose keys are the columns.
-    Json(Vec<Box<str>>),
+    Json(Vec<Arc<str>>),
     Typed(Rows),
 }
 
@@ -245,9 +247,31 @@ impl Table {
             if columns.is_empty() {
                 columns = map.keys().cloned().collect();
             }
-            rows.push(Box::from(line));
+            rows.push(Arc::from(line));
         }
         Table { columns, rows: Body::Json(rows) }
+    }
+
+    /// A flow log's lines held elsewhere (the live view's), shared rather than copied: in
+    /// `format`, each without its line end. TSV lines take `header`'s columns (the log's first
+    /// line; a line with another number of fields is left out); JSON lines the first line's
+    /// keys, the lines being the run's own objects.
+    pub fn from_lines<'r>(format: Format, header: &str, lines: impl IntoIterator<Item = &'r Arc<str>>) -> Table {
+        match format {
+            Format::Tsv => {
+                let columns: Vec<String> = header.trim_end().split('\t').map(str::to_owned).collect();
+                let table = read::Table::from_rows(columns, lines);
+                Table { columns: table.columns.clone(), rows: Body::Text(table) }
+            }
+            Format::Jsonl => {
+                let rows: Vec<Arc<str>> = lines.into_iter().cloned().collect();
+                let columns = match rows.first().map(|l| serde_json::from_str::<Value>(l)) {
+                    Some(Ok(Value::Object(map))) => map.keys().cloned().collect(),
+                    _ => Vec::new(),
+                };
+                Table { columns, rows: Body::Json(rows) }
+            }
+        }
     }
 
     pub fn column(&self, name: &str) -> Option<usize> {
@@ -285,7 +309,7 @@ impl Table {
     }
 
     /// Row `row` of JSON lines as values in column order (a key a line lacks: null).
-    fn json_row(&self, lines: &[Box<str>], row: usize) -> Vec<Value> {
+    fn json_row(&self, lines: &[Arc<str>], row: usize) -> Vec<Value> {
         let Some(Ok(Value::Object(map))) = lines.get(row).map(|l| serde_json::from_str::<Value>(l)) else {
             return Vec::new();
         };
@@ -445,6 +469,27 @@ mod tests {
         assert_eq!(t.cell(0, 3), Value::from("10.0.0.1"));
         assert_eq!(t.cell(0, 9), Value::Null);
         assert_eq!(t.column("c"), Some(2));
+    }
+
+    /// The live view's tables share the lines it keeps: no copy per table, a line with the
+    /// wrong number of fields left out, JSON lines' columns the first line's keys.
+    #[test]
+    fn tables_of_kept_lines_share_them() {
+        let lines: Vec<Arc<str>> = ["1\t2.5\t-", "3\t4", "5\t6\t7"].map(Arc::from).into();
+        let t = Table::from_lines(Format::Tsv, "a\tb\tc\n", &lines);
+        assert_eq!(t.columns, ["a", "b", "c"]);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.row(1), vec![Value::from(5u64), Value::from(6u64), Value::from(7u64)]);
+        assert_eq!(Arc::strong_count(&lines[0]), 2, "the table holds the line itself, not a copy");
+        assert_eq!(Arc::strong_count(&lines[1]), 1, "the short line is left out");
+        let filtered = t.filtered(|t, i| t.cell(i, 0) == 5u64);
+        assert_eq!((filtered.len(), Arc::strong_count(&lines[2])), (1, 3));
+
+        let json: Vec<Arc<str>> = [r#"{"a":1,"b":"x"}"#, r#"{"b":"y","a":2}"#].map(Arc::from).into();
+        let t = Table::from_lines(Format::Jsonl, "", &json);
+        assert_eq!(t.columns, ["a", "b"]);
+        assert_eq!(t.row(1), vec![Value::from(2u64), Value::from("y")]);
+        assert!(Table::from_lines(Format::Jsonl, "", &[]).is_empty());
     }
 
     /// Typed rows are served with their types, not as text read back: a flag is a boolean, a

@@ -24,6 +24,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -248,14 +249,24 @@ impl<'a> Row<'a> {
 
 /// A whole TSV file in memory. Each row is kept as one string (its fields joined by tabs, as
 /// the file has them): a flow log held as one allocation per row takes a fraction of the
-/// memory of one per field.
+/// memory of one per field. Rows are shared, not copied, by the tables made from a table
+/// ([`Table::filtered`]) or from rows kept elsewhere ([`Table::from_rows`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Table {
     pub columns: Vec<String>,
-    rows: Vec<Box<str>>,
+    rows: Vec<Arc<str>>,
 }
 
 impl Table {
+    /// A table of `rows` (each its fields joined by tabs, no line end), shared with their
+    /// holder; a row without one field per column is left out, as [`Table::from_tsv_lenient`]
+    /// leaves it.
+    pub fn from_rows<'r>(columns: Vec<String>, rows: impl IntoIterator<Item = &'r Arc<str>>) -> Table {
+        let tabs = columns.len().saturating_sub(1);
+        let rows = rows.into_iter().filter(|r| r.bytes().filter(|&b| b == b'\t').count() == tabs).cloned().collect();
+        Table { columns, rows }
+    }
+
     pub fn from_path(path: &Path) -> Result<Table, ReadError> {
         Table::from_tsv(TsvReader::open(path)?)
     }
@@ -271,7 +282,7 @@ impl Table {
         let mut line = String::new();
         while let Some(row) = tsv.next_row()? {
             join_fields(&row, &mut line);
-            rows.push(Box::from(line.as_str()));
+            rows.push(Arc::from(line.as_str()));
         }
         Ok(Table { columns: tsv.columns, rows })
     }
@@ -286,7 +297,7 @@ impl Table {
             match tsv.next_row() {
                 Ok(Some(row)) => {
                     join_fields(&row, &mut line);
-                    rows.push(Box::from(line.as_str()));
+                    rows.push(Arc::from(line.as_str()));
                 }
                 Ok(None) => break,
                 Err(ReadError { kind: ReadErrorKind::Io(_), .. }) => break,
