@@ -17,13 +17,15 @@ PORT = 45_999
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="SKIPPED: live capture needs root")
 def test_monitor_captures_loopback_flows_until_its_duration():
-    s = sonde.monitor("lo", duration=1.5, filter=f"udp port {PORT}", interval=0, tick_ms=50)
+    # The capture is open when monitor() returns; its duration leaves the sender seconds to
+    # spare (a loaded machine once stretched 20 sends 20 ms apart past a 1.5 s duration).
+    s = sonde.monitor("lo", duration=4, filter=f"udp port {PORT}", interval=0, tick_ms=50)
 
     def send():
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             for i in range(20):
                 sock.sendto(b"sonde", ("127.0.0.1", PORT))
-                time.sleep(0.02)
+                time.sleep(0.005)
 
     sender = threading.Thread(target=send)
     time.sleep(0.2)
@@ -31,7 +33,7 @@ def test_monitor_captures_loopback_flows_until_its_duration():
     sender.start()
     udp = [b.batch for b in s if b.protocol == "udp"]
     sender.join()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 8
     flows = [row for batch in udp for row in batch.to_pylist()]
     assert len(flows) == 1, flows
     assert flows[0]["s_port"] == PORT
