@@ -5,7 +5,8 @@
 #
 # TARGET is a binary of fuzz/Cargo.toml (capture, wire, flow, define, define_changes, l7); it
 # is built (instrumented, `cargo afl build --release`) if missing or with FUZZ_BUILD=1. The
-# corpus starts from fuzz/seeds/TARGET (made by fuzz/seeds/gen.py); the capture target also
+# corpus starts from fuzz/seeds/TARGET (made by fuzz/seeds/gen.py) and fuzz/corpus/TARGET (what
+# the hour-long campaigns grew, docs/fuzzing.md); the capture target also
 # takes the shared corpus's small traces when ../shared/traces (or $SONDE_SHARED/traces) is
 # there. Findings go to $FUZZ_OUT/TARGET (default target/fuzz/out/TARGET): the script prints
 # AFL's figures (fuzzer_stats) and, for each crash, the input's path and how to replay it, and
@@ -34,6 +35,8 @@ input=$out_root/$target.in
 rm -rf "$out" "$input"
 mkdir -p "$input" "$out_root"
 cp "$seeds"/* "$input"/
+# What earlier campaigns grew (fuzz/corpus/TARGET: the inputs that reached new edges).
+if [ -d "$here/corpus/$target" ]; then cp "$here/corpus/$target"/* "$input"/; fi
 shared=${SONDE_SHARED:-$root/../shared}/traces
 if [ "$target" = capture ] && [ -d "$shared" ]; then
     for part in robustness realistic; do
