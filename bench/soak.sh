@@ -15,8 +15,10 @@
 #
 # Environment: SONDE (default target/release/sonde), TRACE (default: /tmp/sonde-soak/soak.pcap,
 # made from ../shared/traces by the shared mergetrace tool), RATE (packets/s, default 20000),
-# SAMPLE (seconds between samples, default 60), WARMUP (seconds left out of the slope, default
-# a fifth of the run), OUT (where soak.csv, soak.svg, report.txt and the run go; default
+# SAMPLE (seconds between samples, default 10), WARMUP (seconds left out of the slope, default
+# a fifth of the run), WINDOW (the slope is fitted to the lowest sample of each WINDOW seconds,
+# the floor of the saw-tooth the chunks make; default five rotations; 0: every sample), OUT
+# (where soak.csv, soak.svg, report.txt and the run go; default
 # /tmp/sonde-soak/run-DATE), QUOTA (spool quota, default 64M), MAX_SLOPE_MB_H (default 1),
 # DNS_CACHE (the monitor's --dns-cache, default 10000: scaled down like the timeouts, so that
 # the cache is full, and the memory with it, within the warm-up; its default 100,000 fills in
@@ -30,11 +32,12 @@ REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SECONDS_WANTED=${1:-3600}
 SONDE=$(realpath "${SONDE:-$REPO_DIR/target/release/sonde}")
 RATE=${RATE:-20000}
-SAMPLE=${SAMPLE:-60}
+SAMPLE=${SAMPLE:-10}
 WARMUP=${WARMUP:-$((SECONDS_WANTED / 5))}
 QUOTA=${QUOTA:-64M}
 DNS_CACHE=${DNS_CACHE:-10000}
 ROTATE=${ROTATE:-60}
+WINDOW=${WINDOW:-$((5 * ROTATE))}
 MAX_SLOPE_MB_H=${MAX_SLOPE_MB_H:-1}
 OUT=${OUT:-/tmp/sonde-soak/run-$(date -u +%Y%m%dT%H%M%S)}
 TRACE=${TRACE:-/tmp/sonde-soak/soak.pcap}
@@ -143,4 +146,4 @@ nfdump -R "$OUT/nfcapd" -q -o csv 2>/dev/null | grep -c . >"$OUT/nfdump-records.
 nfdump -I -R "$OUT/nfcapd" >"$OUT/nfdump-stat.txt" 2>/dev/null || true
 
 python3 "$REPO_DIR/bench/soak.py" check --dir "$OUT" --warmup "$WARMUP" --max-slope "$MAX_SLOPE_MB_H" \
-    --quota "$QUOTA" | tee "$OUT/report.txt"
+    --quota "$QUOTA" --window "$WINDOW" | tee "$OUT/report.txt"
