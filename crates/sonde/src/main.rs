@@ -57,10 +57,14 @@ fn main() -> ExitCode {
         Command::Thin(args) => thin::run(&args),
         Command::Control(cmd) => control::run(&cmd),
         Command::Monitor(args) => {
+            sonde_heap::one_arena();
             let config = &args.monitor.analysis;
             sonde_analysis::monitor::monitor(&args.monitor, analysis::progress(config), |f| analysis::finish(config, f))
         }
-        Command::Serve(args) => serve::run(&args),
+        Command::Serve(args) => {
+            sonde_heap::one_arena();
+            serve::run(&args)
+        }
         Command::Completions { shell } => completions(shell),
         Command::Man { dir } => man(dir.as_deref()),
     };
