@@ -164,6 +164,7 @@ def check(a):
     rss_slope = slope_per_hour(xs, [float(r["rss_mb"]) for r in warm])
     anon_slope = slope_per_hour(xs, [float(r["anon_mb"]) for r in warm])
     every_sample = rss_slope
+    whole = []
     if a.window > 0:
         floors = {}
         for r in warm:
@@ -172,6 +173,11 @@ def check(a):
                 floors[w] = r
         # The last window may be cut short (the run's end): its floor would sit higher.
         whole = [floors[w] for w in sorted(floors) if (w + 1) * a.window + a.warmup <= float(rows[-1]["t_s"]) + 1]
+    if len(whole) < 2:
+        if a.window > 0:
+            print(f"fewer than two whole {a.window:.0f} s windows after the warm-up: the slope is over every sample")
+        whole = []
+    else:
         rss_slope = slope_per_hour([float(r["t_s"]) for r in whole], [float(r["rss_mb"]) for r in whole])
         anon_slope = slope_per_hour([float(r["t_s"]) for r in whole], [float(r["anon_mb"]) for r in whole])
     fds = [int(r["fds"]) for r in warm]
@@ -182,10 +188,10 @@ def check(a):
           f"TCP and UDP flows; samples {len(rows)} (after the {a.warmup:.0f} s warm-up: {len(warm)})")
     print(f"memory after the warm-up: VmRSS {min(float(r['rss_mb']) for r in warm):.1f}-{max(float(r['rss_mb']) for r in warm):.1f} MB, "
           f"slope over every sample {every_sample:+.2f} MB/h")
-    if a.window > 0:
+    if whole:
         print(f"memory's floor (the lowest sample of each {a.window:.0f} s, {len(whole)} windows): VmRSS "
               f"{min(float(r['rss_mb']) for r in whole):.1f}-{max(float(r['rss_mb']) for r in whole):.1f} MB")
-    print(f"judged slope{' (floor)' if a.window > 0 else ''}: VmRSS {rss_slope:+.2f} MB/h, RssAnon {anon_slope:+.2f} MB/h "
+    print(f"judged slope{' (floor)' if whole else ''}: VmRSS {rss_slope:+.2f} MB/h, RssAnon {anon_slope:+.2f} MB/h "
           f"(limit {a.max_slope} MB/h)")
     if rss_slope > a.max_slope:
         failures.append(f"resident memory grows {rss_slope:.2f} MB/h")

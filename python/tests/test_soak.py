@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 
 import pytest
@@ -35,6 +36,7 @@ def test_a_short_soak_delivers_every_record_with_bounded_memory(tmp_path):
         SAMPLE="10",
         WARMUP="40",
         ROTATE="15",
+        WINDOW="15",
         QUOTA="4M",
         DNS_CACHE="1000",
         # A leak per packet (2,000 a second) passes this at once; the hour-long run holds 1.
@@ -56,4 +58,6 @@ def test_a_short_soak_delivers_every_record_with_bounded_memory(tmp_path):
     assert int(last["packets"]) > 100_000
     assert int(last["open_flows"]) > 100
     assert int(last["kafka_delivered"]) > 0 and int(last["ipfix_records"]) > 0
-    assert "chunks, 0 over quota, 0 failed" in report and " 0 chunks," not in report, report
+    # A chunk may pass the quota (a threshold, docs/spool.md); none may be lost.
+    chunks, failed = map(int, re.search(r"(\d+) chunks, \d+ over quota, (\d+) failed", report).groups())
+    assert chunks >= SECONDS // 15 - 1 and failed == 0, report
