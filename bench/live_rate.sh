@@ -17,6 +17,10 @@
 # one can; sent_pps adds their rates), LOOPS (times each sender sends the trace, default 1),
 # ALONE (1: the "alone" rows, the senders without sonde, one per rate; 0: not run), MONITOR_ARGS
 # (more options for sonde monitor, e.g. "--http 127.0.0.1:0").
+# Two columns say where the machine's time went while the senders ran: sonde_cpu, the CPU
+# seconds sonde spent (all its threads, user and system; the kernel's receive work in softirq
+# is counted to whichever process its core was running), and idle, the share of the machine's CPU time (all cores)
+# left idle. An idle near 0 % means the rate is the machine's, not sonde's.
 set -euo pipefail
 
 SONDE=${SONDE:-target/release/sonde}
@@ -91,15 +95,28 @@ send() {
 }
 
 echo "sender: $SENDER, $SENDERS at once, each sending $TRACE $LOOPS time(s)"
-row='%-9s %-7s %-9s %10.0f %10s %10s %10s %10s %10s\n'
-printf '%-9s %-7s %-9s %10s %10s %10s %10s %10s %10s\n' backend readers asked_pps sent_pps sent read offered dropped alone_pps
+row='%-9s %-7s %-9s %10.0f %10s %10s %10s %10s %10s %9s %6s\n'
+printf '%-9s %-7s %-9s %10s %10s %10s %10s %10s %10s %9s %6s\n' backend readers asked_pps sent_pps sent read offered dropped alone_pps sonde_cpu idle
+
+# cpu_ticks: "busy idle" jiffies of the whole machine (/proc/stat, iowait counted idle).
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6; exit}' /proc/stat; }
+# proc_ticks PID: user+system jiffies of a process, all its threads.
+proc_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+idle_share() { # idle_share "BUSY0 IDLE0" "BUSY1 IDLE1"
+    local b0 i0 b1 i1
+    read -r b0 i0 <<<"$1"; read -r b1 i1 <<<"$2"
+    awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) 'BEGIN{printf "%.0f%%", b + i ? 100 * i / (b + i) : 0}'
+}
+HZ=$(getconf CLK_TCK)
 declare -A alone
 for rate in $RATES; do
     alone[$rate]=-
     [ "$ALONE" = 1 ] || continue
+    m0=$(cpu_ticks)
     send "$rate"
+    m1=$(cpu_ticks)
     alone[$rate]=$(printf '%.0f' "$sent_pps")
-    printf "$row" alone - "$rate" "$sent_pps" "$sent" - - - -
+    printf "$row" alone - "$rate" "$sent_pps" "$sent" - - - - - "$(idle_share "$m0" "$m1")"
 done
 for backend in $BACKENDS; do
     for readers in $READERS; do
@@ -117,14 +134,17 @@ for backend in $BACKENDS; do
                 kill -0 "$pid" 2>/dev/null || { cat "$WORK/stderr" >&2; exit 1; }
                 sleep 0.05
             done
+            m0=$(cpu_ticks); p0=$(proc_ticks "$pid")
             send "$rate"
+            m1=$(cpu_ticks); p1=$(proc_ticks "$pid")
             sleep 0.5
             kill -INT "$pid"
             wait "$pid"
             read_pkts=$(json "$out/summary.json" 'd["packets"]["read"]')
             offered=$(json "$out/summary.json" 'd["capture"]["received_pkts"]')
             dropped=$(json "$out/summary.json" 'd["capture"]["dropped_pkts"]')
-            printf "$row" "$backend" "$readers" "$rate" "$sent_pps" "$sent" "$read_pkts" "$offered" "$dropped" "${alone[$rate]}"
+            printf "$row" "$backend" "$readers" "$rate" "$sent_pps" "$sent" "$read_pkts" "$offered" "$dropped" "${alone[$rate]}" \
+                "$(awk -v t=$((p1 - p0)) -v hz="$HZ" 'BEGIN{printf "%.2f", t / hz}')" "$(idle_share "$m0" "$m1")"
         done
     done
 done
