@@ -109,8 +109,11 @@ impl Rotation {
         let name = self.chunk_name(start);
         match self.write(&name, start, end, &files) {
             Ok(()) => {
-                held.take_chunk();
+                drop(held.take_chunk());
+                drop(files);
                 self.start_ns = Some(end);
+                // A chunk's lines and files, tens of MB at a busy link's rate, were just freed.
+                sonde_heap::give_back();
             }
             Err(e) => {
                 self.summary.failed_chunks += 1;
