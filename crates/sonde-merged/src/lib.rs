@@ -12,7 +12,8 @@
 //! Guarantees: a file that cannot be read (still being written, damaged, of another shape) is
 //! skipped, counted and tried again at the next reload, never fatal; names starting with `_` or
 //! `.` (Spark's temporary and metadata files) are not looked at. Memory holds the kept intervals,
-//! the probes (at most `max_probes`) and the name of every file read.
+//! the probes (at most `max_probes`) and the names of the files read that are still in the
+//! directory.
 //!
 //! ```no_run
 //! let mut source = sonde_merged::Source::open("merged".as_ref(), sonde_merged::Limits::default())?;

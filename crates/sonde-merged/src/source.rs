@@ -14,7 +14,9 @@ use crate::view::{Counters, Limits, MergedView};
 #[derive(Debug)]
 pub struct Source {
     dir: PathBuf,
-    /// The files read whole, by changelog and name: never read again.
+    /// The files read whole, by changelog and name: never read again. A name is forgotten once
+    /// its file has left the directory (the job's retention, or the operator's), so this holds
+    /// what the directory holds, not every file the run has seen.
     read: HashSet<(Changelog, OsString)>,
     view: MergedView,
 }
@@ -50,7 +52,10 @@ impl Source {
         let mut unreadable = 0;
         let mut changed = false;
         for log in Changelog::ALL {
-            for (path, name) in candidates(&self.dir.join(log.dir())) {
+            let listed = candidates(&self.dir.join(log.dir()));
+            let names: HashSet<&OsString> = listed.iter().map(|(_, name)| name).collect();
+            self.read.retain(|(l, name)| *l != log || names.contains(name));
+            for (path, name) in listed {
                 if self.read.contains(&(log, name.clone())) {
                     continue;
                 }
@@ -102,4 +107,60 @@ fn candidates(dir: &Path) -> Vec<(PathBuf, OsString)> {
         .collect();
     files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     files.into_iter().map(|(_, name, path)| (path, name)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+    use arrow::record_batch::RecordBatch;
+    use parquet::arrow::ArrowWriter;
+
+    use super::*;
+
+    fn write_hosts(path: &Path, start: f64) {
+        let d = |v: f64| Arc::new(Float64Array::from(vec![v])) as ArrayRef;
+        let l = |v: i64| Arc::new(Int64Array::from(vec![v])) as ArrayRef;
+        let batch = RecordBatch::try_from_iter([
+            ("batch", l(1)),
+            ("addr", Arc::new(StringArray::from(vec!["10.0.0.1"])) as ArrayRef),
+            ("start", d(start)),
+            ("end", d(start + 60.0)),
+            ("pkts_in", l(2)),
+            ("bytes_in", l(200)),
+            ("pkts_out", l(3)),
+            ("bytes_out", l(300)),
+            ("flows", l(1)),
+        ])
+        .unwrap();
+        let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn the_names_of_files_read_are_forgotten_when_the_files_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = dir.path().join(Changelog::Hosts.dir());
+        std::fs::create_dir(&hosts).unwrap();
+        let mut source = Source::open(dir.path(), Limits::default()).unwrap();
+        for (i, start) in [60.0, 120.0, 180.0].into_iter().enumerate() {
+            write_hosts(&hosts.join(format!("part-{i}.parquet")), start);
+        }
+        assert!(source.reload());
+        assert_eq!((source.read.len(), source.view.counters.files_read), (3, 3));
+        // Read once: a reload with nothing new reads nothing.
+        source.reload();
+        assert_eq!(source.view.counters.files_read, 3);
+        // The job's retention takes two away: their names go with them, the third is kept
+        // (and not read again).
+        std::fs::remove_file(hosts.join("part-0.parquet")).unwrap();
+        std::fs::remove_file(hosts.join("part-1.parquet")).unwrap();
+        source.reload();
+        assert_eq!((source.read.len(), source.view.counters.files_read), (1, 3));
+        write_hosts(&hosts.join("part-3.parquet"), 240.0);
+        source.reload();
+        assert_eq!((source.read.len(), source.view.counters.files_read), (2, 4));
+    }
 }
