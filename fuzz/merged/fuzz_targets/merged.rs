@@ -25,8 +25,9 @@
 //! - The totals never go down: letting intervals go leaves the snapshot's totals, packets and
 //!   bytes as they were, and the packets and bytes are the sums of the rows' (saturating).
 //! - The snapshot serializes (serde_json, as the API answers) and renders as valid `/metrics`
-//!   text (names of the allowed characters, one sample a line); through a `Source`, a reload gives the view the rows gave, counts the file read (or
-//!   unreadable, naming it), and a second reload reads nothing again.
+//!   text (names of the allowed characters, one sample a line); through a `Source`, a reload
+//!   gives the view the rows gave, counts the file read (or unreadable, naming it), and a
+//!   second reload reads nothing again.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
