@@ -83,7 +83,7 @@ lint: format-check deps
 
 format-check:
 	$(CARGO) fmt --all -- --check
-	cd fuzz && $(CARGO) fmt -- --check
+	cd fuzz && $(CARGO) fmt --all -- --check
 
 # Clippy's lints while the tests are compiled: cargo runs clippy-driver (a rustc with clippy's
 # lints) for the workspace's own crates only, warnings denied, so the code is compiled once, not
@@ -128,20 +128,23 @@ fuzz-deps:
 		$(CARGO) install cargo-afl --locked --version $(AFL_VERSION)
 	@out=$$($(CARGO) afl config --build 2>&1) || echo "$$out" | grep -q 'already built' || { echo "$$out" >&2; exit 1; }
 
-# Every target for FUZZ_SECONDS (default 10 min) each, two at a time; one target:
-# `fuzz/run.sh TARGET SECONDS`. Fails when a target found a crash, whose input it prints.
+# Every target for FUZZ_SECONDS (default 10 min) each, two at a time, the seven (`merged`
+# too); one target: `fuzz/run.sh TARGET SECONDS`. Fails when a target found a crash, whose
+# input it prints.
 fuzz: fuzz-deps
 	fuzz/run-all.sh $(FUZZ_SECONDS)
 
 # make test's short run: FUZZ_TEST_SECONDS (15 s) per target, enough to catch a regression on
 # the seeds and the paths near them. Built at opt-level 1 (a quarter less CPU to build from
 # scratch, as fast for 15 s), apart from `make fuzz`'s opt-level 3 build so neither rebuilds
-# the other.
+# the other. The six light targets only (the sonde-fuzz package): `merged` pulls Arrow and
+# Parquet, about 14 min of CPU to build instrumented, and runs in `make fuzz`.
+FUZZ_SHORT_TARGETS := capture wire flow define define_changes l7
 fuzz-short: fuzz-short-build
-	AFL_OPT_LEVEL=1 FUZZ_TARGET_DIR=$(abspath target/fuzz-short) fuzz/run-all.sh $(FUZZ_TEST_SECONDS)
+	AFL_OPT_LEVEL=1 FUZZ_TARGET_DIR=$(abspath target/fuzz-short) fuzz/run-all.sh $(FUZZ_TEST_SECONDS) $(FUZZ_SHORT_TARGETS)
 
 fuzz-short-build: fuzz-deps
-	cd fuzz && AFL_OPT_LEVEL=1 CARGO_TARGET_DIR=$(abspath target/fuzz-short) $(CARGO) afl build --release --locked
+	cd fuzz && AFL_OPT_LEVEL=1 CARGO_TARGET_DIR=$(abspath target/fuzz-short) $(CARGO) afl build --release --locked -p sonde-fuzz
 
 # What the tests start or compare with, side by side: the downloads (npm, PyPI, Maven Central,
 # the Go proxy, crates.io for cargo-afl) wait on the network together.

@@ -3,10 +3,11 @@
 #
 #   fuzz/run.sh TARGET SECONDS
 #
-# TARGET is a binary of fuzz/Cargo.toml (capture, wire, flow, define, define_changes, l7); it
-# is built (instrumented, `cargo afl build --release`) if missing or with FUZZ_BUILD=1. The
-# corpus starts from fuzz/seeds/TARGET (made by fuzz/seeds/gen.py) and fuzz/corpus/TARGET (what
-# the hour-long campaigns grew, docs/fuzzing.md); the capture target also
+# TARGET is a binary of the fuzz workspace (capture, wire, flow, define, define_changes, l7 in
+# fuzz/Cargo.toml; merged in fuzz/merged/Cargo.toml); it is built (instrumented, `cargo afl
+# build --release --bin TARGET`) if missing or with FUZZ_BUILD=1. The corpus starts from
+# fuzz/seeds/TARGET (made by fuzz/seeds/gen.py, merged's by gen_merged.py) and
+# fuzz/corpus/TARGET (what the hour-long campaigns grew, docs/fuzzing.md); the capture target also
 # takes the shared corpus's small traces when ../shared/traces (or $SONDE_SHARED/traces) is
 # there. Findings go to $FUZZ_OUT/TARGET (default target/fuzz/out/TARGET): the script prints
 # AFL's figures (fuzzer_stats) and, for each crash, the input's path and how to replay it, and

@@ -158,6 +158,13 @@ pub fn render(snap: &Snapshot, exports: &[ExportCounter]) -> String {
         }
         for q in &last.quantiles {
             let Some((suffix, factor)) = base_unit(&q.unit) else { continue };
+            // A merged view's metric names come from the merge job's files (sonde-merged): one
+            // with a character a Prometheus name has not (a space, a newline) would break the
+            // exposition or add lines of its own; left out. Found by fuzzing
+            // (fuzz/regressions/merged).
+            if q.metric.is_empty() || !q.metric.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') {
+                continue;
+            }
             // tcp_bytes in bytes is sonde_tcp_bytes, not sonde_tcp_bytes_bytes.
             let name = match q.metric.ends_with(suffix) {
                 true => format!("sonde_{}", q.metric),

@@ -329,8 +329,11 @@ impl MergedView {
             state: Phase::Running,
             input: format!("merged:{dir}"),
             started_unix_s,
-            packets: totals.iter().map(|t| t.packets).sum(),
-            bytes: totals.iter().map(|t| t.bytes).sum(),
+            // Saturating, as each total is: a file's LONGs can be anything, and three rows near
+            // i64::MAX overflowed a plain sum (a panic with overflow checks, a wrapped count in
+            // a release build). Found by fuzzing (fuzz/regressions/merged).
+            packets: totals.iter().fold(0, |sum, t| sum.saturating_add(t.packets)),
+            bytes: totals.iter().fold(0, |sum, t| sum.saturating_add(t.bytes)),
             elapsed_s: (now_unix_s - started_unix_s).max(0.0),
             first_packet_s: self.first_start,
             last_packet_s: merged.newest_end_s,
