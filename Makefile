@@ -138,7 +138,7 @@ fuzz: fuzz-deps
 # the seeds and the paths near them. Built at opt-level 1 (a quarter less CPU to build from
 # scratch, as fast for 15 s), apart from `make fuzz`'s opt-level 3 build so neither rebuilds
 # the other. The six light targets only (the sonde-fuzz package): `merged` pulls Arrow and
-# Parquet, about 14 min of CPU to build instrumented, and runs in `make fuzz`.
+# Parquet, about 20 min of CPU to build instrumented, and runs in `make fuzz`.
 FUZZ_SHORT_TARGETS := capture wire flow define define_changes l7
 fuzz-short: fuzz-short-build
 	AFL_OPT_LEVEL=1 FUZZ_TARGET_DIR=$(abspath target/fuzz-short) fuzz/run-all.sh $(FUZZ_TEST_SECONDS) $(FUZZ_SHORT_TARGETS)

@@ -33,8 +33,11 @@ fi
 
 # The starting corpus: the committed seeds, plus small shared traces for the capture readers.
 input=$out_root/$target.in
-rm -rf "$out" "$input"
-mkdir -p "$input" "$out_root"
+# The target's scratch files (merged writes each input there as a Parquet file), under the run's
+# output rather than /tmp: afl-fuzz kills the target at the end, before it can clean up.
+scratch=$out_root/$target.tmp
+rm -rf "$out" "$input" "$scratch"
+mkdir -p "$input" "$out_root" "$scratch"
 cp "$seeds"/* "$input"/
 # What earlier campaigns grew (fuzz/corpus/TARGET: the inputs that reached new edges).
 if [ -d "$here/corpus/$target" ]; then cp "$here/corpus/$target"/* "$input"/; fi
@@ -54,7 +57,8 @@ export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AF
 export AFL_FAST_CAL=1 AFL_QUIET=1
 log=$out_root/$target.log
 status=0
-cargo afl fuzz -i "$input" -o "$out" -V "$seconds" -t "${FUZZ_TIMEOUT_MS:-2000}" -- "$bin" >"$log" 2>&1 || status=$?
+TMPDIR=$scratch cargo afl fuzz -i "$input" -o "$out" -V "$seconds" -t "${FUZZ_TIMEOUT_MS:-2000}" -- "$bin" >"$log" 2>&1 \
+    || status=$?
 stats=$out/default/fuzzer_stats
 if [ ! -f "$stats" ]; then
     echo "fuzz $target: afl-fuzz did not start (exit $status); its log, $log:" >&2
