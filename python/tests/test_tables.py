@@ -91,6 +91,22 @@ def test_options_reach_the_run():
     assert run.summary["monitoring"]["interval_s"] == 1.0
 
 
+def test_owners_are_typed_and_equal_the_cli():
+    """`geoip` and `asn` (docs/owners.md): the six owner columns typed like the others, and
+    equal to what the CLI writes. The values themselves are checked in tests/owners.rs."""
+    city = shared("geoip/GeoIP2-City-Test.mmdb")
+    asn = shared("geoip/GeoLite2-ASN-Test.mmdb")
+    run = compare_run(DEMO, "--geoip", str(city), "--asn", str(asn), geoip=str(city), asn=str(asn))
+    schema = run.tcp.schema
+    assert schema.field("c_asn").type == pa.uint64()
+    assert pa.types.is_dictionary(schema.field("s_country").type)
+    assert pa.types.is_dictionary(schema.field("s_as_org").type)
+    # The demo's addresses are in none of the test databases' networks: null, not "-".
+    assert run.tcp.column("c_country").null_count == run.tcp.num_rows
+    owners = run.summary["flows"]["owners"]
+    assert owners["lookups"] == 2 * (run.tcp.num_rows + run.udp.num_rows)
+
+
 def test_interval_off_gives_no_interval_tables():
     run = sonde.analyze(DEMO, interval=0)
     assert run.intervals is None and run.tables == {}

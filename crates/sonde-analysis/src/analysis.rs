@@ -313,6 +313,19 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         table_cap: config.table_size.max(1),
         top_n: config.top,
     });
+    anyhow::ensure!(config.owner_cache > 0, "{} must be at least 1", name("owner_cache"));
+    let owners = if plan.owners {
+        sonde_owners::MaxMind::open(config.geoip.as_deref(), config.asn.as_deref())?
+    } else {
+        if config.geoip.is_some() || config.asn.is_some() {
+            notes.push(format!(
+                "{} and {}: no output shows the flows' owners (sonde's flow logs do; not --layout tstat): not looked up",
+                name("geoip"),
+                name("asn")
+            ));
+        }
+        None
+    };
     let live_default = if config.live { DEFAULT_LIVE_ACTIVE_TIMEOUT_S } else { 0.0 };
     let flow = FlowConfig {
         tcp_idle_ns: config.timeout_ns(config.tcp_timeout, "tcp_timeout")?,
@@ -322,6 +335,8 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         internal_nets,
         active_timeout_ns: config.active_timeout_ns(live_default)?,
         app_facts: plan.app_packets > 0,
+        owners: owners.map(|o| o as std::sync::Arc<dyn sonde_flow::Owners>),
+        owner_cache: config.owner_cache,
         ..FlowConfig::default()
     };
     let app = sonde_engine::AppConfig {
@@ -395,6 +410,9 @@ pub(crate) struct Plan {
     /// Payload packets read for application facts: `--app-packets` if an output shows the
     /// facts (a flow log, a table by application, Kafka's flows, a live run's flow table), else 0.
     pub(crate) app_packets: u8,
+    /// Owners looked up (`--geoip`, `--asn`): an output shows them (sonde's flow logs, Kafka's
+    /// flows, a live run's flow table).
+    pub(crate) owners: bool,
 }
 
 impl Plan {
@@ -407,6 +425,9 @@ impl Plan {
             },
             tables: elsewhere || outputs.wants_any(&OutputFile::TABLES),
             app_packets: if elsewhere || outputs.shows_application() { config.app_packets } else { 0 },
+            owners: (config.geoip.is_some() || config.asn.is_some())
+                && config.layout == crate::config::FlowLayout::Sonde
+                && (elsewhere || outputs.shows_owners()),
         }
     }
 }

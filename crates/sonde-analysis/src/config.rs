@@ -110,6 +110,19 @@ pub struct AnalysisConfig {
     /// its client resolved to the server's address; when full, the oldest go.
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub dns_cache: usize,
+    /// MaxMind DB of countries (GeoIP2 or GeoLite2 Country or City): each flow's client and
+    /// server country in the flow logs (c_country, s_country; docs/owners.md). Checked whole
+    /// when opened: a damaged file is refused.
+    #[arg(long, value_name = "FILE.mmdb")]
+    pub geoip: Option<PathBuf>,
+    /// MaxMind DB of autonomous systems (GeoLite2 ASN): each flow's client and server AS
+    /// number and organisation in the flow logs (c_asn, s_asn, c_as_org, s_as_org).
+    #[arg(long, value_name = "FILE.mmdb")]
+    pub asn: Option<PathBuf>,
+    /// Addresses whose owners (--geoip, --asn) each worker keeps, so that a busy address is
+    /// looked up once; when full, the cache empties and fills again.
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    pub owner_cache: usize,
     /// Memory for the flow logs' lines, in MiB, shared by the workers: beyond it they wait in
     /// sorted runs in unnamed temporary files in the output directory, merged when the logs
     /// are written, so memory does not grow with the flows a run has seen.

@@ -224,6 +224,7 @@ struct WorkerResult<S> {
     counts: FlowCounts,
     table: TableStats,
     icmp: IcmpStats,
+    owners: Option<sonde_flow::OwnerStats>,
 }
 
 /// One reader's run: where its packets come from and where what it finds goes.
@@ -419,6 +420,10 @@ fn add_up<S: WorkerSink>(
         counts.icmp.evicted += r.icmp.evicted;
         counts.icmp.errors_matched += r.icmp.errors_matched;
         counts.icmp.errors_unmatched += r.icmp.errors_unmatched;
+        if let Some(o) = r.owners {
+            let o = crate::stats::OwnerCounts { lookups: o.lookups, cached: o.cached, cache_resets: o.cache_resets };
+            counts.owners.get_or_insert_with(Default::default).add(o);
+        }
         let WorkerOutputs { mut sink, flows, .. } = r.sink;
         outputs.push(WorkerOutput { part: sink.take(), flows });
     }
@@ -943,13 +948,20 @@ impl<S: FlowSink, P> Worker<S, P> {
     fn finish(mut self, clock_ns: u64) -> WorkerResult<S> {
         let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
         let (mut table, mut icmp) = (TableStats::default(), IcmpStats::default());
+        let mut owners: Option<sonde_flow::OwnerStats> = None;
         for tracker in &mut self.trackers {
             tracker.finish_at(clock_ns, &mut sink);
             table.add(&tracker.table_stats());
             icmp.add(&tracker.icmp_stats());
+            if let Some(o) = tracker.owner_stats() {
+                let sum = owners.get_or_insert_with(Default::default);
+                sum.lookups += o.lookups;
+                sum.cached += o.cached;
+                sum.cache_resets += o.cache_resets;
+            }
         }
         table.peak_live = self.peak_live as u64;
-        WorkerResult { sink: self.sink, counts: self.counts, table, icmp }
+        WorkerResult { sink: self.sink, counts: self.counts, table, icmp, owners }
     }
 }
 

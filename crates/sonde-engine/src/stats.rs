@@ -86,6 +86,22 @@ pub struct FlowCounts {
     pub app: Option<AppCounts>,
     /// ICMP and ICMPv6 entries logged (icmp_flows) and errors counted on flows (docs/icmp.md).
     pub icmp: IcmpCounts,
+    /// The owners' lookups (`--geoip`, `--asn`; null when off; docs/owners.md).
+    pub owners: Option<OwnerCounts>,
+}
+
+/// The lookups of the flows' owners: two a record (client, server), each worker's cache in
+/// front of the databases. `cached` and `cache_resets` depend on how the flows are shared
+/// between workers (one cache each), so they vary with `--threads`; the answers do not.
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct OwnerCounts {
+    /// Addresses asked for.
+    pub lookups: u64,
+    /// Of them, answered from a worker's cache.
+    pub cached: u64,
+    /// Times a worker's cache was full (`--owner-cache`) and emptied.
+    pub cache_resets: u64,
 }
 
 /// The ICMP side of the flows.
@@ -250,6 +266,17 @@ impl FlowCounts {
         for (reason, n) in &other.end_reasons {
             *self.end_reasons.entry(reason).or_default() += n;
         }
+        if let Some(o) = other.owners {
+            self.owners.get_or_insert_with(Default::default).add(o);
+        }
+    }
+}
+
+impl OwnerCounts {
+    pub(crate) fn add(&mut self, o: OwnerCounts) {
+        self.lookups += o.lookups;
+        self.cached += o.cached;
+        self.cache_resets += o.cache_resets;
     }
 }
 

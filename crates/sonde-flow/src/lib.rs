@@ -19,6 +19,7 @@
 mod counters;
 pub mod icmp;
 pub mod key;
+pub mod owners;
 pub mod record;
 mod sent;
 pub mod seq;
@@ -34,6 +35,7 @@ use sonde_wire::{Fragment, PacketSummary, Transport, Tunnel};
 
 pub use icmp::{IcmpDirStats, IcmpErrors, IcmpInput, IcmpKey, IcmpKind, IcmpRecord, IcmpStats};
 pub use key::{FlowKey, PacketKey};
+pub use owners::{FlowOwners, Owner, OwnerStats, Owners};
 pub use record::*;
 use slab::Slab;
 pub use table::TableStats;
@@ -66,6 +68,10 @@ pub struct FlowConfig {
     pub active_timeout_ns: Option<u64>,
     /// Read application facts (sonde-l7) from the payload the packets bring (`AppInput`).
     pub app_facts: bool,
+    /// Look up each flow's two ends here when its record is made (`--geoip`, `--asn`).
+    pub owners: Option<std::sync::Arc<dyn Owners>>,
+    /// Addresses each tracker keeps the owners of (the cache in front of `owners`).
+    pub owner_cache: usize,
 }
 
 impl Default for FlowConfig {
@@ -80,6 +86,8 @@ impl Default for FlowConfig {
             internal_nets: Vec::new(),
             active_timeout_ns: None,
             app_facts: false,
+            owners: None,
+            owner_cache: 65_536,
         }
     }
 }
@@ -136,6 +144,8 @@ pub struct FlowTracker {
     /// networks set when each opened): counted as each starts, for a live run's counters (the
     /// interval statistics count a flow when it ends).
     opened: [[u64; 4]; 2],
+    /// With `FlowConfig::owners`: the lookups, behind their cache.
+    owners: Option<owners::OwnerCache>,
 }
 
 /// What a packet brings for the application readers: the captured start of its payload, and
@@ -226,7 +236,6 @@ impl FlowTracker {
             tcp: Slab::with_capacity(max_flows),
             udp: Slab::with_capacity(max_flows),
             tcp_pools: TcpPools::for_flows(max_flows),
-            cfg,
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
             interim,
@@ -234,7 +243,14 @@ impl FlowTracker {
             icmp: icmp::IcmpTable::new(max_flows),
             icmp_errors: rustc_hash::FxHashMap::default(),
             opened: [[0; 4]; 2],
+            owners: cfg.owners.clone().map(|o| owners::OwnerCache::new(o, cfg.owner_cache)),
+            cfg,
         }
+    }
+
+    /// What the owners' lookups did (`None` without owners).
+    pub fn owner_stats(&self) -> Option<OwnerStats> {
+        self.owners.as_ref().map(|o| o.stats)
     }
 
     pub fn table_stats(&self) -> TableStats {
@@ -696,6 +712,7 @@ impl FlowTracker {
             server_internal: is_internal(&server.0),
             tunnel: flow.tunnel,
         };
+        let owners = self.owners.as_mut().map(|o| o.pair(client.0, server.0));
         let icmp_errors = if self.icmp_errors.is_empty() {
             IcmpErrors::default()
         } else {
@@ -724,6 +741,7 @@ impl FlowTracker {
                 server,
                 icmp_errors,
                 app: None,
+                owners,
             })
         } else {
             let u = self.udp.get(flow.conn);
@@ -736,6 +754,7 @@ impl FlowTracker {
                 server: u.dirs[1],
                 icmp_errors,
                 app: None,
+                owners,
             })
         }
     }

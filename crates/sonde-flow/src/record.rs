@@ -184,6 +184,8 @@ pub struct TcpRecord {
     pub icmp_errors: crate::IcmpErrors,
     /// What the flow's first packets told of its application (None: no payload was read).
     pub app: Option<Box<sonde_l7::Facts>>,
+    /// Who the client and the server are (None: no owners were asked for).
+    pub owners: Option<Box<crate::FlowOwners>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -207,6 +209,8 @@ pub struct UdpRecord {
     pub icmp_errors: crate::IcmpErrors,
     /// What the flow's first packets told of its application (None: no payload was read).
     pub app: Option<Box<sonde_l7::Facts>>,
+    /// Who the client and the server are (None: no owners were asked for).
+    pub owners: Option<Box<crate::FlowOwners>>,
 }
 
 /// A finished flow of either protocol. Sinks get it by reference, built on the stack: no
@@ -249,6 +253,13 @@ impl FlowRecord {
         match self {
             FlowRecord::Tcp(r) => r.app = app,
             FlowRecord::Udp(r) => r.app = app,
+        }
+    }
+    /// Who the client and the server are, when owners were asked for.
+    pub fn owners(&self) -> Option<&crate::FlowOwners> {
+        match self {
+            FlowRecord::Tcp(r) => r.owners.as_deref(),
+            FlowRecord::Udp(r) => r.owners.as_deref(),
         }
     }
     pub fn end(&self) -> EndReason {

@@ -74,6 +74,7 @@ fn tcp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         server,
         icmp_errors: Default::default(),
         app: None,
+        owners: None,
     })
 }
 
@@ -88,6 +89,7 @@ fn udp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         server: UdpDirStats { pkts: 2, ip_bytes: 300, ..UdpDirStats::default() },
         icmp_errors: Default::default(),
         app: None,
+        owners: None,
     })
 }
 

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use sonde_flow::{IcmpErrors, IcmpKind, IcmpRecord, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
+use sonde_flow::{FlowOwners, IcmpErrors, IcmpKind, IcmpRecord, Owner, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 use sonde_l7::{Facts, TlsFacts};
 
 /// One field value, formatted the same way in every output format.
@@ -119,6 +119,28 @@ macro_rules! icmp_error_columns {
         $v.column("icmp_errors", Kind::Count, |r| Value::Int(r.icmp_errors.count));
         $v.column("icmp_error_last", Kind::Label, |r| icmp_error_last(r.icmp_errors));
     };
+}
+
+/// Who each end belongs to (`--geoip`, `--asn`): missing when no database was given or it
+/// does not know the address.
+macro_rules! owner_columns {
+    ($v:ident) => {
+        $v.column("c_country", Kind::Label, |r| text(owner(&r.owners, 0).and_then(Owner::country_code)));
+        $v.column("s_country", Kind::Label, |r| text(owner(&r.owners, 1).and_then(Owner::country_code)));
+        $v.column("c_asn", Kind::Count, |r| asn(owner(&r.owners, 0)));
+        $v.column("s_asn", Kind::Count, |r| asn(owner(&r.owners, 1)));
+        $v.column("c_as_org", Kind::Label, |r| text(owner(&r.owners, 0).and_then(|o| o.as_org.as_deref())));
+        $v.column("s_as_org", Kind::Label, |r| text(owner(&r.owners, 1).and_then(|o| o.as_org.as_deref())));
+    };
+}
+
+/// The owner of a flow's client (0) or server (1), when owners were looked up.
+fn owner(owners: &Option<Box<FlowOwners>>, side: usize) -> Option<&Owner> {
+    owners.as_deref().map(|o| &o[side])
+}
+
+fn asn(owner: Option<&Owner>) -> Value<'static> {
+    owner.and_then(|o| o.asn).map_or(Value::Missing, |n| Value::Int(u64::from(n)))
 }
 
 macro_rules! tcp_dir_columns {
@@ -239,6 +261,7 @@ impl Logged for TcpRecord {
         v.column("tunnel", Kind::Label, |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
         tcp_app_columns(v);
         icmp_error_columns!(v);
+        owner_columns!(v);
     }
 }
 
@@ -518,6 +541,7 @@ impl Logged for UdpRecord {
         v.column("tunnel", Kind::Label, |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
         udp_app_columns(v);
         icmp_error_columns!(v);
+        owner_columns!(v);
     }
 }
 

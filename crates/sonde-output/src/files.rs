@@ -162,6 +162,12 @@ impl OutputFile {
 
     /// Whether the file holds a flow's application facts (its columns, or a table by
     /// application): a run writing none of these needs no payload read.
+    /// Whether this output shows who the flows' ends belong to (`--geoip`, `--asn`): sonde's
+    /// flow logs; Tstat's layout has no such columns.
+    pub const fn shows_owners(self) -> bool {
+        matches!(self, OutputFile::TcpFlows(_) | OutputFile::UdpFlows(_))
+    }
+
     pub const fn shows_application(self) -> bool {
         matches!(
             self,
@@ -223,6 +229,10 @@ impl Outputs {
     /// Whether a written output shows application facts ([`OutputFile::shows_application`]).
     pub fn shows_application(&self) -> bool {
         OutputFile::ALL.iter().any(|&f| f.shows_application() && self.wants(f))
+    }
+
+    pub fn shows_owners(&self) -> bool {
+        OutputFile::ALL.iter().any(|&f| f.shows_owners() && self.wants(f))
     }
 }
 

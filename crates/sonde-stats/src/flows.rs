@@ -354,6 +354,7 @@ mod tests {
                 client: dir(c),
                 server: dir(s),
                 app: None,
+                owners: None,
                 icmp_errors: Default::default(),
             })
         }

@@ -168,6 +168,13 @@ const NEVER_EXERCISED: &[(&str, &str)] = &[
     ("icmp_errors", "no golden trace has an ICMP error quoting a TCP packet of an open flow"),
     ("icmp_error_last", "no golden trace has an ICMP error quoting a TCP packet of an open flow"),
     ("replies_unmatched", "no golden trace has a duplicated echo reply (sonde-flow's icmp_tests cover it)"),
+    // The golden runs take no MaxMind database; tests/owners.rs runs MaxMind's test databases.
+    ("c_country", "the golden runs look no owner up (tests/owners.rs does)"),
+    ("s_country", "the golden runs look no owner up (tests/owners.rs does)"),
+    ("c_asn", "the golden runs look no owner up (tests/owners.rs does)"),
+    ("s_asn", "the golden runs look no owner up (tests/owners.rs does)"),
+    ("c_as_org", "the golden runs look no owner up (tests/owners.rs does)"),
+    ("s_as_org", "the golden runs look no owner up (tests/owners.rs does)"),
 ];
 
 fn repo_root() -> PathBuf {
