@@ -76,6 +76,9 @@ def _options(
     thin: bool,
     app_packets: int,
     dns_cache: int,
+    geoip: Optional[PathLike],
+    asn: Optional[PathLike],
+    owner_cache: int,
 ) -> str:
     """The options as the extension takes them: JSON of sonde-analysis' config (the CLI's keys),
     lists split, paths as text."""
@@ -102,6 +105,9 @@ def _options(
         "thin": "natra" if thin else None,
         "app_packets": int(app_packets),
         "dns_cache": int(dns_cache),
+        "geoip": geoip,
+        "asn": asn,
+        "owner_cache": int(owner_cache),
     }, default=os.fspath)
 
 
@@ -197,6 +203,9 @@ def analyze(
     thin: bool = False,
     app_packets: int = 8,
     dns_cache: int = 100_000,
+    geoip: Optional[PathLike] = None,
+    asn: Optional[PathLike] = None,
+    owner_cache: int = 65_536,
     strict: bool = True,
 ) -> Run:
     """Analyses the trace at ``path`` and returns its flows, intervals and summary.
@@ -228,6 +237,10 @@ def analyze(
         app_packets: payload packets of each flow direction read for application facts
             (TLS, QUIC, HTTP, DNS, RTP; docs/l7.md); 0 turns them off.
         dns_cache: DNS answers kept for DN-Hunter (the name a flow's client resolved).
+        geoip, asn: MaxMind DB files of countries and of autonomous systems: the flow logs'
+            ``c_country``/``s_country`` and ``c_asn``/``s_asn``/``c_as_org``/``s_as_org``
+            (docs/owners.md).
+        owner_cache: addresses whose owners each worker keeps.
         strict: when the input ends early (truncated or corrupt), raise
             ``TruncatedTraceError`` (the partial run is its ``result``); with False, return
             the partial run with ``input_error`` set.
@@ -240,7 +253,8 @@ def analyze(
     """
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
-                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
+                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
+                    geoip, asn, owner_cache)
     return _finished(_sonde.analyze(path, opts), strict)
 
 
@@ -318,6 +332,9 @@ def stream(
     thin: bool = False,
     app_packets: int = 8,
     dns_cache: int = 100_000,
+    geoip: Optional[PathLike] = None,
+    asn: Optional[PathLike] = None,
+    owner_cache: int = 65_536,
     strict: bool = True,
     icmp: bool = False,
 ) -> FlowStream:
@@ -331,7 +348,8 @@ def stream(
     """
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
-                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
+                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
+                    geoip, asn, owner_cache)
     return FlowStream(_sonde.stream(path, opts, int(rows), bool(icmp)), strict)
 
 
@@ -364,6 +382,9 @@ def monitor(
     thin: bool = False,
     app_packets: int = 8,
     dns_cache: int = 100_000,
+    geoip: Optional[PathLike] = None,
+    asn: Optional[PathLike] = None,
+    owner_cache: int = 65_536,
 ) -> FlowStream:
     """Captures on live interfaces (``sonde monitor``), yielding flows in batches as they end.
 
@@ -387,7 +408,8 @@ def monitor(
     interfaces = [interface] if isinstance(interface, str) else list(interface)
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
-                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache)
+                    max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
+                    geoip, asn, owner_cache)
     cap = {"capture": capture, "ring_mb": int(ring_mb), "promisc": bool(promisc),
            "tick_ms": int(tick_ms), "duration": None if duration is None else float(duration)}
     return FlowStream(_sonde.monitor(interfaces, opts, cap, int(rows)), strict=False)

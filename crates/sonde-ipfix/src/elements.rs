@@ -199,6 +199,18 @@ const PORTS: [Element; 3] = [
     ),
 ];
 
+/// A TCP or UDP flow's autonomous systems (`--asn`: the flow logs' `c_asn`, `s_asn`; 0 when
+/// unknown or not looked up, as NetFlow exporters send them), after its ports.
+const AS_NUMBERS: [Element; 2] = [
+    el!(16, 0, 4, "bgpSourceAsNumber", "unsigned32", "", "c_asn", Encoding::FlowUnsigned(|r| asn(r, 0))),
+    el!(17, 0, 4, "bgpDestinationAsNumber", "unsigned32", "", "s_asn", Encoding::FlowUnsigned(|r| asn(r, 1))),
+];
+
+/// The autonomous system of a flow's client (0) or server (1); 0 when unknown.
+fn asn(r: &FlowRecord, side: usize) -> u64 {
+    r.owners().and_then(|o| o[side].asn).map_or(0, u64::from)
+}
+
 /// The times and counts of a biflow, every template's, after the ports (ICMP: its type, code
 /// and protocol).
 const BIFLOW: [Element; 8] = [
@@ -704,10 +716,10 @@ impl Template {
 /// The six templates: TCP, UDP and ICMP over IPv4 and IPv6.
 pub fn templates() -> Vec<Template> {
     vec![
-        Template::new(TEMPLATE_TCP4, &[&V4, &PORTS, &BIFLOW, &TCP]),
-        Template::new(TEMPLATE_TCP6, &[&V6, &PORTS, &BIFLOW, &TCP]),
-        Template::new(TEMPLATE_UDP4, &[&V4, &PORTS, &BIFLOW]),
-        Template::new(TEMPLATE_UDP6, &[&V6, &PORTS, &BIFLOW]),
+        Template::new(TEMPLATE_TCP4, &[&V4, &PORTS, &AS_NUMBERS, &BIFLOW, &TCP]),
+        Template::new(TEMPLATE_TCP6, &[&V6, &PORTS, &AS_NUMBERS, &BIFLOW, &TCP]),
+        Template::new(TEMPLATE_UDP4, &[&V4, &PORTS, &AS_NUMBERS, &BIFLOW]),
+        Template::new(TEMPLATE_UDP6, &[&V6, &PORTS, &AS_NUMBERS, &BIFLOW]),
         Template::new(TEMPLATE_ICMP4, &[&V4, &ICMP4_TYPE_CODE, &ICMP_PROTO, &BIFLOW]),
         Template::new(TEMPLATE_ICMP6, &[&V6, &ICMP6_TYPE_CODE, &ICMP_PROTO, &BIFLOW]),
     ]

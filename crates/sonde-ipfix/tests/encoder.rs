@@ -144,7 +144,7 @@ fn header_and_template_set() {
     }
     let templates = elements::templates();
     // The sizes docs/ipfix.md gives.
-    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [325, 349, 63, 87, 61, 85]);
+    assert_eq!(templates.iter().map(|t| t.record_len).collect::<Vec<_>>(), [333, 357, 71, 95, 61, 85]);
     assert_eq!(
         decoded[0].templates,
         vec![TEMPLATE_TCP4, TEMPLATE_TCP6, TEMPLATE_UDP4, TEMPLATE_UDP6, TEMPLATE_ICMP4, TEMPLATE_ICMP6]

@@ -119,6 +119,24 @@ fn each_end_gets_its_country_and_autonomous_system() {
     assert_eq!(google["s_country"], serde_json::Value::Null);
     assert_eq!(google["c_country"], "US");
 
+    // IPFIX: the AS numbers as bgpSourceAsNumber (16) and bgpDestinationAsNumber (17), 0 unknown.
+    let file = dir.path().join("owners.ipfix");
+    let (_, output) = analyze(&trace, &["--asn", asn.to_str().unwrap(), "--ipfix", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{output:?}");
+    let mut decoder = sonde_ipfix::decode::Decoder::new();
+    let bytes = std::fs::read(&file).unwrap();
+    let records: Vec<_> = sonde_ipfix::decode::split_stream(&bytes)
+        .unwrap()
+        .iter()
+        .flat_map(|m| decoder.message(m).unwrap().records)
+        .collect();
+    assert_eq!(records.len(), FLOWS.len());
+    for (c, s) in FLOWS {
+        let client: IpAddr = c.0.parse().unwrap();
+        let r = records.iter().find(|r| r.addr(8).or(r.addr(27)) == Some(client)).unwrap();
+        assert_eq!((r.uint(0, 16), r.uint(0, 17)), (Some(c.2.unwrap_or(0)), Some(s.2.unwrap_or(0))), "{}", c.0);
+    }
+
     // Without databases the columns are there, empty, and nothing is looked up.
     let (out, output) = analyze(&trace, &[]);
     assert!(output.status.success(), "{output:?}");
