@@ -342,6 +342,7 @@ mod tests {
                 client: dir(c),
                 server: dir(s),
                 app,
+                owners: None,
                 icmp_errors: Default::default(),
             })
         } else {
