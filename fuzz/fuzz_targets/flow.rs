@@ -146,6 +146,9 @@ fn main() {
             internal_nets: vec!["10.0.0.0/30".parse().unwrap()],
             active_timeout_ns: (cfg0 & 0x08 != 0).then_some((1 + u64::from(cfg3 >> 5)) * 500 * MS),
             app_facts: cfg0 & 0x10 == 0,
+            // Owners are a pure lookup as a record is made (crates/sonde-owners' tests).
+            owners: None,
+            owner_cache: 1,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();
