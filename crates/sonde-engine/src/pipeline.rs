@@ -421,8 +421,7 @@ fn add_up<S: WorkerSink>(
         counts.icmp.errors_matched += r.icmp.errors_matched;
         counts.icmp.errors_unmatched += r.icmp.errors_unmatched;
         if let Some(o) = r.owners {
-            let o = crate::stats::OwnerCounts { lookups: o.lookups, cached: o.cached, cache_resets: o.cache_resets };
-            counts.owners.get_or_insert_with(Default::default).add(o);
+            counts.owners.get_or_insert_with(Default::default).add(o.into());
         }
         let WorkerOutputs { mut sink, flows, .. } = r.sink;
         outputs.push(WorkerOutput { part: sink.take(), flows });
@@ -954,10 +953,7 @@ impl<S: FlowSink, P> Worker<S, P> {
             table.add(&tracker.table_stats());
             icmp.add(&tracker.icmp_stats());
             if let Some(o) = tracker.owner_stats() {
-                let sum = owners.get_or_insert_with(Default::default);
-                sum.lookups += o.lookups;
-                sum.cached += o.cached;
-                sum.cache_resets += o.cache_resets;
+                owners.get_or_insert_with(Default::default).add(&o);
             }
         }
         table.peak_live = self.peak_live as u64;

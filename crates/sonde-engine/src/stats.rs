@@ -280,6 +280,12 @@ impl OwnerCounts {
     }
 }
 
+impl From<sonde_flow::OwnerStats> for OwnerCounts {
+    fn from(o: sonde_flow::OwnerStats) -> OwnerCounts {
+        OwnerCounts { lookups: o.lookups, cached: o.cached, cache_resets: o.cache_resets }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub struct TableLoad {

@@ -46,6 +46,14 @@ pub struct OwnerStats {
     pub cache_resets: u64,
 }
 
+impl OwnerStats {
+    pub fn add(&mut self, o: &OwnerStats) {
+        self.lookups += o.lookups;
+        self.cached += o.cached;
+        self.cache_resets += o.cache_resets;
+    }
+}
+
 /// A tracker's owners source with a bounded cache in front of it: an address's owner is
 /// looked up in the databases once while it stays in the cache. At `limit` addresses the
 /// cache is emptied and fills again (counted in `cache_resets`): the memory stays bounded and

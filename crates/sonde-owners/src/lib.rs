@@ -9,7 +9,7 @@
 //! worker ([`sonde_flow::Owners`]).
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use maxminddb::{geoip2, PathElement, Reader};
@@ -47,49 +47,30 @@ impl Use {
     }
 }
 
-/// One opened database.
-#[derive(Debug)]
-struct Database {
-    reader: Reader<Vec<u8>>,
-    /// Its metadata's `database_type`, e.g. `GeoLite2-ASN`.
-    kind: String,
-}
-
-impl Database {
-    fn open(path: &Path, usage: Use) -> Result<Database, Error> {
-        let fail = |why: String| Error(format!("{}: {why}", path.display()));
-        let reader = Reader::open_readfile(path).map_err(|e| fail(format!("not a MaxMind DB file ({e})")))?;
-        reader.verify().map_err(|e| fail(format!("damaged MaxMind DB file ({e})")))?;
-        let kind = reader.metadata().database_type.clone();
-        if !usage.accepts(&kind) {
-            return Err(fail(format!(
-                "a {kind} database has no {} for {}",
-                match usage {
-                    Use::Country => "countries",
-                    Use::Asn => "autonomous systems",
-                },
-                usage.flag()
-            )));
-        }
-        Ok(Database { reader, kind })
+/// Reads the database at `path`, checked whole and of the kind `usage` reads.
+fn open(path: &Path, usage: Use) -> Result<Reader<Vec<u8>>, Error> {
+    let fail = |why: String| Error(format!("{}: {why}", path.display()));
+    let reader = Reader::open_readfile(path).map_err(|e| fail(format!("not a MaxMind DB file ({e})")))?;
+    reader.verify().map_err(|e| fail(format!("damaged MaxMind DB file ({e})")))?;
+    let kind = &reader.metadata().database_type;
+    if !usage.accepts(kind) {
+        return Err(fail(format!(
+            "a {kind} database has no {} for {}",
+            match usage {
+                Use::Country => "countries",
+                Use::Asn => "autonomous systems",
+            },
+            usage.flag()
+        )));
     }
+    Ok(reader)
 }
 
 /// The databases a run was given, as one [`Owners`] source.
 #[derive(Debug, Default)]
 pub struct MaxMind {
-    country: Option<Database>,
-    asn: Option<Database>,
-}
-
-/// What [`MaxMind::describe`] says of each database, for summary.json.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Described {
-    pub path: PathBuf,
-    /// The metadata's `database_type`.
-    pub kind: String,
-    /// Build time (seconds since the epoch).
-    pub build_epoch: u64,
+    country: Option<Reader<Vec<u8>>>,
+    asn: Option<Reader<Vec<u8>>>,
 }
 
 impl MaxMind {
@@ -99,14 +80,14 @@ impl MaxMind {
             return Ok(None);
         }
         Ok(Some(Arc::new(MaxMind {
-            country: country.map(|p| Database::open(p, Use::Country)).transpose()?,
-            asn: asn.map(|p| Database::open(p, Use::Asn)).transpose()?,
+            country: country.map(|p| open(p, Use::Country)).transpose()?,
+            asn: asn.map(|p| open(p, Use::Asn)).transpose()?,
         })))
     }
 
     /// The country of `ip`: where the database places it, else where its block is registered.
     fn country(&self, ip: IpAddr) -> Option<[u8; 2]> {
-        let lookup = self.country.as_ref()?.reader.lookup(ip).ok()?;
+        let lookup = self.country.as_ref()?.lookup(ip).ok()?;
         let code = |field: &'static str| -> Option<[u8; 2]> {
             let code: Option<&str> =
                 lookup.decode_path(&[PathElement::Key(field), PathElement::Key("iso_code")]).ok().flatten();
@@ -120,25 +101,10 @@ impl MaxMind {
 
     fn asn(&self, ip: IpAddr) -> (Option<u32>, Option<Arc<str>>) {
         let Some(db) = &self.asn else { return (None, None) };
-        match db.reader.lookup(ip).ok().and_then(|l| l.decode::<geoip2::Asn>().ok().flatten()) {
+        match db.lookup(ip).ok().and_then(|l| l.decode::<geoip2::Asn>().ok().flatten()) {
             Some(a) => (a.autonomous_system_number, a.autonomous_system_organization.map(Arc::from)),
             None => (None, None),
         }
-    }
-
-    /// Each database's path, kind and build time.
-    pub fn describe(&self, country: Option<&Path>, asn: Option<&Path>) -> Vec<Described> {
-        [(&self.country, country), (&self.asn, asn)]
-            .into_iter()
-            .filter_map(|(db, path)| {
-                let db = db.as_ref()?;
-                Some(Described {
-                    path: path?.to_path_buf(),
-                    kind: db.kind.clone(),
-                    build_epoch: db.reader.metadata().build_epoch,
-                })
-            })
-            .collect()
     }
 }
 

@@ -116,9 +116,6 @@ fn a_country_database_alone_and_both_together() {
     // 2001:218::/32 is Japan in the country data; 1.0.0.0/24 is AS15169 in the ASN data.
     assert_eq!(owners.owner("2001:218::1".parse().unwrap()).country_code(), Some("JP"));
     assert_eq!(owners.owner("1.0.0.1".parse().unwrap()).asn, Some(15169));
-    let described = owners.describe(Some(&country), Some(&asn));
-    assert_eq!(described.iter().map(|d| d.kind.as_str()).collect::<Vec<_>>(), ["GeoIP2-Country", "GeoLite2-ASN"]);
-    assert!(described.iter().all(|d| d.build_epoch > 1_000_000_000));
 }
 
 #[test]

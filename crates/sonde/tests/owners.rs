@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use common::{analyze, read_tsv, shared_dir};
 
 /// A UDP datagram from `src` to `dst` over Ethernet, at second `t`.
-fn datagram(out: &mut Vec<u8>, t: u32, src: IpAddr, dst: IpAddr, src_port: u16) {
+fn datagram(out: &mut Vec<u8>, t: u32, (src, src_port): (IpAddr, u16), (dst, dst_port): (IpAddr, u16)) {
     let payload = b"owners";
     let mut udp = Vec::new();
     udp.extend_from_slice(&src_port.to_be_bytes());
-    udp.extend_from_slice(&9999u16.to_be_bytes());
+    udp.extend_from_slice(&dst_port.to_be_bytes());
     udp.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
     udp.extend_from_slice(&[0, 0]);
     udp.extend_from_slice(payload);
@@ -61,14 +61,9 @@ fn trace(dir: &Path) -> PathBuf {
     bytes.extend_from_slice(&1u32.to_le_bytes());
     for (i, (c, s)) in FLOWS.iter().enumerate() {
         let (client, server): (IpAddr, IpAddr) = (c.0.parse().unwrap(), s.0.parse().unwrap());
-        let port = 40000 + i as u16;
-        datagram(&mut bytes, 2 * i as u32, client, server, port);
-        let mut answer = Vec::new();
-        datagram(&mut answer, 2 * i as u32 + 1, server, client, 9999);
-        // The answer goes from port 9999 to the client's port.
-        let at = answer.len() - 6 - 8 + 2;
-        answer[at..at + 2].copy_from_slice(&port.to_be_bytes());
-        bytes.extend_from_slice(&answer);
+        let (client, server) = ((client, 40000 + i as u16), (server, 9999));
+        datagram(&mut bytes, 2 * i as u32, client, server);
+        datagram(&mut bytes, 2 * i as u32 + 1, server, client);
     }
     let path = dir.join("owners.pcap");
     std::fs::File::create(&path).unwrap().write_all(&bytes).unwrap();
