@@ -149,6 +149,7 @@ fn main() {
             // Owners are a pure lookup as a record is made (crates/sonde-owners' tests).
             owners: None,
             owner_cache: 1,
+            history: cfg0 & 0x20 != 0,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();

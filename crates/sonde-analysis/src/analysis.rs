@@ -337,6 +337,9 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         app_facts: plan.app_packets > 0,
         owners: owners.map(|o| o as std::sync::Arc<dyn sonde_flow::Owners>),
         owner_cache: config.owner_cache,
+        history: plan.history,
+        // Tstat's layout keeps Tstat's orientation (the first sender) as well as its rules.
+        orient_by_port: config.layout == crate::config::FlowLayout::Sonde,
         ..FlowConfig::default()
     };
     let app = sonde_engine::AppConfig {
@@ -413,21 +416,24 @@ pub(crate) struct Plan {
     /// Owners looked up (`--geoip`, `--asn`): an output shows them (sonde's flow logs, Kafka's
     /// flows, a live run's flow table).
     pub(crate) owners: bool,
+    /// Zeek's states and history followed: an output shows them (as `owners`).
+    pub(crate) history: bool,
 }
 
 impl Plan {
     pub(crate) fn of(config: &AnalysisConfig, outputs: &Outputs) -> Plan {
         // A live run's dashboard, spool and reloads show what the run computes: all of it.
         let elsewhere = config.live || config.kafka.is_some();
+        let sonde_flows =
+            config.layout == crate::config::FlowLayout::Sonde && (elsewhere || outputs.wants_sonde_flow_log());
         Plan {
             intervals: elsewhere || config.store.is_some() || outputs.wants_any(&OutputFile::INTERVALS) || {
                 config.tables && outputs.wants_any(&OutputFile::TABLES)
             },
             tables: elsewhere || outputs.wants_any(&OutputFile::TABLES),
             app_packets: if elsewhere || outputs.shows_application() { config.app_packets } else { 0 },
-            owners: (config.geoip.is_some() || config.asn.is_some())
-                && config.layout == crate::config::FlowLayout::Sonde
-                && (elsewhere || outputs.shows_owners()),
+            owners: (config.geoip.is_some() || config.asn.is_some()) && sonde_flows,
+            history: sonde_flows,
         }
     }
 }

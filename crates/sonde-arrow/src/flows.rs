@@ -76,6 +76,7 @@ impl Builder {
             (Builder::Text(b), Value::Str(s)) => b.append_value(s),
             (Builder::Text(b), Value::Owned(s)) => b.append_value(s),
             (Builder::Text(b), Value::Id(id)) => b.append_value(id.as_str()),
+            (Builder::Text(b), Value::Uid(uid)) => b.append_value(uid.as_str()),
             (Builder::Text(b), Value::Ip(ip)) => b.append_value(ip_text(ip, scratch)),
             (b, v) => {
                 // Only "no value" and "no sample" reach here: a column whose kind does not

@@ -27,6 +27,7 @@ mod slab;
 pub mod table;
 pub mod tcp;
 pub mod udp;
+pub mod zeek;
 
 use ipnet::IpNet;
 use sonde_l7::{Resolved, Session};
@@ -72,6 +73,11 @@ pub struct FlowConfig {
     pub owners: Option<std::sync::Arc<dyn Owners>>,
     /// Addresses each tracker keeps the owners of (the cache in front of `owners`).
     pub owner_cache: usize,
+    /// Follow each TCP flow's states and history as Zeek does (the records' `zeek`).
+    pub history: bool,
+    /// A flow first seen without a SYN is oriented by its ports as Zeek does
+    /// ([`zeek::sender_is_server`]), not by its first packet (Tstat's rule).
+    pub orient_by_port: bool,
 }
 
 impl Default for FlowConfig {
@@ -88,6 +94,8 @@ impl Default for FlowConfig {
             app_facts: false,
             owners: None,
             owner_cache: 65_536,
+            history: false,
+            orient_by_port: false,
         }
     }
 }
@@ -235,7 +243,7 @@ impl FlowTracker {
             table: FlowTable::new(max_flows, cfg.initial_flows),
             tcp: Slab::with_capacity(max_flows),
             udp: Slab::with_capacity(max_flows),
-            tcp_pools: TcpPools::for_flows(max_flows),
+            tcp_pools: TcpPools::for_flows(max_flows, cfg.history),
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
             interim,
@@ -457,9 +465,14 @@ impl FlowTracker {
                     }
                 }
                 let lane = if protocol == 6 { Lane::TcpOpen } else { Lane::Udp };
-                // The client is the SYN sender; a flow first seen at its SYN/ACK starts at the server.
+                // The client is the SYN sender; a flow first seen at its SYN/ACK starts at the
+                // server; any other starts at its first sender, or by its ports.
+                let by_port = self.cfg.orient_by_port;
                 let sender_is_client = match &transport {
-                    Transport::Tcp(t) => !TcpConn::first_sender_is_server(t),
+                    Transport::Tcp(t) if t.flags.syn() && !t.flags.ack() => true,
+                    Transport::Tcp(t) if TcpConn::first_sender_is_server(t) => false,
+                    Transport::Tcp(t) => !(by_port && zeek::sender_is_server(true, false, t.src_port, t.dst_port)),
+                    Transport::Udp(u) => !(by_port && zeek::sender_is_server(false, false, u.src_port, u.dst_port)),
                     _ => true,
                 };
                 let conn = if protocol == 6 { self.tcp.alloc() } else { self.udp.alloc() };
@@ -737,6 +750,7 @@ impl FlowTracker {
                 last_ns: c.last_ns(),
                 hs_syn_synack_ns: c.hs_syn_synack_ns(),
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
+                zeek: c.zeek(&self.tcp_pools),
                 client,
                 server,
                 icmp_errors,

@@ -178,6 +178,8 @@ pub struct TcpRecord {
     pub hs_syn_synack_ns: Option<u64>,
     /// SYN/ACK → client's first ACK at the probe: the probe–client round trip.
     pub hs_synack_ack_ns: Option<u64>,
+    /// Zeek's state and history of the flow (None: not followed, `FlowConfig::history`).
+    pub zeek: Option<crate::zeek::ZeekConn>,
     pub client: TcpDirStats,
     pub server: TcpDirStats,
     /// ICMP errors that quoted one of the flow's packets.

@@ -552,3 +552,71 @@ fn tcp_state_keeps_its_size() {
     assert_eq!(size_of::<tcp::Half>(), 232);
     assert_eq!(size_of::<tcp::TcpConn>(), 488);
 }
+
+/// The records' Zeek state and history of `packets`, with `FlowConfig::history` on.
+fn zeek_of(packets: &[(u64, PacketSummary)]) -> Vec<(&'static str, String)> {
+    let cfg = FlowConfig { history: true, orient_by_port: true, ..FlowConfig::default() };
+    let mut t = FlowTracker::new(cfg);
+    let mut out = Vec::new();
+    for (ts, p) in packets {
+        t.on_packet(*ts, p, &mut out);
+    }
+    t.finish(&mut out);
+    out.iter()
+        .map(|r| match r {
+            FlowRecord::Tcp(r) => {
+                let z = r.zeek.expect("followed");
+                (z.state.name(), z.history.as_str().to_string())
+            }
+            FlowRecord::Udp(_) => panic!("TCP only"),
+        })
+        .collect()
+}
+
+#[test]
+fn zeek_states_and_histories_of_whole_connections() {
+    // The server's first data comes before any pure ACK of its own: no `a`.
+    assert_eq!(zeek_of(&clean_exchange()), [("SF", "ShADdFf".to_string())]);
+    // A SYN refused.
+    let rej = [(0, seg(true, SYN, 100, 0, 0, 1)), (MS, seg(false, TcpFlags::RST | ACK, 0, 101, 0, 2))];
+    assert_eq!(zeek_of(&rej), [("REJ", "Sr".to_string())]);
+    // A SYN unanswered, sent again with the same ISN: one letter.
+    let s0 = [(0, seg(true, SYN, 100, 0, 0, 1)), (3000 * MS, seg(true, SYN, 100, 0, 0, 2))];
+    assert_eq!(zeek_of(&s0), [("S0", "S".to_string())]);
+    // Data sent twice: the retransmission's letter; RST from the client after establishment.
+    let rsto = [
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (MS, seg(false, SYNACK, 500, 101, 0, 2)),
+        (2 * MS, seg(true, ACK, 101, 501, 0, 3)),
+        (3 * MS, seg(true, ACK, 101, 501, 10, 4)),
+        (300 * MS, seg(true, ACK, 101, 501, 10, 5)),
+        (400 * MS, seg(true, TcpFlags::RST, 111, 0, 0, 6)),
+    ];
+    assert_eq!(zeek_of(&rsto), [("RSTO", "ShADTR".to_string())]);
+}
+
+#[test]
+fn zeek_flips_a_flow_first_seen_from_its_server() {
+    // Mid-stream, the server's data first: its port says server, so it is on `s_`, and the
+    // history starts with `^`.
+    let mid = [(0, seg(false, ACK, 500, 101, 10, 1)), (MS, seg(true, ACK, 101, 510, 0, 2))];
+    assert_eq!(zeek_of(&mid), [("OTH", "^dA".to_string())]);
+    // A SYN/ACK from port 80 answered by its ACK: flipped from the start, then established.
+    let synack = [(0, seg(false, SYNACK, 500, 101, 0, 1)), (MS, seg(true, ACK, 101, 501, 0, 2))];
+    assert_eq!(zeek_of(&synack), [("S1", "^hA".to_string())]);
+    // …answered by a RST.
+    let backscatter = [(0, seg(false, SYNACK, 500, 101, 0, 1)), (MS, seg(true, TcpFlags::RST, 101, 0, 0, 2))];
+    assert_eq!(zeek_of(&backscatter), [("RSTO", "^hR".to_string())]);
+    // From a port that says nothing, Zeek keeps the SYN/ACK's sender as originator ("Hr"):
+    // seen from sonde's client (the other end) that is `^hR`, its states mirrored too.
+    let odd = |mut p: PacketSummary| {
+        if let Some(Transport::Tcp(t)) = &mut p.transport {
+            for port in [&mut t.src_port, &mut t.dst_port] {
+                *port = if *port == 80 { 4321 } else { *port };
+            }
+        }
+        p
+    };
+    let backscatter = [(0, odd(seg(false, SYNACK, 500, 101, 0, 1))), (MS, odd(seg(true, TcpFlags::RST, 101, 0, 0, 2)))];
+    assert_eq!(zeek_of(&backscatter), [("RSTO", "^hR".to_string())]);
+}

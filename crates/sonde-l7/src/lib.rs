@@ -28,6 +28,7 @@ mod quic;
 mod rtp;
 mod stream;
 mod tls;
+mod uid;
 
 pub use community_id::{community_id, community_id_icmp, CommunityId};
 pub use dn_hunter::DnsCache;
@@ -37,6 +38,7 @@ pub use label::{label, ndpi_name};
 pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
 pub use tls::HANDSHAKE_LIMIT_BYTES;
+pub use uid::{uid, Uid};
 
 /// The direction of a payload: from the flow's client, or from its server.
 pub type Dir = usize;

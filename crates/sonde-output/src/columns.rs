@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use sonde_flow::zeek::{udp_history, ConnState};
 use sonde_flow::{FlowOwners, IcmpErrors, IcmpKind, IcmpRecord, Owner, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 use sonde_l7::{Facts, TlsFacts};
 
@@ -23,6 +24,8 @@ pub enum Value<'a> {
     Owned(String),
     /// The flow's Community ID (plain ASCII: never escaped).
     Id(sonde_l7::CommunityId),
+    /// The flow's Zeek-style UID (plain ASCII: never escaped).
+    Uid(sonde_l7::Uid),
     Bool(bool),
     /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
     Missing,
@@ -258,6 +261,10 @@ impl Logged for TcpRecord {
         v.column("s_hs_rtt", Kind::Duration, |r| opt_ms(r.hs_synack_ack_ns));
         v.column("complete", Kind::Flag, |r| Value::Bool(r.complete));
         v.column("end_reason", Kind::Label, |r| Value::Text(r.end.name()));
+        v.column("conn_state", Kind::Label, |r| r.zeek.map_or(Value::Missing, |z| Value::Text(z.state.name())));
+        v.column("history", Kind::Label, |r| {
+            r.zeek.as_ref().map_or(Value::Missing, |z| Value::Str(z.history.as_str()))
+        });
         v.column("tunnel", Kind::Label, |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
         tcp_app_columns(v);
         icmp_error_columns!(v);
@@ -276,6 +283,11 @@ macro_rules! udp_dir_columns {
         $v.column(concat!($p, "_isint"), Kind::Flag, |r| Value::Bool(r.endpoints.$int));
         $v.column(concat!($p, "_iscrypto"), Kind::Flag, |_| Value::Bool(false));
     };
+}
+
+/// When a UDP direction first sent, if it did.
+fn sent_at(d: &UdpDirStats) -> Option<u64> {
+    (d.pkts > 0).then_some(d.first_ns)
 }
 
 fn udp_first_abs(d: &UdpDirStats) -> Value<'static> {
@@ -357,21 +369,41 @@ fn app_label(facts: Option<&Facts>, transport: sonde_l7::Transport, e: &sonde_fl
 
 /// The Community ID of a flow: the last one worked out in this thread is kept, so that every
 /// sink showing the same record (the flow logs, Kafka, Parquet) hashes it once.
-fn community_id(protocol: u8, e: &sonde_flow::Endpoints) -> Value<'static> {
+fn flow_id(protocol: u8, e: &sonde_flow::Endpoints) -> sonde_l7::CommunityId {
     type Flow = (u8, (IpAddr, u16), (IpAddr, u16));
     thread_local! {
         static LAST: std::cell::Cell<Option<(Flow, sonde_l7::CommunityId)>> = const { std::cell::Cell::new(None) };
     }
     let flow = (protocol, (e.client_ip, e.client_port), (e.server_ip, e.server_port));
-    let id = LAST.with(|last| match last.get() {
+    LAST.with(|last| match last.get() {
         Some((seen, id)) if seen == flow => id,
         _ => {
             let id = sonde_l7::community_id(protocol, flow.1, flow.2, 0);
             last.set(Some((flow, id)));
             id
         }
-    });
-    Value::Id(id)
+    })
+}
+
+fn community_id(protocol: u8, e: &sonde_flow::Endpoints) -> Value<'static> {
+    Value::Id(flow_id(protocol, e))
+}
+
+/// The Zeek-style UID of a flow (its Community ID and first time), kept like `flow_id`'s.
+fn uid(protocol: u8, e: &sonde_flow::Endpoints, first_ns: u64) -> Value<'static> {
+    thread_local! {
+        static LAST: std::cell::Cell<Option<((sonde_l7::CommunityId, u64), sonde_l7::Uid)>> =
+            const { std::cell::Cell::new(None) };
+    }
+    let flow = (flow_id(protocol, e), first_ns);
+    Value::Uid(LAST.with(|last| match last.get() {
+        Some((seen, uid)) if seen == flow => uid,
+        _ => {
+            let uid = sonde_l7::uid(&flow.0, first_ns);
+            last.set(Some((flow, uid)));
+            uid
+        }
+    }))
 }
 
 /// Columns both flow logs end with: the application, its Community ID, DN-Hunter's name and
@@ -383,6 +415,7 @@ macro_rules! app_columns {
             Value::Bool(app_label(r.app.as_deref(), $transport, &r.endpoints).by_port)
         });
         $v.column("community_id", Kind::Label, |r| community_id($protocol, &r.endpoints));
+        $v.column("uid", Kind::Label, |r| uid($protocol, &r.endpoints, r.first_ns));
         $v.column("fqdn", Kind::Label, |r| text(r.app.as_ref().and_then(|a| a.resolved.as_ref()).map(|d| &*d.name)));
         $v.column("dns_rslv", Kind::Address, |r| {
             r.app.as_ref().and_then(|a| a.resolved.as_ref()).map_or(Value::Missing, |d| Value::Ip(d.resolver))
@@ -538,6 +571,10 @@ impl Logged for UdpRecord {
         v.column("last", Kind::Time, |r| ms(r.last_ns));
         v.column("durat", Kind::Duration, |r| ms(r.last_ns.saturating_sub(r.first_ns)));
         v.column("end_reason", Kind::Label, |r| Value::Text(r.end.name()));
+        v.column("conn_state", Kind::Label, |r| {
+            Value::Text(ConnState::udp(r.client.pkts > 0, r.server.pkts > 0).name())
+        });
+        v.column("history", Kind::Label, |r| Value::Text(udp_history(sent_at(&r.client), sent_at(&r.server))));
         v.column("tunnel", Kind::Label, |r| r.endpoints.tunnel.map_or(Value::Missing, |t| Value::Text(t.name())));
         udp_app_columns(v);
         icmp_error_columns!(v);

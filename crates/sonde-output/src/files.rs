@@ -160,14 +160,14 @@ impl OutputFile {
         stem_of(self.name())
     }
 
-    /// Whether the file holds a flow's application facts (its columns, or a table by
-    /// application): a run writing none of these needs no payload read.
-    /// Whether this output shows who the flows' ends belong to (`--geoip`, `--asn`): sonde's
-    /// flow logs; Tstat's layout has no such columns.
-    pub const fn shows_owners(self) -> bool {
+    /// Whether this is one of sonde's own flow logs, whose columns Tstat's layout does not
+    /// have: who the ends belong to (`--geoip`, `--asn`), Zeek's states and history.
+    pub const fn is_sonde_flow_log(self) -> bool {
         matches!(self, OutputFile::TcpFlows(_) | OutputFile::UdpFlows(_))
     }
 
+    /// Whether the file holds a flow's application facts (its columns, or a table by
+    /// application): a run writing none of these needs no payload read.
     pub const fn shows_application(self) -> bool {
         matches!(
             self,
@@ -231,8 +231,8 @@ impl Outputs {
         OutputFile::ALL.iter().any(|&f| f.shows_application() && self.wants(f))
     }
 
-    pub fn shows_owners(&self) -> bool {
-        OutputFile::ALL.iter().any(|&f| f.shows_owners() && self.wants(f))
+    pub fn wants_sonde_flow_log(&self) -> bool {
+        OutputFile::ALL.iter().any(|&f| f.is_sonde_flow_log() && self.wants(f))
     }
 }
 

@@ -339,6 +339,7 @@ mod tests {
                 last_ns,
                 hs_syn_synack_ns: None,
                 hs_synack_ack_ns: None,
+                zeek: None,
                 client: dir(c),
                 server: dir(s),
                 app,

@@ -62,6 +62,13 @@ fn mapped(row: &Row, columns: &[&str], anon: &mut Anonymizer) -> Row {
         let id =
             sonde_l7::community_id(protocol, end(&row["c_ip"], &row["c_port"]), end(&row["s_ip"], &row["s_port"]), 0);
         row.insert("community_id".into(), id.to_string());
+        // The UID hashes the ID shown and the first packet's time (these traces' are whole
+        // microseconds: `first` in ms with 3 decimals holds them exactly).
+        if row.contains_key("uid") {
+            let (ms, us) = row["first"].split_once('.').unwrap();
+            let first_ns = ms.parse::<u64>().unwrap() * 1_000_000 + us.parse::<u64>().unwrap() * 1_000;
+            row.insert("uid".into(), sonde_l7::uid(&id, first_ns).as_str().to_string());
+        }
     }
     row
 }
