@@ -498,6 +498,9 @@ impl FlowTracker {
             Transport::Tcp(t) => {
                 let conn = self.tcp.get(flow.conn);
                 conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t);
+                if let Some(zeek) = self.tcp_pools.zeek.as_mut() {
+                    zeek.of(flow.conn).on_packet(dir, t);
+                }
                 let closed = conn.closed.is_some();
                 if !self.tcp_pools.new_samples.is_empty() {
                     let (client, server) = key.client_server(flow.client_is_lo);
@@ -684,6 +687,9 @@ impl FlowTracker {
         let flow = *self.table.value(slot);
         if key.protocol == 6 {
             self.tcp.get(flow.conn).release(&mut self.tcp_pools);
+            if let Some(zeek) = self.tcp_pools.zeek.as_mut() {
+                zeek.release(flow.conn);
+            }
             self.tcp.free(flow.conn);
         } else {
             *self.udp.get(flow.conn) = UdpConn::default();
@@ -750,7 +756,7 @@ impl FlowTracker {
                 last_ns: c.last_ns(),
                 hs_syn_synack_ns: c.hs_syn_synack_ns(),
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
-                zeek: c.zeek(&self.tcp_pools),
+                zeek: self.tcp_pools.zeek.as_ref().and_then(|z| z.conn(flow.conn)),
                 client,
                 server,
                 icmp_errors,

@@ -6,11 +6,11 @@
 
 use sonde_wire::{IpSummary, TcpSummary};
 
-use crate::counters::{BlockRef, DirCounters, Pool, Rare, Rtt};
+use crate::counters::{DirCounters, Pool, Rare, Rtt};
 use crate::record::{EndReason, TcpDirStats};
 use crate::sent::{Sent, SentList, SentPool};
 use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
-use crate::zeek::{ZeekConn, ZeekTcp};
+use crate::zeek::ZeekStates;
 
 /// RFC 6298 §2.1: the RTO before any RTT sample.
 const INITIAL_RTO_NS: u64 = 1_000_000_000;
@@ -43,8 +43,8 @@ pub struct TcpPools {
     pub(crate) ranges: RangePool,
     pub(crate) rare: Pool<Rare>,
     pub(crate) rtt: Pool<Rtt>,
-    /// With `FlowConfig::history`: each flow's Zeek state.
-    pub(crate) zeek: Option<Pool<ZeekTcp>>,
+    /// With `FlowConfig::history`: each flow's Zeek state, by the flow's slot in the TCP slab.
+    pub(crate) zeek: Option<ZeekStates>,
     /// The RTT samples (data direction, ns) the packet being analysed took.
     pub new_samples: Vec<(usize, u64)>,
 }
@@ -59,7 +59,7 @@ impl TcpPools {
             ranges: RangePool::default(),
             rare: Pool::with_capacity(flows),
             rtt: Pool::with_capacity(flows),
-            zeek: history.then(|| Pool::with_capacity(flows)),
+            zeek: history.then(|| ZeekStates::with_capacity(flows)),
             new_samples: Vec::with_capacity(4),
         }
     }
@@ -69,7 +69,7 @@ impl TcpPools {
         self.sent.untouched_bytes()
             + self.rare.untouched_bytes()
             + self.rtt.untouched_bytes()
-            + self.zeek.as_ref().map_or(0, Pool::untouched_bytes)
+            + self.zeek.as_ref().map_or(0, ZeekStates::untouched_bytes)
     }
 }
 
@@ -199,8 +199,6 @@ pub struct TcpConn {
     pub(crate) server_synack: bool,
     /// Set when both FINs or a RST were seen; the flow lingers for late ACKs.
     pub(crate) closed: Option<EndReason>,
-    /// The flow's block in `TcpPools::zeek`.
-    zeek: Option<BlockRef>,
 }
 
 /// What the table must do after a packet.
@@ -256,15 +254,7 @@ impl TcpConn {
             pools.rare.release(&mut h.stats.rare);
             pools.rtt.release(&mut h.stats.rtt);
         }
-        if let Some(zeek) = pools.zeek.as_mut() {
-            zeek.release(&mut self.zeek);
-        }
         *self = TcpConn::default();
-    }
-
-    /// The flow in Zeek's words, when `TcpPools::zeek` follows it.
-    pub(crate) fn zeek(&self, pools: &TcpPools) -> Option<ZeekConn> {
-        pools.zeek.as_ref()?.peek(self.zeek).map(ZeekTcp::conn)
     }
 
     /// The latest packet time.
@@ -299,9 +289,6 @@ impl TcpConn {
 
         self.count(&mut pools.rare, dir, ts_ns, ip, t);
         self.handshake(dir, ts_ns, t);
-        if let Some(zeek) = pools.zeek.as_mut() {
-            zeek.get(&mut self.zeek).on_packet(dir, t);
-        }
 
         // Window scaling applies once both SYNs carried the option (RFC 7323 §2.2), never to
         // the SYN segments themselves.

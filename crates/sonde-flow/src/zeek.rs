@@ -242,7 +242,44 @@ impl End {
     }
 }
 
-/// A TCP flow's Zeek state (a pooled block: only flows of a run that shows it have one).
+/// Each TCP flow's Zeek state, by the flow's slot in the tracker's TCP slab (beside the flow's
+/// own state rather than in it: only a run that shows the columns has them).
+#[derive(Debug, Default)]
+pub(crate) struct ZeekStates(Vec<ZeekTcp>);
+
+impl ZeekStates {
+    /// Room reserved for `flows` flows (address space until written).
+    pub(crate) fn with_capacity(flows: usize) -> Self {
+        ZeekStates(Vec::with_capacity(flows))
+    }
+
+    pub(crate) fn untouched_bytes(&self) -> usize {
+        (self.0.capacity() - self.0.len()) * std::mem::size_of::<ZeekTcp>()
+    }
+
+    /// The state of the flow in slot `conn`.
+    pub(crate) fn of(&mut self, conn: u32) -> &mut ZeekTcp {
+        let i = conn as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, ZeekTcp::default());
+        }
+        &mut self.0[i]
+    }
+
+    /// The flow in slot `conn` in Zeek's words.
+    pub(crate) fn conn(&self, conn: u32) -> Option<ZeekConn> {
+        self.0.get(conn as usize).map(ZeekTcp::conn)
+    }
+
+    /// Clears slot `conn` for its next flow.
+    pub(crate) fn release(&mut self, conn: u32) {
+        if let Some(z) = self.0.get_mut(conn as usize) {
+            *z = ZeekTcp::default();
+        }
+    }
+}
+
+/// A TCP flow's Zeek state.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ZeekTcp {
     ends: [End; 2],

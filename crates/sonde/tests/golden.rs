@@ -134,7 +134,6 @@ const NEVER_EXERCISED: &[(&str, &str)] = &[
     ("s_pkts_fc", "no golden trace has a window probe into a zero window (none of the corpus has)"),
     ("c_iscrypto", "1 only under --anonymize, which no golden case uses (tests/anonymize.rs checks it)"),
     ("s_iscrypto", "1 only under --anonymize, which no golden case uses (tests/anonymize.rs checks it)"),
-    ("c_first_pkt", "relative to the flow's first packet, which is the client's: 0 by definition"),
     // SYNs retransmitted with a *new* ISN; same-ISN SYN retransmissions (the demo's unanswered
     // connection) count in c_pkts_retx/c_pkts_rto.
     ("c_syn_retx", "no golden trace (and none of the corpus) re-sends a SYN with a new ISN"),

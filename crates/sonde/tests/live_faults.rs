@@ -128,7 +128,7 @@ fn signals_under_load_end_a_monitor_cleanly() {
         assert!(read > 10_000, "{name}: {read} packets under load");
         let udp = read_tsv(&out.join("udp_flows.tsv"));
         assert_eq!(udp.len(), 250, "{name}");
-        let packets: u64 = udp.iter().map(|r| int(r, "c_pkts_all")).sum();
+        let packets: u64 = udp.iter().map(|r| int(r, "c_pkts_all") + int(r, "s_pkts_all")).sum();
         assert_eq!(packets, read, "{name}: every packet read is in a flow");
         for file in s["outputs"].as_array().unwrap() {
             assert!(out.join(file.as_str().unwrap()).is_file(), "{name}: {file}");
@@ -207,7 +207,7 @@ fn a_spool_location_turned_read_only_loses_nothing() {
         let spool = &s["spool"];
         assert!(spool["chunks"].as_u64().unwrap() >= 1, "{case}: {spool}");
         let rows = spooled_rows(&[&a, &b], &out, "udp_flows.tsv");
-        let packets: u64 = rows.iter().map(|r| int(r, "c_pkts_all")).sum();
+        let packets: u64 = rows.iter().map(|r| int(r, "c_pkts_all") + int(r, "s_pkts_all")).sum();
         assert_eq!(packets, s["packets"]["read"].as_u64().unwrap(), "{case}: {spool}");
         assert_eq!(packets, 3_000, "{case}");
         if second {

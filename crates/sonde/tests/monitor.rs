@@ -26,7 +26,9 @@ use netns::{run_ok, Monitor, Netns};
 
 fn time_dependent(column: &str) -> bool {
     const CLASSES: [&str; 8] = ["rto", "fs", "reor", "dup", "unk", "fc", "unrto", "unfs"];
+    // The UID hashes the first packet's time.
     column.contains("first")
+        || column == "uid"
         || column.contains("last")
         || column.contains("durat")
         || column.ends_with("hs_rtt")

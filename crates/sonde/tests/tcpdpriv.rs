@@ -94,9 +94,12 @@ fn rows(path: &Path, columns: &[&str], anon: Option<&mut Anonymizer>) -> Vec<Str
                     row.insert(c.to_string(), anon.ip(ip).to_string());
                 }
             }
-            // (The Community ID is the shown endpoints': tests/anonymize.rs checks it.)
-            let mut fields: Vec<_> =
-                row.into_iter().filter(|(k, _)| !k.ends_with("iscrypto") && k != "community_id").collect();
+            // (The Community ID and the UID are the shown endpoints': tests/anonymize.rs checks
+            // them.)
+            let mut fields: Vec<_> = row
+                .into_iter()
+                .filter(|(k, _)| !k.ends_with("iscrypto") && k != "community_id" && k != "uid")
+                .collect();
             fields.sort();
             fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
         })

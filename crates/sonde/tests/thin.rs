@@ -337,6 +337,11 @@ const MAY_CHANGE: &[&str] = &[
     "ack_cnt_p",
     "bytes_ip",
     "first_ack",
+    // Zeek's history has a letter for a pure ACK (and so its state, for a flow whose only
+    // packets from one side were pure ACKs); the UID hashes the first packet's time.
+    "conn_state",
+    "history",
+    "uid",
     // What only ACKs carry: RTT samples, announced windows, SACK blocks, TTLs, in-flight bytes.
     "rtt_avg",
     "rtt_min",
