@@ -297,6 +297,12 @@ impl ZeekTcp {
     /// states and the history go.
     pub(crate) fn on_packet(&mut self, dir: usize, t: &TcpSummary) {
         let flags = t.flags;
+        if self.begun
+            && flags.0 & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) == 0
+            && self.ends[dir].state != State::Inactive
+        {
+            return self.on_plain(dir, t);
+        }
         if !self.begun {
             // Zeek's originator is the first packet's sender, unless its port says server
             // (`TCPAnalyzer::WantConnection`): then the flow is flipped from its start.
@@ -316,21 +322,52 @@ impl ZeekTcp {
         let is_orig = dir == usize::from(self.orig);
         self.update_history(dir, flags, rel_seq, len);
         self.update_window(dir, t.window, flags);
-        let peer = 1 - dir;
-        if flags.ack() {
-            if self.ends[peer].state == State::Inactive {
-                // Zeek's `init_peer`: the peer's numbering starts as if its SYN had been seen.
-                let base = t.ack.wrapping_sub(1);
-                self.ends[peer].init_seqs(base, base);
-            } else if !flags.rst() {
-                let delta = t.ack.wrapping_sub(self.ends[peer].ack) as i32;
-                if !(t.ack == 0 && delta > TOO_LARGE_SEQ_DELTA) && delta > 0 {
-                    self.ends[peer].ack = t.ack;
-                }
-            }
-        }
+        self.acknowledge(1 - dir, t);
         self.update_last_seq(dir, seq_end, flags, len);
         self.update_state(dir, is_orig, flags, t);
+    }
+
+    /// `on_packet` for the packets most flows are made of: an ACK or data, without SYN, FIN or
+    /// RST, from an end already seen. Such a packet changes no state (`UpdateStateMachine` acts
+    /// on flags, or on an end's first packet), has no sequence number to remember, and writes
+    /// a letter only the first time (`check`, skipped once its bit is set: the history is then
+    /// past a lone `H`).
+    fn on_plain(&mut self, dir: usize, t: &TcpSummary) {
+        let len = t.payload_len;
+        let bit = if len > 0 {
+            DATA_PKT
+        } else if t.flags.ack() {
+            ACK_PKT
+        } else {
+            0
+        };
+        let shift = if dir == usize::from(self.orig) { 0 } else { 16 };
+        if bit != 0 && self.seen & bit << shift == 0 {
+            self.check(dir, bit, if bit == DATA_PKT { b'D' } else { b'A' });
+        }
+        if t.window == 0 {
+            self.update_window(dir, 0, t.flags);
+        }
+        self.acknowledge(1 - dir, t);
+        self.update_last_seq(dir, t.seq.wrapping_add(len), t.flags, len);
+    }
+
+    /// What `t`'s ACK tells of `peer`'s sequence space (a RST's is not trusted).
+    fn acknowledge(&mut self, peer: usize, t: &TcpSummary) {
+        if !t.flags.ack() {
+            return;
+        }
+        let p = &mut self.ends[peer];
+        if p.state == State::Inactive {
+            // Zeek's `init_peer`: the peer's numbering starts as if its SYN had been seen.
+            let base = t.ack.wrapping_sub(1);
+            p.init_seqs(base, base);
+        } else if !t.flags.rst() {
+            let delta = t.ack.wrapping_sub(p.ack) as i32;
+            if !(t.ack == 0 && delta > TOO_LARGE_SEQ_DELTA) && delta > 0 {
+                p.ack = t.ack;
+            }
+        }
     }
 
     /// Zeek's `init_endpoint`.

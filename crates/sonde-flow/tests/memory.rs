@@ -156,10 +156,11 @@ fn server_flight() -> Vec<u8> {
 type Step<'a> = (bool, u16, u32, u32, u32, &'a [u8]);
 
 /// Heap bytes per live flow after `flows` typical flows are in the table; with `tls`, the
-/// application facts on and the request a ClientHello, the response a server's first flight.
-fn bytes_per_flow(flows: u32, v6: bool, tls: bool) -> f64 {
+/// application facts on and the request a ClientHello, the response a server's first flight;
+/// with `history`, Zeek's states and history followed (sonde's flow logs show them).
+fn bytes_per_flow(flows: u32, v6: bool, tls: bool, history: bool) -> f64 {
     let before = sonde_heap::live_bytes();
-    let cfg = FlowConfig { max_flows: 2 * flows as usize, app_facts: tls, ..FlowConfig::default() };
+    let cfg = FlowConfig { max_flows: 2 * flows as usize, app_facts: tls, history, ..FlowConfig::default() };
     let mut tracker = FlowTracker::new(cfg);
     let mut out: Vec<FlowRecord> = Vec::new();
     let (c_isn, s_isn) = (1000u32, 5000u32);
@@ -223,18 +224,23 @@ fn flows_to_measure() -> u32 {
 /// reader's handshake buffer, the DNS reader's TCP framing and the QUIC reader's CRYPTO stream
 /// inline (a 216-byte session); 1,989 before issue 33 let go of the ClientHello's
 /// buffer once read (1,477), held the fingerprints inline and the names at their length (1,337)
-/// and boxed the HTTP reader, the largest (1,289); issue 33 aims at 800. One test function, so
-/// that no other test allocates while the counter is read.
+/// and boxed the HTTP reader, the largest (1,289); issue 33 aims at 800. Zeek's states and history
+/// (sonde's flow logs) add 104 B. One test function, so that no other test allocates while the
+/// counter is read.
 #[test]
 fn bytes_per_tcp_flow_stay_under_the_bound() {
     let flows = flows_to_measure();
-    let v4 = bytes_per_flow(flows, false, false);
-    let v6 = bytes_per_flow(flows, true, false);
-    let tls = bytes_per_flow(flows, false, true);
+    let v4 = bytes_per_flow(flows, false, false, false);
+    let v6 = bytes_per_flow(flows, true, false, false);
+    let tls = bytes_per_flow(flows, false, true, false);
+    let zeek = bytes_per_flow(flows, false, false, true);
     println!(
-        "{flows} concurrent TCP flows: {v4:.0} B/flow (IPv4), {v6:.0} B/flow (IPv6), {tls:.0} B/flow with TLS facts"
+        "{flows} concurrent TCP flows: {v4:.0} B/flow (IPv4), {v6:.0} B/flow (IPv6), {tls:.0} B/flow with TLS facts, \
+         {zeek:.0} B/flow with Zeek's states"
     );
     assert!(v4 <= 680.0, "IPv4: {v4:.0} bytes per flow");
     assert!(v6 <= 680.0, "IPv6: {v6:.0} bytes per flow");
     assert!(tls <= 1_200.0, "TLS facts: {tls:.0} bytes per flow");
+    // Zeek's state: 104 B beside each flow's own (docs/zeek.md).
+    assert!(zeek <= v4 + 104.0, "Zeek's states: {zeek:.0} bytes per flow");
 }
