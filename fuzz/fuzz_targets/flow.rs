@@ -27,6 +27,14 @@ struct Sink {
 
 impl FlowSink for Sink {
     fn flow(&mut self, record: &FlowRecord) {
+        if let FlowRecord::Tcp(r) = record {
+            // Zeek's history: its letters only, `^` only first.
+            if let Some(z) = r.zeek {
+                let h = z.history.as_str();
+                assert!(h.bytes().all(|b| b"^SsHhAaDdFfRrTtWwIiQq".contains(&b)), "history {h:?}");
+                assert!(!h.get(1..).unwrap_or("").contains('^'), "history {h:?}");
+            }
+        }
         self.ended.push(record.clone());
     }
     fn rtt_sample(&mut self, s: &RttSample) {
@@ -150,6 +158,7 @@ fn main() {
             owners: None,
             owner_cache: 1,
             history: cfg0 & 0x20 != 0,
+            orient_by_port: cfg0 & 0x40 != 0,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();

@@ -412,7 +412,7 @@ impl ZeekTcp {
     /// A letter written at the 1st, 10th, 100th, … event of its kind.
     fn scaled(&mut self, dir: usize, count: u32, letter: u8) {
         let mut n = count;
-        while n % 10 == 0 && n > 1 {
+        while n.is_multiple_of(10) && n > 1 {
             n /= 10;
         }
         if n == 1 {
