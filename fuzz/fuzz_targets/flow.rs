@@ -159,6 +159,7 @@ fn main() {
             owner_cache: 1,
             history: cfg0 & 0x20 != 0,
             orient_by_port: cfg0 & 0x40 != 0,
+            zeek_lifetimes: cfg0 & 0x80 != 0,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();

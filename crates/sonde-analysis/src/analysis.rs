@@ -337,7 +337,9 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         app_facts: plan.app_packets > 0,
         owners: owners.map(|o| o as std::sync::Arc<dyn sonde_flow::Owners>),
         owner_cache: config.owner_cache,
-        history: plan.history,
+        // Zeek's lifetimes read its states, shown or not.
+        history: plan.history || config.zeek_lifetimes,
+        zeek_lifetimes: config.zeek_lifetimes,
         // Tstat's layout keeps Tstat's orientation (the first sender) as well as its rules.
         orient_by_port: config.layout == crate::config::FlowLayout::Sonde,
         ..FlowConfig::default()

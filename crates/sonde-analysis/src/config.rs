@@ -97,6 +97,11 @@ pub struct AnalysisConfig {
     /// Seconds a closed TCP flow (both FINs, or RST) waits for its last packets (Linux TIME_WAIT).
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub closed_linger: f64,
+    /// End TCP flows where Zeek ends its connections: a packet 5 s after an unanswered SYN, or
+    /// 5 s after a close Zeek calls complete, starts a new flow (end_reason expired), so that
+    /// the flow logs pair one to one with Zeek's conn.log (docs/zeek.md).
+    #[arg(long)]
+    pub zeek_lifetimes: bool,
     /// Most flows held at once; when full, the longest-idle flow is evicted and logged. Room for
     /// them is reserved up front: address space (about 0.9 KB per flow), used as flows arrive.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]

@@ -78,6 +78,10 @@ pub struct FlowConfig {
     /// A flow first seen without a SYN is oriented by its ports as Zeek does
     /// ([`zeek::sender_is_server`]), not by its first packet (Tstat's rule).
     pub orient_by_port: bool,
+    /// End TCP flows where Zeek's timers end its connections (needs `history`): a packet that
+    /// comes 5 s after an unanswered SYN, or 5 s after a close Zeek calls complete, starts a
+    /// new flow ([`zeek`], docs/zeek.md).
+    pub zeek_lifetimes: bool,
 }
 
 impl Default for FlowConfig {
@@ -96,6 +100,7 @@ impl Default for FlowConfig {
             owner_cache: 65_536,
             history: false,
             orient_by_port: false,
+            zeek_lifetimes: false,
         }
     }
 }
@@ -445,8 +450,16 @@ impl FlowTracker {
             let flow = *self.table.value(s);
             let dir = usize::from(from_lo != flow.client_is_lo);
             let conn = self.tcp.get(flow.conn);
-            if conn.starts_new_flow(dir, t) {
-                let reason = conn.closed.unwrap_or(EndReason::Reused);
+            let ends = if conn.starts_new_flow(dir, t) {
+                Some(conn.closed.unwrap_or(EndReason::Reused))
+            } else if self.cfg.zeek_lifetimes
+                && self.tcp_pools.zeek.as_mut().is_some_and(|z| z.of(flow.conn).expired(ts_ns))
+            {
+                Some(conn.closed.unwrap_or(EndReason::Expired))
+            } else {
+                None
+            };
+            if let Some(reason) = ends {
                 self.end_flow(s, reason, sink);
                 slot = None;
             }
@@ -499,7 +512,7 @@ impl FlowTracker {
                 let conn = self.tcp.get(flow.conn);
                 conn.on_packet(&mut self.tcp_pools, dir, ts_ns, &ip, t);
                 if let Some(zeek) = self.tcp_pools.zeek.as_mut() {
-                    zeek.of(flow.conn).on_packet(dir, t);
+                    zeek.of(flow.conn).on_packet(dir, ts_ns, t);
                 }
                 let closed = conn.closed.is_some();
                 if !self.tcp_pools.new_samples.is_empty() {

@@ -20,6 +20,10 @@ pub enum EndReason {
     Reused,
     /// The input ended with the flow still open.
     Eof,
+    /// TCP, with Zeek's lifetimes (`FlowConfig::zeek_lifetimes`): a later packet came after
+    /// Zeek's timers would have removed the connection (5 s after an unanswered SYN, or after
+    /// a close).
+    Expired,
     /// Still open: a live view's picture of a flow or an interim record (the active timeout),
     /// never in the flow logs.
     Open,
@@ -35,6 +39,7 @@ impl EndReason {
             EndReason::Reused => "reused",
             EndReason::Open => "open",
             EndReason::Eof => "eof",
+            EndReason::Expired => "expired",
         }
     }
 }

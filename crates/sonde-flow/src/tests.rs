@@ -620,3 +620,54 @@ fn zeek_flips_a_flow_first_seen_from_its_server() {
     let backscatter = [(0, odd(seg(false, SYNACK, 500, 101, 0, 1))), (MS, odd(seg(true, TcpFlags::RST, 101, 0, 0, 2)))];
     assert_eq!(zeek_of(&backscatter), [("RSTO", "^hR".to_string())]);
 }
+
+#[test]
+fn zeek_lifetimes_end_flows_where_zeeks_timers_end_connections() {
+    let run = |packets: &[(u64, PacketSummary)]| {
+        let cfg = FlowConfig { history: true, orient_by_port: true, zeek_lifetimes: true, ..FlowConfig::default() };
+        let mut t = FlowTracker::new(cfg);
+        let mut out = Vec::new();
+        for (ts, p) in packets {
+            t.on_packet(*ts, p, &mut out);
+        }
+        t.finish(&mut out);
+        out.iter()
+            .map(|r| match r {
+                FlowRecord::Tcp(r) => {
+                    let z = r.zeek.unwrap();
+                    (r.end.name(), z.state.name(), z.history.as_str().to_string())
+                }
+                FlowRecord::Udp(_) => panic!("TCP only"),
+            })
+            .collect::<Vec<_>>()
+    };
+    // The server never answers: 5 s after the SYN the connection is an attempt (S0); the
+    // client's later data is another.
+    let half = [
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (100 * MS, seg(true, ACK, 101, 501, 0, 2)),
+        (200 * MS, seg(true, ACK, 101, 501, 10, 3)),
+        (6000 * MS, seg(true, ACK, 111, 501, 10, 4)),
+    ];
+    assert_eq!(
+        run(&half),
+        [("expired", "S0", "SAD".to_string()), ("eof", "OTH", "D".to_string())],
+        "the attempt timer"
+    );
+    // Before the 5 s, the same flow.
+    let mut soon = half;
+    soon[3].0 = 4000 * MS;
+    assert_eq!(run(&soon), [("eof", "S0", "SAD".to_string())]);
+    // A RST completes the close: a packet 5 s later starts over (the server's ACK, its port
+    // saying server: `^a`).
+    let reset = [
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (MS, seg(false, SYNACK, 500, 101, 0, 2)),
+        (2 * MS, seg(true, ACK, 101, 501, 0, 3)),
+        (1000 * MS, seg(true, TcpFlags::RST, 101, 0, 0, 4)),
+        (7000 * MS, seg(false, ACK, 501, 101, 0, 5)),
+    ];
+    assert_eq!(run(&reset), [("rst", "RSTO", "ShAR".to_string()), ("eof", "OTH", "^a".to_string())]);
+    // Without Zeek's lifetimes the late ACK joins the reset flow (sonde's 60 s linger).
+    assert_eq!(zeek_of(&reset), [("RSTO", "ShARa".to_string())]);
+}

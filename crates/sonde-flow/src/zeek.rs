@@ -200,6 +200,8 @@ struct End {
     state: State,
     prev: State,
     sent_fin: bool,
+    /// Zeek's `did_close`: this end's close (FIN or RST) was reported.
+    did_close: bool,
     start: u32,
     last: u32,
     /// How far the peer acknowledged this end's sequence space.
@@ -290,12 +292,36 @@ pub(crate) struct ZeekTcp {
     /// until a SYN/ACK seen first is answered.
     orig: u8,
     begun: bool,
+    /// Zeek's timers (packet time, ns; 0: none): the attempt timer of an originator's SYN, and
+    /// the removal of a connection whose close was complete.
+    attempt_ns: u64,
+    removal_ns: u64,
 }
 
+/// Zeek's `tcp_attempt_delay` and `tcp_close_delay`.
+const ATTEMPT_DELAY_NS: u64 = 5_000_000_000;
+const CLOSE_DELAY_NS: u64 = 5_000_000_000;
+
 impl ZeekTcp {
+    /// Whether Zeek's timers would have removed the connection by `ts_ns` (before a packet of
+    /// that time): its close was complete 5 s ago, or its originator's SYN is 5 s old and the
+    /// responder has sent nothing (`AttemptTimer`). A timer that fired without removing it is
+    /// gone.
+    pub(crate) fn expired(&mut self, ts_ns: u64) -> bool {
+        if self.removal_ns != 0 && ts_ns >= self.removal_ns {
+            return true;
+        }
+        if self.attempt_ns != 0 && ts_ns >= self.attempt_ns {
+            self.attempt_ns = 0;
+            let (o, r) = (&self.ends[usize::from(self.orig)], &self.ends[1 - usize::from(self.orig)]);
+            return matches!(o.state, State::SynSent | State::SynAckSent) && r.state == State::Inactive;
+        }
+        false
+    }
+
     /// One packet sent by `dir` (0 = client): Zeek's `TCPSessionAdapter::Process` as far as the
     /// states and the history go.
-    pub(crate) fn on_packet(&mut self, dir: usize, t: &TcpSummary) {
+    pub(crate) fn on_packet(&mut self, dir: usize, ts_ns: u64, t: &TcpSummary) {
         let flags = t.flags;
         if self.begun
             && flags.0 & (TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST) == 0
@@ -324,7 +350,24 @@ impl ZeekTcp {
         self.update_window(dir, t.window, flags);
         self.acknowledge(1 - dir, t);
         self.update_last_seq(dir, seq_end, flags, len);
-        self.update_state(dir, is_orig, flags, t);
+        if self.update_state(dir, is_orig, flags, t, ts_ns) {
+            self.closed(dir, ts_ns);
+        }
+    }
+
+    /// Zeek's `ConnectionClosed`: the first close of an end; when the connection's close is
+    /// complete (this end reset, the peer closed before, or never sent), its timers are
+    /// cancelled and it goes 5 s after this packet.
+    fn closed(&mut self, dir: usize, ts_ns: u64) {
+        if self.ends[dir].did_close {
+            return;
+        }
+        self.ends[dir].did_close = true;
+        let peer = &self.ends[1 - dir];
+        if self.ends[dir].state == State::Reset || peer.did_close || peer.state == State::Inactive {
+            self.attempt_ns = 0;
+            self.removal_ns = ts_ns.saturating_add(CLOSE_DELAY_NS);
+        }
     }
 
     /// `on_packet` for the packets most flows are made of: an ACK or data, without SYN, FIN or
@@ -489,14 +532,15 @@ impl ZeekTcp {
     }
 
     /// Zeek's `UpdateStateMachine`. `is_orig` is whether the sender was Zeek's originator when
-    /// the packet arrived (before a flip it caused).
-    fn update_state(&mut self, dir: usize, is_orig: bool, flags: TcpFlags, t: &TcpSummary) {
+    /// the packet arrived (before a flip it caused). Returns whether the packet closed its end
+    /// (Zeek's `do_close`).
+    fn update_state(&mut self, dir: usize, is_orig: bool, flags: TcpFlags, t: &TcpSummary, ts_ns: u64) -> bool {
         let peer = 1 - dir;
         if flags.fin() {
             self.ends[dir].sent_fin = true;
         }
         match self.ends[dir].state {
-            State::Inactive => self.inactive(dir, is_orig, flags, t),
+            State::Inactive => self.inactive(dir, is_orig, flags, t, ts_ns),
             State::SynSent | State::SynAckSent => {
                 if flags.fin() {
                     self.ends[dir].set_state(State::Closed);
@@ -504,6 +548,7 @@ impl ZeekTcp {
                 if flags.rst() {
                     self.ends[dir].set_state(State::Reset);
                 }
+                flags.fin() || flags.rst()
             }
             State::Established | State::Partial => {
                 if flags.syn()
@@ -524,22 +569,26 @@ impl ZeekTcp {
                 if flags.rst() {
                     self.ends[dir].set_state(State::Reset);
                 }
+                flags.fin() || flags.rst()
             }
             State::Closed => {
-                if flags.rst() && self.ends[peer].state != State::Closed {
+                let reset = flags.rst() && self.ends[peer].state != State::Closed;
+                if reset {
                     self.ends[dir].set_state(State::Reset);
                 }
+                reset
             }
-            State::Reset => {}
+            State::Reset => false,
         }
     }
 
-    /// Zeek's `UpdateInactiveState`: an end's first packet.
-    fn inactive(&mut self, dir: usize, is_orig: bool, flags: TcpFlags, t: &TcpSummary) {
+    /// Zeek's `UpdateInactiveState`: an end's first packet. Returns whether it closed the end.
+    fn inactive(&mut self, dir: usize, is_orig: bool, flags: TcpFlags, t: &TcpSummary, ts_ns: u64) -> bool {
         let peer = 1 - dir;
         if flags.syn() {
             if is_orig {
                 self.ends[dir].set_state(if flags.ack() { State::SynAckSent } else { State::SynSent });
+                self.attempt_ns = ts_ns.saturating_add(ATTEMPT_DELAY_NS);
             } else {
                 if !flags.ack() && self.ends[peer].state == State::SynAckSent && t.seq == self.ends[dir].start {
                     // A SYN/SYN-ACK reversal: Zeek flips the connection.
@@ -571,6 +620,7 @@ impl ZeekTcp {
                 self.ends[dir].set_state(State::Partial);
             }
         }
+        flags.fin() || flags.rst()
     }
 
     /// The flow's state and history, from sonde's client's side (see the module's doc).

@@ -130,7 +130,8 @@ fn ms(t_ns: u64) -> u64 {
 /// RFC 5102 flowEndReason for sonde's end reasons.
 pub fn end_reason_code(end: EndReason) -> u64 {
     match end {
-        EndReason::Idle => 1,
+        // Expired: Zeek's timers (an unanswered SYN, a close) ended it, by packet time.
+        EndReason::Idle | EndReason::Expired => 1,
         // A live picture of an open flow is an interim record.
         EndReason::Open => 2,
         // FIN, RST, and a new SYN taking over the tuple: the flow's end was seen.

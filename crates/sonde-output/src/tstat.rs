@@ -65,7 +65,7 @@ pub fn tcp_log(r: &TcpRecord) -> Option<TstatLog> {
     let both_syns = r.client.syn_cnt > 0 && r.server.syn_cnt > 0;
     let complete = match r.end {
         EndReason::Fin => true,
-        EndReason::Rst | EndReason::Idle | EndReason::Evicted | EndReason::Reused => both_syns,
+        EndReason::Rst | EndReason::Idle | EndReason::Evicted | EndReason::Reused | EndReason::Expired => both_syns,
         EndReason::Eof | EndReason::Open => false,
     };
     Some(if complete { TstatLog::TcpComplete } else { TstatLog::TcpNocomplete })
