@@ -292,10 +292,11 @@ pub(crate) struct ZeekTcp {
     /// until a SYN/ACK seen first is answered.
     orig: u8,
     begun: bool,
-    /// Zeek's timers (packet time, ns; 0: none): the attempt timer of an originator's SYN, and
-    /// the removal of a connection whose close was complete.
-    attempt_ns: u64,
-    removal_ns: u64,
+    /// Zeek's pending timer (packet time, ns; 0: none): the attempt timer of an originator's
+    /// SYN, or (`removal`) the removal of a connection whose close was complete. One at a time:
+    /// a complete close cancels the attempt timer, and Zeek adds no timer after that.
+    timer_ns: u64,
+    removal: bool,
 }
 
 /// Zeek's `tcp_attempt_delay` and `tcp_close_delay`.
@@ -308,15 +309,15 @@ impl ZeekTcp {
     /// responder has sent nothing (`AttemptTimer`). A timer that fired without removing it is
     /// gone.
     pub(crate) fn expired(&mut self, ts_ns: u64) -> bool {
-        if self.removal_ns != 0 && ts_ns >= self.removal_ns {
+        if self.timer_ns == 0 || ts_ns < self.timer_ns {
+            return false;
+        }
+        if self.removal {
             return true;
         }
-        if self.attempt_ns != 0 && ts_ns >= self.attempt_ns {
-            self.attempt_ns = 0;
-            let (o, r) = (&self.ends[usize::from(self.orig)], &self.ends[1 - usize::from(self.orig)]);
-            return matches!(o.state, State::SynSent | State::SynAckSent) && r.state == State::Inactive;
-        }
-        false
+        self.timer_ns = 0;
+        let (o, r) = (&self.ends[usize::from(self.orig)], &self.ends[1 - usize::from(self.orig)]);
+        matches!(o.state, State::SynSent | State::SynAckSent) && r.state == State::Inactive
     }
 
     /// One packet sent by `dir` (0 = client): Zeek's `TCPSessionAdapter::Process` as far as the
@@ -364,9 +365,9 @@ impl ZeekTcp {
         }
         self.ends[dir].did_close = true;
         let peer = &self.ends[1 - dir];
-        if self.ends[dir].state == State::Reset || peer.did_close || peer.state == State::Inactive {
-            self.attempt_ns = 0;
-            self.removal_ns = ts_ns.saturating_add(CLOSE_DELAY_NS);
+        if !self.removal && (self.ends[dir].state == State::Reset || peer.did_close || peer.state == State::Inactive) {
+            self.timer_ns = ts_ns.saturating_add(CLOSE_DELAY_NS);
+            self.removal = true;
         }
     }
 
@@ -588,7 +589,9 @@ impl ZeekTcp {
         if flags.syn() {
             if is_orig {
                 self.ends[dir].set_state(if flags.ack() { State::SynAckSent } else { State::SynSent });
-                self.attempt_ns = ts_ns.saturating_add(ATTEMPT_DELAY_NS);
+                if !self.removal {
+                    self.timer_ns = ts_ns.saturating_add(ATTEMPT_DELAY_NS);
+                }
             } else {
                 if !flags.ack() && self.ends[peer].state == State::SynAckSent && t.seq == self.ends[dir].start {
                     // A SYN/SYN-ACK reversal: Zeek flips the connection.

@@ -225,8 +225,8 @@ fn flows_to_measure() -> u32 {
 /// inline (a 216-byte session); 1,989 before issue 33 let go of the ClientHello's
 /// buffer once read (1,477), held the fingerprints inline and the names at their length (1,337)
 /// and boxed the HTTP reader, the largest (1,289); issue 33 aims at 800. Zeek's states and history
-/// (sonde's flow logs) add 104 B. One test function, so that no other test allocates while the
-/// counter is read.
+/// (sonde's flow logs) add 112 B (104 without the slot of `--zeek-lifetimes`' timer). One test
+/// function, so that no other test allocates while the counter is read.
 #[test]
 fn bytes_per_tcp_flow_stay_under_the_bound() {
     let flows = flows_to_measure();
@@ -241,6 +241,6 @@ fn bytes_per_tcp_flow_stay_under_the_bound() {
     assert!(v4 <= 680.0, "IPv4: {v4:.0} bytes per flow");
     assert!(v6 <= 680.0, "IPv6: {v6:.0} bytes per flow");
     assert!(tls <= 1_200.0, "TLS facts: {tls:.0} bytes per flow");
-    // Zeek's state: 104 B beside each flow's own (docs/zeek.md).
-    assert!(zeek <= v4 + 104.0, "Zeek's states: {zeek:.0} bytes per flow");
+    // Zeek's state: 112 B beside each flow's own (docs/zeek.md).
+    assert!(zeek <= v4 + 112.0, "Zeek's states: {zeek:.0} bytes per flow");
 }
