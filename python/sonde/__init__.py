@@ -79,6 +79,7 @@ def _options(
     geoip: Optional[PathLike],
     asn: Optional[PathLike],
     owner_cache: int,
+    zeek_lifetimes: bool,
 ) -> str:
     """The options as the extension takes them: JSON of sonde-analysis' config (the CLI's keys),
     lists split, paths as text."""
@@ -108,6 +109,7 @@ def _options(
         "geoip": geoip,
         "asn": asn,
         "owner_cache": int(owner_cache),
+        "zeek_lifetimes": bool(zeek_lifetimes),
     }, default=os.fspath)
 
 
@@ -206,6 +208,7 @@ def analyze(
     geoip: Optional[PathLike] = None,
     asn: Optional[PathLike] = None,
     owner_cache: int = 65_536,
+    zeek_lifetimes: bool = False,
     strict: bool = True,
 ) -> Run:
     """Analyses the trace at ``path`` and returns its flows, intervals and summary.
@@ -241,6 +244,9 @@ def analyze(
             ``c_country``/``s_country`` and ``c_asn``/``s_asn``/``c_as_org``/``s_as_org``
             (docs/owners.md).
         owner_cache: addresses whose owners each worker keeps.
+        zeek_lifetimes: end TCP flows where Zeek's timers end its connections (5 s after an
+            unanswered SYN, 5 s after a complete close), so the flows pair with Zeek's conn.log
+            (docs/zeek.md).
         strict: when the input ends early (truncated or corrupt), raise
             ``TruncatedTraceError`` (the partial run is its ``result``); with False, return
             the partial run with ``input_error`` set.
@@ -254,7 +260,7 @@ def analyze(
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
-                    geoip, asn, owner_cache)
+                    geoip, asn, owner_cache, zeek_lifetimes)
     return _finished(_sonde.analyze(path, opts), strict)
 
 
@@ -335,6 +341,7 @@ def stream(
     geoip: Optional[PathLike] = None,
     asn: Optional[PathLike] = None,
     owner_cache: int = 65_536,
+    zeek_lifetimes: bool = False,
     strict: bool = True,
     icmp: bool = False,
 ) -> FlowStream:
@@ -349,7 +356,7 @@ def stream(
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
-                    geoip, asn, owner_cache)
+                    geoip, asn, owner_cache, zeek_lifetimes)
     return FlowStream(_sonde.stream(path, opts, int(rows), bool(icmp)), strict)
 
 
@@ -385,6 +392,7 @@ def monitor(
     geoip: Optional[PathLike] = None,
     asn: Optional[PathLike] = None,
     owner_cache: int = 65_536,
+    zeek_lifetimes: bool = False,
 ) -> FlowStream:
     """Captures on live interfaces (``sonde monitor``), yielding flows in batches as they end.
 
@@ -409,7 +417,7 @@ def monitor(
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
-                    geoip, asn, owner_cache)
+                    geoip, asn, owner_cache, zeek_lifetimes)
     cap = {"capture": capture, "ring_mb": int(ring_mb), "promisc": bool(promisc),
            "tick_ms": int(tick_ms), "duration": None if duration is None else float(duration)}
     return FlowStream(_sonde.monitor(interfaces, opts, cap, int(rows)), strict=False)

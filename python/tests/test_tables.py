@@ -107,6 +107,22 @@ def test_owners_are_typed_and_equal_the_cli():
     assert owners["lookups"] == 2 * (run.tcp.num_rows + run.udp.num_rows)
 
 
+def test_zeeks_vocabulary_is_typed_and_equals_the_cli():
+    """`conn_state`, `history` and `uid` (docs/zeek.md) as the CLI writes them, with sonde's
+    lifetimes and with `zeek_lifetimes` (a one-way capture whose SYNs go unanswered: Zeek's
+    attempt timer splits its connections, and so does sonde with the option)."""
+    trace = shared("traces/realistic/zeek+zeek/testing/btest/Traces/ssh/ssh.client-side-half-duplex.pcap")
+    ends = {}
+    for args, kwargs in (((), {}), (("--zeek-lifetimes",), {"zeek_lifetimes": True})):
+        run = compare_run(trace, *args, **kwargs)
+        for column in ("conn_state", "history", "uid"):
+            assert pa.types.is_dictionary(run.tcp.schema.field(column).type)
+            assert run.tcp.column(column).null_count == 0
+        ends[bool(kwargs)] = run.tcp.column("end_reason").to_pylist()
+    assert "expired" not in ends[False] and "expired" in ends[True]
+    assert len(ends[True]) > len(ends[False])
+
+
 def test_interval_off_gives_no_interval_tables():
     run = sonde.analyze(DEMO, interval=0)
     assert run.intervals is None and run.tables == {}

@@ -238,8 +238,8 @@ impl End {
             return true;
         }
         let size = (self.last.wrapping_sub(self.start) as i32).max(self.ack.wrapping_sub(self.start) as i32);
-        let size = if size != 0 { size - 1 } else { size };
-        let size = if self.sent_fin && size != 0 { size - 1 } else { size };
+        let size = if size != 0 { size.wrapping_sub(1) } else { size };
+        let size = if self.sent_fin && size != 0 { size.wrapping_sub(1) } else { size };
         size == 0
     }
 }
