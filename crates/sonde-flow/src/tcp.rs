@@ -52,7 +52,7 @@ pub struct TcpPools {
 impl TcpPools {
     /// Pools with room reserved for `flows` flows: two segments in flight, one rare-event block
     /// and one RTT block each (reserved room costs address space until written; busier flows
-    /// grow them), and, with `history`, one Zeek block each.
+    /// grow them), and, with `history`, a Zeek state each.
     pub fn for_flows(flows: usize, history: bool) -> Self {
         TcpPools {
             sent: SentPool::with_capacity(2 * flows),

@@ -389,21 +389,10 @@ fn community_id(protocol: u8, e: &sonde_flow::Endpoints) -> Value<'static> {
     Value::Id(flow_id(protocol, e))
 }
 
-/// The Zeek-style UID of a flow (its Community ID and first time), kept like `flow_id`'s.
+/// The Zeek-style UID of a flow: its Community ID's and first time's (a hash cheaper than the
+/// cache `flow_id` keeps).
 fn uid(protocol: u8, e: &sonde_flow::Endpoints, first_ns: u64) -> Value<'static> {
-    thread_local! {
-        static LAST: std::cell::Cell<Option<((sonde_l7::CommunityId, u64), sonde_l7::Uid)>> =
-            const { std::cell::Cell::new(None) };
-    }
-    let flow = (flow_id(protocol, e), first_ns);
-    Value::Uid(LAST.with(|last| match last.get() {
-        Some((seen, uid)) if seen == flow => uid,
-        _ => {
-            let uid = sonde_l7::uid(&flow.0, first_ns);
-            last.set(Some((flow, uid)));
-            uid
-        }
-    }))
+    Value::Uid(sonde_l7::uid(&flow_id(protocol, e), first_ns))
 }
 
 /// Columns both flow logs end with: the application, its Community ID, DN-Hunter's name and
