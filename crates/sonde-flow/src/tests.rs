@@ -55,7 +55,11 @@ const ACK: u16 = TcpFlags::ACK;
 const FINACK: u16 = TcpFlags::FIN | TcpFlags::ACK;
 
 fn run(packets: &[(u64, PacketSummary)]) -> Vec<FlowRecord> {
-    let mut t = FlowTracker::new(FlowConfig::default());
+    run_with(FlowConfig::default(), packets)
+}
+
+fn run_with(cfg: FlowConfig, packets: &[(u64, PacketSummary)]) -> Vec<FlowRecord> {
+    let mut t = FlowTracker::new(cfg);
     let mut out = Vec::new();
     for (ts, p) in packets {
         t.on_packet(*ts, p, &mut out);
@@ -553,24 +557,25 @@ fn tcp_state_keeps_its_size() {
     assert_eq!(size_of::<tcp::TcpConn>(), 488);
 }
 
-/// The records' Zeek state and history of `packets`, with `FlowConfig::history` on.
-fn zeek_of(packets: &[(u64, PacketSummary)]) -> Vec<(&'static str, String)> {
-    let cfg = FlowConfig { history: true, orient_by_port: true, ..FlowConfig::default() };
-    let mut t = FlowTracker::new(cfg);
-    let mut out = Vec::new();
-    for (ts, p) in packets {
-        t.on_packet(*ts, p, &mut out);
-    }
-    t.finish(&mut out);
-    out.iter()
+/// The records' end, Zeek state and history of `packets`, with `FlowConfig::history` on and
+/// `zeek_lifetimes` as given.
+fn zeek_flows(packets: &[(u64, PacketSummary)], zeek_lifetimes: bool) -> Vec<(&'static str, &'static str, String)> {
+    let cfg = FlowConfig { history: true, orient_by_port: true, zeek_lifetimes, ..FlowConfig::default() };
+    run_with(cfg, packets)
+        .iter()
         .map(|r| match r {
             FlowRecord::Tcp(r) => {
                 let z = r.zeek.expect("followed");
-                (z.state.name(), z.history.as_str().to_string())
+                (r.end.name(), z.state.name(), z.history.as_str().to_string())
             }
             FlowRecord::Udp(_) => panic!("TCP only"),
         })
         .collect()
+}
+
+/// `zeek_flows` without the end, with sonde's lifetimes.
+fn zeek_of(packets: &[(u64, PacketSummary)]) -> Vec<(&'static str, String)> {
+    zeek_flows(packets, false).into_iter().map(|(_, state, history)| (state, history)).collect()
 }
 
 #[test]
@@ -623,24 +628,7 @@ fn zeek_flips_a_flow_first_seen_from_its_server() {
 
 #[test]
 fn zeek_lifetimes_end_flows_where_zeeks_timers_end_connections() {
-    let run = |packets: &[(u64, PacketSummary)]| {
-        let cfg = FlowConfig { history: true, orient_by_port: true, zeek_lifetimes: true, ..FlowConfig::default() };
-        let mut t = FlowTracker::new(cfg);
-        let mut out = Vec::new();
-        for (ts, p) in packets {
-            t.on_packet(*ts, p, &mut out);
-        }
-        t.finish(&mut out);
-        out.iter()
-            .map(|r| match r {
-                FlowRecord::Tcp(r) => {
-                    let z = r.zeek.unwrap();
-                    (r.end.name(), z.state.name(), z.history.as_str().to_string())
-                }
-                FlowRecord::Udp(_) => panic!("TCP only"),
-            })
-            .collect::<Vec<_>>()
-    };
+    let run = |packets: &[(u64, PacketSummary)]| zeek_flows(packets, true);
     // The server never answers: 5 s after the SYN the connection is an attempt (S0); the
     // client's later data is another.
     let half = [

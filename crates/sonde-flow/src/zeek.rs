@@ -51,8 +51,8 @@ impl std::fmt::Debug for History {
 }
 
 impl From<&str> for History {
-    /// A history spelled out (tests, the UDP flows' two letters); letters past
-    /// [`HISTORY_MAX`] are dropped.
+    /// A history spelled out (tests, a mirrored history's rest); letters past [`HISTORY_MAX`]
+    /// are dropped.
     fn from(s: &str) -> History {
         let mut h = History::default();
         s.bytes().for_each(|b| h.push(b));
@@ -385,8 +385,7 @@ impl ZeekTcp {
         } else {
             0
         };
-        let shift = if dir == usize::from(self.orig) { 0 } else { 16 };
-        if bit != 0 && self.seen & bit << shift == 0 {
+        if bit != 0 && self.seen & self.mask(dir, bit) == 0 {
             self.check(dir, bit, if bit == DATA_PKT { b'D' } else { b'A' });
         }
         if t.window == 0 {
@@ -429,6 +428,15 @@ impl ZeekTcp {
         }
     }
 
+    /// `bit` of `dir`'s side in `seen` (the responder's in the high half).
+    fn mask(&self, dir: usize, bit: u32) -> u32 {
+        if dir == usize::from(self.orig) {
+            bit
+        } else {
+            bit << 16
+        }
+    }
+
     /// Writes `letter` (upper case: Zeek's originator's) once `bit` is first seen; returns
     /// whether it had been seen before.
     fn check(&mut self, dir: usize, bit: u32, letter: u8) -> bool {
@@ -438,14 +446,25 @@ impl ZeekTcp {
             self.history = History::from("^h");
             self.orig = 1 - self.orig;
         }
-        let resp = dir != usize::from(self.orig);
-        let mask = if resp { bit << 16 } else { bit };
+        let mask = self.mask(dir, bit);
         if self.seen & mask != 0 {
             return true;
         }
         self.seen |= mask;
         self.add(dir, letter);
         false
+    }
+
+    /// A SYN's, FIN's or RST's letter: written the first time (`check`), and again when its
+    /// sequence number `at` differs from the last of its kind (`last`, which it becomes).
+    fn repeatable(&mut self, dir: usize, bit: u32, letter: u8, at: u32, last: fn(&mut End) -> &mut u32) {
+        let seen = self.check(dir, bit, letter);
+        let last = last(&mut self.ends[dir]);
+        let again = seen && at != *last;
+        *last = at;
+        if again {
+            self.add(dir, letter);
+        }
     }
 
     fn add(&mut self, dir: usize, letter: u8) {
@@ -476,24 +495,14 @@ impl ZeekTcp {
         } else if bits == 1 {
             if flags.syn() {
                 let letter = if flags.ack() { b'H' } else { b'S' };
-                if self.check(dir, SYN_PKT, letter) && rel_seq != self.ends[dir].last_syn {
-                    self.add(dir, letter);
-                }
-                self.ends[dir].last_syn = rel_seq;
+                self.repeatable(dir, SYN_PKT, letter, rel_seq, |e| &mut e.last_syn);
             }
             if flags.fin() {
                 // A FIN's sequence number is at the end of its data.
-                let fin = rel_seq.wrapping_add(len);
-                if self.check(dir, FIN_PKT, b'F') && fin != self.ends[dir].last_fin {
-                    self.add(dir, b'F');
-                }
-                self.ends[dir].last_fin = fin;
+                self.repeatable(dir, FIN_PKT, b'F', rel_seq.wrapping_add(len), |e| &mut e.last_fin);
             }
             if flags.rst() {
-                if self.check(dir, RST_PKT, b'R') && rel_seq != self.ends[dir].last_rst {
-                    self.add(dir, b'R');
-                }
-                self.ends[dir].last_rst = rel_seq;
+                self.repeatable(dir, RST_PKT, b'R', rel_seq, |e| &mut e.last_rst);
             }
         } else if len > 0 {
             self.check(dir, DATA_PKT, b'D');

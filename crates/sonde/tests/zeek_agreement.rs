@@ -12,7 +12,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use common::{analyze, shared_dir};
+use common::{analyze, read_tsv, shared_dir};
 
 /// Shares of `conn_state` and `history` measured on the oracle's captures (docs/zeek.md, with
 /// the reason of every disagreement), rounded down, in %: a regression fails. With sonde's
@@ -38,31 +38,22 @@ impl Conn {
     }
 }
 
-/// The rows of a tab-separated log with a header line (`#fields` in Zeek's, the first line in
-/// sonde's), as field maps.
-fn rows(text: &str, zeek: bool) -> Vec<HashMap<String, String>> {
+/// The rows of a Zeek log (its columns named by the `#fields` line), as field maps.
+fn zeek_rows(text: &str) -> Vec<HashMap<String, String>> {
     let mut fields: Vec<String> = Vec::new();
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if zeek {
-            if let Some(h) = line.strip_prefix("#fields\t") {
-                fields = h.split('\t').map(str::to_string).collect();
-                continue;
-            }
-            if line.starts_with('#') {
-                continue;
-            }
-        } else if i == 0 {
-            fields = line.split('\t').map(str::to_string).collect();
-            continue;
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("#fields\t") {
+            fields = h.split('\t').map(str::to_string).collect();
+        } else if !line.starts_with('#') {
+            out.push(fields.iter().cloned().zip(line.split('\t').map(str::to_string)).collect());
         }
-        out.push(fields.iter().cloned().zip(line.split('\t').map(str::to_string)).collect());
     }
     out
 }
 
 fn zeek_conns(conn_log: &str) -> Option<Vec<Conn>> {
-    let rows = rows(conn_log, true);
+    let rows = zeek_rows(conn_log);
     let need = ["id.orig_h", "id.orig_p", "id.resp_h", "id.resp_p", "proto", "conn_state", "history"];
     if rows.first().is_none_or(|r| !need.iter().all(|f| r.contains_key(*f))) {
         return None;
@@ -84,8 +75,7 @@ fn zeek_conns(conn_log: &str) -> Option<Vec<Conn>> {
 fn sonde_conns(dir: &Path) -> Vec<Conn> {
     let mut out = Vec::new();
     for (file, proto) in [("tcp_flows.tsv", "tcp"), ("udp_flows.tsv", "udp")] {
-        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
-        let mut rows = rows(&text, false);
+        let mut rows = read_tsv(&dir.join(file));
         rows.sort_by(|a, b| a["first"].partial_cmp(&b["first"]).unwrap());
         for r in rows {
             out.push(Conn {
