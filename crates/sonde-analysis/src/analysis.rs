@@ -342,6 +342,8 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         zeek_lifetimes: config.zeek_lifetimes,
         // Tstat's layout keeps Tstat's orientation (the first sender) as well as its rules.
         orient_by_port: config.layout == crate::config::FlowLayout::Sonde,
+        // Tstat's counters and flow ends, kept only for its layout.
+        tstat: config.layout == crate::config::FlowLayout::Tstat,
         ..FlowConfig::default()
     };
     let app = sonde_engine::AppConfig {

@@ -27,6 +27,7 @@ mod slab;
 pub mod table;
 pub mod tcp;
 pub mod udp;
+pub mod tstat;
 pub mod zeek;
 
 use ipnet::IpNet;
@@ -40,6 +41,7 @@ pub use owners::{FlowOwners, Owner, OwnerStats, Owners};
 pub use record::*;
 use slab::Slab;
 pub use table::TableStats;
+use tstat::{TstatEnd, TstatVerdict};
 use table::{FlowTable, Lane};
 use tcp::{TcpConn, TcpPools};
 use udp::UdpConn;
@@ -82,6 +84,11 @@ pub struct FlowConfig {
     /// comes 5 s after an unanswered SYN, or 5 s after a close Zeek calls complete, starts a
     /// new flow ([`zeek`], docs/zeek.md).
     pub zeek_lifetimes: bool,
+    /// Follow each TCP flow as Tstat 3.3 does (the records' `tstat`, `--layout tstat`): its
+    /// counters, RTT samples, windows and anomaly classes, and its ends: a flow ends at its
+    /// first RST, at the packet acknowledging its second FIN, and at a client's data before any
+    /// SYN/ACK; a later packet without SYN starts a flow Tstat does not track ([`tstat`]).
+    pub tstat: bool,
 }
 
 impl Default for FlowConfig {
@@ -101,6 +108,7 @@ impl Default for FlowConfig {
             history: false,
             orient_by_port: false,
             zeek_lifetimes: false,
+            tstat: false,
         }
     }
 }
@@ -248,7 +256,7 @@ impl FlowTracker {
             table: FlowTable::new(max_flows, cfg.initial_flows),
             tcp: Slab::with_capacity(max_flows),
             udp: Slab::with_capacity(max_flows),
-            tcp_pools: TcpPools::for_flows(max_flows, cfg.history),
+            tcp_pools: TcpPools::for_flows(max_flows, cfg.history, cfg.tstat),
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
             interim,
@@ -446,11 +454,23 @@ impl FlowTracker {
         let from_lo = order == key::KeyOrder::LoToHi;
 
         let mut slot = self.table.find(&key, place);
+        // Tstat's view of the packet, once taken (`FlowConfig::tstat`).
+        let mut tstat_verdict = None;
         if let (Some(s), Transport::Tcp(t)) = (slot, &transport) {
             let flow = *self.table.value(s);
             let dir = usize::from(from_lo != flow.client_is_lo);
             let conn = self.tcp.get(flow.conn);
-            let ends = if conn.starts_new_flow(dir, t) {
+            let ends = if let Some(tstat) = self.tcp_pools.tstat.as_mut() {
+                // Tstat's rules alone split the packets of a tuple into flows.
+                let state = tstat.of(flow.conn);
+                match state.on_packet(dir, ts_ns, &ip, t) {
+                    TstatVerdict::EndsBefore => Some(if state.half_duplex() { EndReason::Expired } else { EndReason::Reused }),
+                    verdict => {
+                        tstat_verdict = Some(verdict);
+                        None
+                    }
+                }
+            } else if conn.starts_new_flow(dir, t) {
                 Some(conn.closed.unwrap_or(EndReason::Reused))
             } else if self.cfg.zeek_lifetimes
                 && self.tcp_pools.zeek.as_mut().is_some_and(|z| z.of(flow.conn).expired(ts_ns))
@@ -514,6 +534,9 @@ impl FlowTracker {
                 if let Some(zeek) = self.tcp_pools.zeek.as_mut() {
                     zeek.of(flow.conn).on_packet(dir, ts_ns, t);
                 }
+                if let (Some(tstat), None) = (self.tcp_pools.tstat.as_mut(), tstat_verdict) {
+                    tstat_verdict = Some(tstat.of(flow.conn).on_packet(dir, ts_ns, &ip, t));
+                }
                 let closed = conn.closed.is_some();
                 if !self.tcp_pools.new_samples.is_empty() {
                     let (client, server) = key.client_server(flow.client_is_lo);
@@ -536,6 +559,11 @@ impl FlowTracker {
         };
         if self.cfg.app_facts && !app.is_empty() {
             self.feed_app(slot, flow, dir, ts_ns, &transport, app);
+        }
+        if let Some(TstatVerdict::EndsAfter(end)) = tstat_verdict {
+            let reason = if end == TstatEnd::Complete { EndReason::Fin } else { EndReason::Rst };
+            self.end_flow(slot, reason, sink);
+            return Disposition::Flow;
         }
         self.table.touch(slot, self.clock_ns, lane);
         self.next_expiry_ns = self.next_expiry_ns.min(self.clock_ns.saturating_add(self.timeout_ns(lane)));
@@ -703,6 +731,9 @@ impl FlowTracker {
             if let Some(zeek) = self.tcp_pools.zeek.as_mut() {
                 zeek.release(flow.conn);
             }
+            if let Some(tstat) = self.tcp_pools.tstat.as_mut() {
+                tstat.release(flow.conn);
+            }
             self.tcp.free(flow.conn);
         } else {
             *self.udp.get(flow.conn) = UdpConn::default();
@@ -770,6 +801,7 @@ impl FlowTracker {
                 hs_syn_synack_ns: c.hs_syn_synack_ns(),
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 zeek: self.tcp_pools.zeek.as_ref().and_then(|z| z.conn(flow.conn)),
+                tstat: self.tcp_pools.tstat.as_ref().and_then(|t| t.record(flow.conn)),
                 client,
                 server,
                 icmp_errors,

@@ -185,6 +185,8 @@ pub struct TcpRecord {
     pub hs_synack_ack_ns: Option<u64>,
     /// Zeek's state and history of the flow (None: not followed, `FlowConfig::history`).
     pub zeek: Option<crate::zeek::ZeekConn>,
+    /// Tstat's view of the flow (None: not followed, `FlowConfig::tstat`).
+    pub tstat: Option<Box<crate::tstat::TstatTcp>>,
     pub client: TcpDirStats,
     pub server: TcpDirStats,
     /// ICMP errors that quoted one of the flow's packets.

@@ -10,6 +10,7 @@ use crate::counters::{DirCounters, Pool, Rare, Rtt};
 use crate::record::{EndReason, TcpDirStats};
 use crate::sent::{Sent, SentList, SentPool};
 use crate::seq::{RangePool, SeenRanges, SeqUnwrapper};
+use crate::tstat::TstatStates;
 use crate::zeek::ZeekStates;
 
 /// RFC 6298 §2.1: the RTO before any RTT sample.
@@ -45,6 +46,8 @@ pub struct TcpPools {
     pub(crate) rtt: Pool<Rtt>,
     /// With `FlowConfig::history`: each flow's Zeek state, by the flow's slot in the TCP slab.
     pub(crate) zeek: Option<ZeekStates>,
+    /// With `FlowConfig::tstat`: each flow's Tstat state, by the flow's slot in the TCP slab.
+    pub(crate) tstat: Option<TstatStates>,
     /// The RTT samples (data direction, ns) the packet being analysed took.
     pub new_samples: Vec<(usize, u64)>,
 }
@@ -52,14 +55,16 @@ pub struct TcpPools {
 impl TcpPools {
     /// Pools with room reserved for `flows` flows: two segments in flight, one rare-event block
     /// and one RTT block each (reserved room costs address space until written; busier flows
-    /// grow them), and, with `history`, a Zeek state each.
-    pub fn for_flows(flows: usize, history: bool) -> Self {
+    /// grow them), with `history` a Zeek state each, and with `tstat` Tstat's states (grown as
+    /// flows come).
+    pub fn for_flows(flows: usize, history: bool, tstat: bool) -> Self {
         TcpPools {
             sent: SentPool::with_capacity(2 * flows),
             ranges: RangePool::default(),
             rare: Pool::with_capacity(flows),
             rtt: Pool::with_capacity(flows),
             zeek: history.then(|| ZeekStates::with_capacity(flows)),
+            tstat: tstat.then(TstatStates::default),
             new_samples: Vec::with_capacity(4),
         }
     }
@@ -70,6 +75,7 @@ impl TcpPools {
             + self.rare.untouched_bytes()
             + self.rtt.untouched_bytes()
             + self.zeek.as_ref().map_or(0, ZeekStates::untouched_bytes)
+            + self.tstat.as_ref().map_or(0, TstatStates::untouched_bytes)
     }
 }
 

@@ -71,6 +71,7 @@ fn tcp(i: u16, v6: bool, last_ns: u64) -> FlowRecord {
         hs_syn_synack_ns: Some(12_345_678),
         hs_synack_ack_ns: None,
         zeek: None,
+        tstat: None,
         client,
         server,
         icmp_errors: Default::default(),

@@ -14,6 +14,7 @@
 use std::io::Write as _;
 use std::net::IpAddr;
 
+use sonde_flow::tstat::TstatDir;
 use sonde_flow::{EndReason, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 use sonde_l7::{Facts, TlsFacts};
 
@@ -59,6 +60,14 @@ pub mod udp_type {
 /// evicted is complete when both SYNs were seen; one still open at the end of the input is
 /// not (Tstat's `trace_done` logs those with `complete` false).
 pub fn tcp_log(r: &TcpRecord) -> Option<TstatLog> {
+    if let Some(t) = r.tstat.as_deref() {
+        // Tstat's own decision, followed packet by packet (`FlowConfig::tstat`).
+        if !t.opened {
+            return None;
+        }
+        let complete = t.complete(matches!(r.end, EndReason::Eof | EndReason::Open));
+        return Some(if complete { TstatLog::TcpComplete } else { TstatLog::TcpNocomplete });
+    }
     if r.client.syn_cnt == 0 {
         return None;
     }
@@ -76,6 +85,8 @@ pub fn tcp_log(r: &TcpRecord) -> Option<TstatLog> {
 pub enum Field<'a> {
     /// `%d`, `%u`, `%lu`.
     Int(u64),
+    /// `%d` of a signed value.
+    Signed(i64),
     /// `%f`: six decimals.
     Float(f64),
     /// An absolute time (ns since the epoch) as Tstat prints it: `time2double(t) / 1000.0` with
@@ -165,6 +176,7 @@ fn put(buf: &mut Vec<u8>, field: Field<'_>, anonymized: bool) {
     // Writing to a Vec cannot fail.
     let _ = match field {
         Field::Int(n) => write!(buf, "{n}"),
+        Field::Signed(n) => write!(buf, "{n}"),
         Field::Float(x) => write!(buf, "{x:.6}"),
         Field::Abs(ns) => write!(buf, "{:.6}", abs_ms(ns)),
         Field::Ip(ip) => write!(buf, "{ip}"),
@@ -253,7 +265,22 @@ struct Rtt {
 }
 
 impl Rtt {
-    fn of(d: &TcpDirStats, hs_ns: Option<u64>) -> Rtt {
+    /// Direction `i`'s samples: Tstat's own when followed, else sonde's plus the handshake's
+    /// (`hs`).
+    fn of(rec: &TcpRecord, i: usize, d: &TcpDirStats, hs: fn(&TcpRecord) -> Option<u64>) -> Rtt {
+        match tdir(rec, i) {
+            Some(t) => Rtt {
+                count: u64::from(t.rtt_count),
+                sum_us: t.rtt_sum,
+                sum2_us: t.rtt_sum2,
+                min_us: t.rtt_min as f64,
+                max_us: t.rtt_max as f64,
+            },
+            None => Rtt::of_sonde(d, hs(rec)),
+        }
+    }
+
+    fn of_sonde(d: &TcpDirStats, hs_ns: Option<u64>) -> Rtt {
         let r = &d.rtt;
         let mut rtt = Rtt {
             count: r.count,
@@ -303,6 +330,11 @@ fn tstat_syn_sample(r: &TcpRecord) -> Option<u64> {
 fn tstat_synack_sample(r: &TcpRecord) -> Option<u64> {
     r.hs_synack_ack_ns
         .filter(|hs| r.server.syn_cnt <= 1 || r.server.first_ns.checked_add(*hs) == Some(r.client.first_ack_ns))
+}
+
+/// The flow's last packet time as Tstat's (which ends flows at other packets than sonde's).
+fn last_ns(r: &TcpRecord) -> u64 {
+    r.tstat.as_deref().map_or(r.last_ns, |t| t.last_ns)
 }
 
 /// Tstat stops reading a flow at its first RST, before it notes the packet's ACK: a first ACK
@@ -384,89 +416,211 @@ fn http_res(r: &TcpRecord) -> Field<'static> {
     }
 }
 
+/// Direction `i`'s (0 client, 1 server) Tstat state, when the run followed Tstat's rules
+/// (`FlowConfig::tstat`: every `--layout tstat` run). Records without it (built otherwise) are
+/// read from sonde's own measures.
+fn tdir(r: &TcpRecord, i: usize) -> Option<&TstatDir> {
+    r.tstat.as_deref().map(|t| &t.dirs[i])
+}
+
+/// A column read from Tstat's state of direction `$i` (`$t`), else from sonde's measure of
+/// `$side` (`$s`).
+macro_rules! pick {
+    ($r:ident, $i:literal, |$d:ident| $t:expr, $s:expr) => {
+        match tdir($r, $i) {
+            Some($d) => $t,
+            None => $s,
+        }
+    };
+}
+
 macro_rules! tcp_core_dir {
-    ($p:literal, $side:ident) => {
+    ($p:literal, $side:ident, $i:literal) => {
         [
-            TstatColumn::<TcpRecord> { name: concat!($p, "_pkts_all"), value: |r| Field::Int(r.$side.pkts) },
-            TstatColumn { name: concat!($p, "_rst_cnt"), value: |r| Field::Int(r.$side.rst_cnt) },
-            TstatColumn { name: concat!($p, "_ack_cnt"), value: |r| Field::Int(r.$side.ack_pkts) },
-            TstatColumn { name: concat!($p, "_ack_cnt_p"), value: |r| Field::Int(r.$side.pure_ack_pkts) },
-            TstatColumn { name: concat!($p, "_bytes_uniq"), value: |r| Field::Int(r.$side.unique_bytes) },
-            TstatColumn { name: concat!($p, "_pkts_data"), value: |r| Field::Int(r.$side.data_pkts) },
-            TstatColumn { name: concat!($p, "_bytes_all"), value: |r| Field::Int(r.$side.payload_bytes) },
-            TstatColumn { name: concat!($p, "_pkts_retx"), value: |r| Field::Int(r.$side.retx_pkts) },
-            TstatColumn { name: concat!($p, "_bytes_retx"), value: |r| Field::Int(r.$side.retx_bytes) },
-            TstatColumn { name: concat!($p, "_pkts_ooo"), value: |r| Field::Int(r.$side.ooo_pkts) },
-            TstatColumn { name: concat!($p, "_syn_cnt"), value: |r| Field::Int(r.$side.syn_cnt) },
-            TstatColumn { name: concat!($p, "_fin_cnt"), value: |r| Field::Int(r.$side.fin_cnt) },
+            TstatColumn::<TcpRecord> {
+                name: concat!($p, "_pkts_all"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.packets, r.$side.pkts)),
+            },
+            TstatColumn {
+                name: concat!($p, "_rst_cnt"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.reset_count), r.$side.rst_cnt)),
+            },
+            TstatColumn {
+                name: concat!($p, "_ack_cnt"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.ack_pkts, r.$side.ack_pkts)),
+            },
+            TstatColumn {
+                name: concat!($p, "_ack_cnt_p"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.pureack_pkts, r.$side.pure_ack_pkts)),
+            },
+            TstatColumn {
+                name: concat!($p, "_bytes_uniq"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.unique_bytes, r.$side.unique_bytes)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_data"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.data_pkts, r.$side.data_pkts)),
+            },
+            TstatColumn {
+                name: concat!($p, "_bytes_all"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.data_bytes, r.$side.payload_bytes)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_retx"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.rexmit_pkts), r.$side.retx_pkts)),
+            },
+            TstatColumn {
+                name: concat!($p, "_bytes_retx"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.rexmit_bytes), r.$side.retx_bytes)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_ooo"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.out_order_pkts), r.$side.ooo_pkts)),
+            },
+            TstatColumn {
+                name: concat!($p, "_syn_cnt"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.syn_count), r.$side.syn_cnt)),
+            },
+            TstatColumn {
+                name: concat!($p, "_fin_cnt"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.fin_count), r.$side.fin_cnt)),
+            },
         ]
     };
 }
 
 macro_rules! tcp_e2e_dir {
-    ($p:literal, $side:ident, $hs:ident) => {
+    ($p:literal, $side:ident, $i:literal, $hs:ident) => {
         [
             TstatColumn::<TcpRecord> {
                 name: concat!($p, "_rtt_avg"),
-                value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).avg_ms()),
+                value: |r| Field::Float(Rtt::of(r, $i, &r.$side, $hs).avg_ms()),
             },
             TstatColumn {
                 name: concat!($p, "_rtt_min"),
-                value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).min_us / 1000.0),
+                value: |r| Field::Float(Rtt::of(r, $i, &r.$side, $hs).min_us / 1000.0),
             },
             TstatColumn {
                 name: concat!($p, "_rtt_max"),
-                value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).max_us / 1000.0),
+                value: |r| Field::Float(Rtt::of(r, $i, &r.$side, $hs).max_us / 1000.0),
             },
-            TstatColumn { name: concat!($p, "_rtt_std"), value: |r| Field::Float(Rtt::of(&r.$side, $hs(r)).std_ms()) },
-            TstatColumn { name: concat!($p, "_rtt_cnt"), value: |r| Field::Int(Rtt::of(&r.$side, $hs(r)).count) },
-            TstatColumn { name: concat!($p, "_ttl_min"), value: |r| Field::Int(u64::from(r.$side.ttl_min)) },
-            TstatColumn { name: concat!($p, "_ttl_max"), value: |r| Field::Int(u64::from(r.$side.ttl_max)) },
+            TstatColumn {
+                name: concat!($p, "_rtt_std"),
+                value: |r| Field::Float(Rtt::of(r, $i, &r.$side, $hs).std_ms()),
+            },
+            TstatColumn {
+                name: concat!($p, "_rtt_cnt"),
+                value: |r| Field::Int(Rtt::of(r, $i, &r.$side, $hs).count),
+            },
+            TstatColumn {
+                name: concat!($p, "_ttl_min"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.ttl_min), u64::from(r.$side.ttl_min))),
+            },
+            TstatColumn {
+                name: concat!($p, "_ttl_max"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.ttl_max), u64::from(r.$side.ttl_max))),
+            },
         ]
     };
 }
 
 macro_rules! tcp_options_dir {
-    ($p:literal, $side:ident) => {
+    ($p:literal, $side:ident, $i:literal) => {
         [
             TstatColumn::<TcpRecord> {
                 name: concat!($p, "_f1323_opt"),
-                value: |r| Field::Int(u64::from(r.$side.win_scale.is_some())),
+                value: |r| Field::Int(u64::from(pick!(r, $i, |d| d.f1323_ws, r.$side.win_scale.is_some()))),
             },
-            TstatColumn { name: concat!($p, "_tm_opt"), value: |r| Field::Int(u64::from(r.$side.timestamps)) },
+            TstatColumn {
+                name: concat!($p, "_tm_opt"),
+                value: |r| Field::Int(u64::from(pick!(r, $i, |d| d.f1323_ts, r.$side.timestamps))),
+            },
             TstatColumn {
                 name: concat!($p, "_win_scl"),
-                value: |r| Field::Int(r.$side.win_scale.map_or(0, u64::from)),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.window_scale), r.$side.win_scale.map_or(0, u64::from))),
             },
-            TstatColumn { name: concat!($p, "_sack_opt"), value: |r| Field::Int(u64::from(r.$side.sack_permitted)) },
-            TstatColumn { name: concat!($p, "_sack_cnt"), value: |r| Field::Int(r.$side.sack_blocks) },
-            TstatColumn { name: concat!($p, "_mss"), value: |r| Field::Int(u64::from(r.$side.mss_opt)) },
+            TstatColumn {
+                name: concat!($p, "_sack_opt"),
+                value: |r| Field::Int(u64::from(pick!(r, $i, |d| d.fsack_req, r.$side.sack_permitted))),
+            },
+            TstatColumn {
+                name: concat!($p, "_sack_cnt"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.sacks_sent), r.$side.sack_blocks)),
+            },
+            TstatColumn {
+                name: concat!($p, "_mss"),
+                value: |r| Field::Signed(pick!(r, $i, |d| i64::from(d.mss), i64::from(r.$side.mss_opt))),
+            },
             TstatColumn {
                 name: concat!($p, "_mss_max"),
-                value: |r| Field::Int(seen(r.$side.data_pkts, r.$side.seg_max)),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.max_seg_size), seen(r.$side.data_pkts, r.$side.seg_max))),
             },
             TstatColumn {
                 name: concat!($p, "_mss_min"),
-                value: |r| Field::Int(seen(r.$side.data_pkts, r.$side.seg_min)),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.min_seg_size), seen(r.$side.data_pkts, r.$side.seg_min))),
             },
-            TstatColumn { name: concat!($p, "_win_max"), value: |r| Field::Int(seen(r.$side.pkts, r.$side.win_max)) },
-            TstatColumn { name: concat!($p, "_win_min"), value: |r| Field::Int(seen(r.$side.pkts, r.$side.win_min)) },
-            TstatColumn { name: concat!($p, "_win_0"), value: |r| Field::Int(r.$side.win_zero) },
-            TstatColumn { name: concat!($p, "_cwin_max"), value: |r| Field::Int(r.$side.inflight_max) },
-            TstatColumn { name: concat!($p, "_cwin_min"), value: |r| Field::Int(r.$side.inflight_min) },
-            TstatColumn { name: concat!($p, "_cwin_ini"), value: |r| Field::Int(r.$side.inflight_initial) },
-            TstatColumn { name: concat!($p, "_pkts_rto"), value: |r| Field::Int(r.$side.anomalies.rto) },
-            TstatColumn { name: concat!($p, "_pkts_fs"), value: |r| Field::Int(r.$side.anomalies.fast_retx) },
-            TstatColumn { name: concat!($p, "_pkts_reor"), value: |r| Field::Int(r.$side.anomalies.reordering) },
-            TstatColumn { name: concat!($p, "_pkts_dup"), value: |r| Field::Int(r.$side.anomalies.net_dup) },
-            TstatColumn { name: concat!($p, "_pkts_unk"), value: |r| Field::Int(r.$side.anomalies.unknown) },
-            TstatColumn { name: concat!($p, "_pkts_fc"), value: |r| Field::Int(r.$side.anomalies.flow_control) },
-            TstatColumn { name: concat!($p, "_pkts_unrto"), value: |r| Field::Int(r.$side.anomalies.unneeded_rto) },
+            TstatColumn {
+                name: concat!($p, "_win_max"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.win_max), seen(r.$side.pkts, r.$side.win_max))),
+            },
+            TstatColumn {
+                name: concat!($p, "_win_min"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.win_min), seen(r.$side.pkts, r.$side.win_min))),
+            },
+            TstatColumn {
+                name: concat!($p, "_win_0"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.win_zero_ct), r.$side.win_zero)),
+            },
+            TstatColumn {
+                name: concat!($p, "_cwin_max"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.cwin_max, r.$side.inflight_max)),
+            },
+            TstatColumn {
+                name: concat!($p, "_cwin_min"),
+                value: |r| Field::Int(pick!(r, $i, |d| d.cwin_min, r.$side.inflight_min)),
+            },
+            TstatColumn {
+                name: concat!($p, "_cwin_ini"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.initialwin_bytes), r.$side.inflight_initial)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_rto"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.rtx_rto), r.$side.anomalies.rto)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_fs"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.rtx_fr), r.$side.anomalies.fast_retx)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_reor"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.reordering), r.$side.anomalies.reordering)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_dup"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.net_dup), r.$side.anomalies.net_dup)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_unk"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.unknown), r.$side.anomalies.unknown)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_fc"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.flow_control), r.$side.anomalies.flow_control)),
+            },
+            TstatColumn {
+                name: concat!($p, "_pkts_unrto"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.unnecessary_rtx_rto), r.$side.anomalies.unneeded_rto)),
+            },
             TstatColumn {
                 name: concat!($p, "_pkts_unfs"),
-                value: |r| Field::Int(r.$side.anomalies.unneeded_fast_retx),
+                value: |r| {
+                    Field::Int(pick!(r, $i, |d| u64::from(d.unnecessary_rtx_fr), r.$side.anomalies.unneeded_fast_retx))
+                },
             },
-            TstatColumn { name: concat!($p, "_syn_retx"), value: |r| Field::Int(r.$side.syn_retx_new_isn) },
+            TstatColumn {
+                name: concat!($p, "_syn_retx"),
+                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.bad_behavior), r.$side.syn_retx_new_isn)),
+            },
         ]
     };
 }
@@ -486,20 +640,20 @@ pub fn tcp_core_columns() -> Vec<TstatColumn<TcpRecord>> {
         TstatColumn { name: "c_ip", value: |r| Field::Ip(r.endpoints.client_ip) },
         TstatColumn { name: "c_port", value: |r| Field::Int(u64::from(r.endpoints.client_port)) },
     ];
-    cols.extend(tcp_core_dir!("c", client));
+    cols.extend(tcp_core_dir!("c", client, 0));
     cols.push(TstatColumn { name: "s_ip", value: |r| Field::Ip(r.endpoints.server_ip) });
     cols.push(TstatColumn { name: "s_port", value: |r| Field::Int(u64::from(r.endpoints.server_port)) });
-    cols.extend(tcp_core_dir!("s", server));
+    cols.extend(tcp_core_dir!("s", server, 1));
     cols.extend([
         TstatColumn::<TcpRecord> { name: "first", value: |r| Field::Abs(r.first_ns) },
-        TstatColumn { name: "last", value: |r| Field::Abs(r.last_ns) },
-        TstatColumn { name: "durat", value: |r| rel(r, r.last_ns) },
-        TstatColumn { name: "c_first", value: |r| rel(r, r.client.first_payload_ns) },
-        TstatColumn { name: "s_first", value: |r| rel(r, r.server.first_payload_ns) },
-        TstatColumn { name: "c_last", value: |r| rel(r, r.client.last_payload_ns) },
-        TstatColumn { name: "s_last", value: |r| rel(r, r.server.last_payload_ns) },
-        TstatColumn { name: "c_first_ack", value: |r| first_ack(r, &r.client) },
-        TstatColumn { name: "s_first_ack", value: |r| first_ack(r, &r.server) },
+        TstatColumn { name: "last", value: |r| Field::Abs(last_ns(r)) },
+        TstatColumn { name: "durat", value: |r| rel(r, last_ns(r)) },
+        TstatColumn { name: "c_first", value: |r| rel(r, pick!(r, 0, |d| d.payload_start_ns, r.client.first_payload_ns)) },
+        TstatColumn { name: "s_first", value: |r| rel(r, pick!(r, 1, |d| d.payload_start_ns, r.server.first_payload_ns)) },
+        TstatColumn { name: "c_last", value: |r| rel(r, pick!(r, 0, |d| d.payload_end_ns, r.client.last_payload_ns)) },
+        TstatColumn { name: "s_last", value: |r| rel(r, pick!(r, 1, |d| d.payload_end_ns, r.server.last_payload_ns)) },
+        TstatColumn { name: "c_first_ack", value: |r| pick!(r, 0, |d| rel(r, d.ack_start_ns), first_ack(r, &r.client)) },
+        TstatColumn { name: "s_first_ack", value: |r| pick!(r, 1, |d| rel(r, d.ack_start_ns), first_ack(r, &r.server)) },
         TstatColumn { name: "c_isint", value: |r| Field::Int(u64::from(r.endpoints.client_internal)) },
         TstatColumn { name: "s_isint", value: |r| Field::Int(u64::from(r.endpoints.server_internal)) },
         TstatColumn { name: "c_iscrypto", value: |_| Field::Crypto },
@@ -524,9 +678,9 @@ fn tcp_layer7_columns() -> Vec<TstatColumn<TcpRecord>> {
             value: |r| Field::Int(facts(&r.app).and_then(|f| f.http.as_deref()).map_or(0, |h| u64::from(h.responses))),
         },
         TstatColumn { name: "http_res", value: http_res },
-        // Tstat's count of PSH-delimited messages per direction: sonde does not count them.
-        TstatColumn { name: "c_pkts_push", value: |_| Field::Int(0) },
-        TstatColumn { name: "s_pkts_push", value: |_| Field::Int(0) },
+        // Tstat's count of PSH-delimited messages per direction (0 without Tstat's state).
+        TstatColumn { name: "c_pkts_push", value: |r| Field::Int(tdir(r, 0).map_or(0, |d| u64::from(d.msg_count))) },
+        TstatColumn { name: "s_pkts_push", value: |r| Field::Int(tdir(r, 1).map_or(0, |d| u64::from(d.msg_count))) },
         TstatColumn { name: "c_tls_SNI", value: |r| Field::Name(tls(r).and_then(|t| t.sni.as_deref())) },
         TstatColumn { name: "s_tls_SCN", value: |r| Field::Name(tls(r).and_then(|t| t.cert_subject.as_deref())) },
         TstatColumn {
@@ -590,8 +744,8 @@ fn resolved(app: &Option<Box<Facts>>) -> Option<&sonde_l7::Resolved> {
 /// `log_tcp_complete`'s 134 columns.
 pub fn tcp_complete_columns() -> Vec<TstatColumn<TcpRecord>> {
     let mut cols = tcp_core_columns();
-    cols.extend(tcp_e2e_dir!("c", client, tstat_syn_sample));
-    cols.extend(tcp_e2e_dir!("s", server, tstat_synack_sample));
+    cols.extend(tcp_e2e_dir!("c", client, 0, tstat_syn_sample));
+    cols.extend(tcp_e2e_dir!("s", server, 1, tstat_synack_sample));
     // Tstat's eMule/ED2K block: sonde has no P2P classifier.
     cols.extend([
         TstatColumn::<TcpRecord> { name: "p2p_st", value: |_| Field::Int(0) },
@@ -601,8 +755,8 @@ pub fn tcp_complete_columns() -> Vec<TstatColumn<TcpRecord>> {
         TstatColumn { name: "ed2k_c2c", value: |_| Field::Int(0) },
         TstatColumn { name: "ed2k_chat", value: |_| Field::Int(0) },
     ]);
-    cols.extend(tcp_options_dir!("c", client));
-    cols.extend(tcp_options_dir!("s", server));
+    cols.extend(tcp_options_dir!("c", client, 0));
+    cols.extend(tcp_options_dir!("s", server, 1));
     cols.extend(tcp_layer7_columns());
     cols
 }
@@ -772,7 +926,7 @@ mod tests {
             d.rtt.add(us * 1_000);
         }
         // The handshake's sample joins the data samples.
-        let rtt = Rtt::of(&d, Some(27_764_400));
+        let rtt = Rtt::of_sonde(&d, Some(27_764_400));
         assert_eq!((rtt.count, rtt.min_us, rtt.max_us), (3, 27_764.0, 31_608.0));
         // Tstat's mean divides by n + 0.0001.
         let sum_us = 27_764.0 + 31_608.0 + 30_978.0;
@@ -780,9 +934,9 @@ mod tests {
         let mean = sum_us / 3.0;
         let var = [27_764.0f64, 31_608.0, 30_978.0].iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / 2.0;
         assert!((rtt.std_ms() - var.sqrt() / 1000.0).abs() < 1e-9);
-        let two = Rtt::of(&d, None);
+        let two = Rtt::of_sonde(&d, None);
         assert_eq!(two.std_ms(), 0.0, "Tstat's deviation is 0 up to two samples");
-        let none = Rtt::of(&TcpDirStats::default(), None);
+        let none = Rtt::of_sonde(&TcpDirStats::default(), None);
         assert_eq!((none.count, none.avg_ms(), none.min_us), (0, 0.0, 0.0));
     }
 

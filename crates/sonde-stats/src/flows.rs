@@ -340,6 +340,7 @@ mod tests {
                 hs_syn_synack_ns: None,
                 hs_synack_ack_ns: None,
                 zeek: None,
+                tstat: None,
                 client: dir(c),
                 server: dir(s),
                 app,
