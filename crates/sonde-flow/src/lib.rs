@@ -537,7 +537,9 @@ impl FlowTracker {
                 if let (Some(tstat), None) = (self.tcp_pools.tstat.as_mut(), tstat_verdict) {
                     tstat_verdict = Some(tstat.of(flow.conn).on_packet(dir, ts_ns, &ip, t));
                 }
-                let closed = conn.closed.is_some();
+                // Under Tstat's rules a flow stays open until Tstat ends it (its FINs and RSTs
+                // end it at once) or its idle timeout: no lingering.
+                let closed = conn.closed.is_some() && self.tcp_pools.tstat.is_none();
                 if !self.tcp_pools.new_samples.is_empty() {
                     let (client, server) = key.client_server(flow.client_is_lo);
                     for (data_dir, rtt_ns) in self.tcp_pools.new_samples.drain(..) {
@@ -783,8 +785,9 @@ impl FlowTracker {
         };
         if key.protocol == 6 {
             let c = self.tcp.get(flow.conn);
-            // A closed flow that lingered ended by its FIN or RST, whatever removed it.
-            let end = match (c.closed, reason) {
+            // A closed flow that lingered ended by its FIN or RST, whatever removed it (Tstat's
+            // rules end flows themselves: their records keep the tracker's reason).
+            let end = match (c.closed.filter(|_| !cfg.tstat), reason) {
                 (
                     Some(closed),
                     EndReason::Idle | EndReason::Eof | EndReason::Evicted | EndReason::Reused | EndReason::Open,
