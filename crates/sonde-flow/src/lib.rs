@@ -26,8 +26,8 @@ pub mod seq;
 mod slab;
 pub mod table;
 pub mod tcp;
-pub mod udp;
 pub mod tstat;
+pub mod udp;
 pub mod zeek;
 
 use ipnet::IpNet;
@@ -41,9 +41,9 @@ pub use owners::{FlowOwners, Owner, OwnerStats, Owners};
 pub use record::*;
 use slab::Slab;
 pub use table::TableStats;
-use tstat::{TstatEnd, TstatVerdict};
 use table::{FlowTable, Lane};
 use tcp::{TcpConn, TcpPools};
+use tstat::{TstatEnd, TstatVerdict};
 use udp::UdpConn;
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -464,7 +464,9 @@ impl FlowTracker {
                 // Tstat's rules alone split the packets of a tuple into flows.
                 let state = tstat.of(flow.conn);
                 match state.on_packet(dir, ts_ns, &ip, t) {
-                    TstatVerdict::EndsBefore => Some(if state.half_duplex() { EndReason::Expired } else { EndReason::Reused }),
+                    TstatVerdict::EndsBefore => {
+                        Some(if state.half_duplex() { EndReason::Expired } else { EndReason::Reused })
+                    }
                     verdict => {
                         tstat_verdict = Some(verdict);
                         None

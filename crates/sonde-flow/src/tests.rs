@@ -659,3 +659,141 @@ fn zeek_lifetimes_end_flows_where_zeeks_timers_end_connections() {
     // Without Zeek's lifetimes the late ACK joins the reset flow (sonde's 60 s linger).
     assert_eq!(zeek_of(&reset), [("RSTO", "ShARa".to_string())]);
 }
+
+/// The TCP records of `packets` with Tstat's rules followed (`FlowConfig::tstat`).
+fn tstat_flows(packets: &[(u64, PacketSummary)]) -> Vec<TcpRecord> {
+    let cfg = FlowConfig { tstat: true, ..FlowConfig::default() };
+    let mut records: Vec<TcpRecord> = run_with(cfg, packets)
+        .into_iter()
+        .map(|r| match r {
+            FlowRecord::Tcp(r) => r,
+            FlowRecord::Udp(_) => panic!("TCP only"),
+        })
+        .collect();
+    records.sort_by_key(|r| r.first_ns);
+    records
+}
+
+fn tstat_of(r: &TcpRecord) -> &tstat::TstatTcp {
+    r.tstat.as_deref().expect("followed")
+}
+
+/// `p` with its TCP options (and window) changed.
+fn with_tcp(mut p: PacketSummary, f: impl FnOnce(&mut TcpSummary)) -> PacketSummary {
+    if let Some(Transport::Tcp(t)) = p.transport.as_mut() {
+        f(t);
+    }
+    p
+}
+
+#[test]
+fn tstat_times_syn_data_and_fin_and_ends_at_the_last_ack() {
+    let mut packets = clean_exchange();
+    // A RST after the close: Tstat has no flow for it any more.
+    packets.push((1100 * MS, seg(true, TcpFlags::RST, 302, 0, 0, 7)));
+    let records = tstat_flows(&packets);
+    assert_eq!(records.len(), 2);
+    let (r, late) = (&records[0], &records[1]);
+    let t = tstat_of(r);
+    assert!(t.opened && t.complete(false));
+    assert_eq!(t.end, Some(tstat::TstatEnd::Complete));
+    assert_eq!(r.end, EndReason::Fin);
+    assert_eq!((t.dirs[0].packets, t.dirs[1].packets, t.dirs[0].reset_count), (6, 4, 0));
+    assert_eq!(t.last_ns, 1071 * MS);
+    // Client: SYN → SYN/ACK 20 ms, data → ACK 20 ms, FIN → FIN/ACK 20 ms.
+    let c = &t.dirs[0];
+    assert_eq!((c.rtt_count, c.rtt_min, c.rtt_max), (3, 20_000, 20_000));
+    // Server: SYN/ACK → ACK 1 ms; two segments acknowledged together, the later one timed
+    // (1 ms); FIN → ACK 1 ms.
+    let s = &t.dirs[1];
+    assert_eq!((s.rtt_count, s.rtt_sum), (3, 3_000.0));
+    assert_eq!((c.unique_bytes, s.unique_bytes, s.data_pkts), (200, 2000, 2));
+    // Both offered scaling (7): windows scaled after the SYN/ACK (the SYNs' own are read before
+    // their option: unscaled).
+    assert_eq!((c.window_scale, c.win_max, c.win_min, s.win_max, s.win_min), (7, 128_000, 1000, 128_000, 1000));
+    // The late RST: a flow Tstat never opened.
+    assert!(!tstat_of(late).opened);
+}
+
+#[test]
+fn tstat_ends_at_the_first_rst_and_drops_what_follows() {
+    let packets = [
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (MS, seg(false, SYNACK, 500, 101, 0, 1)),
+        (2 * MS, seg(true, ACK, 101, 501, 10, 2)),
+        (3 * MS, with_tcp(seg(true, TcpFlags::RST | ACK, 111, 501, 0, 3), |t| t.window = 5000)),
+        (4 * MS, seg(false, ACK, 501, 111, 20, 2)),
+        (5 * MS, seg(true, TcpFlags::RST, 111, 0, 0, 4)),
+    ];
+    let records = tstat_flows(&packets);
+    assert_eq!(records.len(), 2);
+    let t = tstat_of(&records[0]);
+    assert_eq!(t.end, Some(tstat::TstatEnd::Reset));
+    assert!(t.complete(false), "both SYNs seen");
+    assert_eq!((t.dirs[0].packets, t.dirs[0].reset_count, t.dirs[0].ack_pkts), (3, 1, 2));
+    assert_eq!((t.dirs[1].packets, t.dirs[1].data_bytes), (1, 0));
+    // The RST's window (5000 << 7) is not read.
+    assert_eq!(t.dirs[0].win_max, 128_000);
+    assert!(!tstat_of(&records[1]).opened);
+}
+
+#[test]
+fn tstat_closes_a_half_duplex_flow_at_the_clients_data() {
+    let packets = [
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (MS, seg(true, TcpFlags::FIN | ACK, 101, 501, 10, 2)),
+        (2 * MS, seg(true, ACK, 112, 501, 0, 3)),
+    ];
+    let records = tstat_flows(&packets);
+    assert_eq!(records.len(), 2);
+    let t = tstat_of(&records[0]);
+    assert_eq!(t.end, Some(tstat::TstatEnd::HalfDuplex));
+    assert!(!t.complete(false));
+    // The data packet's FIN is counted before the close, not its bytes; its time is the flow's.
+    assert_eq!((t.dirs[0].packets, t.dirs[0].fin_count, t.dirs[0].data_bytes), (1, 1, 0));
+    assert_eq!(t.last_ns, MS);
+    assert!(!tstat_of(&records[1]).opened);
+}
+
+#[test]
+fn tstat_scale_mss_and_sack_as_tstat_keeps_them() {
+    let packets = [
+        (0, with_tcp(seg(true, SYN, 100, 0, 0, 1), |t| t.options.mss = Some(65495))),
+        // The server offers no scaling: neither side scales.
+        (MS, with_tcp(seg(false, SYNACK, 500, 101, 0, 1), |t| t.options.window_scale = None)),
+        (2 * MS, seg(true, ACK, 101, 501, 0, 2)),
+        (3 * MS, with_tcp(seg(true, ACK, 101, 501, 0, 3), |t| t.options.sack_count = 3)),
+    ];
+    let records = tstat_flows(&packets);
+    let t = tstat_of(&records[0]);
+    assert_eq!((t.dirs[0].window_scale, t.dirs[1].window_scale), (0, 0));
+    assert!(t.dirs[0].f1323_ws && !t.dirs[1].f1323_ws);
+    assert_eq!((t.dirs[0].mss, t.dirs[0].sacks_sent, t.dirs[0].win_max), (-41, 1, 1000));
+    assert!(!t.complete(true), "still open at the end of the input");
+}
+
+#[test]
+fn tstat_classifies_retransmissions_and_survives_wrapping_sequence_numbers() {
+    // The client's data wraps past 2^32 (its first segment ends at 2^32 - 1, its second starts
+    // at 0), and the second is sent again after 1 s.
+    let isn = u32::MAX - 100;
+    let d = isn.wrapping_add(1);
+    let packets = [
+        (0, seg(true, SYN, isn, 0, 0, 1)),
+        (10 * MS, seg(false, SYNACK, 500, d, 0, 1)),
+        (20 * MS, seg(true, ACK, d, 501, 0, 2)),
+        (21 * MS, seg(true, ACK, d, 501, 100, 3)),
+        (22 * MS, seg(true, ACK, d.wrapping_add(100), 501, 100, 4)),
+        (32 * MS, seg(false, ACK, 501, d.wrapping_add(100), 0, 2)),
+        (1100 * MS, seg(true, ACK, d.wrapping_add(100), 501, 100, 5)),
+        (1110 * MS, seg(false, ACK, 501, d.wrapping_add(200), 0, 3)),
+    ];
+    let records = tstat_flows(&packets);
+    let c = &tstat_of(&records[0]).dirs[0];
+    assert_eq!((c.rexmit_pkts, c.rexmit_bytes, c.unique_bytes), (1, 100, 200));
+    assert_eq!(c.rtx_rto, 1, "sent again after more than the RTO");
+    // The SYN's sample (10 ms) only: the first segment's ACK number (0) is in the next quarter
+    // of the sequence space, whose pass over the quarter before marks segments acknowledged
+    // without timing them (tcptrace's `ack_in`); the one sent twice gives none (Karn).
+    assert_eq!((c.rtt_count, c.rtt_min), (1, 10_000));
+}

@@ -508,10 +508,7 @@ macro_rules! tcp_e2e_dir {
                 name: concat!($p, "_rtt_std"),
                 value: |r| Field::Float(Rtt::of(r, $i, &r.$side, $hs).std_ms()),
             },
-            TstatColumn {
-                name: concat!($p, "_rtt_cnt"),
-                value: |r| Field::Int(Rtt::of(r, $i, &r.$side, $hs).count),
-            },
+            TstatColumn { name: concat!($p, "_rtt_cnt"), value: |r| Field::Int(Rtt::of(r, $i, &r.$side, $hs).count) },
             TstatColumn {
                 name: concat!($p, "_ttl_min"),
                 value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.ttl_min), u64::from(r.$side.ttl_min))),
@@ -537,7 +534,9 @@ macro_rules! tcp_options_dir {
             },
             TstatColumn {
                 name: concat!($p, "_win_scl"),
-                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.window_scale), r.$side.win_scale.map_or(0, u64::from))),
+                value: |r| {
+                    Field::Int(pick!(r, $i, |d| u64::from(d.window_scale), r.$side.win_scale.map_or(0, u64::from)))
+                },
             },
             TstatColumn {
                 name: concat!($p, "_sack_opt"),
@@ -553,11 +552,15 @@ macro_rules! tcp_options_dir {
             },
             TstatColumn {
                 name: concat!($p, "_mss_max"),
-                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.max_seg_size), seen(r.$side.data_pkts, r.$side.seg_max))),
+                value: |r| {
+                    Field::Int(pick!(r, $i, |d| u64::from(d.max_seg_size), seen(r.$side.data_pkts, r.$side.seg_max)))
+                },
             },
             TstatColumn {
                 name: concat!($p, "_mss_min"),
-                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.min_seg_size), seen(r.$side.data_pkts, r.$side.seg_min))),
+                value: |r| {
+                    Field::Int(pick!(r, $i, |d| u64::from(d.min_seg_size), seen(r.$side.data_pkts, r.$side.seg_min)))
+                },
             },
             TstatColumn {
                 name: concat!($p, "_win_max"),
@@ -609,7 +612,9 @@ macro_rules! tcp_options_dir {
             },
             TstatColumn {
                 name: concat!($p, "_pkts_unrto"),
-                value: |r| Field::Int(pick!(r, $i, |d| u64::from(d.unnecessary_rtx_rto), r.$side.anomalies.unneeded_rto)),
+                value: |r| {
+                    Field::Int(pick!(r, $i, |d| u64::from(d.unnecessary_rtx_rto), r.$side.anomalies.unneeded_rto))
+                },
             },
             TstatColumn {
                 name: concat!($p, "_pkts_unfs"),
@@ -648,12 +653,24 @@ pub fn tcp_core_columns() -> Vec<TstatColumn<TcpRecord>> {
         TstatColumn::<TcpRecord> { name: "first", value: |r| Field::Abs(r.first_ns) },
         TstatColumn { name: "last", value: |r| Field::Abs(last_ns(r)) },
         TstatColumn { name: "durat", value: |r| rel(r, last_ns(r)) },
-        TstatColumn { name: "c_first", value: |r| rel(r, pick!(r, 0, |d| d.payload_start_ns, r.client.first_payload_ns)) },
-        TstatColumn { name: "s_first", value: |r| rel(r, pick!(r, 1, |d| d.payload_start_ns, r.server.first_payload_ns)) },
+        TstatColumn {
+            name: "c_first",
+            value: |r| rel(r, pick!(r, 0, |d| d.payload_start_ns, r.client.first_payload_ns)),
+        },
+        TstatColumn {
+            name: "s_first",
+            value: |r| rel(r, pick!(r, 1, |d| d.payload_start_ns, r.server.first_payload_ns)),
+        },
         TstatColumn { name: "c_last", value: |r| rel(r, pick!(r, 0, |d| d.payload_end_ns, r.client.last_payload_ns)) },
         TstatColumn { name: "s_last", value: |r| rel(r, pick!(r, 1, |d| d.payload_end_ns, r.server.last_payload_ns)) },
-        TstatColumn { name: "c_first_ack", value: |r| pick!(r, 0, |d| rel(r, d.ack_start_ns), first_ack(r, &r.client)) },
-        TstatColumn { name: "s_first_ack", value: |r| pick!(r, 1, |d| rel(r, d.ack_start_ns), first_ack(r, &r.server)) },
+        TstatColumn {
+            name: "c_first_ack",
+            value: |r| pick!(r, 0, |d| rel(r, d.ack_start_ns), first_ack(r, &r.client)),
+        },
+        TstatColumn {
+            name: "s_first_ack",
+            value: |r| pick!(r, 1, |d| rel(r, d.ack_start_ns), first_ack(r, &r.server)),
+        },
         TstatColumn { name: "c_isint", value: |r| Field::Int(u64::from(r.endpoints.client_internal)) },
         TstatColumn { name: "s_isint", value: |r| Field::Int(u64::from(r.endpoints.server_internal)) },
         TstatColumn { name: "c_iscrypto", value: |_| Field::Crypto },
