@@ -161,6 +161,8 @@ fn main() {
             history: cfg0 & 0x20 != 0,
             orient_by_port: cfg0 & 0x40 != 0,
             zeek_lifetimes: cfg0 & 0x80 != 0,
+            // Tstat's rules (its segment lists, wrapping sequence numbers, its flow ends).
+            tstat: cfg2 & 0x01 != 0,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();
@@ -210,6 +212,12 @@ fn main() {
                     assert!(t.first_ns <= t.last_ns, "{t:?}");
                     dir_ok(&t.client);
                     dir_ok(&t.server);
+                    if let Some(ts) = t.tstat.as_deref() {
+                        for (d, sonde) in ts.dirs.iter().zip([&t.client, &t.server]) {
+                            assert!(d.packets <= sonde.pkts && d.data_pkts <= d.packets, "{ts:?}");
+                            assert!(d.rtt_count == 0 || d.rtt_min <= d.rtt_max, "{ts:?}");
+                        }
+                    }
                     assert!(t.client.pkts + t.server.pkts > 0, "a flow without packets: {t:?}");
                     pkts += t.client.pkts + t.server.pkts;
                     bytes += t.client.ip_bytes + t.server.ip_bytes;
