@@ -87,7 +87,9 @@ pub struct FlowConfig {
     /// Follow each TCP flow as Tstat 3.3 does (the records' `tstat`, `--layout tstat`): its
     /// counters, RTT samples, windows and anomaly classes, and its ends: a flow ends at its
     /// first RST, at the packet acknowledging its second FIN, and at a client's data before any
-    /// SYN/ACK; a later packet without SYN starts a flow Tstat does not track ([`tstat`]).
+    /// SYN/ACK; a later packet without SYN starts a flow Tstat does not track ([`tstat`]). TCP
+    /// flows idle past `tcp_idle_ns` end only when a client SYN opens a flow, or at the end of
+    /// the input, as Tstat collects them.
     pub tstat: bool,
 }
 
@@ -152,6 +154,9 @@ pub struct FlowTracker {
     /// Activity only pushes a flow's expiry later, except a move to a lane with a shorter
     /// timeout, which lowers this bound.
     next_expiry_ns: u64,
+    /// With `FlowConfig::tstat`: TCP flows idle past their timeout end only while this is set
+    /// (Tstat's collector runs when a flow opens, and at the end of the input).
+    tstat_collecting: bool,
     /// With an active timeout: when each open flow's next interim record is due.
     interim: Option<Interim>,
     /// With application facts: each table slot's application reader, made at its flow's first
@@ -259,6 +264,7 @@ impl FlowTracker {
             tcp_pools: TcpPools::for_flows(max_flows, cfg.history, cfg.tstat),
             clock_ns: 0,
             next_expiry_ns: u64::MAX,
+            tstat_collecting: false,
             interim,
             apps: Vec::new(),
             icmp: icmp::IcmpTable::new(max_flows),
@@ -489,6 +495,9 @@ impl FlowTracker {
         let slot = match slot {
             Some(s) => s,
             None => {
+                if self.cfg.tstat && matches!(&transport, Transport::Tcp(t) if t.flags.syn() && !t.flags.ack()) {
+                    self.tstat_collect(sink);
+                }
                 if self.table.is_full() {
                     if let Some(victim) = self.table.oldest_any() {
                         // A closed flow only lingering for late ACKs loses nothing by going early.
@@ -574,6 +583,18 @@ impl FlowTracker {
         Disposition::Flow
     }
 
+    /// Tstat's idle collector (`trace_done_periodic`), which runs only when a client SYN opens a
+    /// flow: the TCP flows idle past the timeout end now. A flow idle longer with no SYN after
+    /// it stays open, and takes its next packets, as in Tstat. (Tstat spreads a pass over its
+    /// table across 5 s of such calls; here it is whole.)
+    #[cold]
+    fn tstat_collect(&mut self, sink: &mut impl FlowSink) {
+        self.tstat_collecting = true;
+        self.next_expiry_ns = 0;
+        self.expire(self.clock_ns, sink);
+        self.tstat_collecting = false;
+    }
+
     /// Hands a packet's payload to its flow's application reader (made at the first).
     #[cold]
     fn feed_app(&mut self, slot: u32, flow: Flow, dir: usize, ts_ns: u64, transport: &Transport, app: AppInput<'_>) {
@@ -629,6 +650,9 @@ impl FlowTracker {
         }
         let mut next = u64::MAX;
         for lane in table::LANES {
+            if lane == Lane::TcpOpen && self.cfg.tstat && !self.tstat_collecting {
+                continue;
+            }
             let timeout = self.timeout_ns(lane);
             while let Some((slot, last)) = self.table.oldest(lane) {
                 let expiry = last.saturating_add(timeout);
@@ -671,6 +695,9 @@ impl FlowTracker {
     /// Ends every flow still open (end of input), in a deterministic order. Flows already idle
     /// past their timeout at `clock_ns` (the last packet time of the whole input) end as idle.
     pub fn finish_at(&mut self, clock_ns: u64, sink: &mut impl FlowSink) {
+        // Tstat's last collection (`trace_done`): flows idle past the timeout end as idle.
+        self.tstat_collecting = self.cfg.tstat;
+        self.next_expiry_ns = 0;
         self.advance(clock_ns, clock_ns, sink);
         self.finish(sink);
     }

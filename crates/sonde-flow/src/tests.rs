@@ -797,3 +797,28 @@ fn tstat_classifies_retransmissions_and_survives_wrapping_sequence_numbers() {
     // without timing them (tcptrace's `ack_in`); the one sent twice gives none (Karn).
     assert_eq!((c.rtt_count, c.rtt_min), (1, 10_000));
 }
+
+#[test]
+fn tstat_collects_idle_flows_only_when_a_flow_opens() {
+    let s = 1_000 * MS;
+    let mut packets = vec![
+        (0, seg(true, SYN, 100, 0, 0, 1)),
+        (MS, seg(false, SYNACK, 500, 101, 0, 1)),
+        (2 * MS, seg(true, ACK, 101, 501, 10, 2)),
+        // 400 s later, no SYN in between: Tstat still has the flow.
+        (400 * s, seg(true, ACK, 111, 501, 10, 3)),
+    ];
+    let records = tstat_flows(&packets);
+    assert_eq!(records.len(), 1);
+    assert_eq!(tstat_of(&records[0]).dirs[0].data_bytes, 20);
+    // Another flow opening 400 s after the last packet collects it first.
+    let other = with_tcp(seg(true, SYN, 900, 0, 0, 4), |t| t.src_port = 40001);
+    packets.push((800 * s, other));
+    packets.push((801 * s, seg(true, ACK, 121, 501, 10, 5)));
+    let records = tstat_flows(&packets);
+    assert_eq!(records.len(), 3);
+    assert_eq!((records[0].end, tstat_of(&records[0]).dirs[0].data_bytes), (EndReason::Idle, 20));
+    assert!(tstat_of(&records[0]).complete(false));
+    // The late packet of the collected flow: not Tstat's.
+    assert!(tstat_of(&records[1]).opened && !tstat_of(&records[2]).opened);
+}

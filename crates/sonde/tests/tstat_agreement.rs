@@ -55,37 +55,11 @@ const FLOAT_RELATIVE: f64 = 1e-6;
 /// docs/tstat-comparison.md.
 const MEASURED: &[(&str, f64, f64)] = &[
     // (column, agree %, agree or explained %), in Tstat's column order.
-    ("c_pkts_all", 99.6, 100.0),
-    ("c_ack_cnt", 99.6, 100.0),
-    ("c_ack_cnt_p", 99.6, 100.0),
-    ("c_bytes_uniq", 99.6, 100.0),
-    ("c_pkts_data", 99.6, 100.0),
-    ("c_bytes_all", 99.6, 100.0),
-    ("s_pkts_all", 99.6, 100.0),
-    ("s_ack_cnt", 99.6, 100.0),
-    ("s_bytes_uniq", 99.6, 100.0),
-    ("s_pkts_data", 99.6, 100.0),
-    ("s_bytes_all", 99.6, 100.0),
-    ("last", 99.6, 100.0),
-    ("durat", 99.6, 100.0),
-    ("c_last", 99.6, 100.0),
-    ("s_last", 99.6, 100.0),
     ("con_t", 97.4, 97.4),
     ("http_t", 94.1, 94.1),
-    ("c_rtt_avg", 99.6, 100.0),
-    ("c_rtt_min", 99.6, 100.0),
-    ("c_rtt_std", 99.6, 100.0),
-    ("c_rtt_cnt", 99.6, 100.0),
-    ("s_rtt_avg", 99.6, 100.0),
-    ("s_rtt_std", 99.6, 100.0),
-    ("s_rtt_cnt", 99.6, 100.0),
-    ("c_mss_min", 99.6, 100.0),
-    ("c_cwin_min", 99.6, 100.0),
     ("http_req_cnt", 98.3, 98.3),
     ("http_res_cnt", 98.3, 98.3),
     ("http_res", 98.3, 98.3),
-    ("c_pkts_push", 99.6, 100.0),
-    ("s_pkts_push", 99.6, 100.0),
     ("c_tls_SNI", 99.0, 99.0),
     ("s_tls_SCN", 98.7, 98.7),
     ("c_npnalpn", 97.4, 97.4),
@@ -175,11 +149,10 @@ fn agree(col: &str, a: &str, b: &str) -> bool {
     }
 }
 
-/// One paired flow, to read columns of either side by name.
+/// One paired flow, to read sonde's columns by name (the rules left read sonde's side only).
 struct Flow<'a> {
     names: &'a [String],
     ours: &'a Row,
-    theirs: &'a Row,
 }
 
 impl Flow<'_> {
@@ -189,76 +162,18 @@ impl Flow<'_> {
     fn ours(&self, name: &str) -> &str {
         &self.ours[self.at(name)]
     }
-    fn theirs(&self, name: &str) -> &str {
-        &self.theirs[self.at(name)]
-    }
     fn ours_num(&self, name: &str) -> f64 {
         self.ours(name).parse().unwrap_or(f64::NAN)
     }
-    /// The two tools ended the flow at different packets (`last` differs).
-    fn boundary_differs(&self) -> bool {
-        !agree("last", self.ours("last"), self.theirs("last"))
-    }
-}
-
-/// Columns counted per packet, or set by some packet, that take other values when the two
-/// tools end a flow at different packets.
-fn per_packet(col: &str) -> bool {
-    let base = col.strip_prefix("c_").or_else(|| col.strip_prefix("s_")).unwrap_or(col);
-    matches!(
-        base,
-        "pkts_all"
-            | "rst_cnt"
-            | "ack_cnt"
-            | "ack_cnt_p"
-            | "bytes_uniq"
-            | "pkts_data"
-            | "bytes_all"
-            | "pkts_retx"
-            | "bytes_retx"
-            | "pkts_ooo"
-            | "fin_cnt"
-            | "last"
-            | "durat"
-            | "win_min"
-            | "win_max"
-            | "win_0"
-            | "cwin_min"
-            | "cwin_max"
-            | "mss_min"
-            | "mss_max"
-            | "ttl_min"
-            | "ttl_max"
-            | "sack_cnt"
-            | "pkts_rto"
-            | "pkts_fs"
-            | "pkts_reor"
-            | "pkts_dup"
-            | "pkts_unk"
-            | "pkts_fc"
-            | "pkts_unrto"
-            | "pkts_unfs"
-            | "rtt_avg"
-            | "rtt_min"
-            | "rtt_max"
-            | "rtt_std"
-            | "rtt_cnt"
-            | "pkts_push"
-    )
 }
 
 /// The rule that accounts for a difference in `col` on this flow, if one does. Each is a rule
 /// Tstat 3.3 follows and sonde does not (docs/tstat-comparison.md gives the source and a flow).
 fn explain(col: &str, f: &Flow) -> Option<&'static str> {
+    // The TCP columns follow Tstat's rules packet by packet (sonde-flow's tstat.rs): no rule
+    // needed.
     let p = col.get(..2).filter(|p| *p == "c_" || *p == "s_").unwrap_or("");
     let base = &col[p.len()..];
-    // The layout follows Tstat's rules packet by packet (sonde-flow's tstat.rs), its flow ends
-    // included, but not its idle collector: Tstat applies its idle timeout only when a new flow
-    // opens (hpvirtgrp 192.168.2.100:42552, a gap of 300.09 s with no SYN after it: sonde ends
-    // the flow at 300 s, Tstat keeps it).
-    if per_packet(col) && f.boundary_differs() {
-        return Some("flow end");
-    }
     match base {
         // Not measured by sonde (docs/tstat-layout.md: printed 0).
         "appdataB" if f.ours(col) == "0" => Some("not measured"),
@@ -323,7 +238,7 @@ fn compare_capture(shared: &Path, rel: &str, tot: &mut Totals) {
         eprintln!("{name}: only in Tstat's log_tcp_complete (sonde's nocomplete: {nc}): {}", row[..31].join(" "));
     }
     for (ours, theirs) in &p.pairs {
-        let f = Flow { names: &p.names, ours, theirs };
+        let f = Flow { names: &p.names, ours };
         for (i, col) in p.names.iter().enumerate() {
             let t = tot.columns.entry(col.clone()).or_default();
             t.flows += 1;
