@@ -88,8 +88,8 @@ pub struct FlowConfig {
     /// counters, RTT samples, windows and anomaly classes, and its ends: a flow ends at its
     /// first RST, at the packet acknowledging its second FIN, and at a client's data before any
     /// SYN/ACK; a later packet without SYN starts a flow Tstat does not track ([`tstat`]). TCP
-    /// flows idle past `tcp_idle_ns` end only when a client SYN opens a flow, or at the end of
-    /// the input, as Tstat collects them.
+    /// flows idle past `tcp_idle_ns` end only when a flow opens (a client SYN, a UDP flow) in
+    /// their tracker, or at the end of the input, as Tstat collects them.
     pub tstat: bool,
 }
 
@@ -495,7 +495,12 @@ impl FlowTracker {
         let slot = match slot {
             Some(s) => s,
             None => {
-                if self.cfg.tstat && matches!(&transport, Transport::Tcp(t) if t.flags.syn() && !t.flags.ack()) {
+                // Tstat collects when it opens a flow: a TCP one on a client SYN, or any UDP one.
+                let opens = match &transport {
+                    Transport::Tcp(t) => t.flags.syn() && !t.flags.ack(),
+                    _ => true,
+                };
+                if self.cfg.tstat && opens {
                     self.tstat_collect(sink);
                 }
                 if self.table.is_full() {
@@ -583,8 +588,8 @@ impl FlowTracker {
         Disposition::Flow
     }
 
-    /// Tstat's idle collector (`trace_done_periodic`), which runs only when a client SYN opens a
-    /// flow: the TCP flows idle past the timeout end now. A flow idle longer with no SYN after
+    /// Tstat's idle collector (`trace_done_periodic`), which runs only when a flow opens (a TCP
+    /// one on a client SYN, or a UDP one): the TCP flows idle past the timeout end now. A flow idle longer with no SYN after
     /// it stays open, and takes its next packets, as in Tstat. (Tstat spreads a pass over its
     /// table across 5 s of such calls; here it is whole.)
     #[cold]
