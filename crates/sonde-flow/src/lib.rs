@@ -496,11 +496,7 @@ impl FlowTracker {
             Some(s) => s,
             None => {
                 // Tstat collects when it opens a flow: a TCP one on a client SYN, or any UDP one.
-                let opens = match &transport {
-                    Transport::Tcp(t) => t.flags.syn() && !t.flags.ack(),
-                    _ => true,
-                };
-                if self.cfg.tstat && opens {
+                if self.cfg.tstat && !matches!(&transport, Transport::Tcp(t) if !t.flags.syn() || t.flags.ack()) {
                     self.tstat_collect(sink);
                 }
                 if self.table.is_full() {
