@@ -124,6 +124,9 @@ struct AppRef {
     resolved: u32,
 }
 
+/// `AppRef::payload_len`'s bit for a payload's head only (`Attach::head`).
+const HEAD_BIT: u32 = 1 << 31;
+
 /// The payloads and DNS answers of a batch's items.
 #[derive(Default)]
 struct AppData {
@@ -134,8 +137,9 @@ struct AppData {
 impl AppData {
     /// Keeps what `attach` brings for an item, and says where.
     fn keep(&mut self, attach: Attach<'_>) -> AppRef {
-        let mut r =
-            AppRef { payload_at: self.payload.len() as u32, payload_len: attach.payload.len() as u32, resolved: 0 };
+        // A payload is at most 64 KiB: the top bit of its length says it is a head only.
+        let len = attach.payload.len() as u32 | if attach.head { HEAD_BIT } else { 0 };
+        let mut r = AppRef { payload_at: self.payload.len() as u32, payload_len: len, resolved: 0 };
         self.payload.extend_from_slice(attach.payload);
         if let Some(resolved) = attach.resolved {
             self.resolved.push(resolved);
@@ -147,7 +151,8 @@ impl AppData {
     fn input(&self, r: AppRef) -> AppInput<'_> {
         let at = r.payload_at as usize;
         AppInput {
-            payload: self.payload.get(at..at + r.payload_len as usize).unwrap_or(&[]),
+            payload: self.payload.get(at..at + (r.payload_len & !HEAD_BIT) as usize).unwrap_or(&[]),
+            head: r.payload_len & HEAD_BIT != 0,
             resolved: r.resolved.checked_sub(1).and_then(|i| self.resolved.get(i as usize)),
         }
     }

@@ -82,6 +82,9 @@ pub struct FlowConfig {
     /// comes 5 s after an unanswered SYN, or 5 s after a close Zeek calls complete, starts a
     /// new flow ([`zeek`], docs/zeek.md).
     pub zeek_lifetimes: bool,
+    /// Read each TCP flow's packets as Tstat's classifier does too (`--layout tstat`:
+    /// sonde_l7::TstatL7); needs `app_facts`.
+    pub tstat_l7: bool,
 }
 
 impl Default for FlowConfig {
@@ -96,6 +99,7 @@ impl Default for FlowConfig {
             internal_nets: Vec::new(),
             active_timeout_ns: None,
             app_facts: false,
+            tstat_l7: false,
             owners: None,
             owner_cache: 65_536,
             history: false,
@@ -167,10 +171,13 @@ pub struct FlowTracker {
 pub struct AppInput<'a> {
     pub payload: &'a [u8],
     pub resolved: Option<&'a std::sync::Arc<Resolved>>,
+    /// `payload` is the first bytes of a TCP payload only, for Tstat's reading
+    /// (`FlowConfig::tstat_l7`): the parsers do not get it.
+    pub head: bool,
 }
 
 impl AppInput<'_> {
-    pub const NONE: AppInput<'static> = AppInput { payload: &[], resolved: None };
+    pub const NONE: AppInput<'static> = AppInput { payload: &[], resolved: None, head: false };
 
     fn is_empty(&self) -> bool {
         self.payload.is_empty() && self.resolved.is_none()
@@ -550,15 +557,39 @@ impl FlowTracker {
             self.apps.resize_with(i + 1, || None);
         }
         let key = *self.table.key(slot);
+        // Tstat's reading takes every TCP packet with payload, with the flow's packet count and
+        // the direction's ISN.
+        let tstat = match transport {
+            Transport::Tcp(t) if self.cfg.tstat_l7 && t.payload_len > 0 && !app.payload.is_empty() => {
+                let conn = self.tcp.get(flow.conn);
+                Some(sonde_l7::TstatPacket {
+                    dir,
+                    ts_ns,
+                    data: app.payload,
+                    payload_len: t.payload_len,
+                    seq: t.seq,
+                    isn: conn.half[dir].isn(),
+                    flow_packets: u64::from(conn.half[0].stats.pkts) + u64::from(conn.half[1].stats.pkts),
+                })
+            }
+            _ => None,
+        };
         let session = self.apps[i].get_or_insert_with(|| {
             let (client, server) = key.client_server(flow.client_is_lo);
             let l4 = if key.protocol == 6 { sonde_l7::Transport::Tcp } else { sonde_l7::Transport::Udp };
-            Box::new(Session::new(l4, client.1, server.1))
+            let mut s = Box::new(Session::new(l4, client.1, server.1));
+            if self.cfg.tstat_l7 {
+                s.enable_tstat();
+            }
+            s
         });
         if let Some(resolved) = app.resolved {
             session.resolved(dir, resolved);
         }
-        if app.payload.is_empty() || !session.wants_more() {
+        if let Some(p) = tstat {
+            session.tstat_packet(&p);
+        }
+        if app.payload.is_empty() || app.head || !session.wants_more() {
             return;
         }
         match transport {

@@ -28,16 +28,18 @@ mod quic;
 mod rtp;
 mod stream;
 mod tls;
+mod tstat;
 mod uid;
 
 pub use community_id::{community_id, community_id_icmp, CommunityId};
 pub use dn_hunter::DnsCache;
-pub use dns::dns_response_addresses;
+pub use dns::{dns_question_as_written, dns_response_addresses};
 pub use ja::{Fingerprint, Ja3, Ja4};
 pub use label::{label, ndpi_name};
 pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
 pub use tls::HANDSHAKE_LIMIT_BYTES;
+pub use tstat::{TstatL7, TstatPacket, CON_HTTP, CON_TLS};
 pub use uid::{uid, Uid};
 
 /// The direction of a payload: from the flow's client, or from its server.
@@ -62,6 +64,9 @@ pub struct Facts {
     /// DN-Hunter: the name the client resolved to the server's address before the flow began.
     /// Shared with DN-Hunter's cache and every flow it labels.
     pub resolved: Option<std::sync::Arc<Resolved>>,
+    /// A TCP flow as Tstat's classifier reads it, packet by packet (`--layout tstat` only:
+    /// [`Session::enable_tstat`]).
+    pub tstat: Option<Box<TstatL7>>,
     /// What went wrong reading this flow's payload.
     pub problems: Problems,
 }
@@ -75,6 +80,9 @@ pub struct Resolved {
     pub resolver: std::net::IpAddr,
     /// Packet time of the answer.
     pub answer_ns: u64,
+    /// Packet time of the client's last query to the resolver from the same port before the
+    /// answer (Tstat's `req_tm`); 0: not kept (only the Tstat layout keeps it) or none seen.
+    pub query_ns: u64,
 }
 
 /// TLS over TCP (and the TLS inside a QUIC Initial: `QuicFacts::tls`).
@@ -429,6 +437,21 @@ impl Session {
         if self.facts.resolved.is_none() || (dir == CLIENT && !self.resolved_by_client) {
             self.facts.resolved = Some(std::sync::Arc::clone(resolved));
             self.resolved_by_client = dir == CLIENT;
+        }
+    }
+
+    /// Reads the flow's packets as Tstat does too (its layout's columns: [`TstatL7`]).
+    pub fn enable_tstat(&mut self) {
+        if self.transport == Transport::Tcp {
+            self.facts.tstat.get_or_insert_with(Default::default);
+        }
+    }
+
+    /// One TCP packet with payload for Tstat's reading (if enabled), whatever the parsers
+    /// want: hand it before [`Session::on_payload`]. `p.data` may be the payload's first bytes.
+    pub fn tstat_packet(&mut self, p: &TstatPacket<'_>) {
+        if let Some(t) = self.facts.tstat.as_deref_mut() {
+            t.packet(p);
         }
     }
 
