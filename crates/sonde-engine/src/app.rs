@@ -197,6 +197,11 @@ impl AppReader {
         out
     }
 
+    /// Whether DNS queries' times are kept (Tstat's layout): every reader must see them.
+    pub fn keeps_queries(&self) -> bool {
+        !self.queries.is_empty()
+    }
+
     /// The tag and entry of a (client, port, resolver)'s query time (Tstat's layout only).
     fn query_entry(&self, client: IpAddr, port: u16, resolver: IpAddr) -> Option<(u64, usize)> {
         if self.queries.is_empty() {

@@ -570,6 +570,9 @@ impl FlowTracker {
                     seq: t.seq,
                     isn: conn.half[dir].isn(),
                     flow_packets: u64::from(conn.half[0].stats.pkts) + u64::from(conn.half[1].stats.pkts),
+                    ack: t.flags.ack(),
+                    push: t.flags.0 & sonde_wire::TcpFlags::PSH != 0,
+                    fin: t.flags.fin(),
                 })
             }
             _ => None,

@@ -30,7 +30,13 @@ use crate::{Dir, CLIENT, SERVER};
 
 /// Tstat's `con_t` bits this reading sets (its protocol.h).
 pub const CON_HTTP: u32 = 1;
+pub const CON_SMTP: u32 = 1024;
+pub const CON_POP3: u32 = 2048;
+pub const CON_IMAP: u32 = 4096;
 pub const CON_TLS: u32 = 8192;
+pub const CON_SSH: u32 = 32768;
+/// BitTorrent's Message Stream Encryption, by its first messages' sizes and their entropy.
+pub const CON_MSE: u32 = 131072;
 
 /// Tstat's NPN/ALPN bits (`enum npnalpn`, struct.h).
 mod bits {
@@ -50,6 +56,12 @@ const MAX_UNKNOWN_PACKETS: u64 = 40;
 const MAX_HTTP_COMMAND_PACKETS: u64 = 20;
 const MAX_SSL_HANDSHAKE_PACKETS: u64 = 10;
 
+/// Tstat's entropy test (its param.h): the first bytes of the flow's first packets, and the
+/// entropy in bits both nibbles must pass.
+const ENTROPY_SAMPLE: usize = 60;
+const ENTROPY_PACKETS: u8 = 4;
+const ENTROPY_THRESHOLD: f64 = 3.7;
+
 /// Tstat keeps names in buffers of 80 bytes: 79 characters.
 const NAME_MAX: usize = 79;
 
@@ -67,6 +79,11 @@ enum State {
     HttpResponse,
     SslHandshake,
     SslData,
+    SmtpOpening,
+    Pop3Opening,
+    ImapOpening,
+    ImapCommand,
+    SshServer,
     /// Tstat's IGNORE_FURTHER_PACKETS.
     Ignore,
 }
@@ -105,6 +122,15 @@ pub struct TstatL7 {
     /// Per direction: the highest sequence number sent (a segment's end), to tell the bytes
     /// before a packet as Tstat does.
     max_end: [Option<u32>; 2],
+    /// Per direction, Tstat's messages (split at PSH or FIN): the end of the last new data,
+    /// where the last message ended, how many there were and the first two's sizes.
+    seq: [u32; 2],
+    msg_last_seq: [u32; 2],
+    msg_count: [u32; 2],
+    msg_size: [[u32; 2]; 2],
+    /// Nibble counts of the flow's first payloads (high, low), and the packets counted.
+    nibbles: Box<[[u32; 16]; 2]>,
+    nibble_packets: u8,
 }
 
 /// One packet for [`TstatL7::packet`].
@@ -121,6 +147,10 @@ pub struct TstatPacket<'a> {
     pub isn: Option<u32>,
     /// The flow's packets so far, this one included, both directions, pure ACKs included.
     pub flow_packets: u64,
+    /// The segment's ACK, PSH and FIN flags.
+    pub ack: bool,
+    pub push: bool,
+    pub fin: bool,
 }
 
 impl TstatL7 {
@@ -136,11 +166,74 @@ impl TstatL7 {
             Some(m) if (end.wrapping_sub(m) as i32) <= 0 => {}
             _ => self.max_end[d] = Some(end),
         }
+        // Tstat's `seq`: the end of the last segment that was not a retransmission.
+        if end.wrapping_sub(self.seq[d]) as i32 > 0 || self.seq[d] == 0 {
+            self.seq[d] = end;
+        }
+        if p.ack && (p.push || p.fin) && self.msg_last_seq[d] < self.seq[d] {
+            let size = if self.msg_last_seq[d] == 0 {
+                self.seq[d].wrapping_sub(p.isn.unwrap_or(0)).wrapping_sub(1)
+            } else {
+                self.seq[d].wrapping_sub(self.msg_last_seq[d])
+            };
+            if let Some(slot) = self.msg_size[d].get_mut(self.msg_count[d] as usize) {
+                *slot = size;
+            }
+            if size > 0 {
+                self.msg_count[d] = self.msg_count[d].saturating_add(1);
+            }
+            self.msg_last_seq[d] = self.seq[d];
+        }
         if p.data.is_empty() {
             return;
         }
         self.http_count(d, p.data);
         self.classify(d, p);
+    }
+
+    /// Tstat's nibble counts over the first bytes of the flow's first payloads.
+    fn count_nibbles(&mut self, b: &[u8]) {
+        if self.nibble_packets >= ENTROPY_PACKETS {
+            return;
+        }
+        for &c in &b[..b.len().min(ENTROPY_SAMPLE)] {
+            self.nibbles[0][usize::from(c >> 4)] += 1;
+            self.nibbles[1][usize::from(c & 0x0f)] += 1;
+        }
+        self.nibble_packets += 1;
+    }
+
+    /// Tstat's mse_protocol_check: the first message of each direction (or the first two
+    /// together) of 96 to 608 bytes, and both nibbles' entropy above 3.7 bits.
+    fn mse_check(&mut self) {
+        if self.msg_count[CLIENT] == 0 || self.msg_count[SERVER] == 0 {
+            return;
+        }
+        let fits = |x: u64| (96..=608).contains(&x);
+        let first = |d: Dir| u64::from(self.msg_size[d][0]);
+        let two = |d: Dir| first(d) + u64::from(self.msg_size[d][1]);
+        let server = fits(first(SERVER)) || fits(two(SERVER));
+        if !((fits(first(CLIENT)) || fits(two(CLIENT))) && server) {
+            return;
+        }
+        let entropy = |counts: &[u32; 16]| {
+            let total: u32 = counts.iter().sum();
+            if total == 0 {
+                return 0.0;
+            }
+            let h: f64 = counts
+                .iter()
+                .filter(|&&n| n > 0)
+                .map(|&n| {
+                    let p = f64::from(n) / f64::from(total);
+                    -p * p.ln()
+                })
+                .sum();
+            h / std::f64::consts::LN_2
+        };
+        if entropy(&self.nibbles[0]) > ENTROPY_THRESHOLD && entropy(&self.nibbles[1]) > ENTROPY_THRESHOLD {
+            self.con_t |= CON_MSE;
+        }
     }
 
     /// Whether the classifier still reads packets (the HTTP counter reads them all).
@@ -177,6 +270,10 @@ impl TstatL7 {
         }
         let b = p.data;
         let n = p.flow_packets;
+        self.count_nibbles(b);
+        if self.con_t == 0 {
+            self.mse_check();
+        }
         // At least 7 bytes: Tstat's `pdata + 6 <= plast`.
         let six = b.len() >= 7;
         match self.state {
@@ -192,9 +289,14 @@ impl TstatL7 {
                     b"PATC" | b"DELE" | b"OPTI" if d == CLIENT && long_method(b) => {
                         self.state = State::HttpCommand;
                     }
-                    // Tstat's other protocols (SMTP, POP3, IMAP, SSH, RTSP, messengers) are
-                    // matched on these first four bytes before TLS is tried; sonde does not
-                    // classify them, but a packet that starts so is no ClientHello either.
+                    // Servers that speak first: SMTP's greeting, POP3's, IMAP's, SSH's version.
+                    b"220 " if d == SERVER => self.state = State::SmtpOpening,
+                    b"+OK " | b"-ERR" if d == SERVER => self.state = State::Pop3Opening,
+                    b"* OK" if d == SERVER => self.state = State::ImapOpening,
+                    b"SSH-" if d == SERVER && b.len() >= 8 && ssh_version(b) => self.state = State::SshServer,
+                    // Tstat's other protocols (RTSP, messengers) are matched on these first
+                    // four bytes before TLS is tried; sonde does not classify them, and a
+                    // ClientHello does not start like them.
                     _ if d == CLIENT && six && self.client_hello(b, p.payload_len) => {
                         self.session_bits &= !1;
                         if b.len() >= 44 && b[43] != 0 {
@@ -211,7 +313,7 @@ impl TstatL7 {
             State::HttpCommand => {
                 if d == SERVER && b.len() >= 5 {
                     if &b[..4] == b"HTTP" {
-                        self.con_t |= CON_HTTP;
+                        self.con_t = (self.con_t | CON_HTTP) & !CON_MSE;
                         self.state = State::HttpResponse;
                         self.http_status = *b"000";
                         self.http_status_len = 3;
@@ -229,10 +331,48 @@ impl TstatL7 {
                 }
             }
             State::HttpResponse => {}
+            State::SmtpOpening | State::Pop3Opening if d == CLIENT && b.len() >= 5 => {
+                let bit = match (self.state, &b[..4]) {
+                    (State::SmtpOpening, b"HELO" | b"EHLO" | b"helo" | b"ehlo") => CON_SMTP,
+                    (State::Pop3Opening, b"USER" | b"QUIT" | b"APOP") => CON_POP3,
+                    _ => 0,
+                };
+                if bit != 0 {
+                    self.con_t = (self.con_t | bit) & !CON_MSE;
+                    self.state = State::Ignore;
+                }
+                if n > MAX_HTTP_COMMAND_PACKETS {
+                    self.state = State::Ignore;
+                }
+            }
+            State::ImapOpening if d == CLIENT && six => {
+                if imap_tag(b) {
+                    self.state = State::ImapCommand;
+                } else if n > MAX_HTTP_COMMAND_PACKETS {
+                    self.state = State::Ignore;
+                }
+            }
+            State::ImapCommand if d == SERVER && six => {
+                if b.starts_with(b"* ") || imap_tag(b) {
+                    self.con_t = (self.con_t | CON_IMAP) & !CON_MSE;
+                    self.state = State::Ignore;
+                } else if n > MAX_HTTP_COMMAND_PACKETS {
+                    self.state = State::Ignore;
+                }
+            }
+            State::SshServer if d == CLIENT && b.len() >= 8 => {
+                if b.starts_with(b"SSH-") && ssh_version(b) {
+                    self.con_t = (self.con_t | CON_SSH) & !CON_MSE;
+                    self.state = State::Ignore;
+                } else if n > MAX_HTTP_COMMAND_PACKETS {
+                    self.state = State::Ignore;
+                }
+            }
+            State::SmtpOpening | State::Pop3Opening | State::ImapOpening | State::ImapCommand | State::SshServer => {}
             State::SslHandshake => {
                 if d == SERVER && six && self.server_hello(b, p.payload_len) {
                     self.certificate_name(b);
-                    self.con_t |= CON_TLS;
+                    self.con_t = (self.con_t | CON_TLS) & !CON_MSE;
                     self.state = State::SslData;
                 } else if n > MAX_SSL_HANDSHAKE_PACKETS {
                     self.state = State::Unknown;
@@ -522,6 +662,16 @@ fn protocols(b: &[u8], from: usize, limit: usize, len: usize, npn: bool) -> u8 {
         i += l;
     }
     res
+}
+
+/// Tstat's SSH version check: `SSH-1.` or `SSH-2.` and a digit.
+fn ssh_version(b: &[u8]) -> bool {
+    matches!(b.get(4..7), Some([b'1' | b'2', b'.', b'0'..=b'9']))
+}
+
+/// Tstat's IMAP tag: a space after a letter or digit within the first six bytes.
+fn imap_tag(b: &[u8]) -> bool {
+    (1..6).any(|i| b.get(i) == Some(&b' ') && b[i - 1].is_ascii_alphanumeric())
 }
 
 /// DELETE, PATCH and OPTIONS count only with the whole method and a space (Tstat:

@@ -335,9 +335,7 @@ fn explain(col: &str, f: &Flow) -> Option<&'static str> {
         "sack_cnt" if f.ours_num(col) > f.theirs_num(col) => Some("sack blocks"),
         "rtt_cnt" | "rtt_avg" | "rtt_min" | "rtt_max" | "rtt_std" => rtt_rule(p, f),
         // Not measured by sonde (docs/tstat-layout.md: printed 0).
-        "pkts_push" | "appdataB" if f.ours(col) == "0" => Some("not measured"),
-        // sonde keeps the DNS answer's time only (docs/tstat-layout.md).
-        "req_tm" if f.ours_num(col) == 0.0 => Some("not measured"),
+        "pkts_push" if f.ours(col) == "0" => Some("not measured"),
         _ => None,
     }
 }
@@ -471,7 +469,7 @@ fn print_tables(tot: &Totals) {
     eprintln!("{s}");
     for col in &tot.names {
         let t = &tot.columns[col];
-        for o in t.other.iter().take(3) {
+        for o in t.other.iter().take(std::env::var("SONDE_TSTAT_SHOW").ok().and_then(|v| v.parse().ok()).unwrap_or(3)) {
             eprintln!("  unexplained {col}: {o}");
         }
     }

@@ -65,7 +65,18 @@ fn server_flight() -> Vec<u8> {
 }
 
 fn pkt(dir: Dir, ts_ns: u64, data: &[u8], seq: u32, n: u64) -> TstatPacket<'_> {
-    TstatPacket { dir, ts_ns, data, payload_len: data.len() as u32, seq, isn: Some(1000), flow_packets: n }
+    TstatPacket {
+        dir,
+        ts_ns,
+        data,
+        payload_len: data.len() as u32,
+        seq,
+        isn: Some(1000),
+        flow_packets: n,
+        ack: true,
+        push: true,
+        fin: false,
+    }
 }
 
 #[test]
