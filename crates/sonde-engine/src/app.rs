@@ -54,9 +54,9 @@ impl Default for AppConfig {
 }
 
 /// Bytes of a TCP payload sent after a flow's first packets when the Tstat layout is written:
-/// what Tstat's classifier and HTTP counter read of a packet (a method, `HTTP`, a TLS record's
-/// header).
-pub const TCP_HEAD_BYTES: usize = 8;
+/// what Tstat's classifier and HTTP counter read of a later packet (a method, `HTTP/1.1 206`'s
+/// status at bytes 9-11, a TLS record's header).
+pub const TCP_HEAD_BYTES: usize = 16;
 
 /// What the reader counted for the application facts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -191,7 +191,10 @@ impl AppReader {
             out.payload = &payload[..payload.len().min(self.tcp_head)];
             out.head = true;
         }
-        if sent == 0 && (opening || !payload.is_empty()) {
+        // Tstat looks a TCP flow's name up once, at the client's SYN that opens it: an answer
+        // that comes later does not label it (in its layout, neither does sonde).
+        let tstat_tcp = self.tcp_head > 0 && !udp;
+        if sent == 0 && (opening || (!payload.is_empty() && !tstat_tcp)) {
             out.resolved = self.dns.lookup(ip.src, ip.dst);
         }
         out

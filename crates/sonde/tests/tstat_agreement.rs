@@ -336,6 +336,9 @@ fn explain(col: &str, f: &Flow) -> Option<&'static str> {
         "rtt_cnt" | "rtt_avg" | "rtt_min" | "rtt_max" | "rtt_std" => rtt_rule(p, f),
         // Not measured by sonde (docs/tstat-layout.md: printed 0).
         "pkts_push" if f.ours(col) == "0" => Some("not measured"),
+        // Tstat stops reading a flow at its first RST (or the ACK of its second FIN): the
+        // last packet before the first application data may come later for sonde.
+        "last_handshakeT" if f.boundary_differs() && f.ours_num(col) > f.theirs_num(col) => Some("flow end"),
         _ => None,
     }
 }
