@@ -39,7 +39,7 @@ pub use label::{label, ndpi_name};
 pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
 pub use tls::HANDSHAKE_LIMIT_BYTES;
-pub use tstat::{TstatL7, TstatPacket, CON_HTTP, CON_IMAP, CON_MSE, CON_POP3, CON_SMTP, CON_SSH, CON_TLS};
+pub use tstat::{TstatL7, TstatPacket, CON_HTTP, CON_IMAP, CON_MSE, CON_OBF, CON_POP3, CON_SMTP, CON_SSH, CON_TLS};
 pub use uid::{uid, Uid};
 
 /// The direction of a payload: from the flow's client, or from its server.

@@ -35,6 +35,8 @@ pub const CON_POP3: u32 = 2048;
 pub const CON_IMAP: u32 = 4096;
 pub const CON_TLS: u32 = 8192;
 pub const CON_SSH: u32 = 32768;
+/// eMule's obfuscated protocol, by sequences of segment sizes.
+pub const CON_OBF: u32 = 16384;
 /// BitTorrent's Message Stream Encryption, by its first messages' sizes and their entropy.
 pub const CON_MSE: u32 = 131072;
 
@@ -131,6 +133,8 @@ pub struct TstatL7 {
     /// Nibble counts of the flow's first payloads (high, low), and the packets counted.
     nibbles: Box<[[u32; 16]; 2]>,
     nibble_packets: u8,
+    /// Tstat's eMule size sequences seen (bits: 11, 11 then 83, 22, 6).
+    ed2k: u8,
 }
 
 /// One packet for [`TstatL7::packet`].
@@ -189,6 +193,42 @@ impl TstatL7 {
         }
         self.http_count(d, p.data);
         self.classify(d, p);
+    }
+
+    /// Tstat's ed2k_obfuscate_check: segments (ACK and PSH) of 11, 83 and 55 bytes, or 11 and
+    /// 55, 22 and 18, 6 and 46, in that order, make the flow eMule's obfuscated protocol.
+    fn ed2k_check(&mut self, len: u32) {
+        const S11: u8 = 1;
+        const S11_83: u8 = 2;
+        const S22: u8 = 4;
+        const S6: u8 = 8;
+        let obf = match len {
+            11 => {
+                self.ed2k |= S11;
+                false
+            }
+            83 => {
+                if self.ed2k & S11 != 0 {
+                    self.ed2k |= S11_83;
+                }
+                false
+            }
+            55 => self.ed2k & (S11 | S11_83) != 0,
+            22 => {
+                self.ed2k |= S22;
+                false
+            }
+            18 => self.ed2k & S22 != 0,
+            6 => {
+                self.ed2k |= S6;
+                false
+            }
+            46 => self.ed2k & S6 != 0,
+            _ => false,
+        };
+        if obf {
+            self.con_t |= CON_OBF;
+        }
     }
 
     /// Tstat's nibble counts over the first bytes of the flow's first payloads.
@@ -271,6 +311,9 @@ impl TstatL7 {
         let b = p.data;
         let n = p.flow_packets;
         self.count_nibbles(b);
+        if p.ack && p.push {
+            self.ed2k_check(p.payload_len);
+        }
         if self.con_t == 0 {
             self.mse_check();
         }
@@ -313,7 +356,7 @@ impl TstatL7 {
             State::HttpCommand => {
                 if d == SERVER && b.len() >= 5 {
                     if &b[..4] == b"HTTP" {
-                        self.con_t = (self.con_t | CON_HTTP) & !CON_MSE;
+                        self.con_t = (self.con_t | CON_HTTP) & !(CON_MSE | CON_OBF);
                         self.state = State::HttpResponse;
                         self.http_status = *b"000";
                         self.http_status_len = 3;
@@ -338,7 +381,7 @@ impl TstatL7 {
                     _ => 0,
                 };
                 if bit != 0 {
-                    self.con_t = (self.con_t | bit) & !CON_MSE;
+                    self.con_t = (self.con_t | bit) & !(CON_MSE | CON_OBF);
                     self.state = State::Ignore;
                 }
                 if n > MAX_HTTP_COMMAND_PACKETS {
@@ -354,7 +397,7 @@ impl TstatL7 {
             }
             State::ImapCommand if d == SERVER && six => {
                 if b.starts_with(b"* ") || imap_tag(b) {
-                    self.con_t = (self.con_t | CON_IMAP) & !CON_MSE;
+                    self.con_t = (self.con_t | CON_IMAP) & !(CON_MSE | CON_OBF);
                     self.state = State::Ignore;
                 } else if n > MAX_HTTP_COMMAND_PACKETS {
                     self.state = State::Ignore;
@@ -362,7 +405,7 @@ impl TstatL7 {
             }
             State::SshServer if d == CLIENT && b.len() >= 8 => {
                 if b.starts_with(b"SSH-") && ssh_version(b) {
-                    self.con_t = (self.con_t | CON_SSH) & !CON_MSE;
+                    self.con_t = (self.con_t | CON_SSH) & !(CON_MSE | CON_OBF);
                     self.state = State::Ignore;
                 } else if n > MAX_HTTP_COMMAND_PACKETS {
                     self.state = State::Ignore;
@@ -372,7 +415,7 @@ impl TstatL7 {
             State::SslHandshake => {
                 if d == SERVER && six && self.server_hello(b, p.payload_len) {
                     self.certificate_name(b);
-                    self.con_t = (self.con_t | CON_TLS) & !CON_MSE;
+                    self.con_t = (self.con_t | CON_TLS) & !(CON_MSE | CON_OBF);
                     self.state = State::SslData;
                 } else if n > MAX_SSL_HANDSHAKE_PACKETS {
                     self.state = State::Unknown;

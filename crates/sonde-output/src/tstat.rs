@@ -15,7 +15,7 @@ use std::io::Write as _;
 use std::net::IpAddr;
 
 use sonde_flow::{EndReason, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
-use sonde_l7::{Facts, TstatL7, CON_HTTP, CON_IMAP, CON_MSE, CON_POP3, CON_SMTP, CON_SSH, CON_TLS};
+use sonde_l7::{Facts, TstatL7, CON_HTTP, CON_IMAP, CON_MSE, CON_OBF, CON_POP3, CON_SMTP, CON_SSH, CON_TLS};
 
 /// Which layout the flow logs take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -314,10 +314,10 @@ fn tstat_l7(r: &TcpRecord) -> Option<&TstatL7> {
 /// Tstat's `con_t` as far as sonde recognises the protocols (docs/tstat-layout.md): HTTP (a
 /// request method, then a server packet starting `HTTP`), TLS (a ClientHello, then a
 /// ServerHello within the flow's first 10 packets), SMTP, POP3, IMAP and SSH (the server's
-/// greeting, then the client's command) and BitTorrent's MSE (the first messages' sizes and
+/// greeting, then the client's command), eMule's obfuscation (segment sizes) and BitTorrent's MSE (the first messages' sizes and
 /// entropy), read as Tstat's classifier does.
 pub fn tcp_con_t(r: &TcpRecord) -> u64 {
-    tstat_l7(r).map_or(0, |t| u64::from(t.con_t & (CON_HTTP | CON_TLS | CON_SMTP | CON_POP3 | CON_IMAP | CON_SSH | CON_MSE)))
+    tstat_l7(r).map_or(0, |t| u64::from(t.con_t & (CON_HTTP | CON_TLS | CON_SMTP | CON_POP3 | CON_IMAP | CON_SSH | CON_MSE | CON_OBF)))
 }
 
 fn is_tls(r: &TcpRecord) -> bool {
