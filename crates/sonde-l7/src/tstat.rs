@@ -16,8 +16,9 @@
 //!   searched in that packet's bytes only (a certificate in a later segment is not seen), and
 //!   read again from a later server packet starting with a Certificate record only if one was
 //!   found already;
-//! * a ServerHello that comes after the flow's 10th packet (pure ACKs included) is not looked
-//!   for: the flow goes back to "unknown" and is not TLS for Tstat;
+//! * after a ClientHello, any packet but the ServerHello that comes past the flow's 10th
+//!   packet (pure ACKs included) sends the flow back to "unknown": its ServerHello is then not
+//!   looked for, and the flow is not TLS for Tstat;
 //! * the application-data byte count is the direction's highest sequence number so far minus
 //!   its ISN minus the packet's payload: the stream offset of the first application-data record
 //!   plus one (the SYN's sequence number).

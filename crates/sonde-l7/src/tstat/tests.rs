@@ -107,12 +107,16 @@ fn a_tls_flow_as_tstat_reads_it() {
 }
 
 #[test]
-fn a_server_hello_after_the_tenth_packet_is_not_tls() {
+fn a_packet_past_the_tenth_before_the_server_hello_ends_the_wait() {
     let (ch, sf) = (client_hello(), server_flight());
     let mut t = TstatL7::default();
     t.packet(&pkt(CLIENT, 10, &ch, 1001, 4));
-    t.packet(&pkt(SERVER, 20, &sf, 5001, 11));
-    assert_eq!(t.con_t, 0);
+    let mut late = t.clone();
+    late.packet(&pkt(SERVER, 20, &sf, 5001, 11));
+    assert_eq!(late.con_t, CON_TLS, "the ServerHello itself may come late");
+    t.packet(&pkt(CLIENT, 15, b"\x16\x03\x03\x00\x01\x10\x00", 1600, 11));
+    t.packet(&pkt(SERVER, 20, &sf, 5001, 12));
+    assert_eq!(t.con_t, 0, "another packet past the 10th sent the flow back to unknown");
     assert!(t.scn.is_none() && t.versions[SERVER].is_none());
 }
 
