@@ -604,10 +604,8 @@ impl TstatL7 {
             let mut len = u16_at(idx + ii);
             ii += 2;
             match ty {
-                0x3374 => {
-                    if idx + ii < limit {
-                        self.npnalpn[SERVER] |= protocols(b, idx + ii, limit, len, true);
-                    }
+                0x3374 if idx + ii < limit => {
+                    self.npnalpn[SERVER] |= protocols(b, idx + ii, limit, len, true);
                 }
                 0x0010 => {
                     if idx + ii + 2 >= limit {
@@ -617,13 +615,11 @@ impl TstatL7 {
                     ii += 2;
                     self.npnalpn[SERVER] |= protocols(b, idx + ii, limit, len, false);
                 }
-                0x002b => {
-                    if len != 0 {
-                        if idx + ii + 1 >= limit {
-                            return true;
-                        }
-                        self.versions[SERVER] = Some(format!("{:04x}", u16_at(idx + ii)).into());
+                0x002b if len != 0 => {
+                    if idx + ii + 1 >= limit {
+                        return true;
                     }
+                    self.versions[SERVER] = Some(format!("{:04x}", u16_at(idx + ii)).into());
                 }
                 0x0029 => self.session_bits |= 8,
                 _ => {}

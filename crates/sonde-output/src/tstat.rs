@@ -317,7 +317,9 @@ fn tstat_l7(r: &TcpRecord) -> Option<&TstatL7> {
 /// greeting, then the client's command), eMule's obfuscation (segment sizes) and BitTorrent's MSE (the first messages' sizes and
 /// entropy), read as Tstat's classifier does.
 pub fn tcp_con_t(r: &TcpRecord) -> u64 {
-    tstat_l7(r).map_or(0, |t| u64::from(t.con_t & (CON_HTTP | CON_TLS | CON_SMTP | CON_POP3 | CON_IMAP | CON_SSH | CON_MSE | CON_OBF)))
+    tstat_l7(r).map_or(0, |t| {
+        u64::from(t.con_t & (CON_HTTP | CON_TLS | CON_SMTP | CON_POP3 | CON_IMAP | CON_SSH | CON_MSE | CON_OBF))
+    })
 }
 
 fn is_tls(r: &TcpRecord) -> bool {
@@ -537,10 +539,7 @@ fn tcp_layer7_columns() -> Vec<TstatColumn<TcpRecord>> {
             name: "res_tm",
             value: |r| resolved(&r.app).map_or(Field::Text("0.0"), |d| Field::Abs(d.answer_ns)),
         },
-        TstatColumn {
-            name: "http_hostname",
-            value: |r| Field::Name(tstat_l7(r).and_then(|t| t.http_host.as_deref())),
-        },
+        TstatColumn { name: "http_hostname", value: |r| Field::Name(tstat_l7(r).and_then(|t| t.http_host.as_deref())) },
         TstatColumn { name: "c_TLSvers", value: |r| versions(r, 0) },
         TstatColumn { name: "s_TLSvers", value: |r| versions(r, 1) },
         TstatColumn { name: "dns_enc", value: |r| Field::CryptoIf(resolved(&r.app).is_some()) },
