@@ -161,6 +161,8 @@ fn main() {
             history: cfg0 & 0x20 != 0,
             orient_by_port: cfg0 & 0x40 != 0,
             zeek_lifetimes: cfg0 & 0x80 != 0,
+            // Tstat's reading of TCP flows (sonde_l7::TstatL7) on half the inputs.
+            tstat_l7: cfg1 & 1 != 0,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();
