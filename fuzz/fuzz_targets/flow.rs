@@ -184,7 +184,7 @@ fn main() {
             let cut = if head[8] & 0x80 != 0 { frame.len() - payload.len() / 2 } else { frame.len() };
             let p = decode(LinkType::RAW, &frame[..cut], frame.len() as u32).unwrap();
             let app_payload = &payload[..payload.len() - (frame.len() - cut)];
-            let d = tracker.on_packet_app(ts_ns, &p, AppInput { payload: app_payload, resolved: None, head: false }, &mut sink);
+            let d = tracker.on_packet_app(ts_ns, &p, AppInput { payload: app_payload, resolved: None }, &mut sink);
             if d == Disposition::Flow {
                 counted_pkts += 1;
                 counted_bytes += u64::from(p.ip.unwrap().total_len);

@@ -55,8 +55,9 @@ impl Default for AppConfig {
 
 /// Bytes of a TCP payload sent after a flow's first packets when the Tstat layout is written:
 /// what Tstat's classifier and HTTP counter read of a later packet (a method, `HTTP/1.1 206`'s
-/// status at bytes 9-11, a TLS record's header).
-pub const TCP_HEAD_BYTES: usize = 16;
+/// status at bytes 9-11, a TLS record's header). The flow layer gives them to Tstat's reading
+/// only.
+pub const TCP_HEAD_BYTES: usize = sonde_flow::TSTAT_HEAD_BYTES;
 
 /// What the reader counted for the application facts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,8 +84,6 @@ impl AppReaderStats {
 pub(crate) struct Attach<'f> {
     pub payload: &'f [u8],
     pub resolved: Option<Arc<Resolved>>,
-    /// `payload` is a TCP payload's first bytes only (`AppConfig::tstat`).
-    pub head: bool,
 }
 
 pub(crate) struct AppReader {
@@ -137,12 +136,15 @@ impl AppReader {
     pub fn watch_dns(&mut self, ts_ns: u64, p: &PacketSummary, payload: &[u8]) {
         if let (Some(ip), Some(Transport::Udp(u))) = (p.ip, p.transport) {
             if u.src_port == DNS_PORT && !payload.is_empty() {
-                let query_ns = self.query_entry(ip.dst, u.dst_port, ip.src).and_then(|(tag, e)| {
-                    let (t, ns) = self.queries[e];
-                    (t == tag).then_some(ns)
-                });
+                let query_ns = match self.queries.is_empty() {
+                    true => None,
+                    false => self.query_entry(ip.dst, u.dst_port, ip.src).and_then(|(tag, e)| {
+                        let (t, ns) = self.queries[e];
+                        (t == tag).then_some(ns)
+                    }),
+                };
                 self.dns_answer(ts_ns, ip.src, ip.dst, payload, query_ns.unwrap_or(0));
-            } else if u.dst_port == DNS_PORT {
+            } else if u.dst_port == DNS_PORT && !self.queries.is_empty() {
                 if let Some((tag, e)) = self.query_entry(ip.src, u.src_port, ip.dst) {
                     self.queries[e] = (tag, ts_ns);
                 }
@@ -189,12 +191,10 @@ impl AppReader {
             self.stats.udp_heads += 1;
         } else if self.tcp_head > 0 {
             out.payload = &payload[..payload.len().min(self.tcp_head)];
-            out.head = true;
         }
         // Tstat looks a TCP flow's name up once, at the client's SYN that opens it: an answer
         // that comes later does not label it (in its layout, neither does sonde).
-        let tstat_tcp = self.tcp_head > 0 && !udp;
-        if sent == 0 && (opening || (!payload.is_empty() && !tstat_tcp)) {
+        if sent == 0 && (opening || (!payload.is_empty() && (udp || self.tcp_head == 0))) {
             out.resolved = self.dns.lookup(ip.src, ip.dst);
         }
         out

@@ -124,9 +124,6 @@ struct AppRef {
     resolved: u32,
 }
 
-/// `AppRef::payload_len`'s bit for a payload's head only (`Attach::head`).
-const HEAD_BIT: u32 = 1 << 31;
-
 /// The payloads and DNS answers of a batch's items.
 #[derive(Default)]
 struct AppData {
@@ -137,9 +134,8 @@ struct AppData {
 impl AppData {
     /// Keeps what `attach` brings for an item, and says where.
     fn keep(&mut self, attach: Attach<'_>) -> AppRef {
-        // A payload is at most 64 KiB: the top bit of its length says it is a head only.
-        let len = attach.payload.len() as u32 | if attach.head { HEAD_BIT } else { 0 };
-        let mut r = AppRef { payload_at: self.payload.len() as u32, payload_len: len, resolved: 0 };
+        let mut r =
+            AppRef { payload_at: self.payload.len() as u32, payload_len: attach.payload.len() as u32, resolved: 0 };
         self.payload.extend_from_slice(attach.payload);
         if let Some(resolved) = attach.resolved {
             self.resolved.push(resolved);
@@ -151,8 +147,7 @@ impl AppData {
     fn input(&self, r: AppRef) -> AppInput<'_> {
         let at = r.payload_at as usize;
         AppInput {
-            payload: self.payload.get(at..at + (r.payload_len & !HEAD_BIT) as usize).unwrap_or(&[]),
-            head: r.payload_len & HEAD_BIT != 0,
+            payload: self.payload.get(at..at + r.payload_len as usize).unwrap_or(&[]),
             resolved: r.resolved.checked_sub(1).and_then(|i| self.resolved.get(i as usize)),
         }
     }
@@ -1166,7 +1161,6 @@ impl<P> Reader<'_, '_, P> {
     #[inline(always)]
     fn packet(&mut self, frame: &Frame<'_>, filter: Option<&mut Filter>, dispatch: &mut impl Dispatch) {
         let (shards, mine, primary, skim) = (self.shards, self.mine, self.primary, self.skim);
-        let dns = (self.app.is_some(), self.app.as_ref().is_some_and(|a| a.keeps_queries()));
         let stats = &mut *self.stats;
         // A time no capture has (a garbage timestamp, a wrong resolution: Wireshark reads such
         // files): the frame is analysed at the last time every output holds, and counted.
@@ -1187,7 +1181,12 @@ impl<P> Reader<'_, '_, P> {
             return;
         }
         let link = LinkType(frame.link_type);
-        let skimmed = if skim { skim_frame(shards, mine, dns, link, frame) } else { Skim::Unknown };
+        let skimmed = if skim {
+            let dns = (self.app.is_some(), self.app.as_ref().is_some_and(|a| a.keeps_queries()));
+            skim_frame(shards, mine, dns, link, frame)
+        } else {
+            Skim::Unknown
+        };
         if let Skim::Other = skimmed {
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
             return;

@@ -171,13 +171,15 @@ pub struct FlowTracker {
 pub struct AppInput<'a> {
     pub payload: &'a [u8],
     pub resolved: Option<&'a std::sync::Arc<Resolved>>,
-    /// `payload` is the first bytes of a TCP payload only, for Tstat's reading
-    /// (`FlowConfig::tstat_l7`): the parsers do not get it.
-    pub head: bool,
 }
 
+/// With Tstat's reading (`FlowConfig::tstat_l7`), a TCP payload's first bytes only, at most
+/// this many, are for that reading (the readers send them after a flow's first packets); the
+/// parsers do not get them.
+pub const TSTAT_HEAD_BYTES: usize = 16;
+
 impl AppInput<'_> {
-    pub const NONE: AppInput<'static> = AppInput { payload: &[], resolved: None, head: false };
+    pub const NONE: AppInput<'static> = AppInput { payload: &[], resolved: None };
 
     fn is_empty(&self) -> bool {
         self.payload.is_empty() && self.resolved.is_none()
@@ -592,7 +594,9 @@ impl FlowTracker {
         if let Some(p) = tstat {
             session.tstat_packet(&p);
         }
-        if app.payload.is_empty() || app.head || !session.wants_more() {
+        // Tstat's reading gets a later TCP payload's first bytes only: not for the parsers.
+        let head = tstat.is_some_and(|p| p.data.len() < p.payload_len as usize && p.data.len() <= TSTAT_HEAD_BYTES);
+        if app.payload.is_empty() || head || !session.wants_more() {
             return;
         }
         match transport {

@@ -182,7 +182,7 @@ fn bytes_per_flow(flows: u32, v6: bool, tls: bool, history: bool) -> f64 {
             ts += 1_000;
             let p = seg(i, v6, from_client, flags, seq, ack, len);
             if tls {
-                tracker.on_packet_app(ts, &p, AppInput { payload, resolved: None, head: false }, &mut out);
+                tracker.on_packet_app(ts, &p, AppInput { payload, resolved: None }, &mut out);
             } else {
                 tracker.on_packet(ts, &p, &mut out);
             }
