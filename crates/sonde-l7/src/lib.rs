@@ -488,4 +488,6 @@ fn a_session_keeps_its_size() {
     assert_eq!(size_of::<App>(), 56);
     // 176 with `Facts::tstat` (8 bytes: Tstat's layout's reading, boxed, None otherwise).
     assert_eq!(size_of::<Session>(), 176);
+    // Tstat's reading, per TCP flow in its layout only: 232 bytes, and 128 of nibble counts.
+    assert!(size_of::<tstat::TstatL7>() <= 232);
 }
