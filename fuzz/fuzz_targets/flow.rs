@@ -163,6 +163,8 @@ fn main() {
             zeek_lifetimes: cfg0 & 0x80 != 0,
             // Tstat's rules (its segment lists, wrapping sequence numbers, its flow ends).
             tstat: cfg2 & 0x01 != 0,
+            // Tstat's reading of TCP flows (sonde_l7::TstatL7) on half the inputs.
+            tstat_l7: cfg1 & 1 != 0,
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();

@@ -335,6 +335,7 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         internal_nets,
         active_timeout_ns: config.active_timeout_ns(live_default)?,
         app_facts: plan.app_packets > 0,
+        tstat_l7: plan.tstat_l7,
         owners: owners.map(|o| o as std::sync::Arc<dyn sonde_flow::Owners>),
         owner_cache: config.owner_cache,
         // Zeek's lifetimes read its states, shown or not.
@@ -350,6 +351,7 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         packets: plan.app_packets,
         dns_cache: config.dns_cache,
         udp_idle_ns: flow.udp_idle_ns,
+        tstat: plan.tstat_l7,
     };
     let thin = config.thin_params.for_run(config.thin)?;
     Ok(Checked { workers, interval_cfg, flow, app, thin, outputs, store_spec, notes })
@@ -422,6 +424,9 @@ pub(crate) struct Plan {
     pub(crate) owners: bool,
     /// Zeek's states and history followed: an output shows them (as `owners`).
     pub(crate) history: bool,
+    /// TCP flows read as Tstat's classifier does (and DNS queries timed): Tstat's layout is
+    /// written with the application facts.
+    pub(crate) tstat_l7: bool,
 }
 
 impl Plan {
@@ -430,14 +435,16 @@ impl Plan {
         let elsewhere = config.live || config.kafka.is_some();
         let sonde_flows =
             config.layout == crate::config::FlowLayout::Sonde && (elsewhere || outputs.wants_sonde_flow_log());
+        let app_packets = if elsewhere || outputs.shows_application() { config.app_packets } else { 0 };
         Plan {
             intervals: elsewhere || config.store.is_some() || outputs.wants_any(&OutputFile::INTERVALS) || {
                 config.tables && outputs.wants_any(&OutputFile::TABLES)
             },
             tables: elsewhere || outputs.wants_any(&OutputFile::TABLES),
-            app_packets: if elsewhere || outputs.shows_application() { config.app_packets } else { 0 },
+            app_packets,
             owners: (config.geoip.is_some() || config.asn.is_some()) && sonde_flows,
             history: sonde_flows,
+            tstat_l7: config.layout == crate::config::FlowLayout::Tstat && app_packets > 0,
         }
     }
 }

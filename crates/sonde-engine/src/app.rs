@@ -41,13 +41,23 @@ pub struct AppConfig {
     /// A UDP flow direction idle this long starts its count again (the tracker's UDP timeout:
     /// a new flow on the same tuple).
     pub udp_idle_ns: u64,
+    /// The Tstat layout is written: later TCP payloads bring their first
+    /// [`TCP_HEAD_BYTES`] (Tstat's classifier reads every packet's start), and DNS queries'
+    /// times and names as written are kept for DN-Hunter (Tstat's `req_tm`, `fqdn`).
+    pub tstat: bool,
 }
 
 impl Default for AppConfig {
     fn default() -> Self {
-        AppConfig { packets: 8, dns_cache: 100_000, udp_idle_ns: 200_000_000_000 }
+        AppConfig { packets: 8, dns_cache: 100_000, udp_idle_ns: 200_000_000_000, tstat: false }
     }
 }
+
+/// Bytes of a TCP payload sent after a flow's first packets when the Tstat layout is written:
+/// what Tstat's classifier and HTTP counter read of a later packet (a method, `HTTP/1.1 206`'s
+/// status at bytes 9-11, a TLS record's header). The flow layer gives them to Tstat's reading
+/// only.
+pub const TCP_HEAD_BYTES: usize = sonde_flow::TSTAT_HEAD_BYTES;
 
 /// What the reader counted for the application facts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -82,9 +92,18 @@ pub(crate) struct AppReader {
     gate: Box<[GateEntry]>,
     per_shard: usize,
     udp_idle_ns: u64,
+    /// TCP payload bytes sent after the first `packets` (Tstat's layout), else 0.
+    tcp_head: usize,
     dns: DnsCache,
+    /// Tstat's layout: the last DNS query's time per (client, port, resolver), direct-mapped
+    /// ([`QUERY_ENTRIES`] entries: tag and time), for `req_tm`; empty otherwise.
+    queries: Box<[(u64, u64)]>,
     pub stats: AppReaderStats,
 }
+
+/// Entries of the DNS query times kept for Tstat's `req_tm` (64 KiB): a query whose entry was
+/// taken by another socket's before its answer came gets the answer's time.
+const QUERY_ENTRIES: usize = 4096;
 
 /// One flow direction's entry.
 #[derive(Clone, Copy, Default)]
@@ -105,7 +124,9 @@ impl AppReader {
             gate: vec![GateEntry::default(); per_shard * shards].into_boxed_slice(),
             per_shard,
             udp_idle_ns: cfg.udp_idle_ns,
+            tcp_head: if cfg.tstat { TCP_HEAD_BYTES } else { 0 },
             dns: DnsCache::new(cfg.dns_cache),
+            queries: if cfg.tstat { vec![(0, 0); QUERY_ENTRIES].into_boxed_slice() } else { Box::default() },
             stats: AppReaderStats::default(),
         }
     }
@@ -115,7 +136,18 @@ impl AppReader {
     pub fn watch_dns(&mut self, ts_ns: u64, p: &PacketSummary, payload: &[u8]) {
         if let (Some(ip), Some(Transport::Udp(u))) = (p.ip, p.transport) {
             if u.src_port == DNS_PORT && !payload.is_empty() {
-                self.dns_answer(ts_ns, ip.src, ip.dst, payload);
+                let query_ns = match self.queries.is_empty() {
+                    true => None,
+                    false => self.query_entry(ip.dst, u.dst_port, ip.src).and_then(|(tag, e)| {
+                        let (t, ns) = self.queries[e];
+                        (t == tag).then_some(ns)
+                    }),
+                };
+                self.dns_answer(ts_ns, ip.src, ip.dst, payload, query_ns.unwrap_or(0));
+            } else if u.dst_port == DNS_PORT && !self.queries.is_empty() {
+                if let Some((tag, e)) = self.query_entry(ip.src, u.src_port, ip.dst) {
+                    self.queries[e] = (tag, ts_ns);
+                }
             }
         }
     }
@@ -157,17 +189,44 @@ impl AppReader {
         } else if udp {
             out.payload = &payload[..payload.len().min(UDP_HEAD_BYTES)];
             self.stats.udp_heads += 1;
+        } else if self.tcp_head > 0 {
+            out.payload = &payload[..payload.len().min(self.tcp_head)];
         }
-        if sent == 0 && (opening || !payload.is_empty()) {
+        // Tstat looks a TCP flow's name up once, at the client's SYN that opens it: an answer
+        // that comes later does not label it (in its layout, neither does sonde).
+        if sent == 0 && (opening || (!payload.is_empty() && (udp || self.tcp_head == 0))) {
             out.resolved = self.dns.lookup(ip.src, ip.dst);
         }
         out
     }
 
-    fn dns_answer(&mut self, ts_ns: u64, resolver: IpAddr, client: IpAddr, payload: &[u8]) {
-        let Some((name, addresses)) = sonde_l7::dns_response_addresses(payload) else { return };
+    /// Whether DNS queries' times are kept (Tstat's layout): every reader must see them.
+    pub fn keeps_queries(&self) -> bool {
+        !self.queries.is_empty()
+    }
+
+    /// The tag and entry of a (client, port, resolver)'s query time (Tstat's layout only).
+    fn query_entry(&self, client: IpAddr, port: u16, resolver: IpAddr) -> Option<(u64, usize)> {
+        if self.queries.is_empty() {
+            return None;
+        }
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one((client, port, resolver))
+            | 1;
+        Some((h, (h >> 32) as usize % self.queries.len()))
+    }
+
+    fn dns_answer(&mut self, ts_ns: u64, resolver: IpAddr, client: IpAddr, payload: &[u8], query_ns: u64) {
+        let Some((mut name, addresses)) = sonde_l7::dns_response_addresses(payload) else { return };
         self.stats.dns_answers += 1;
-        let resolved = Arc::new(Resolved { name: name.into_boxed_str(), resolver, answer_ns: ts_ns });
+        // Tstat's layout prints the name as it was asked (Tstat keeps its case).
+        if !self.queries.is_empty() {
+            if let Some(written) = sonde_l7::dns_question_as_written(payload) {
+                name = written;
+            }
+        }
+        let resolved = Arc::new(Resolved { name: name.into_boxed_str(), resolver, answer_ns: ts_ns, query_ns });
         for address in addresses {
             self.stats.dns_entries += 1;
             self.stats.dns_evicted += u64::from(self.dns.insert(client, address, Arc::clone(&resolved)));
@@ -181,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_udp_direction_idle_past_the_timeout_counts_again() {
-        let cfg = AppConfig { packets: 2, dns_cache: 0, udp_idle_ns: 1_000 };
+        let cfg = AppConfig { packets: 2, dns_cache: 0, udp_idle_ns: 1_000, tstat: false };
         let mut r = AppReader::new(cfg, 256);
         let src: IpAddr = "10.0.0.1".parse().unwrap();
         let dst: IpAddr = "10.0.0.2".parse().unwrap();

@@ -1083,14 +1083,23 @@ enum Skim {
 }
 
 /// Skims `frame` by its flow tuple. With application facts (`dns`), DNS answers are decoded by
-/// every reader (DN-Hunter's names).
+/// every reader (DN-Hunter's names); with Tstat's layout (`queries`), DNS queries too (their
+/// times, for `req_tm`).
 #[inline]
-fn skim_frame(shards: Shards, mine: Mine, dns: bool, link: LinkType, frame: &sonde_capture::Frame<'_>) -> Skim {
+fn skim_frame(
+    shards: Shards,
+    mine: Mine,
+    (dns, queries): (bool, bool),
+    link: LinkType,
+    frame: &sonde_capture::Frame<'_>,
+) -> Skim {
     let Some(t) = sonde_wire::flow_tuple(link, frame.data, frame.wire_len) else { return Skim::Unknown };
     let (key, order) = sonde_flow::FlowKey::of_integers(t.protocol, t.v6, (t.src, t.src_port), (t.dst, t.dst_port));
     let hash = key.hash64();
     let shard = shards.of(hash);
-    let dns_answer = dns && t.protocol == 17 && t.src_port == crate::app::DNS_PORT;
+    let dns_answer = dns
+        && t.protocol == 17
+        && (t.src_port == crate::app::DNS_PORT || queries && t.dst_port == crate::app::DNS_PORT);
     if mine.local(shards.worker(shard)).is_none() && !dns_answer {
         return Skim::Other;
     }
@@ -1151,7 +1160,7 @@ impl<P> Reader<'_, '_, P> {
     /// [`Reader::read`]'s loop: it is that loop's body, apart for reading.
     #[inline(always)]
     fn packet(&mut self, frame: &Frame<'_>, filter: Option<&mut Filter>, dispatch: &mut impl Dispatch) {
-        let (shards, mine, primary, skim, dns) = (self.shards, self.mine, self.primary, self.skim, self.app.is_some());
+        let (shards, mine, primary, skim) = (self.shards, self.mine, self.primary, self.skim);
         let stats = &mut *self.stats;
         // A time no capture has (a garbage timestamp, a wrong resolution: Wireshark reads such
         // files): the frame is analysed at the last time every output holds, and counted.
@@ -1172,7 +1181,12 @@ impl<P> Reader<'_, '_, P> {
             return;
         }
         let link = LinkType(frame.link_type);
-        let skimmed = if skim { skim_frame(shards, mine, dns, link, frame) } else { Skim::Unknown };
+        let skimmed = if skim {
+            let dns = (self.app.is_some(), self.app.as_ref().is_some_and(|a| a.keeps_queries()));
+            skim_frame(shards, mine, dns, link, frame)
+        } else {
+            Skim::Unknown
+        };
         if let Skim::Other = skimmed {
             self.clock_ns = self.clock_ns.max(frame.ts_ns);
             return;

@@ -91,6 +91,9 @@ pub struct FlowConfig {
     /// flows idle past `tcp_idle_ns` end only when a flow opens (a client SYN, a UDP flow) in
     /// their tracker, or at the end of the input, as Tstat collects them.
     pub tstat: bool,
+    /// Read each TCP flow's packets as Tstat's classifier does too (`--layout tstat`:
+    /// sonde_l7::TstatL7); needs `app_facts`.
+    pub tstat_l7: bool,
 }
 
 impl Default for FlowConfig {
@@ -105,6 +108,7 @@ impl Default for FlowConfig {
             internal_nets: Vec::new(),
             active_timeout_ns: None,
             app_facts: false,
+            tstat_l7: false,
             owners: None,
             owner_cache: 65_536,
             history: false,
@@ -181,6 +185,11 @@ pub struct AppInput<'a> {
     pub payload: &'a [u8],
     pub resolved: Option<&'a std::sync::Arc<Resolved>>,
 }
+
+/// With Tstat's reading (`FlowConfig::tstat_l7`), a TCP payload's first bytes only, at most
+/// this many, are for that reading (the readers send them after a flow's first packets); the
+/// parsers do not get them.
+pub const TSTAT_HEAD_BYTES: usize = 16;
 
 impl AppInput<'_> {
     pub const NONE: AppInput<'static> = AppInput { payload: &[], resolved: None };
@@ -604,15 +613,44 @@ impl FlowTracker {
             self.apps.resize_with(i + 1, || None);
         }
         let key = *self.table.key(slot);
+        // Tstat's reading takes every TCP packet with payload, with the flow's packet count and
+        // the direction's ISN.
+        let tstat = match transport {
+            Transport::Tcp(t) if self.cfg.tstat_l7 && t.payload_len > 0 && !app.payload.is_empty() => {
+                let conn = self.tcp.get(flow.conn);
+                Some(sonde_l7::TstatPacket {
+                    dir,
+                    ts_ns,
+                    data: app.payload,
+                    payload_len: t.payload_len,
+                    seq: t.seq,
+                    isn: conn.half[dir].isn(),
+                    flow_packets: u64::from(conn.half[0].stats.pkts) + u64::from(conn.half[1].stats.pkts),
+                    ack: t.flags.ack(),
+                    push: t.flags.0 & sonde_wire::TcpFlags::PSH != 0,
+                    fin: t.flags.fin(),
+                })
+            }
+            _ => None,
+        };
         let session = self.apps[i].get_or_insert_with(|| {
             let (client, server) = key.client_server(flow.client_is_lo);
             let l4 = if key.protocol == 6 { sonde_l7::Transport::Tcp } else { sonde_l7::Transport::Udp };
-            Box::new(Session::new(l4, client.1, server.1))
+            let mut s = Box::new(Session::new(l4, client.1, server.1));
+            if self.cfg.tstat_l7 {
+                s.enable_tstat();
+            }
+            s
         });
         if let Some(resolved) = app.resolved {
             session.resolved(dir, resolved);
         }
-        if app.payload.is_empty() || !session.wants_more() {
+        if let Some(p) = tstat {
+            session.tstat_packet(&p);
+        }
+        // Tstat's reading gets a later TCP payload's first bytes only: not for the parsers.
+        let head = tstat.is_some_and(|p| p.data.len() < p.payload_len as usize && p.data.len() <= TSTAT_HEAD_BYTES);
+        if app.payload.is_empty() || head || !session.wants_more() {
             return;
         }
         match transport {

@@ -127,7 +127,7 @@ impl Half {
         self.flags & flag != 0
     }
 
-    fn isn(&self) -> Option<u32> {
+    pub(crate) fn isn(&self) -> Option<u32> {
         self.has(ISN).then_some(self.isn)
     }
 

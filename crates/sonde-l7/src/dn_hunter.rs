@@ -127,7 +127,7 @@ mod tests {
     use super::*;
 
     fn resolved(name: &str) -> Arc<Resolved> {
-        Arc::new(Resolved { name: name.into(), resolver: "9.9.9.9".parse().unwrap(), answer_ns: 1 })
+        Arc::new(Resolved { name: name.into(), resolver: "9.9.9.9".parse().unwrap(), answer_ns: 1, query_ns: 0 })
     }
 
     fn ip(s: &str) -> IpAddr {

@@ -461,10 +461,39 @@ pub fn dns_response_addresses(payload: &[u8]) -> Option<(String, Vec<IpAddr>)> {
     Some((name, msg.addresses))
 }
 
+/// The first question's name of a DNS message as it was written (Tstat's `fqdn`): its labels'
+/// bytes joined by dots, case kept, no trailing dot; a comma ends it (Tstat cuts names there).
+/// None: no question, or it does not read.
+pub fn dns_question_as_written(payload: &[u8]) -> Option<String> {
+    let h = Header::read(payload)?;
+    if h.qd == 0 {
+        return None;
+    }
+    let mut raw = Vec::new();
+    Name::walk(payload, HEADER_BYTES, |label| {
+        if !raw.is_empty() {
+            raw.push(b'.');
+        }
+        raw.extend_from_slice(label);
+    })
+    .ok()?;
+    if let Some(comma) = raw.iter().position(|&b| b == b',') {
+        raw.truncate(comma);
+    }
+    Some(String::from_utf8_lossy(&raw).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Problems, CLIENT, SERVER};
+
+    #[test]
+    fn a_question_as_written_keeps_its_case() {
+        assert_eq!(dns_question_as_written(QUERY).as_deref(), Some("www.Example.com"));
+        assert_eq!(dns_question_as_written(&response()).as_deref(), Some("www.Example.com"));
+        assert_eq!(dns_question_as_written(&QUERY[..20]), None);
+    }
 
     /// A query for www.example.com A (id 0x1234, RD).
     const QUERY: &[u8] =

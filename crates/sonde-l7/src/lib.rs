@@ -28,16 +28,18 @@ mod quic;
 mod rtp;
 mod stream;
 mod tls;
+mod tstat;
 mod uid;
 
 pub use community_id::{community_id, community_id_icmp, CommunityId};
 pub use dn_hunter::DnsCache;
-pub use dns::dns_response_addresses;
+pub use dns::{dns_question_as_written, dns_response_addresses};
 pub use ja::{Fingerprint, Ja3, Ja4};
 pub use label::{label, ndpi_name};
 pub use quic::CRYPTO_LIMIT_BYTES;
 pub use stream::STREAM_LIMIT_BYTES;
 pub use tls::HANDSHAKE_LIMIT_BYTES;
+pub use tstat::{TstatL7, TstatPacket, CON_HTTP, CON_IMAP, CON_MSE, CON_OBF, CON_POP3, CON_SMTP, CON_SSH, CON_TLS};
 pub use uid::{uid, Uid};
 
 /// The direction of a payload: from the flow's client, or from its server.
@@ -62,6 +64,9 @@ pub struct Facts {
     /// DN-Hunter: the name the client resolved to the server's address before the flow began.
     /// Shared with DN-Hunter's cache and every flow it labels.
     pub resolved: Option<std::sync::Arc<Resolved>>,
+    /// A TCP flow as Tstat's classifier reads it, packet by packet (`--layout tstat` only:
+    /// [`Session::enable_tstat`]).
+    pub tstat: Option<Box<TstatL7>>,
     /// What went wrong reading this flow's payload.
     pub problems: Problems,
 }
@@ -75,6 +80,9 @@ pub struct Resolved {
     pub resolver: std::net::IpAddr,
     /// Packet time of the answer.
     pub answer_ns: u64,
+    /// Packet time of the client's last query to the resolver from the same port before the
+    /// answer (Tstat's `req_tm`); 0: not kept (only the Tstat layout keeps it) or none seen.
+    pub query_ns: u64,
 }
 
 /// TLS over TCP (and the TLS inside a QUIC Initial: `QuicFacts::tls`).
@@ -432,6 +440,21 @@ impl Session {
         }
     }
 
+    /// Reads the flow's packets as Tstat does too (its layout's columns: [`TstatL7`]).
+    pub fn enable_tstat(&mut self) {
+        if self.transport == Transport::Tcp {
+            self.facts.tstat.get_or_insert_with(Default::default);
+        }
+    }
+
+    /// One TCP packet with payload for Tstat's reading (if enabled), whatever the parsers
+    /// want: hand it before [`Session::on_payload`]. `p.data` may be the payload's first bytes.
+    pub fn tstat_packet(&mut self, p: &TstatPacket<'_>) {
+        if let Some(t) = self.facts.tstat.as_deref_mut() {
+            t.packet(p);
+        }
+    }
+
     /// Whether more payload could still add facts (false once the parser is done or gave up).
     pub fn wants_more(&self) -> bool {
         !matches!(self.app, App::Done)
@@ -463,5 +486,8 @@ fn a_session_keeps_its_size() {
     assert!(size_of::<tls::TlsParser>() <= 56 && size_of::<quic::QuicParser>() <= 56);
     assert!(size_of::<dns::DnsParser>() <= 56 && size_of::<rtp::RtpParser>() <= 56);
     assert_eq!(size_of::<App>(), 56);
-    assert_eq!(size_of::<Session>(), 168);
+    // 176 with `Facts::tstat` (8 bytes: Tstat's layout's reading, boxed, None otherwise).
+    assert_eq!(size_of::<Session>(), 176);
+    // Tstat's reading, per TCP flow in its layout only: 232 bytes, and 128 of nibble counts.
+    assert!(size_of::<tstat::TstatL7>() <= 232);
 }

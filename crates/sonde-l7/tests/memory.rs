@@ -39,7 +39,8 @@ fn bytes_per_entry(entries: u32) -> (f64, usize) {
         response(i, &mut buf);
         let client = IpAddr::from((0x0a00_0000 | i).to_be_bytes());
         let (name, addresses) = dns_response_addresses(&buf).expect("a response");
-        let resolved = Arc::new(Resolved { name: name.into_boxed_str(), resolver, answer_ns: u64::from(i) });
+        let resolved =
+            Arc::new(Resolved { name: name.into_boxed_str(), resolver, answer_ns: u64::from(i), query_ns: 0 });
         for address in addresses {
             evicted += u32::from(cache.insert(client, address, Arc::clone(&resolved)));
         }

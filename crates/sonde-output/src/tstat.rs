@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 use sonde_flow::tstat::TstatDir;
 use sonde_flow::{EndReason, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
-use sonde_l7::{Facts, TlsFacts};
+use sonde_l7::{Facts, TstatL7, CON_HTTP, CON_IMAP, CON_MSE, CON_OBF, CON_POP3, CON_SMTP, CON_SSH, CON_TLS};
 
 /// Which layout the flow logs take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,13 +103,10 @@ pub enum Field<'a> {
     CryptoIf(bool),
     /// A 16-bit value as `%04x`; `-` when absent.
     Hex16(Option<u16>),
-    /// The TLS versions the client offered (supported_versions) as Tstat lists them,
-    /// `0304,0303`; its ClientHello's version when it offered none; `-` without a ClientHello.
-    ClientVersions(Option<&'a TlsFacts>),
+    /// A text of sonde's own making (a version list, a status), as it is.
+    Raw(&'a str),
     /// A 32-bit value as `0x%08x`.
     Hex32(u32),
-    /// An HTTP status code as its three digits (Tstat copies the three characters).
-    Status(u16),
 }
 
 /// A Tstat column: its name and how to read it from a record.
@@ -190,19 +187,8 @@ fn put(buf: &mut Vec<u8>, field: Field<'_>, anonymized: bool) {
         Field::CryptoIf(b) => write!(buf, "{}", u8::from(anonymized && b)),
         Field::Hex16(Some(v)) => write!(buf, "{v:04x}"),
         Field::Hex16(None) => write!(buf, "-"),
-        Field::ClientVersions(None) => write!(buf, "-"),
-        Field::ClientVersions(Some(tls)) => match (&tls.versions_offered[..], tls.client_version) {
-            ([], None) => write!(buf, "-"),
-            ([], Some(v)) => write!(buf, "{v:04x}"),
-            (list, _) => {
-                for (i, v) in list.iter().enumerate() {
-                    let _ = write!(buf, "{}{v:04x}", if i > 0 { "," } else { "" });
-                }
-                Ok(())
-            }
-        },
+        Field::Raw(s) => write!(buf, "{s}"),
         Field::Hex32(v) => write!(buf, "0x{v:08x}"),
-        Field::Status(s) => write!(buf, "{s:03}"),
     };
 }
 
@@ -351,68 +337,48 @@ fn facts(app: &Option<Box<Facts>>) -> Option<&Facts> {
     app.as_deref()
 }
 
-fn tls(r: &TcpRecord) -> Option<&TlsFacts> {
-    facts(&r.app).and_then(|f| f.tls.as_deref())
+/// The flow as Tstat's classifier read it (sonde_l7::TstatL7: made for every TCP flow with
+/// payload when the Tstat layout is written); None: no payload, nothing classified.
+fn tstat_l7(r: &TcpRecord) -> Option<&TstatL7> {
+    facts(&r.app).and_then(|f| f.tstat.as_deref())
 }
 
-/// Tstat sets its TLS bit when it recognises the server's Hello.
-fn is_tls(r: &TcpRecord) -> bool {
-    tls(r).is_some_and(|t| t.version.is_some())
-}
-
-/// Tstat sets its HTTP bit when a flow that opened with a client GET or POST gets a server
-/// reply starting `HTTP`.
-fn is_http(r: &TcpRecord) -> bool {
-    facts(&r.app).and_then(|f| f.http.as_deref()).is_some_and(|h| {
-        h.responses > 0 && matches!(h.method.as_deref(), Some("GET" | "POST")) && h.first_request_ns.is_some()
+/// Tstat's `con_t` as far as sonde recognises the protocols (docs/tstat-layout.md): HTTP (a
+/// request method, then a server packet starting `HTTP`), TLS (a ClientHello, then a
+/// ServerHello within the flow's first 10 packets), SMTP, POP3, IMAP and SSH (the server's
+/// greeting, then the client's command), eMule's obfuscation (segment sizes) and BitTorrent's MSE (the first messages' sizes and
+/// entropy), read as Tstat's classifier does.
+pub fn tcp_con_t(r: &TcpRecord) -> u64 {
+    tstat_l7(r).map_or(0, |t| {
+        u64::from(t.con_t & (CON_HTTP | CON_TLS | CON_SMTP | CON_POP3 | CON_IMAP | CON_SSH | CON_MSE | CON_OBF))
     })
 }
 
-/// Tstat's `con_t` as far as sonde recognises the protocols (docs/tstat-layout.md).
-pub fn tcp_con_t(r: &TcpRecord) -> u64 {
-    let mut bits = 0;
-    if is_http(r) {
-        bits |= con_t::HTTP;
-    }
-    if is_tls(r) {
-        bits |= con_t::TLS;
-    }
-    bits
+fn is_tls(r: &TcpRecord) -> bool {
+    tcp_con_t(r) & con_t::TLS != 0
 }
 
-/// Tstat's `http_t`: its `http_data + 1` for an HTTP flow (1 an unclassified GET, 2 an
-/// unclassified POST; sonde does not sort requests by web site), 0 otherwise.
+fn is_http(r: &TcpRecord) -> bool {
+    tcp_con_t(r) & con_t::HTTP != 0
+}
+
+/// Tstat's `http_t`: its `http_data + 1` for an HTTP flow (1 an unclassified GET, or a flow
+/// opened by another method, 2 an unclassified POST; sonde does not sort requests by web
+/// site), 0 otherwise.
 fn http_t(r: &TcpRecord) -> u64 {
-    if !is_http(r) {
-        return 0;
-    }
-    match facts(&r.app).and_then(|f| f.http.as_deref()).and_then(|h| h.method.as_deref()) {
-        Some("POST") => 2,
-        _ => 1,
+    match tstat_l7(r) {
+        Some(t) if is_http(r) => 1 + u64::from(t.http_post),
+        _ => 0,
     }
 }
 
-/// Tstat's NPN/ALPN bits for one protocol name (its `enum npnalpn`): ALPN http/… 32, spdy/… 64,
-/// h2 or h2-… 128.
-fn alpn_bits(name: &str) -> u64 {
-    if name.starts_with("spdy/") {
-        64
-    } else if name == "h2" || name.starts_with("h2-") {
-        128
-    } else if name.starts_with("http/") {
-        32
-    } else {
-        0
-    }
-}
-
-fn http_res(r: &TcpRecord) -> Field<'static> {
-    if !is_http(r) {
-        return Field::Text("---");
-    }
-    match facts(&r.app).and_then(|f| f.http.as_deref()).and_then(|h| h.status) {
-        Some(s) if s < 1000 => Field::Status(s),
-        _ => Field::Text("000"),
+fn http_res(r: &TcpRecord) -> Field<'_> {
+    match tstat_l7(r) {
+        Some(t) if is_http(r) => {
+            let len = usize::from(t.http_status_len).min(3);
+            Field::Raw(std::str::from_utf8(&t.http_status[..len]).unwrap_or("000"))
+        }
+        _ => Field::Text("---"),
     }
 }
 
@@ -688,70 +654,72 @@ fn tcp_layer7_columns() -> Vec<TstatColumn<TcpRecord>> {
     vec![
         TstatColumn::<TcpRecord> {
             name: "http_req_cnt",
-            value: |r| Field::Int(facts(&r.app).and_then(|f| f.http.as_deref()).map_or(0, |h| u64::from(h.requests))),
+            value: |r| Field::Int(tstat_l7(r).map_or(0, |t| u64::from(t.http_requests))),
         },
         TstatColumn {
             name: "http_res_cnt",
-            value: |r| Field::Int(facts(&r.app).and_then(|f| f.http.as_deref()).map_or(0, |h| u64::from(h.responses))),
+            value: |r| Field::Int(tstat_l7(r).map_or(0, |t| u64::from(t.http_responses))),
         },
         TstatColumn { name: "http_res", value: http_res },
         // Tstat's count of PSH-delimited messages per direction (0 without Tstat's state).
         TstatColumn { name: "c_pkts_push", value: |r| Field::Int(tdir(r, 0).map_or(0, |d| u64::from(d.msg_count))) },
         TstatColumn { name: "s_pkts_push", value: |r| Field::Int(tdir(r, 1).map_or(0, |d| u64::from(d.msg_count))) },
-        TstatColumn { name: "c_tls_SNI", value: |r| Field::Name(tls(r).and_then(|t| t.sni.as_deref())) },
-        TstatColumn { name: "s_tls_SCN", value: |r| Field::Name(tls(r).and_then(|t| t.cert_subject.as_deref())) },
-        TstatColumn {
-            name: "c_npnalpn",
-            value: |r| Field::Int(tls(r).map_or(0, |t| t.alpn_offered.iter().fold(0, |b, p| b | alpn_bits(p)))),
-        },
-        TstatColumn {
-            name: "s_npnalpn",
-            value: |r| Field::Int(tls(r).and_then(|t| t.alpn.as_deref()).map_or(0, alpn_bits)),
-        },
-        // Bit 0: the ClientHello offered a session to resume; the TLS 1.3 bits (PSK, early
-        // data, HelloRetryRequest) sonde does not read.
+        TstatColumn { name: "c_tls_SNI", value: |r| Field::Name(tstat_l7(r).and_then(|t| t.sni.as_deref())) },
+        TstatColumn { name: "s_tls_SCN", value: |r| Field::Name(tstat_l7(r).and_then(|t| t.scn.as_deref())) },
+        TstatColumn { name: "c_npnalpn", value: |r| Field::Int(tstat_l7(r).map_or(0, |t| u64::from(t.npnalpn[0]))) },
+        TstatColumn { name: "s_npnalpn", value: |r| Field::Int(tstat_l7(r).map_or(0, |t| u64::from(t.npnalpn[1]))) },
+        // Bits: 1 the ClientHello carried a session id, 2 a PSK, 4 early data; 8 the
+        // ServerHello a PSK; 16 it was a HelloRetryRequest.
         TstatColumn {
             name: "tls_session_stat",
-            value: |r| Field::Int(u64::from(tls(r).is_some_and(|t| t.resumption_offered))),
+            value: |r| Field::Int(tstat_l7(r).map_or(0, |t| u64::from(t.session_bits))),
         },
+        // The last packet of each direction before its first application-data record, for a
+        // TLS flow.
         TstatColumn {
             name: "c_last_handshakeT",
-            value: |r| rel_opt(r, tls(r).filter(|_| is_tls(r)).and_then(|t| t.last_handshake_ns[0])),
+            value: |r| rel_opt(r, tstat_l7(r).filter(|_| is_tls(r)).map(|t| t.before_data_ns[0])),
         },
         TstatColumn {
             name: "s_last_handshakeT",
-            value: |r| rel_opt(r, tls(r).filter(|_| is_tls(r)).and_then(|t| t.last_handshake_ns[1])),
+            value: |r| rel_opt(r, tstat_l7(r).filter(|_| is_tls(r)).map(|t| t.before_data_ns[1])),
         },
-        TstatColumn { name: "c_appdataT", value: |r| rel_opt(r, tls(r).and_then(|t| t.first_appdata_ns[0])) },
-        TstatColumn { name: "s_appdataT", value: |r| rel_opt(r, tls(r).and_then(|t| t.first_appdata_ns[1])) },
-        // Tstat's value is the bytes a direction sent before the segment that carried its
-        // first application-data record (the stream offset there: the handshake's size).
-        // sonde-l7 keeps the application-data records' own bytes (`TlsFacts::appdata_bytes`),
-        // another quantity: Tstat's nothing, 0, until sonde-l7 keeps that offset.
-        TstatColumn { name: "c_appdataB", value: |_| Field::Int(0) },
-        TstatColumn { name: "s_appdataB", value: |_| Field::Int(0) },
+        TstatColumn { name: "c_appdataT", value: |r| rel_opt(r, tstat_l7(r).and_then(|t| t.data_ns[0])) },
+        TstatColumn { name: "s_appdataT", value: |r| rel_opt(r, tstat_l7(r).and_then(|t| t.data_ns[1])) },
+        // The direction's bytes before the packet of its first application-data record, plus
+        // one (Tstat counts from the SYN's sequence number).
+        TstatColumn {
+            name: "c_appdataB",
+            value: |r| Field::Int(tstat_l7(r).filter(|t| t.data_ns[0].is_some()).map_or(0, |t| t.data_bytes[0])),
+        },
+        TstatColumn {
+            name: "s_appdataB",
+            value: |r| Field::Int(tstat_l7(r).filter(|t| t.data_ns[1].is_some()).map_or(0, |t| t.data_bytes[1])),
+        },
         TstatColumn { name: "fqdn", value: |r| Field::Name(resolved(&r.app).map(|d| &*d.name)) },
         TstatColumn {
             name: "dns_rslv",
             value: |r| resolved(&r.app).map_or(Field::Text("-"), |d| Field::Ip(d.resolver)),
         },
-        // The DNS query's time: sonde keeps the answer's only (docs/tstat-layout.md).
+        // The client's last query to the resolver from the same port before the answer.
         TstatColumn {
             name: "req_tm",
-            value: |r| if resolved(&r.app).is_some() { Field::Float(0.0) } else { Field::Text("0.0") },
+            value: |r| resolved(&r.app).map_or(Field::Text("0.0"), |d| Field::Abs(d.query_ns)),
         },
         TstatColumn {
             name: "res_tm",
             value: |r| resolved(&r.app).map_or(Field::Text("0.0"), |d| Field::Abs(d.answer_ns)),
         },
-        TstatColumn {
-            name: "http_hostname",
-            value: |r| Field::Name(facts(&r.app).and_then(|f| f.http.as_deref()).and_then(|h| h.host.as_deref())),
-        },
-        TstatColumn { name: "c_TLSvers", value: |r| Field::ClientVersions(tls(r)) },
-        TstatColumn { name: "s_TLSvers", value: |r| Field::Hex16(tls(r).and_then(|t| t.version)) },
+        TstatColumn { name: "http_hostname", value: |r| Field::Name(tstat_l7(r).and_then(|t| t.http_host.as_deref())) },
+        TstatColumn { name: "c_TLSvers", value: |r| versions(r, 0) },
+        TstatColumn { name: "s_TLSvers", value: |r| versions(r, 1) },
         TstatColumn { name: "dns_enc", value: |r| Field::CryptoIf(resolved(&r.app).is_some()) },
     ]
+}
+
+/// A side's TLS versions as Tstat lists them (`-`: no hello read).
+fn versions(r: &TcpRecord, side: usize) -> Field<'_> {
+    tstat_l7(r).and_then(|t| t.versions[side].as_deref()).map_or(Field::Text("-"), Field::Raw)
 }
 
 fn resolved(app: &Option<Box<Facts>>) -> Option<&sonde_l7::Resolved> {
@@ -955,19 +923,6 @@ mod tests {
         assert_eq!(two.std_ms(), 0.0, "Tstat's deviation is 0 up to two samples");
         let none = Rtt::of_sonde(&TcpDirStats::default(), None);
         assert_eq!((none.count, none.avg_ms(), none.min_us), (0, 0.0, 0.0));
-    }
-
-    #[test]
-    fn alpn_and_status() {
-        assert_eq!(alpn_bits("h2"), 128);
-        assert_eq!(alpn_bits("h2-16"), 128);
-        assert_eq!(alpn_bits("h2c"), 0);
-        assert_eq!(alpn_bits("http/1.1"), 32);
-        assert_eq!(alpn_bits("spdy/3"), 64);
-        let mut buf = Vec::new();
-        put(&mut buf, Field::Status(7), false);
-        put(&mut buf, Field::Status(200), false);
-        assert_eq!(buf, b"007200");
     }
 
     #[test]

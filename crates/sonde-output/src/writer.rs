@@ -912,6 +912,11 @@ pub fn anonymized_record(record: &FlowRecord, anon: &mut Anonymizer) -> FlowReco
             host_text(&mut h.host, anon);
             host_text(&mut h.target, anon);
         }
+        if let Some(t) = app.tstat.as_deref_mut() {
+            host_text(&mut t.http_host, anon);
+            host_text(&mut t.sni, anon);
+            host_text(&mut t.scn, anon);
+        }
     }
     shown
 }
