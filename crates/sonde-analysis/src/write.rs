@@ -288,7 +288,11 @@ impl Analysis {
     ) -> Result<RunResult<FlowLines>> {
         let (format, layout) = (self.format, self.config.layout.into());
         let new_sink = || {
-            let lines = LineSink::new(format).layout(layout).only(out.outputs()).anonymized(exports.anonymizer.clone());
+            let lines = LineSink::new(format)
+                .layout(layout)
+                .only(out.outputs())
+                .anonymized(exports.anonymizer.clone())
+                .features(self.features);
             ((lines.sorted_in(Some(sort.clone())), exports.ipfix_feed()), exports.kafka_feed())
         };
         let result = run.analyze_observed(sources, &new_sink, &mut live_run.observers())?;
@@ -312,7 +316,8 @@ impl Analysis {
         written: &mut Written,
     ) -> Result<(RunResult<FlowLines>, Spilled)> {
         let new_sink = || {
-            let rows = ArrowSink::new().only(out.outputs()).anonymized(exports.anonymizer.clone());
+            let rows =
+                ArrowSink::new().only(out.outputs()).anonymized(exports.anonymizer.clone()).features(self.features);
             ((rows.sorted_in(Some(sort.clone())), exports.ipfix_feed()), exports.kafka_feed())
         };
         let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());

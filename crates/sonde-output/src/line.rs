@@ -166,6 +166,8 @@ impl<R, const JSON: bool> Visit<R> for Fields<'_, '_, '_, R, JSON> {
             Value::Owned(s) => put_escaped(line, format(JSON), &s),
             Value::Id(id) => self.put_ascii(id.as_bytes()),
             Value::Uid(uid) => self.put_ascii(uid.as_bytes()),
+            Value::Float(x) => line.put_text(b"", &float_text(x, JSON)),
+            Value::List(list) => line.put_text(b"", &list_text(&list, JSON)),
             Value::Bool(b) if JSON => line.put(if b { b"true" } else { b"false" }),
             Value::Bool(b) => line.put_byte(b'0' + u8::from(b)),
             Value::Missing if JSON => line.put(b"null"),
@@ -179,6 +181,35 @@ impl<R, const JSON: bool> Visit<R> for Fields<'_, '_, '_, R, JSON> {
         }
         self.line.put_byte(if JSON { b',' } else { b'\t' });
     }
+}
+
+/// A double as the logs write it: the shortest decimal that reads back as the same double
+/// (`null` in JSON for what is not a number, which no column gives).
+#[inline(never)]
+fn float_text(x: f64, json: bool) -> String {
+    if json && !x.is_finite() {
+        return "null".to_string();
+    }
+    x.to_string()
+}
+
+/// A list of integers: `1,-1` (TSV), `[1,-1]` (JSON).
+#[inline(never)]
+fn list_text(list: &[i64], json: bool) -> String {
+    let mut out = String::with_capacity(list.len() * 4 + 2);
+    if json {
+        out.push('[');
+    }
+    for (i, n) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&n.to_string());
+    }
+    if json {
+        out.push(']');
+    }
+    out
 }
 
 const fn format(json: bool) -> Format {

@@ -340,6 +340,7 @@ mod tests {
                 hs_syn_synack_ns: None,
                 hs_synack_ack_ns: None,
                 zeek: None,
+                features: None,
                 client: dir(c),
                 server: dir(s),
                 app,
@@ -357,6 +358,7 @@ mod tests {
                 server: dir(s),
                 app: None,
                 owners: None,
+                features: None,
                 icmp_errors: Default::default(),
             })
         }
