@@ -161,6 +161,7 @@ fn main() {
             history: cfg0 & 0x20 != 0,
             orient_by_port: cfg0 & 0x40 != 0,
             zeek_lifetimes: cfg0 & 0x80 != 0,
+            features: (cfg1 & 1 != 0).then_some(sonde_flow::features::FeaturesConfig { splt: u16::from(cfg2 & 7) }),
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();
