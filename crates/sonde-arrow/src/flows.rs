@@ -13,11 +13,11 @@ use arrow::datatypes::{DataType, Int32Type, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
-use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample, TcpRecord, UdpRecord};
 use sonde_flow::features::FeaturesConfig;
+use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, shown_icmp,
-    tcp_columns_with, udp_columns_with, Column, Kind, OrderKey, SortBuffer, Spilled, Value,
+    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, shown_icmp, tcp_columns_with,
+    udp_columns_with, Column, Kind, OrderKey, SortBuffer, Spilled, Value,
 };
 
 use crate::schema::{icmp_schema, tcp_schema_with, udp_schema_with};
@@ -62,10 +62,13 @@ impl Builder {
             Kind::Time => Builder::Time(TimestampNanosecondBuilder::new().with_timezone("UTC")),
             Kind::Duration => Builder::Duration(DurationNanosecondBuilder::new()),
             Kind::Float => Builder::Float(Float64Builder::new()),
-            Kind::List => Builder::List(
-                ListBuilder::new(Int64Builder::new())
-                    .with_field(arrow::datatypes::Field::new("item", DataType::Int64, true)),
-            ),
+            Kind::List => {
+                Builder::List(ListBuilder::new(Int64Builder::new()).with_field(arrow::datatypes::Field::new(
+                    "item",
+                    DataType::Int64,
+                    true,
+                )))
+            }
         }
     }
 
@@ -253,7 +256,13 @@ impl Default for ArrowSink {
 
 impl ArrowSink {
     pub fn new() -> ArrowSink {
-        ArrowSink { logs: Logs::new(None, None), part: FlowBatches::default(), rows: [true; 3], anon: None, features: None }
+        ArrowSink {
+            logs: Logs::new(None, None),
+            part: FlowBatches::default(),
+            rows: [true; 3],
+            anon: None,
+            features: None,
+        }
     }
 
     /// Builds rows only for the flow logs `outputs` writes; the other records are dropped as

@@ -618,9 +618,7 @@ pub fn feature_columns<R: Featured>(cfg: FeaturesConfig) -> Vec<Column<R>> {
         ($d:literal, $i:literal, $field:ident, $unit:literal) => {
             col(concat!($d, "_min_", $unit), Kind::Count, |r| feature(r, |f| Value::Int(f.$field[$i].min)));
             col(concat!($d, "_mean_", $unit), Kind::Float, |r| feature(r, |f| Value::Float(f.$field[$i].mean)));
-            col(concat!($d, "_stddev_", $unit), Kind::Float, |r| {
-                feature(r, |f| Value::Float(f.$field[$i].stddev()))
-            });
+            col(concat!($d, "_stddev_", $unit), Kind::Float, |r| feature(r, |f| Value::Float(f.$field[$i].stddev())));
             col(concat!($d, "_max_", $unit), Kind::Count, |r| feature(r, |f| Value::Int(f.$field[$i].max)));
         };
     }

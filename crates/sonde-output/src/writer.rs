@@ -12,13 +12,13 @@ use sonde_types::table::Table;
 
 use crate::capture::{capture_tsv, CaptureCounters};
 use crate::columns::{icmp_columns, tcp_columns, tcp_columns_with, udp_columns, udp_columns_with, Column};
-use sonde_flow::features::FeaturesConfig;
 use crate::files::{OutputFile, Outputs};
 use crate::line::LineFormat;
 use crate::pending::PendingFile;
 use crate::sorted::{for_each_sorted, Lines, SortBuffer, Spilled};
 use crate::summary::Summary;
 use crate::tstat::{log_header, tcp_log, Layout, TstatFormats, TstatLog};
+use sonde_flow::features::FeaturesConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
@@ -271,10 +271,15 @@ impl OutputDir {
             return results;
         }
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
-        let write_tcp =
-            || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns_with(self.features), &tcp));
+        let write_tcp = || {
+            write_file(&self.path(tcp_file.name()), |w| {
+                write_sorted(w, self.format, &tcp_columns_with(self.features), &tcp)
+            })
+        };
         let write_udp = || {
-            write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns_with(self.features), &udp))
+            write_file(&self.path(udp_file.name()), |w| {
+                write_sorted(w, self.format, &udp_columns_with(self.features), &udp)
+            })
         };
         let (tcp, udp) = match (wants(tcp_file), wants(udp_file)) {
             (true, true) if parts.len() > 1 => std::thread::scope(|scope| {
