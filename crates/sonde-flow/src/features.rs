@@ -142,14 +142,17 @@ struct State {
 #[derive(Debug)]
 pub(crate) struct Features {
     splt: usize,
+    /// The table's slots: the states never outgrow them.
+    slots: usize,
     states: Vec<State>,
     /// `splt` entries per table slot.
     packets: Vec<SpltPacket>,
 }
 
 impl Features {
-    pub fn new(cfg: FeaturesConfig) -> Features {
-        Features { splt: usize::from(cfg.splt), states: Vec::new(), packets: Vec::new() }
+    /// The states of a table of `slots` slots (grown as they are used).
+    pub fn new(cfg: FeaturesConfig, slots: usize) -> Features {
+        Features { splt: usize::from(cfg.splt), slots, states: Vec::new(), packets: Vec::new() }
     }
 
     /// Counts a packet of `size` bytes at `now_ns` (the tracker's clock) from sonde's direction
@@ -191,7 +194,7 @@ impl Features {
 
     #[cold]
     fn grow(&mut self, i: usize) {
-        let len = (i + 1).max(self.states.len() * 2).max(64);
+        let len = (self.states.len() * 2).max(64).min(self.slots).max(i + 1);
         self.states.resize(len, State::default());
         self.packets.resize(len * self.splt, SpltPacket::default());
     }
@@ -238,8 +241,15 @@ mod tests {
     }
 
     #[test]
+    fn the_state_keeps_its_size() {
+        // 336 bytes a table slot, and 16 a SPLT packet (docs/features.md, Cost).
+        assert_eq!(std::mem::size_of::<State>(), 336);
+        assert_eq!(std::mem::size_of::<SpltPacket>(), 16);
+    }
+
+    #[test]
     fn directions_follow_the_first_sender_and_splt_pads() {
-        let mut f = Features::new(FeaturesConfig { splt: 4 });
+        let mut f = Features::new(FeaturesConfig { splt: 4 }, 8);
         let ms = 1_000_000;
         // First packet from sonde's server side (dir 1): it is src2dst.
         f.on_packet(3, true, 1, 1000 * ms, 60, Some(TcpFlags(TcpFlags::SYN)));

@@ -269,7 +269,7 @@ impl FlowTracker {
             icmp_errors: rustc_hash::FxHashMap::default(),
             opened: [[0; 4]; 2],
             owners: cfg.owners.clone().map(|o| owners::OwnerCache::new(o, cfg.owner_cache)),
-            features: cfg.features.map(features::Features::new),
+            features: cfg.features.map(|f| features::Features::new(f, max_flows)),
             cfg,
         }
     }
