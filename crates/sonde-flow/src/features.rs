@@ -203,11 +203,8 @@ impl Features {
     pub fn of(&self, slot: u32) -> Option<Box<FlowFeatures>> {
         let i = slot as usize;
         let s = self.states.get(i)?;
-        let mut flags = [[0u64; 8]; 3];
-        for f in 0..8 {
-            let (a, b) = (u64::from(s.flags[0][f]), u64::from(s.flags[1][f]));
-            (flags[0][f], flags[1][f], flags[2][f]) = (a + b, a, b);
-        }
+        let [src, dst] = s.flags.map(|counts| counts.map(u64::from));
+        let flags = [std::array::from_fn(|f| src[f] + dst[f]), src, dst];
         let start = i * self.splt;
         Some(Box::new(FlowFeatures {
             src_is_client: s.first_dir == 0,

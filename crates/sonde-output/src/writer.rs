@@ -797,19 +797,17 @@ impl LineSink {
     }
 
     /// Writes the columns of NFStream's flow features after the logs' own (sonde's layout; call
-    /// after [`LineSink::anonymized`]). Their lines are written from the column list (the
-    /// generated code covers the logs' own columns only).
+    /// after [`LineSink::anonymized`]): the logs' own by the generated code, the features' read
+    /// through their column functions.
     pub fn features(self, features: Option<FeaturesConfig>) -> LineSink {
         if features.is_none() {
             return self;
         }
-        let (mut tcp, mut udp) = (tcp_columns_with(features), udp_columns_with(features));
-        if self.anon.is_some() {
-            (tcp, udp) = (crate::columns::mark_anonymized(tcp), crate::columns::mark_anonymized(udp));
-        }
+        let Some(cfg) = features else { return self };
+        let anonymized = self.anon.is_some();
         LineSink {
-            tcp_format: LineFormat::new(self.format, &tcp),
-            udp_format: LineFormat::new(self.format, &udp),
+            tcp_format: LineFormat::of_with(self.format, anonymized, crate::columns::feature_columns(cfg)),
+            udp_format: LineFormat::of_with(self.format, anonymized, crate::columns::feature_columns(cfg)),
             ..self
         }
     }
