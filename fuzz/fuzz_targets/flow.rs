@@ -165,6 +165,7 @@ fn main() {
             tstat: cfg2 & 0x01 != 0,
             // Tstat's reading of TCP flows (sonde_l7::TstatL7) on half the inputs.
             tstat_l7: cfg1 & 1 != 0,
+            features: (cfg1 & 2 != 0).then_some(sonde_flow::features::FeaturesConfig { splt: u16::from(cfg2 & 7) }),
         };
         let mut tracker = FlowTracker::new(cfg);
         let mut sink = Sink::default();

@@ -80,11 +80,15 @@ def _options(
     asn: Optional[PathLike],
     owner_cache: int,
     zeek_lifetimes: bool,
+    features: Union[None, str, Sequence[str]] = None,
+    splt_packets: int = 20,
 ) -> str:
     """The options as the extension takes them: JSON of sonde-analysis' config (the CLI's keys),
     lists split, paths as text."""
     if isinstance(internal, str):
         internal = [n for n in internal.split(",") if n.strip()]
+    if isinstance(features, str):
+        features = [f for f in features.split(",") if f.strip()]
     return json.dumps({
         "threads": threads,
         "interval": float(interval),
@@ -110,6 +114,8 @@ def _options(
         "asn": asn,
         "owner_cache": int(owner_cache),
         "zeek_lifetimes": bool(zeek_lifetimes),
+        "features": list(features or []),
+        "splt_packets": int(splt_packets),
     }, default=os.fspath)
 
 
@@ -209,6 +215,8 @@ def analyze(
     asn: Optional[PathLike] = None,
     owner_cache: int = 65_536,
     zeek_lifetimes: bool = False,
+    features: Union[None, str, Sequence[str]] = None,
+    splt_packets: int = 20,
     strict: bool = True,
 ) -> Run:
     """Analyses the trace at ``path`` and returns its flows, intervals and summary.
@@ -247,6 +255,11 @@ def analyze(
         zeek_lifetimes: end TCP flows where Zeek's timers end its connections (5 s after an
             unanswered SYN, 5 s after a complete close), so the flows pair with Zeek's conn.log
             (docs/zeek.md).
+        features: ``"ml"``: NFStream's flow features (``statistical_analysis=True,
+            splt_analysis=splt_packets``) as columns after the flow logs' own, in NFStream's
+            names; the SPLT as lists of int64 (docs/features.md).
+        splt_packets: with ``features="ml"``, the packets of each flow's SPLT (lists padded
+            with -1 to it); 0 leaves the SPLT columns out.
         strict: when the input ends early (truncated or corrupt), raise
             ``TruncatedTraceError`` (the partial run is its ``result``); with False, return
             the partial run with ``input_error`` set.
@@ -260,7 +273,7 @@ def analyze(
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
-                    geoip, asn, owner_cache, zeek_lifetimes)
+                    geoip, asn, owner_cache, zeek_lifetimes, features, splt_packets)
     return _finished(_sonde.analyze(path, opts), strict)
 
 
@@ -342,6 +355,8 @@ def stream(
     asn: Optional[PathLike] = None,
     owner_cache: int = 65_536,
     zeek_lifetimes: bool = False,
+    features: Union[None, str, Sequence[str]] = None,
+    splt_packets: int = 20,
     strict: bool = True,
     icmp: bool = False,
 ) -> FlowStream:
@@ -356,7 +371,7 @@ def stream(
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
-                    geoip, asn, owner_cache, zeek_lifetimes)
+                    geoip, asn, owner_cache, zeek_lifetimes, features, splt_packets)
     return FlowStream(_sonde.stream(path, opts, int(rows), bool(icmp)), strict)
 
 
@@ -393,6 +408,8 @@ def monitor(
     asn: Optional[PathLike] = None,
     owner_cache: int = 65_536,
     zeek_lifetimes: bool = False,
+    features: Union[None, str, Sequence[str]] = None,
+    splt_packets: int = 20,
 ) -> FlowStream:
     """Captures on live interfaces (``sonde monitor``), yielding flows in batches as they end.
 
@@ -417,7 +434,7 @@ def monitor(
     opts = _options(threads, interval, tables, table_size, top, internal, internal_file, definitions,
                     definition_changes, definition_fids, tcp_timeout, udp_timeout, closed_linger,
                     max_flows, filter, anonymize, key, thin, app_packets, dns_cache,
-                    geoip, asn, owner_cache, zeek_lifetimes)
+                    geoip, asn, owner_cache, zeek_lifetimes, features, splt_packets)
     cap = {"capture": capture, "ring_mb": int(ring_mb), "promisc": bool(promisc),
            "tick_ms": int(tick_ms), "duration": None if duration is None else float(duration)}
     return FlowStream(_sonde.monitor(interfaces, opts, cap, int(rows)), strict=False)

@@ -36,6 +36,8 @@ pub struct Analysis {
     pub(crate) typed: Option<TypedFormat>,
     pub(crate) anonymization: Option<(sonde_anon::Anonymizer, AnonSummary)>,
     pub(crate) outputs: Outputs,
+    /// NFStream's flow features (`--features ml`): computed, and their columns in the logs.
+    pub(crate) features: Option<sonde_flow::features::FeaturesConfig>,
     /// `--ipfix`: where the flow records go, and how the messages are made.
     pub(crate) ipfix: Option<(sonde_ipfix::Target, sonde_ipfix::EncoderConfig, sonde_ipfix::ExportOptions)>,
     pub(crate) kafka_config: Option<sonde_kafka::Config>,
@@ -94,6 +96,16 @@ impl Analysis {
             config.layout == FlowLayout::Sonde || config.format == OutputFormat::Tsv,
             "--layout tstat writes Tstat's space-separated text logs: it takes --format tsv"
         );
+        anyhow::ensure!(
+            config.features.is_empty() || config.layout == FlowLayout::Sonde,
+            "{} ml adds columns to sonde's flow logs: it takes --layout sonde",
+            config.name("features")
+        );
+        anyhow::ensure!(
+            config.features.is_empty() || !config.live,
+            "{} ml is for traces (analyze, sonde.analyze): a live run's views and spool show the flow logs' own columns",
+            config.name("features")
+        );
         let input = open()?;
         let counter = definitions(&config)?;
         let mut notes = std::mem::take(&mut checked.notes);
@@ -106,6 +118,7 @@ impl Analysis {
         }
         let Checked { workers, interval_cfg, flow, app, thin, outputs, store_spec, .. } = checked;
         let internal_networks = flow.internal_nets.len();
+        let features = flow.features;
         let run = Run::new()
             .pipeline(Pipeline { flow, workers, thin, app, ..Pipeline::default() })
             .filter(config.filter_expression())
@@ -122,6 +135,7 @@ impl Analysis {
             typed,
             anonymization,
             outputs,
+            features,
             ipfix,
             kafka_config,
             probe,
@@ -142,9 +156,16 @@ impl Analysis {
         let others: Vec<&str> = typed_names.iter().map(String::as_str).collect();
         let out = OutputDir::prepare_with(&self.config.out, self.format, self.config.force, &others)?
             .with_layout(self.config.layout.into())
+            .with_features(self.features)
             .with_outputs(self.outputs.clone());
         self.files = Some(Files { out, kafka });
         Ok(())
+    }
+
+    /// NFStream's flow features, when the run computes them (`--features ml`): the caller's
+    /// sinks show their columns ([`sonde_output::LineSink::features`], `ArrowSink::features`).
+    pub fn features(&self) -> Option<sonde_flow::features::FeaturesConfig> {
+        self.features
     }
 
     /// The anonymizer every output's addresses go through, if any (a clone sharing tcpdpriv's
@@ -341,6 +362,7 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         // Zeek's lifetimes read its states, shown or not.
         history: plan.history || config.zeek_lifetimes,
         zeek_lifetimes: config.zeek_lifetimes,
+        features: plan.features.then_some(sonde_flow::features::FeaturesConfig { splt: config.splt_packets }),
         // Tstat's layout keeps Tstat's orientation (the first sender) as well as its rules.
         orient_by_port: config.layout == crate::config::FlowLayout::Sonde,
         // Tstat's counters and flow ends, kept only for its layout.
@@ -427,6 +449,8 @@ pub(crate) struct Plan {
     /// TCP flows read as Tstat's classifier does (and DNS queries timed): Tstat's layout is
     /// written with the application facts.
     pub(crate) tstat_l7: bool,
+    /// NFStream's flow features (`--features ml`): sonde's flow logs are written.
+    pub(crate) features: bool,
 }
 
 impl Plan {
@@ -445,6 +469,7 @@ impl Plan {
             owners: (config.geoip.is_some() || config.asn.is_some()) && sonde_flows,
             history: sonde_flows,
             tstat_l7: config.layout == crate::config::FlowLayout::Tstat && app_packets > 0,
+            features: config.features.contains(&crate::config::FeatureSet::Ml) && sonde_flows,
         }
     }
 }

@@ -29,6 +29,14 @@ impl From<FlowLayout> for sonde_output::Layout {
     }
 }
 
+/// A set of extra per-flow features (`--features`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FeatureSet {
+    /// NFStream's flow features (statistical_analysis and splt_analysis; docs/features.md).
+    Ml,
+}
+
 /// The outputs' format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -102,6 +110,16 @@ pub struct AnalysisConfig {
     /// the flow logs pair one to one with Zeek's conn.log (docs/zeek.md).
     #[arg(long)]
     pub zeek_lifetimes: bool,
+    /// Extra per-flow features in sonde's flow logs (comma-separated): `ml`, NFStream's flow
+    /// features (statistical_analysis=True, splt_analysis=N): packet sizes and inter-arrival
+    /// times (min, mean, stddev, max) per direction and both, TCP flag counts, and the first
+    /// packets' directions, sizes and gaps (SPLT) as lists (docs/features.md).
+    #[arg(long, value_enum, value_name = "SET", value_delimiter = ',')]
+    pub features: Vec<FeatureSet>,
+    /// With --features ml: the packets of each flow's SPLT (NFStream's splt_analysis); the lists
+    /// are padded with -1 to this length. 0 leaves the SPLT columns out.
+    #[arg(long, value_name = "N", default_value_t = sonde_flow::features::DEFAULT_SPLT)]
+    pub splt_packets: u16,
     /// Most flows held at once; when full, the longest-idle flow is evicted and logged. Room for
     /// them is reserved up front: address space (about 0.9 KB per flow), used as flows arrive.
     #[arg(long, value_name = "N", default_value_t = 1_000_000)]

@@ -22,5 +22,5 @@ mod store;
 mod write;
 
 pub use analysis::{Analysis, Analyzed};
-pub use config::{AnalysisConfig, FlowLayout, Names, OutputFormat, ThinMode, ThinParams};
+pub use config::{AnalysisConfig, FeatureSet, FlowLayout, Names, OutputFormat, ThinMode, ThinParams};
 pub use write::{Finished, LiveOptions};

@@ -286,9 +286,13 @@ impl Analysis {
         live_run: &mut LiveRun<'_>,
         written: &mut Written,
     ) -> Result<RunResult<FlowLines>> {
-        let (format, layout) = (self.format, self.config.layout.into());
+        let (format, layout, features) = (self.format, self.config.layout.into(), self.features);
         let new_sink = || {
-            let lines = LineSink::new(format).layout(layout).only(out.outputs()).anonymized(exports.anonymizer.clone());
+            let lines = LineSink::new(format)
+                .layout(layout)
+                .only(out.outputs())
+                .anonymized(exports.anonymizer.clone())
+                .features(features);
             ((lines.sorted_in(Some(sort.clone())), exports.ipfix_feed()), exports.kafka_feed())
         };
         let result = run.analyze_observed(sources, &new_sink, &mut live_run.observers())?;
@@ -311,8 +315,9 @@ impl Analysis {
         sort: &Arc<SortBuffer>,
         written: &mut Written,
     ) -> Result<(RunResult<FlowLines>, Spilled)> {
+        let features = self.features;
         let new_sink = || {
-            let rows = ArrowSink::new().only(out.outputs()).anonymized(exports.anonymizer.clone());
+            let rows = ArrowSink::new().only(out.outputs()).anonymized(exports.anonymizer.clone()).features(features);
             ((rows.sorted_in(Some(sort.clone())), exports.ipfix_feed()), exports.kafka_feed())
         };
         let (result, parts) = run.analyze(sources, &new_sink)?.swap_flows(Vec::new());

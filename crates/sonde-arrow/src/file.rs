@@ -19,7 +19,6 @@ use sonde_output::{OutputError, OutputFile, PendingFile};
 
 use crate::flows::{FlowBatches, Protocol};
 use crate::parquet_form::{parquet_batch, parquet_schema};
-use crate::schema::{icmp_schema, tcp_schema, udp_schema};
 
 /// Rows per Parquet row group, at most.
 const ROW_GROUP_ROWS: usize = 65_536;
@@ -72,11 +71,7 @@ pub fn write_batches(
 /// sorted runs merge (memory: the row group being encoded, a small batch per run), through a
 /// temporary file moved into place when complete.
 pub fn write_flow_log(path: &Path, format: TypedFormat, parts: &FlowBatches, log: Protocol) -> Result<(), OutputError> {
-    let schema = match log {
-        Protocol::Tcp => tcp_schema(),
-        Protocol::Udp => udp_schema(),
-        Protocol::Icmp => icmp_schema(),
-    };
+    let schema = parts.schema(log);
     write_with(path, format, &schema, |write| parts.for_each_batch(log, write))
 }
 

@@ -5,21 +5,22 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanBuilder, DurationNanosecondBuilder, Float64Builder, StringDictionaryBuilder,
-    TimestampNanosecondBuilder, UInt64Builder,
+    ArrayRef, BooleanBuilder, DurationNanosecondBuilder, Float64Builder, Int64Builder, ListBuilder,
+    StringDictionaryBuilder, TimestampNanosecondBuilder, UInt64Builder,
 };
 use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Int32Type, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use sonde_anon::Anonymizer;
+use sonde_flow::features::FeaturesConfig;
 use sonde_flow::{FlowRecord, FlowSink, IcmpRecord, RttSample, TcpRecord, UdpRecord};
 use sonde_output::{
-    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, shown_icmp, tcp_columns,
-    udp_columns, Column, Kind, OrderKey, SortBuffer, Spilled, Value,
+    anonymized_record, icmp_columns, icmp_order_key, ip_text, mark_anonymized, order_key, shown_icmp, tcp_columns_with,
+    udp_columns_with, Column, Kind, OrderKey, SortBuffer, Spilled, Value,
 };
 
-use crate::schema::{icmp_schema, tcp_schema, udp_schema};
+use crate::schema::{icmp_schema, tcp_schema_with, udp_schema_with};
 use crate::sorted::{self, SortedRows};
 
 /// Where an address is spelled out.
@@ -49,6 +50,7 @@ pub(crate) enum Builder {
     Time(TimestampNanosecondBuilder),
     Duration(DurationNanosecondBuilder),
     Float(Float64Builder),
+    List(ListBuilder<Int64Builder>),
 }
 
 impl Builder {
@@ -60,6 +62,13 @@ impl Builder {
             Kind::Time => Builder::Time(TimestampNanosecondBuilder::new().with_timezone("UTC")),
             Kind::Duration => Builder::Duration(DurationNanosecondBuilder::new()),
             Kind::Float => Builder::Float(Float64Builder::new()),
+            Kind::List => {
+                Builder::List(ListBuilder::new(Int64Builder::new()).with_field(arrow::datatypes::Field::new(
+                    "item",
+                    DataType::Int64,
+                    true,
+                )))
+            }
         }
     }
 
@@ -78,6 +87,11 @@ impl Builder {
             (Builder::Text(b), Value::Id(id)) => b.append_value(id.as_str()),
             (Builder::Text(b), Value::Uid(uid)) => b.append_value(uid.as_str()),
             (Builder::Text(b), Value::Ip(ip)) => b.append_value(ip_text(ip, scratch)),
+            (Builder::Float(b), Value::Float(x)) => b.append_value(x),
+            (Builder::List(b), Value::List(list)) => {
+                b.values().append_slice(&list);
+                b.append(true);
+            }
             (b, v) => {
                 // Only "no value" and "no sample" reach here: a column whose kind does not
                 // match its values is a bug the tests catch.
@@ -95,6 +109,7 @@ impl Builder {
             Builder::Time(b) => b.append_null(),
             Builder::Duration(b) => b.append_null(),
             Builder::Float(b) => b.append_null(),
+            Builder::List(b) => b.append_null(),
         }
     }
 
@@ -106,6 +121,7 @@ impl Builder {
             Builder::Time(b) => Arc::new(b.finish()),
             Builder::Duration(b) => Arc::new(b.finish()),
             Builder::Float(b) => Arc::new(b.finish()),
+            Builder::List(b) => Arc::new(b.finish()),
         }
     }
 }
@@ -164,16 +180,17 @@ struct Logs {
 }
 
 impl Logs {
-    fn new(anon: Option<Anonymizer>) -> Logs {
+    /// Rows of the logs' columns (with the flow features' when asked for), their addresses
+    /// through `anon`.
+    fn new(anon: Option<Anonymizer>, features: Option<FeaturesConfig>) -> Logs {
+        let (tcp, udp, icmp) = (tcp_columns_with(features), udp_columns_with(features), icmp_columns());
         let (tcp, udp, icmp) = match anon {
-            Some(_) => {
-                (mark_anonymized(tcp_columns()), mark_anonymized(udp_columns()), mark_anonymized(icmp_columns()))
-            }
-            None => (tcp_columns(), udp_columns(), icmp_columns()),
+            Some(_) => (mark_anonymized(tcp), mark_anonymized(udp), mark_anonymized(icmp)),
+            None => (tcp, udp, icmp),
         };
         Logs {
-            tcp: Rows::new(tcp_schema(), tcp),
-            udp: Rows::new(udp_schema(), udp),
+            tcp: Rows::new(tcp_schema_with(features), tcp),
+            udp: Rows::new(udp_schema_with(features), udp),
             icmp: Rows::new(icmp_schema(), icmp),
             anon,
             scratch: [0; std::mem::size_of::<Scratch>()],
@@ -227,6 +244,8 @@ pub struct ArrowSink {
     part: FlowBatches,
     /// Which records get rows (TCP, UDP, ICMP): those of the logs the run writes.
     rows: [bool; 3],
+    anon: Option<Anonymizer>,
+    features: Option<FeaturesConfig>,
 }
 
 impl Default for ArrowSink {
@@ -237,7 +256,13 @@ impl Default for ArrowSink {
 
 impl ArrowSink {
     pub fn new() -> ArrowSink {
-        ArrowSink { logs: Logs::new(None), part: FlowBatches::default(), rows: [true; 3] }
+        ArrowSink {
+            logs: Logs::new(None, None),
+            part: FlowBatches::default(),
+            rows: [true; 3],
+            anon: None,
+            features: None,
+        }
     }
 
     /// Builds rows only for the flow logs `outputs` writes; the other records are dropped as
@@ -251,13 +276,23 @@ impl ArrowSink {
 
     /// Shows every address through `anon` (with `*_iscrypto` set), as the TSV logs do.
     pub fn anonymized(self, anon: Option<Anonymizer>) -> ArrowSink {
-        ArrowSink { logs: Logs::new(anon), ..self }
+        ArrowSink { logs: Logs::new(anon.clone(), self.features), anon, ..self }
+    }
+
+    /// Adds the columns of NFStream's flow features (`--features ml`) after the logs' own.
+    pub fn features(self, features: Option<FeaturesConfig>) -> ArrowSink {
+        ArrowSink {
+            logs: Logs::new(self.anon.clone(), features),
+            part: FlowBatches { features, ..self.part },
+            features,
+            ..self
+        }
     }
 
     /// Holds at most `sort`'s budget of rows in memory, the rest in sorted runs on disk
     /// (without, every row until taken).
     pub fn sorted_in(self, sort: Option<Arc<SortBuffer>>) -> ArrowSink {
-        ArrowSink { part: FlowBatches::new(sort), ..self }
+        ArrowSink { part: FlowBatches { features: self.features, ..FlowBatches::new(sort) }, ..self }
     }
 
     fn held_bytes(&self) -> usize {
@@ -321,7 +356,7 @@ impl sonde_engine::WorkerSink for ArrowSink {
     type Part = FlowBatches;
     fn take(&mut self) -> FlowBatches {
         self.finish_into_part();
-        let fresh = FlowBatches::new(self.part.sort.clone());
+        let fresh = FlowBatches { features: self.features, ..FlowBatches::new(self.part.sort.clone()) };
         std::mem::replace(&mut self.part, fresh)
     }
 }
@@ -334,6 +369,8 @@ pub struct FlowBatches {
     icmp: SortedRows,
     sort: Option<Arc<SortBuffer>>,
     spilled: Spilled,
+    /// The flow features' columns the rows have (their schema's when there are none).
+    features: Option<FeaturesConfig>,
 }
 
 /// The flow logs as tables, in the TSV logs' order (flow start, then protocol and tuple).
@@ -367,6 +404,7 @@ impl FlowBatches {
         self.udp.absorb(other.udp);
         self.icmp.absorb(other.icmp);
         self.spilled.add(&other.spilled);
+        self.features = self.features.or(other.features);
         if self.sort.is_none() && self.spilled.failure.is_none() {
             self.sort = other.sort;
         }
@@ -421,10 +459,19 @@ impl FlowBatches {
     /// whatever the number of workers.
     pub fn into_tables(self) -> Result<FlowTables, ArrowError> {
         Ok(FlowTables {
-            tcp: table(tcp_schema(), &self.tcp)?,
-            udp: table(udp_schema(), &self.udp)?,
+            tcp: table(tcp_schema_with(self.features), &self.tcp)?,
+            udp: table(udp_schema_with(self.features), &self.udp)?,
             icmp: table(icmp_schema(), &self.icmp)?,
         })
+    }
+
+    /// The schema of `log`'s rows.
+    pub fn schema(&self, log: Protocol) -> SchemaRef {
+        match log {
+            Protocol::Tcp => tcp_schema_with(self.features),
+            Protocol::Udp => udp_schema_with(self.features),
+            Protocol::Icmp => icmp_schema(),
+        }
     }
 
     /// Calls `out` with a log's rows in output order, in batches of a few thousand rows, each
@@ -482,11 +529,13 @@ pub struct StreamSink {
     rows: usize,
     /// Whether ICMP entries are streamed too ([`Protocol::Icmp`] batches).
     icmp: bool,
+    anon: Option<Anonymizer>,
+    features: Option<FeaturesConfig>,
 }
 
 impl StreamSink {
     pub fn new(tx: SyncSender<FlowBatch>, rows: usize) -> StreamSink {
-        StreamSink { logs: Logs::new(None), tx, rows: rows.max(1), icmp: false }
+        StreamSink { logs: Logs::new(None, None), tx, rows: rows.max(1), icmp: false, anon: None, features: None }
     }
 
     /// Streams the ICMP entries too, as [`Protocol::Icmp`] batches (off by default: a reader of
@@ -497,7 +546,12 @@ impl StreamSink {
 
     /// Shows every address through `anon`, as [`ArrowSink::anonymized`].
     pub fn anonymized(self, anon: Option<Anonymizer>) -> StreamSink {
-        StreamSink { logs: Logs::new(anon), ..self }
+        StreamSink { logs: Logs::new(anon.clone(), self.features), anon, ..self }
+    }
+
+    /// Adds the columns of NFStream's flow features, as [`ArrowSink::features`].
+    pub fn features(self, features: Option<FeaturesConfig>) -> StreamSink {
+        StreamSink { logs: Logs::new(self.anon.clone(), features), features, ..self }
     }
 
     fn send(&mut self, protocol: Protocol) {

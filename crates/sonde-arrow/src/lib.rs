@@ -34,5 +34,5 @@ pub use arrow;
 pub use file::{write_batches, write_flow_log, TypedFormat};
 pub use flows::{ArrowSink, FlowBatch, FlowBatches, FlowTables, Protocol, StreamSink};
 pub use parquet_form::{parquet_batch, parquet_field, parquet_schema};
-pub use schema::{definition, tcp_schema, udp_schema};
+pub use schema::{definition, tcp_schema, tcp_schema_with, udp_schema, udp_schema_with};
 pub use tables::{definition_tables, interval_tables, table};

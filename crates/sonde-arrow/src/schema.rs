@@ -6,11 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use sonde_output::{icmp_columns, tcp_columns, udp_columns, Column, Kind};
+use sonde_flow::features::FeaturesConfig;
+use sonde_output::{icmp_columns, tcp_columns, tcp_columns_with, udp_columns, udp_columns_with, Column, Kind};
 
 const METRICS_MD: &str = include_str!("../../../docs/metrics.md");
 /// The ICMP log's columns are defined in docs/icmp.md.
 const ICMP_MD: &str = include_str!("../../../docs/icmp.md");
+/// The flow features' columns (`--features ml`) are defined in docs/features.md.
+const FEATURES_MD: &str = include_str!("../../../docs/features.md");
 
 /// The Arrow type of a column kind.
 pub(crate) fn data_type(kind: Kind) -> DataType {
@@ -21,7 +24,13 @@ pub(crate) fn data_type(kind: Kind) -> DataType {
         Kind::Time => time_type(),
         Kind::Duration => DataType::Duration(TimeUnit::Nanosecond),
         Kind::Float => DataType::Float64,
+        Kind::List => list_type(),
     }
+}
+
+/// A list of int64 (the SPLT's columns).
+pub(crate) fn list_type() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Int64, true)))
 }
 
 pub(crate) fn text_type() -> DataType {
@@ -64,6 +73,16 @@ pub fn tcp_schema() -> SchemaRef {
     flow_schema("tcp", &tcp_columns())
 }
 
+/// The TCP flow log's typed schema with the flow features' columns when asked for.
+pub fn tcp_schema_with(features: Option<FeaturesConfig>) -> SchemaRef {
+    flow_schema("tcp", &tcp_columns_with(features))
+}
+
+/// The UDP flow log's typed schema with the flow features' columns when asked for.
+pub fn udp_schema_with(features: Option<FeaturesConfig>) -> SchemaRef {
+    flow_schema("udp", &udp_columns_with(features))
+}
+
 /// The UDP flow log's typed schema.
 pub fn udp_schema() -> SchemaRef {
     flow_schema("udp", &udp_columns())
@@ -78,6 +97,11 @@ pub fn icmp_schema() -> SchemaRef {
 /// of the `protocol` ("tcp", "udp" or "icmp") flow log: the first sentence of its row, whose first cell names the column or a
 /// `*_suffix` pattern that covers it.
 pub fn definition(protocol: &str, column: &str) -> Option<(&'static str, String)> {
+    if protocol != "icmp" {
+        if let Some(found) = rows_definition(FEATURES_MD, column) {
+            return Some(found);
+        }
+    }
     let heading = format!("## {}:", protocol.to_uppercase());
     // docs/icmp.md is the ICMP log's: every table row of it.
     let (doc, mut inside) = if protocol == "icmp" { (ICMP_MD, true) } else { (METRICS_MD, false) };
@@ -102,6 +126,16 @@ pub fn definition(protocol: &str, column: &str) -> Option<(&'static str, String)
     None
 }
 
+/// The definition of `column` in any table row of `doc` (by name or `*_suffix`, as above).
+fn rows_definition(doc: &'static str, column: &str) -> Option<(&'static str, String)> {
+    doc.lines().filter(|l| l.starts_with("| `")).find_map(|line| {
+        let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+        let [names, unit, text, ..] = cells[..] else { return None };
+        let covers = names.split('`').skip(1).step_by(2).any(|pattern| pattern == column);
+        covers.then(|| (unit, first_sentence(text)))
+    })
+}
+
 fn first_sentence(text: &str) -> String {
     let end = text.find(". ").map_or(text.len(), |i| i + 1);
     text[..end].replace('`', "")
@@ -117,6 +151,8 @@ mod tests {
             ("tcp", tcp_columns().iter().map(|c| c.name).collect::<Vec<_>>()),
             ("udp", udp_columns().iter().map(|c| c.name).collect()),
             ("icmp", icmp_columns().iter().map(|c| c.name).collect()),
+            ("tcp", tcp_columns_with(Some(FeaturesConfig::default())).iter().map(|c| c.name).collect()),
+            ("udp", udp_columns_with(Some(FeaturesConfig::default())).iter().map(|c| c.name).collect()),
         ] {
             for name in names {
                 let (unit, text) = definition(protocol, name).unwrap_or_else(|| panic!("{protocol}: {name}"));

@@ -105,6 +105,8 @@ struct Item {
     icmp: Option<IcmpItem>,
     /// The flow's (or ICMP entry's) shard: which of its worker's trackers takes it.
     shard: u32,
+    /// The frame's length on the wire (the flow features' packet size).
+    wire_len: u32,
 }
 
 /// An ICMP packet's item: its message for the worker of its ICMP entry, or, for an error that
@@ -176,6 +178,7 @@ impl Item {
         app: AppRef { payload_at: 0, payload_len: 0, resolved: 0 },
         icmp: None,
         shard: 0,
+        wire_len: 0,
     };
 }
 
@@ -916,7 +919,7 @@ impl<S: FlowSink, P> Worker<S, P> {
             let mut sink = CountingSink { inner: &mut self.sink, counts: &mut self.counts };
             let tracker = &mut self.trackers[self.shards.local(item.shard)];
             let before = tracker.live_flows();
-            tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, input, &mut sink);
+            tracker.on_flow_packet(item.ts_ns, item.clock_ns, &item.key, &item.packet, item.wire_len, input, &mut sink);
             self.live = self.live + tracker.live_flows() - before;
             self.peak_live = self.peak_live.max(self.live);
         }
@@ -1229,6 +1232,7 @@ impl<P> Reader<'_, '_, P> {
         let worker = key.ok().map(|key| {
             item.ts_ns = frame.ts_ns;
             item.clock_ns = self.clock_ns;
+            item.wire_len = frame.wire_len;
             item.key = key;
             item.icmp = None;
             item.shard = shard;

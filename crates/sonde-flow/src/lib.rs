@@ -17,6 +17,7 @@
 //! ```
 
 mod counters;
+pub mod features;
 pub mod icmp;
 pub mod key;
 pub mod owners;
@@ -94,6 +95,8 @@ pub struct FlowConfig {
     /// Read each TCP flow's packets as Tstat's classifier does too (`--layout tstat`:
     /// sonde_l7::TstatL7); needs `app_facts`.
     pub tstat_l7: bool,
+    /// NFStream's flow features (`--features ml`; [`features`]): each record's `features`.
+    pub features: Option<features::FeaturesConfig>,
 }
 
 impl Default for FlowConfig {
@@ -115,6 +118,7 @@ impl Default for FlowConfig {
             orient_by_port: false,
             zeek_lifetimes: false,
             tstat: false,
+            features: None,
         }
     }
 }
@@ -176,6 +180,8 @@ pub struct FlowTracker {
     opened: [[u64; 4]; 2],
     /// With `FlowConfig::owners`: the lookups, behind their cache.
     owners: Option<owners::OwnerCache>,
+    /// With `FlowConfig::features`: each table slot's flow features.
+    features: Option<features::Features>,
 }
 
 /// What a packet brings for the application readers: the captured start of its payload, and
@@ -221,6 +227,12 @@ pub fn flow_key(p: &PacketSummary) -> Result<PacketKey, Disposition> {
         _ => return Err(Disposition::NotTcpUdp),
     };
     Ok(PacketKey::new(protocol, (ip.src, sport), (ip.dst, dport)))
+}
+
+/// The size `on_packet` and `on_packet_app` give a packet for the flow features, which take the
+/// length on the wire (`on_flow_packet`): its IP length, as if it had no link header.
+fn ip_len(p: &PacketSummary) -> u32 {
+    p.ip.map_or(0, |ip| ip.total_len)
 }
 
 /// Asks the CPU to start loading the cache lines of `value` (a hint: it never faults, and a
@@ -280,6 +292,7 @@ impl FlowTracker {
             icmp_errors: rustc_hash::FxHashMap::default(),
             opened: [[0; 4]; 2],
             owners: cfg.owners.clone().map(|o| owners::OwnerCache::new(o, cfg.owner_cache)),
+            features: cfg.features.map(|f| features::Features::new(f, max_flows)),
             cfg,
         }
     }
@@ -374,7 +387,7 @@ impl FlowTracker {
         sink: &mut impl FlowSink,
     ) -> Disposition {
         match flow_key(p) {
-            Ok(k) => self.on_flow_packet(ts_ns, clock_ns, &k, p, AppInput::NONE, sink),
+            Ok(k) => self.on_flow_packet(ts_ns, clock_ns, &k, p, ip_len(p), AppInput::NONE, sink),
             Err(other) => {
                 self.advance(ts_ns, clock_ns, sink);
                 other
@@ -437,7 +450,7 @@ impl FlowTracker {
         sink: &mut impl FlowSink,
     ) -> Disposition {
         match flow_key(p) {
-            Ok(k) => self.on_flow_packet(ts_ns, ts_ns, &k, p, app, sink),
+            Ok(k) => self.on_flow_packet(ts_ns, ts_ns, &k, p, ip_len(p), app, sink),
             Err(other) => {
                 self.advance(ts_ns, ts_ns, sink);
                 other
@@ -445,8 +458,10 @@ impl FlowTracker {
         }
     }
 
-    /// `on_packet_at` for a packet whose key was computed (by `flow_key`) already, with what it
-    /// brings for the application readers.
+    /// `on_packet_at` for a packet whose key was computed (by `flow_key`) already, with its
+    /// length on the wire (the frame's original length: the flow features' packet size) and what
+    /// it brings for the application readers.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn on_flow_packet(
         &mut self,
@@ -454,6 +469,7 @@ impl FlowTracker {
         clock_ns: u64,
         k: &PacketKey,
         p: &PacketSummary,
+        wire_len: u32,
         app: AppInput<'_>,
         sink: &mut impl FlowSink,
     ) -> Disposition {
@@ -501,6 +517,7 @@ impl FlowTracker {
                 slot = None;
             }
         }
+        let new_flow = slot.is_none();
         let slot = match slot {
             Some(s) => s,
             None => {
@@ -580,6 +597,10 @@ impl FlowTracker {
             }
             _ => unreachable!("only TCP and UDP reach the table"),
         };
+        if let Some(features) = self.features.as_mut() {
+            let flags = if let Transport::Tcp(t) = &transport { Some(t.flags) } else { None };
+            features.on_packet(slot, new_flow, dir, self.clock_ns, wire_len, flags);
+        }
         if self.cfg.app_facts && !app.is_empty() {
             self.feed_app(slot, flow, dir, ts_ns, &transport, app);
         }
@@ -873,6 +894,7 @@ impl FlowTracker {
                 hs_synack_ack_ns: c.hs_synack_ack_ns(),
                 zeek: self.tcp_pools.zeek.as_ref().and_then(|z| z.conn(flow.conn)),
                 tstat: self.tcp_pools.tstat.as_ref().and_then(|t| t.record(flow.conn)),
+                features: self.features.as_ref().and_then(|f| f.of(slot)),
                 client,
                 server,
                 icmp_errors,
@@ -888,6 +910,7 @@ impl FlowTracker {
                 last_ns: u.last_ns,
                 client: u.dirs[0],
                 server: u.dirs[1],
+                features: self.features.as_ref().and_then(|f| f.of(slot)),
                 icmp_errors,
                 app: None,
                 owners,

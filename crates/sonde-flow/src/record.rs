@@ -187,6 +187,8 @@ pub struct TcpRecord {
     pub zeek: Option<crate::zeek::ZeekConn>,
     /// Tstat's view of the flow (None: not followed, `FlowConfig::tstat`).
     pub tstat: Option<Box<crate::tstat::TstatTcp>>,
+    /// NFStream's flow features (None: not asked for, `FlowConfig::features`).
+    pub features: Option<Box<crate::features::FlowFeatures>>,
     pub client: TcpDirStats,
     pub server: TcpDirStats,
     /// ICMP errors that quoted one of the flow's packets.
@@ -214,6 +216,8 @@ pub struct UdpRecord {
     pub last_ns: u64,
     pub client: UdpDirStats,
     pub server: UdpDirStats,
+    /// NFStream's flow features (None: not asked for, `FlowConfig::features`).
+    pub features: Option<Box<crate::features::FlowFeatures>>,
     /// ICMP errors that quoted one of the flow's packets.
     pub icmp_errors: crate::IcmpErrors,
     /// What the flow's first packets told of its application (None: no payload was read).
@@ -269,6 +273,13 @@ impl FlowRecord {
         match self {
             FlowRecord::Tcp(r) => r.owners.as_deref(),
             FlowRecord::Udp(r) => r.owners.as_deref(),
+        }
+    }
+    /// NFStream's flow features, when asked for.
+    pub fn features(&self) -> Option<&crate::features::FlowFeatures> {
+        match self {
+            FlowRecord::Tcp(r) => r.features.as_deref(),
+            FlowRecord::Udp(r) => r.features.as_deref(),
         }
     }
     pub fn end(&self) -> EndReason {

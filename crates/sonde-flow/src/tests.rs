@@ -821,4 +821,33 @@ fn tstat_collects_idle_flows_only_when_a_flow_opens() {
     assert!(tstat_of(&records[0]).complete(false));
     // The late packet of the collected flow: not Tstat's.
     assert!(tstat_of(&records[1]).opened && !tstat_of(&records[2]).opened);
+#[test]
+fn flow_features_follow_the_first_sender_and_stay_off_unless_asked() {
+    assert!(only_tcp(&run(&clean_exchange())).features.is_none());
+    let cfg = FlowConfig { features: Some(crate::features::FeaturesConfig { splt: 4 }), ..FlowConfig::default() };
+    let records = run_with(cfg.clone(), &clean_exchange());
+    let f = only_tcp(&records).features.as_deref().expect("features asked for");
+    assert!(f.src_is_client);
+    assert_eq!((f.ps[0].n, f.ps[1].n, f.ps[2].n), (10, 6, 4));
+    // on_packet gives the IP length as the size: 40 + payload.
+    assert_eq!((f.ps[0].min, f.ps[0].max, f.ps[1].max), (40, 1040, 240));
+    assert_eq!((f.piat[0].min, f.piat[0].max), (1, 20));
+    assert_eq!((f.flags[0][0], f.flags[1][0], f.flags[2][0]), (2, 1, 1)); // SYN
+    assert_eq!((f.flags[0][7], f.flags[0][4]), (2, 9)); // FIN, ACK
+    assert_eq!(f.splt_list(|p| i64::from(p.direction)), [0, 1, 0, 0]);
+    assert_eq!(f.splt_list(|p| p.piat_ms as i64), [0, 20, 1, 1]);
+    // A flow first seen from its server (mid-stream, server port first): src is the server.
+    let late: Vec<_> = clean_exchange().into_iter().skip(4).collect();
+    let cfg = FlowConfig { orient_by_port: true, ..cfg };
+    let records = run_with(cfg, &late);
+    let f = only_tcp(&records).features.as_deref().unwrap();
+    assert!(!f.src_is_client);
+    assert_eq!((f.ps[1].n, f.ps[2].n), (3, 3));
+    // UDP: no flags, the SPLT padded.
+    let cfg = FlowConfig { features: Some(crate::features::FeaturesConfig { splt: 3 }), ..FlowConfig::default() };
+    let records = run_with(cfg, &[(1000 * MS, udp(5353))]);
+    let FlowRecord::Udp(u) = &records[0] else { panic!("not UDP") };
+    let f = u.features.as_deref().unwrap();
+    assert_eq!((f.ps[0].n, f.flags[0], f.ps[0].stddev()), (1, [0; 8], 0.0));
+    assert_eq!(f.splt_list(|p| i64::from(p.size)), [38, -1, -1]);
 }

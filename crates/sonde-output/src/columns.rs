@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use sonde_flow::features::{FeaturesConfig, FlowFeatures, SpltPacket};
 use sonde_flow::zeek::{udp_history, ConnState};
 use sonde_flow::{FlowOwners, IcmpErrors, IcmpKind, IcmpRecord, Owner, TcpDirStats, TcpRecord, UdpDirStats, UdpRecord};
 use sonde_l7::{Facts, TlsFacts};
@@ -27,6 +28,11 @@ pub enum Value<'a> {
     /// The flow's Zeek-style UID (plain ASCII: never escaped).
     Uid(sonde_l7::Uid),
     Bool(bool),
+    /// A number that is not a whole one (a mean): the shortest decimal that reads back as the
+    /// same double (Rust's `Display`), in every text format.
+    Float(f64),
+    /// A list of integers (the SPLT): `1,-1` in TSV, `[1,-1]` in JSON.
+    List(Vec<i64>),
     /// No value (e.g. no handshake seen): `-` in TSV, `null` in JSON.
     Missing,
     /// A metric without a sample (no RTT sample, an event that never happened): Tstat's `0` in
@@ -569,6 +575,102 @@ impl Logged for UdpRecord {
         icmp_error_columns!(v);
         owner_columns!(v);
     }
+}
+
+/// A record that may carry NFStream's flow features.
+pub trait Featured {
+    fn flow_features(&self) -> Option<&FlowFeatures>;
+}
+
+impl Featured for TcpRecord {
+    fn flow_features(&self) -> Option<&FlowFeatures> {
+        self.features.as_deref()
+    }
+}
+
+impl Featured for UdpRecord {
+    fn flow_features(&self) -> Option<&FlowFeatures> {
+        self.features.as_deref()
+    }
+}
+
+/// A feature of `r`, missing when the record has none (the option was off for it).
+#[inline]
+fn feature<R: Featured>(r: &R, value: impl Fn(&FlowFeatures) -> Value<'static>) -> Value<'static> {
+    r.flow_features().map_or(Value::Missing, value)
+}
+
+/// The columns of NFStream's flow features (`--features ml`, docs/features.md), in NFStream's
+/// names and order, after the log's own: the statistics, then (with a SPLT) its three lists.
+pub fn feature_columns<R: Featured>(cfg: FeaturesConfig) -> Vec<Column<R>> {
+    let mut c: Vec<Column<R>> = Vec::new();
+    let mut col = |name: &'static str, kind: Kind, value: fn(&R) -> Value<'_>| c.push(Column { name, kind, value });
+    col("src_is_client", Kind::Flag, |r| feature(r, |f| Value::Bool(f.src_is_client)));
+    macro_rules! dir_columns {
+        ($d:literal, $i:literal) => {
+            col(concat!($d, "_packets"), Kind::Count, |r| feature(r, |f| Value::Int(f.ps[$i].n)));
+        };
+    }
+    dir_columns!("bidirectional", 0);
+    dir_columns!("src2dst", 1);
+    dir_columns!("dst2src", 2);
+    macro_rules! stat_columns {
+        ($d:literal, $i:literal, $field:ident, $unit:literal) => {
+            col(concat!($d, "_min_", $unit), Kind::Count, |r| feature(r, |f| Value::Int(f.$field[$i].min)));
+            col(concat!($d, "_mean_", $unit), Kind::Float, |r| feature(r, |f| Value::Float(f.$field[$i].mean)));
+            col(concat!($d, "_stddev_", $unit), Kind::Float, |r| feature(r, |f| Value::Float(f.$field[$i].stddev())));
+            col(concat!($d, "_max_", $unit), Kind::Count, |r| feature(r, |f| Value::Int(f.$field[$i].max)));
+        };
+    }
+    stat_columns!("bidirectional", 0, ps, "ps");
+    stat_columns!("src2dst", 1, ps, "ps");
+    stat_columns!("dst2src", 2, ps, "ps");
+    stat_columns!("bidirectional", 0, piat, "piat_ms");
+    stat_columns!("src2dst", 1, piat, "piat_ms");
+    stat_columns!("dst2src", 2, piat, "piat_ms");
+    macro_rules! flag_columns {
+        ($d:literal, $i:literal) => {
+            flag_columns!($d, $i, 0, "syn");
+            flag_columns!($d, $i, 1, "cwr");
+            flag_columns!($d, $i, 2, "ece");
+            flag_columns!($d, $i, 3, "urg");
+            flag_columns!($d, $i, 4, "ack");
+            flag_columns!($d, $i, 5, "psh");
+            flag_columns!($d, $i, 6, "rst");
+            flag_columns!($d, $i, 7, "fin");
+        };
+        ($d:literal, $i:literal, $f:literal, $name:literal) => {
+            col(concat!($d, "_", $name, "_packets"), Kind::Count, |r| feature(r, |f| Value::Int(f.flags[$i][$f])));
+        };
+    }
+    flag_columns!("bidirectional", 0);
+    flag_columns!("src2dst", 1);
+    flag_columns!("dst2src", 2);
+    if cfg.splt > 0 {
+        col("splt_direction", Kind::List, |r| feature(r, |f| Value::List(f.splt_list(|p| i64::from(p.direction)))));
+        col("splt_ps", Kind::List, |r| feature(r, |f| Value::List(f.splt_list(|p| i64::from(p.size)))));
+        col("splt_piat_ms", Kind::List, |r| feature(r, |f| Value::List(f.splt_list(splt_piat))));
+    }
+    c
+}
+
+/// A SPLT gap in ms (a gap past i64's range, which no trace has, saturates).
+fn splt_piat(p: &SpltPacket) -> i64 {
+    i64::try_from(p.piat_ms).unwrap_or(i64::MAX)
+}
+
+/// The TCP flow log's columns with the flow features' after them when asked for.
+pub fn tcp_columns_with(features: Option<FeaturesConfig>) -> Vec<Column<TcpRecord>> {
+    let mut columns = tcp_columns();
+    columns.extend(features.map(feature_columns).unwrap_or_default());
+    columns
+}
+
+/// The UDP flow log's columns with the flow features' after them when asked for.
+pub fn udp_columns_with(features: Option<FeaturesConfig>) -> Vec<Column<UdpRecord>> {
+    let mut columns = udp_columns();
+    columns.extend(features.map(feature_columns).unwrap_or_default());
+    columns
 }
 
 /// `type/code`, e.g. `3/3` (port unreachable); missing without an error.

@@ -39,7 +39,8 @@ mod writer;
 
 pub use capture::{capture_tsv, CaptureCounters};
 pub use columns::{
-    collect, icmp_columns, mark_anonymized, tcp_columns, udp_columns, Column, Kind, Logged, Value, Visit,
+    collect, feature_columns, icmp_columns, mark_anonymized, tcp_columns, tcp_columns_with, udp_columns,
+    udp_columns_with, Column, Featured, Kind, Logged, Value, Visit,
 };
 pub use files::{OutputFile, Outputs, UnknownOutput};
 pub use line::{ip_text, IpBuf, LineFormat};

@@ -59,6 +59,45 @@ impl<R: Logged> LineFormat<R> {
     }
 }
 
+impl<R: Logged> LineFormat<R> {
+    /// As [`LineFormat::of`], with `extra` columns after the log's own (the flow features'),
+    /// each read through its function: the log's own are still written by the generated code.
+    pub fn of_with(format: Format, anonymized: bool, extra: Vec<Column<R>>) -> LineFormat<R> {
+        if extra.is_empty() {
+            return LineFormat::of(format, anonymized);
+        }
+        if anonymized {
+            let mut columns = mark_anonymized(collect());
+            columns.extend(extra);
+            return LineFormat::new(format, &columns);
+        }
+        let write = match format {
+            Format::Tsv => write_logged_then::<R, false>,
+            Format::Jsonl => write_logged_then::<R, true>,
+        };
+        let own = collect::<R>();
+        let max_len = max_len(format, own.iter().chain(&extra).map(|c| c.name));
+        LineFormat { write, columns: extra, max_len }
+    }
+}
+
+/// `R`'s line by the generated code, then `extra`'s fields through their functions.
+fn write_logged_then<R: Logged, const JSON: bool>(
+    buf: &mut Vec<u8>,
+    room: usize,
+    record: &R,
+    extra: &[Column<R>],
+) -> usize {
+    text::write_line(buf, room, |line| {
+        let mut fields = Fields::<R, JSON>::new(line, record);
+        R::columns(&mut fields);
+        for c in extra {
+            fields.column(c.name, c.kind, c.value);
+        }
+        fields.end();
+    })
+}
+
 /// The longest line of columns named `names` in `format`, without long texts.
 fn max_len<'a>(format: Format, names: impl Iterator<Item = &'a str>) -> usize {
     let per_name = match format {
@@ -166,6 +205,8 @@ impl<R, const JSON: bool> Visit<R> for Fields<'_, '_, '_, R, JSON> {
             Value::Owned(s) => put_escaped(line, format(JSON), &s),
             Value::Id(id) => self.put_ascii(id.as_bytes()),
             Value::Uid(uid) => self.put_ascii(uid.as_bytes()),
+            Value::Float(x) => line.put_text(b"", &float_text(x, JSON)),
+            Value::List(list) => line.put_text(b"", &list_text(&list, JSON)),
             Value::Bool(b) if JSON => line.put(if b { b"true" } else { b"false" }),
             Value::Bool(b) => line.put_byte(b'0' + u8::from(b)),
             Value::Missing if JSON => line.put(b"null"),
@@ -179,6 +220,35 @@ impl<R, const JSON: bool> Visit<R> for Fields<'_, '_, '_, R, JSON> {
         }
         self.line.put_byte(if JSON { b',' } else { b'\t' });
     }
+}
+
+/// A double as the logs write it: the shortest decimal that reads back as the same double
+/// (`null` in JSON for what is not a number, which no column gives).
+#[inline(never)]
+fn float_text(x: f64, json: bool) -> String {
+    if json && !x.is_finite() {
+        return "null".to_string();
+    }
+    x.to_string()
+}
+
+/// A list of integers: `1,-1` (TSV), `[1,-1]` (JSON).
+#[inline(never)]
+fn list_text(list: &[i64], json: bool) -> String {
+    let mut out = String::with_capacity(list.len() * 4 + 2);
+    if json {
+        out.push('[');
+    }
+    for (i, n) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&n.to_string());
+    }
+    if json {
+        out.push(']');
+    }
+    out
 }
 
 const fn format(json: bool) -> Format {
@@ -349,6 +419,28 @@ mod tests {
             "{\"n\":0,\"ms\":0.000,\"ip\":\"10.0.0.0\",\"text\":\"tls\",\"str\":\"x\",\"owned\":\"xx\",\"flag\":false,\
              \"missing\":null,\"none\":null,\"zero\":null}\n"
         );
+    }
+
+    #[test]
+    fn extra_columns_follow_the_generated_ones() {
+        let extra = || {
+            vec![
+                Column { name: "mean", kind: Kind::Float, value: |r: &Sample| Value::Float(r.0 as f64 / 4.0) },
+                Column { name: "splt", kind: Kind::List, value: |r: &Sample| Value::List(vec![r.0 as i64, -1]) },
+            ]
+        };
+        let mut all = collect::<Sample>();
+        all.extend(extra());
+        for format in [Format::Tsv, Format::Jsonl] {
+            let (generated, listed) = (LineFormat::of_with(format, false, extra()), LineFormat::new(format, &all));
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            assert_eq!(generated.format(&mut a, &Sample(7, "x")), listed.format(&mut b, &Sample(7, "x")));
+        }
+        let mut buf = Vec::new();
+        let line = LineFormat::of_with(Format::Tsv, false, extra()).format(&mut buf, &Sample(7, "x")).to_vec();
+        assert!(String::from_utf8(line).unwrap().ends_with("\t1.75\t7,-1\n"));
+        let line = LineFormat::of_with(Format::Jsonl, false, extra()).format(&mut buf, &Sample(7, "x")).to_vec();
+        assert!(String::from_utf8(line).unwrap().ends_with(",\"mean\":1.75,\"splt\":[7,-1]}\n"));
     }
 
     #[test]

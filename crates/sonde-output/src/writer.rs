@@ -11,13 +11,14 @@ use sonde_flow::{FlowRecord, FlowSink, IcmpKind, IcmpRecord, RttSample};
 use sonde_types::table::Table;
 
 use crate::capture::{capture_tsv, CaptureCounters};
-use crate::columns::{icmp_columns, tcp_columns, udp_columns, Column};
+use crate::columns::{icmp_columns, tcp_columns, tcp_columns_with, udp_columns, udp_columns_with, Column};
 use crate::files::{OutputFile, Outputs};
 use crate::line::LineFormat;
 use crate::pending::PendingFile;
 use crate::sorted::{for_each_sorted, Lines, SortBuffer, Spilled};
 use crate::summary::Summary;
 use crate::tstat::{log_header, tcp_log, Layout, TstatFormats, TstatLog};
+use sonde_flow::features::FeaturesConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
@@ -61,6 +62,8 @@ pub struct OutputDir {
     dir: PathBuf,
     format: Format,
     layout: Layout,
+    /// NFStream's flow features: their columns follow the logs' own.
+    features: Option<FeaturesConfig>,
     /// What the run writes (`--outputs`); the write calls pass over the rest.
     outputs: Outputs,
     _lock: Arc<File>,
@@ -174,6 +177,7 @@ impl OutputDir {
             dir: dir.to_path_buf(),
             format,
             layout: Layout::Sonde,
+            features: None,
             outputs: Outputs::all(),
             _lock: Arc::new(lock),
         })
@@ -187,6 +191,12 @@ impl OutputDir {
     }
 
     /// The flow logs' layout.
+    /// The sonde layout's flow logs with the columns of NFStream's flow features after their
+    /// own (`--features ml`; their lines from a [`LineSink::features`] of the same).
+    pub fn with_features(self, features: Option<FeaturesConfig>) -> OutputDir {
+        OutputDir { features, ..self }
+    }
+
     pub fn layout(&self) -> Layout {
         self.layout
     }
@@ -261,10 +271,16 @@ impl OutputDir {
             return results;
         }
         let (tcp, udp): (Vec<&Lines>, Vec<&Lines>) = parts.iter().map(|s| (&s.tcp, &s.udp)).unzip();
-        let write_tcp =
-            || write_file(&self.path(tcp_file.name()), |w| write_sorted(w, self.format, &tcp_columns(), &tcp));
-        let write_udp =
-            || write_file(&self.path(udp_file.name()), |w| write_sorted(w, self.format, &udp_columns(), &udp));
+        let write_tcp = || {
+            write_file(&self.path(tcp_file.name()), |w| {
+                write_sorted(w, self.format, &tcp_columns_with(self.features), &tcp)
+            })
+        };
+        let write_udp = || {
+            write_file(&self.path(udp_file.name()), |w| {
+                write_sorted(w, self.format, &udp_columns_with(self.features), &udp)
+            })
+        };
         let (tcp, udp) = match (wants(tcp_file), wants(udp_file)) {
             (true, true) if parts.len() > 1 => std::thread::scope(|scope| {
                 let udp = scope.spawn(write_udp);
@@ -776,6 +792,22 @@ impl LineSink {
             icmp_format: LineFormat::of(self.format, true),
             tstat: self.tstat.as_ref().map(|_| Box::new(TstatFormats::new(true))),
             anon,
+            ..self
+        }
+    }
+
+    /// Writes the columns of NFStream's flow features after the logs' own (sonde's layout; call
+    /// after [`LineSink::anonymized`]): the logs' own by the generated code, the features' read
+    /// through their column functions.
+    pub fn features(self, features: Option<FeaturesConfig>) -> LineSink {
+        if features.is_none() {
+            return self;
+        }
+        let Some(cfg) = features else { return self };
+        let anonymized = self.anon.is_some();
+        LineSink {
+            tcp_format: LineFormat::of_with(self.format, anonymized, crate::columns::feature_columns(cfg)),
+            udp_format: LineFormat::of_with(self.format, anonymized, crate::columns::feature_columns(cfg)),
             ..self
         }
     }

@@ -63,8 +63,8 @@ fn analyze(py: Python<'_>, path: PathBuf, options: &str) -> PyResult<Py<PyDict>>
                 sources.into_iter().map(|source| Stoppable { source, stop: thread_stop.clone() }).collect();
             let mut readers: Vec<&mut (dyn PacketSource + Send)> =
                 sources.iter_mut().map(|s| s as &mut (dyn PacketSource + Send)).collect();
-            let anonymizer = analysis.anonymizer();
-            let sinks = || ArrowSink::new().anonymized(anonymizer.clone());
+            let (anonymizer, features) = (analysis.anonymizer(), analysis.features());
+            let sinks = || ArrowSink::new().anonymized(anonymizer.clone()).features(features);
             let input = (name.as_str(), compression.as_deref());
             let outcome =
                 analysis.analyze(&mut readers, &sinks, input).map_err(|e| format!("{e:#}")).and_then(|mut analyzed| {

@@ -140,6 +140,8 @@ struct Shape {
     anonymizer: Option<sonde_anon::Anonymizer>,
     /// ICMP entries streamed too.
     icmp: bool,
+    /// NFStream's flow features' columns (`features="ml"`).
+    features: Option<sonde_flow::features::FeaturesConfig>,
 }
 
 /// Each worker's [`StreamSink`], sending into one channel.
@@ -154,6 +156,7 @@ impl Sinks for StreamSinks {
         StreamSink::new(self.tx.clone(), self.shape.rows)
             .with_icmp(self.shape.icmp)
             .anonymized(self.shape.anonymizer.clone())
+            .features(self.shape.features)
     }
 }
 
@@ -179,10 +182,10 @@ impl AsSources for Vec<sonde_live::LiveSource> {
 #[pyo3(signature = (path, options, rows, icmp = false))]
 pub fn stream(path: PathBuf, options: &str, rows: usize, icmp: bool) -> PyResult<FlowStream> {
     let (analysis, (source, name)) = settings::prepare(settings::config(options)?, || crate::open_trace(&path))?;
-    let anonymizer = analysis.anonymizer();
+    let (anonymizer, features) = (analysis.anonymizer(), analysis.features());
     let stop = Stop::new();
     let source = Stoppable { source, stop: stop.clone() };
-    start(analysis, source, name, Shape { rows, anonymizer, icmp }, stop, None)
+    start(analysis, source, name, Shape { rows, anonymizer, icmp, features }, stop, None)
 }
 
 /// The live capture's settings (`sonde monitor`'s flags).
@@ -240,6 +243,6 @@ pub fn monitor(
     let (stop, flag) = Stop::live();
     let open = || sonde_live::LiveSource::open(&cfg, flag).map_err(|e| CaptureError::new_err(e.to_string()));
     let (analysis, source) = settings::prepare(config, open)?;
-    let anonymizer = analysis.anonymizer();
-    start(analysis, vec![source], interfaces.join(","), Shape { rows, anonymizer, icmp }, stop, deadline)
+    let (anonymizer, features) = (analysis.anonymizer(), analysis.features());
+    start(analysis, vec![source], interfaces.join(","), Shape { rows, anonymizer, icmp, features }, stop, deadline)
 }

@@ -341,6 +341,7 @@ mod tests {
                 hs_synack_ack_ns: None,
                 zeek: None,
                 tstat: None,
+                features: None,
                 client: dir(c),
                 server: dir(s),
                 app,
@@ -358,6 +359,7 @@ mod tests {
                 server: dir(s),
                 app: None,
                 owners: None,
+                features: None,
                 icmp_errors: Default::default(),
             })
         }

@@ -38,6 +38,9 @@ pub enum Kind {
     Duration,
     /// A statistic in its own unit (a quantile, a histogram bound).
     Float,
+    /// A list of signed integers (the flow features' SPLT): Arrow's list of int64; comma-separated
+    /// in TSV, an array in JSON.
+    List,
 }
 
 /// A column of a table: its name (the TSV header's) and what it holds.

@@ -181,4 +181,18 @@ mod tests {
         assert_eq!(a.analysis.layout, sonde_analysis::FlowLayout::Tstat);
         assert!(Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--layout", "argus"]).is_err());
     }
+
+    #[test]
+    fn features_ml_and_its_splt() {
+        let cli = Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap"]).unwrap();
+        let Command::Analyze(a) = cli.command else { panic!("not analyze") };
+        assert!(a.analysis.features.is_empty());
+        assert_eq!(a.analysis.splt_packets, 20);
+        let args = ["sonde", "analyze", "-r", "x.pcap", "--features", "ml", "--splt-packets", "8"];
+        let Command::Analyze(a) = Cli::try_parse_from(args).unwrap().command else { panic!("not analyze") };
+        assert_eq!(a.analysis.features, [sonde_analysis::FeatureSet::Ml]);
+        assert_eq!(a.analysis.splt_packets, 8);
+        assert!(Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--features", "dl"]).is_err());
+        assert!(Cli::try_parse_from(["sonde", "analyze", "-r", "x.pcap", "--splt-packets", "70000"]).is_err());
+    }
 }
