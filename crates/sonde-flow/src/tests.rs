@@ -821,6 +821,8 @@ fn tstat_collects_idle_flows_only_when_a_flow_opens() {
     assert!(tstat_of(&records[0]).complete(false));
     // The late packet of the collected flow: not Tstat's.
     assert!(tstat_of(&records[1]).opened && !tstat_of(&records[2]).opened);
+}
+
 #[test]
 fn flow_features_follow_the_first_sender_and_stay_off_unless_asked() {
     assert!(only_tcp(&run(&clean_exchange())).features.is_none());

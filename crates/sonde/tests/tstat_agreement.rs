@@ -1,15 +1,12 @@
 //! Agreement with Tstat 3.3, field by field: sonde's `--layout tstat` log_tcp_complete against
-//! Tstat's own log of the same capture (../shared/tstat), on the ground-truth captures and a
-//! handful of real ones. Flows are paired by their endpoints and first packet's time; for every
-//! column the share of paired flows whose values agree is measured and must stay at least what
-//! docs/tstat-comparison.md records (`MEASURED` below; a column not listed there must agree on
-//! every paired flow). Each disagreement is also checked against the rule that explains it
-//! (`explain`): a rule Tstat follows and sonde does not, read in Tstat's source and shown on a
-//! flow in the doc. A regression, or a new difference no rule accounts for, fails the test.
+//! Tstat's own log of the same capture (../shared/tstat), on every capture that has one (the
+//! four ground-truth captures and 134 real ones, about 15 s). Flows are paired by their
+//! endpoints and first packet's time; every column must agree on every paired flow, except the
+//! columns of `MEASURED`, which must agree on at least the share recorded there (and in
+//! docs/tstat-comparison.md, with the reason). The figure, at least 130 of the 134
+//! columns agreeing on 99 % of paired flows, is asserted too.
 //!
-//! `SONDE_TSTAT_ALL=1 cargo test -p sonde --test tstat_agreement -- --nocapture` runs every
-//! capture that has a Tstat log (138 captures, about 20 s) and prints the same tables
-//! without asserting the floors: the corpus-wide figures of the doc.
+//! `cargo test -p sonde --test tstat_agreement -- --nocapture` prints the tables of the doc.
 
 mod common;
 
@@ -18,25 +15,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use common::{analyze, shared_dir, tstat_run, TstatLog, TSTAT_LAYOUT_ARGS};
-
-/// Captures compared (paths as under ../shared/tstat): the four ground-truth captures and real
-/// captures chosen so that each rule of the doc shows: flows closed by RSTs followed by more
-/// packets (firefox58, netflix), SYN retransmissions and an idle gap of 300.09 s (hpvirtgrp),
-/// loss and reordering (heuristic_tcp_ack_payload, alexa-app), a loopback MSS of 65495
-/// (protobuf), servers without window scaling (KakaoTalk_talk).
-const CAPTURES: &[&str] = &[
-    "groundtruth/clean.pcap",
-    "groundtruth/lossy.pcap",
-    "groundtruth/mixed.pcap",
-    "groundtruth/ipv6.pcap",
-    "realistic/cisco+joy/test/pcaps/firefox58.pcap",
-    "realistic/ntop+nDPI/tests/cfgs/default/pcap/netflix.pcap",
-    "realistic/ntop+nDPI/tests/cfgs/default/pcap/hpvirtgrp.pcap",
-    "realistic/ntop+nDPI/tests/cfgs/default/pcap/heuristic_tcp_ack_payload.pcap",
-    "realistic/nfstream+nfstream/tests/pcaps/alexa-app.pcapng",
-    "realistic/ntop+nDPI/tests/cfgs/default/pcap/protobuf.pcap",
-    "realistic/ntop+nDPI/tests/cfgs/default/pcap/KakaoTalk_talk.pcap",
-];
 
 /// A flow of each log is paired with one of the other on the same endpoints whose first
 /// packet's time is within this (both print it from the same microsecond timestamp).
@@ -49,19 +27,23 @@ const FLOAT_TOLERANCE_MS: f64 = 0.0015;
 /// in ns by sonde).
 const FLOAT_RELATIVE: f64 = 1e-6;
 
-/// Columns that agree on fewer than all paired flows of `CAPTURES`: the share measured (in %,
-/// rounded down) and the share that agrees or whose difference a rule of `explain` accounts
-/// for. Every other column must agree on every paired flow. Kept in step with
-/// docs/tstat-comparison.md.
-const MEASURED: &[(&str, f64, f64)] = &[
-    // (column, agree %, agree or explained %), in Tstat's column order.
-    ("http_t", 95.8, 95.8),
+/// Columns that agree on fewer than all paired flows: the share measured (in %, rounded down),
+/// in Tstat's column order. Kept in step with docs/tstat-comparison.md.
+const MEASURED: &[(&str, f64)] = &[
+    // Tstat sorts GET requests into web-site classes by URL (web.c's classify_http_get: 13
+    // netflix.pcap flows are its HTTP_NETFLIX, printed 15); sonde prints 1 for any GET.
+    ("http_t", 98.9),
 ];
 
-/// Flows of `CAPTURES` in one tool's log_tcp_complete only: none (the layout follows Tstat's
-/// "complete": each FIN acknowledged, or a RST or its idle timeout after both SYNs).
-const ONLY_SONDE_MAX: usize = 0;
-const ONLY_TSTAT_MAX: usize = 0;
+/// Columns of the 134 that must agree on at least 99 % of paired flows (the figure is
+/// 130; 133 measured).
+const COLUMNS_AT_99: usize = 133;
+
+/// Flows in one tool's log_tcp_complete only (docs/tstat-comparison.md, "Flows"): 4 of
+/// fragtest.erf's (IP fragments: no trace in Tstat's logs) and 3 others sonde logs complete;
+/// 2 Tstat logs complete and sonde not complete.
+const ONLY_SONDE_MAX: usize = 7;
+const ONLY_TSTAT_MAX: usize = 2;
 
 type Row = Vec<String>;
 
@@ -130,44 +112,12 @@ fn agree(col: &str, a: &str, b: &str) -> bool {
     }
 }
 
-/// One paired flow, to read sonde's columns by name (the rules left read sonde's side only).
-struct Flow<'a> {
-    names: &'a [String],
-    ours: &'a Row,
-}
-
-impl Flow<'_> {
-    fn at(&self, name: &str) -> usize {
-        self.names.iter().position(|n| n == name).unwrap_or_else(|| panic!("no column {name}"))
-    }
-    fn ours(&self, name: &str) -> &str {
-        &self.ours[self.at(name)]
-    }
-    fn ours_num(&self, name: &str) -> f64 {
-        self.ours(name).parse().unwrap_or(f64::NAN)
-    }
-}
-
-/// The rule that accounts for a difference in `col` on this flow, if one does. Each is a rule
-/// Tstat 3.3 follows and sonde does not (docs/tstat-comparison.md gives the source and a flow).
-fn explain(col: &str, f: &Flow) -> Option<&'static str> {
-    // The TCP columns follow Tstat's rules packet by packet (sonde-flow's tstat.rs): no rule
-    // needed.
-    let p = col.get(..2).filter(|p| *p == "c_" || *p == "s_").unwrap_or("");
-    let base = &col[p.len()..];
-    match base {
-        // Not measured by sonde (docs/tstat-layout.md: printed 0).
-        _ => None,
-    }
-}
-
-/// Per column over many flows: agreeing, explained (by rule), neither.
+/// Per column over many flows: agreeing, and the disagreements.
 #[derive(Default, Clone)]
 struct Tally {
     flows: usize,
     agree: usize,
-    by_rule: BTreeMap<&'static str, usize>,
-    /// Unexplained disagreements: (capture, endpoints, sonde's value, Tstat's).
+    /// Disagreements: (capture, endpoints, sonde's value, Tstat's).
     other: Vec<String>,
 }
 
@@ -216,14 +166,11 @@ fn compare_capture(shared: &Path, rel: &str, tot: &mut Totals) {
         eprintln!("{name}: only in Tstat's log_tcp_complete (sonde's nocomplete: {nc}): {}", row[..31].join(" "));
     }
     for (ours, theirs) in &p.pairs {
-        let f = Flow { names: &p.names, ours };
         for (i, col) in p.names.iter().enumerate() {
             let t = tot.columns.entry(col.clone()).or_default();
             t.flows += 1;
             if agree(col, &ours[i], &theirs[i]) {
                 t.agree += 1;
-            } else if let Some(rule) = explain(col, &f) {
-                *t.by_rule.entry(rule).or_default() += 1;
             } else {
                 let e = endpoints(&p.names, ours);
                 t.other
@@ -247,22 +194,13 @@ fn print_tables(tot: &Totals) {
         sum = (sum.0 + both, sum.1 + os, sum.2 + ot, sum.3 + nc);
     }
     let _ = writeln!(s, "| **total** | {} | {} | {} ({}) |\n", sum.0, sum.1, sum.2, sum.3);
-    s.push_str("| column | agree | % | explained by rule | unexplained |\n|---|---|---|---|---|\n");
+    s.push_str("| column | agree | % |\n|---|---|---|\n");
     for col in &tot.names {
         let t = &tot.columns[col];
         if t.agree == t.flows {
             continue;
         }
-        let rules: Vec<String> = t.by_rule.iter().map(|(r, n)| format!("{r} {n}")).collect();
-        let _ = writeln!(
-            s,
-            "| {col} | {}/{} | {:.1} | {} | {} |",
-            t.agree,
-            t.flows,
-            pct(t.agree, t.flows),
-            rules.join(", "),
-            t.other.len()
-        );
+        let _ = writeln!(s, "| {col} | {}/{} | {:.1} |", t.agree, t.flows, pct(t.agree, t.flows));
     }
     let exact: Vec<&str> =
         tot.names.iter().filter(|c| tot.columns[*c].agree == tot.columns[*c].flows).map(String::as_str).collect();
@@ -271,12 +209,12 @@ fn print_tables(tot: &Totals) {
     for col in &tot.names {
         let t = &tot.columns[col];
         for o in t.other.iter().take(3) {
-            eprintln!("  unexplained {col}: {o}");
+            eprintln!("  differs {col}: {o}");
         }
     }
 }
 
-/// Every capture with a Tstat log, for SONDE_TSTAT_ALL.
+/// Every capture with a Tstat log.
 fn all_captures(shared: &Path) -> Vec<String> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -302,19 +240,15 @@ fn all_captures(shared: &Path) -> Vec<String> {
 #[test]
 fn agrees_with_tstat_field_by_field() {
     let Some(shared) = shared_dir() else { return };
-    let all = std::env::var_os("SONDE_TSTAT_ALL").is_some();
-    let captures: Vec<String> =
-        if all { all_captures(&shared) } else { CAPTURES.iter().map(|s| s.to_string()).collect() };
+    let captures = all_captures(&shared);
+    assert!(captures.len() >= 138, "only {} captures with a Tstat log: corpus changed?", captures.len());
     let mut tot = Totals::default();
     for rel in &captures {
         compare_capture(&shared, rel, &mut tot);
     }
     print_tables(&tot);
-    if all {
-        return;
-    }
     let paired: usize = tot.captures.iter().map(|c| c.1).sum();
-    assert!(paired >= 300, "only {paired} flows paired: corpus changed?");
+    assert!(paired >= 1273, "only {paired} flows paired: corpus changed?");
     let only_sonde: usize = tot.captures.iter().map(|c| c.2).sum();
     let only_tstat: usize = tot.captures.iter().map(|c| c.3).sum();
     let mut failures = Vec::new();
@@ -323,19 +257,18 @@ fn agrees_with_tstat_field_by_field() {
     }
     for col in &tot.names {
         let t = &tot.columns[col];
-        let (floor, explained_floor) =
-            MEASURED.iter().find(|(c, ..)| c == col).map_or((100.0, 100.0), |(_, a, e)| (*a, *e));
+        let floor = MEASURED.iter().find(|(c, _)| c == col).map_or(100.0, |(_, a)| *a);
         let share = pct(t.agree, t.flows);
-        let explained = pct(t.agree + t.by_rule.values().sum::<usize>(), t.flows);
         if share < floor {
-            failures.push(format!("{col}: agrees on {share:.2} % of paired flows, measured {floor} %"));
-        }
-        if explained < explained_floor {
             failures.push(format!(
-                "{col}: agrees or is explained on {explained:.2} % of paired flows, measured {explained_floor} % ({:?})",
+                "{col}: agrees on {share:.2} % of paired flows, measured {floor} % ({:?})",
                 t.other.iter().take(3).collect::<Vec<_>>()
             ));
         }
+    }
+    let at_99 = tot.names.iter().filter(|c| pct(tot.columns[*c].agree, tot.columns[*c].flows) >= 99.0).count();
+    if at_99 < COLUMNS_AT_99 {
+        failures.push(format!("{at_99} columns agree on 99 % of paired flows, measured {COLUMNS_AT_99}"));
     }
     assert!(
         failures.is_empty(),
