@@ -219,8 +219,9 @@ fn flows_to_measure() -> u32 {
 /// became flag bits, 1,568 with an 8-entry duplicate ring, 2,922 before the live state was
 /// separated from the records; issue 3 aims at 300, issue 33 at 512). With TLS facts (the
 /// ClientHello read, the ServerHello read, the record walk still counting application data)
-/// 1,193 B/flow: 677 and the session (168 B: two stream positions, the TLS reader, the facts'
-/// slots), its `TlsFacts` (272 B, fingerprints inline) and its names; 1,289 with the TLS
+/// 1,201 B/flow: 677 and the session (176 B: two stream positions, the TLS reader, the facts'
+/// slots, the slot of Tstat's reading, empty unless `--layout tstat`), its `TlsFacts` (272 B,
+/// fingerprints inline) and its names (1,193 before that slot); 1,289 with the TLS
 /// reader's handshake buffer, the DNS reader's TCP framing and the QUIC reader's CRYPTO stream
 /// inline (a 216-byte session); 1,989 before issue 33 let go of the ClientHello's
 /// buffer once read (1,477), held the fingerprints inline and the names at their length (1,337)
@@ -240,7 +241,7 @@ fn bytes_per_tcp_flow_stay_under_the_bound() {
     );
     assert!(v4 <= 680.0, "IPv4: {v4:.0} bytes per flow");
     assert!(v6 <= 680.0, "IPv6: {v6:.0} bytes per flow");
-    assert!(tls <= 1_200.0, "TLS facts: {tls:.0} bytes per flow");
+    assert!(tls <= 1_208.0, "TLS facts: {tls:.0} bytes per flow");
     // Zeek's state: 112 B beside each flow's own (docs/zeek.md).
     assert!(zeek <= v4 + 112.0, "Zeek's states: {zeek:.0} bytes per flow");
 }
