@@ -239,11 +239,16 @@ fn list_text(list: &[i64], json: bool) -> String {
     if json {
         out.push('[');
     }
-    for (i, n) in list.iter().enumerate() {
+    let mut digits = [0u8; 20];
+    for (i, &n) in list.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&n.to_string());
+        if n < 0 {
+            out.push('-');
+        }
+        let len = text::write(&mut digits, n.unsigned_abs());
+        out.push_str(std::str::from_utf8(&digits[..len]).expect("digits are ASCII"));
     }
     if json {
         out.push(']');
@@ -441,6 +446,19 @@ mod tests {
         assert!(String::from_utf8(line).unwrap().ends_with("\t1.75\t7,-1\n"));
         let line = LineFormat::of_with(Format::Jsonl, false, extra()).format(&mut buf, &Sample(7, "x")).to_vec();
         assert!(String::from_utf8(line).unwrap().ends_with(",\"mean\":1.75,\"splt\":[7,-1]}\n"));
+    }
+
+    #[test]
+    fn lists_and_floats_as_text() {
+        assert_eq!(
+            list_text(&[0, -1, i64::MIN, 123, i64::MAX], false),
+            "0,-1,-9223372036854775808,123,9223372036854775807"
+        );
+        assert_eq!(list_text(&[], true), "[]");
+        assert_eq!(
+            (float_text(52.5, false), float_text(0.0, true), float_text(f64::NAN, true)),
+            ("52.5".into(), "0".into(), "null".into())
+        );
     }
 
     #[test]
