@@ -347,6 +347,12 @@ fn check(config: &AnalysisConfig) -> Result<Checked> {
         }
         None
     };
+    if !config.features.is_empty() && !plan.features {
+        notes.push(format!(
+            "{}: no output shows the flow features (sonde's flow logs do): not computed",
+            name("features")
+        ));
+    }
     let live_default = if config.live { DEFAULT_LIVE_ACTIVE_TIMEOUT_S } else { 0.0 };
     let flow = FlowConfig {
         tcp_idle_ns: config.timeout_ns(config.tcp_timeout, "tcp_timeout")?,
