@@ -673,23 +673,32 @@ impl TstatConn {
         let probing = c.len == 1 && other.win_curr == 0 && this.syn_count != 0 && other.syn_count != 0;
         let cl = |x: u8| if valid { x } else { x | class::NO_RTT_SAMPLE };
         use class::*;
+        // A segment sent again (still unacknowledged, or acknowledged already): Tstat's cascade,
+        // with the classes of its case.
+        let again = |fr: u8, rto: u8, less_rtt: u8, less_rto: u8| {
+            cl(if !rule1a {
+                NETWORK_DUPLICATE
+            } else if rule1b || rule2b {
+                if rule2b {
+                    fr
+                } else {
+                    rto
+                }
+            } else if rule1d {
+                less_rtt
+            } else if !rule1b {
+                less_rto
+            } else {
+                UNKNOWN
+            })
+        };
         let kind = if probing {
             FLOW_CONTROL
         } else if rule1d && prev_tos != IN_SEQUENCE {
             prev_tos | BATCH
         } else if seg.acked == 0 {
             if c.seen {
-                if !rule1a {
-                    cl(NETWORK_DUPLICATE)
-                } else if rule1b || rule2b {
-                    cl(if rule2b { RETRANSMISSION_FR } else { RETRANSMISSION_RTO })
-                } else if rule1d {
-                    cl(DUPLICATE_RC_LESS_THAN_RTT)
-                } else if !rule1b {
-                    cl(DUPLICATE_RC_LESS_THAN_RTO)
-                } else {
-                    cl(UNKNOWN)
-                }
+                again(RETRANSMISSION_FR, RETRANSMISSION_RTO, DUPLICATE_RC_LESS_THAN_RTT, DUPLICATE_RC_LESS_THAN_RTO)
             } else if rule1b || rule2b {
                 cl(if rule2b { RETRANSMISSION_FR } else { RETRANSMISSION_RTO })
             } else if rule2c {
@@ -701,16 +710,13 @@ impl TstatConn {
             } else {
                 cl(UNKNOWN)
             }
-        } else if !rule1a {
-            cl(NETWORK_DUPLICATE)
-        } else if rule1b || rule2b {
-            cl(if rule2b { UNNECESSARY_RETRANSMISSION_FR } else { UNNECESSARY_RETRANSMISSION_RTO })
-        } else if rule1d {
-            cl(UNNECESSARY_RC_LESS_THAN_RTT)
-        } else if !rule1b {
-            cl(UNNECESSARY_RC_LESS_THAN_RTO)
         } else {
-            cl(UNKNOWN)
+            again(
+                UNNECESSARY_RETRANSMISSION_FR,
+                UNNECESSARY_RETRANSMISSION_RTO,
+                UNNECESSARY_RC_LESS_THAN_RTT,
+                UNNECESSARY_RC_LESS_THAN_RTO,
+            )
         };
         let target = if c.seen { p } else { p - 1 };
         segs[target].class = kind;
